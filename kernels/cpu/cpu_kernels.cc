@@ -1,0 +1,33 @@
+#include "kernels/cpu/cpu_kernels.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "kernels/cpu/convert.h"
+
+namespace convtune::cpu {
+namespace {
+
+const absl::flat_hash_map<absl::string_view, CpuKernelFn>& Registry() {
+  static const auto* registry = new absl::flat_hash_map<absl::string_view, CpuKernelFn>({
+      {kConvertKernel, &ConvertKernel},
+  });
+  return *registry;
+}
+
+}  // namespace
+
+CpuKernelFn FindCpuKernel(absl::string_view name) {
+  auto it = Registry().find(name);
+  return it == Registry().end() ? nullptr : it->second;
+}
+
+std::vector<absl::string_view> CpuKernelNames() {
+  std::vector<absl::string_view> names;
+  for (const auto& [name, fn] : Registry()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace convtune::cpu

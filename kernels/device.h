@@ -1,0 +1,66 @@
+// The device runtime boundary: buffers, kernel launches and timing on one
+// compute device. Backends: cpu (always), cuda and hip (when built and present).
+// Implementations are thread-safe unless they say otherwise; timing callers
+// serialize per device (the daemon's benchmark queue does).
+#ifndef CONVTUNE_KERNELS_DEVICE_H_
+#define CONVTUNE_KERNELS_DEVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "convtune/v1/plan.pb.h"
+
+namespace convtune {
+
+struct DeviceInfo {
+  std::string backend;           // "cpu", "cuda", "hip"
+  std::string arch;              // "x86-64-v4", "sm_90", "gfx90a"
+  int compute_units = 0;         // hardware threads, SMs or CUs
+  int64_t memory_bytes = 0;
+  std::string driver_version;    // empty on the CPU
+  std::string compiler_version;  // the kernel compiler / BLAS the timings depend on
+
+  // Scopes every stored record: "cpu-x86-64-v4-cu2-openblas0.3.21".
+  std::string Key() const;
+};
+
+// A block of device memory. Owned by the caller of Device::Allocate.
+class DeviceBuffer {
+ public:
+  virtual ~DeviceBuffer() = default;
+  virtual void* data() = 0;
+  virtual int64_t size() const = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual const DeviceInfo& info() const = 0;
+
+  // ResourceExhausted when the memory is not available.
+  virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) = 0;
+  virtual absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) = 0;
+  virtual absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) = 0;
+
+  // Runs one plan step. `buffers[i]` is the resolved address of
+  // step.buffers(i) (role base + offset). NotFound for an unknown kernel,
+  // Internal if the kernel fails.
+  virtual absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) = 0;
+
+  // Waits for all launched work.
+  virtual absl::Status Synchronize() = 0;
+
+  // Milliseconds that `work` (which launches) takes on the device, measured
+  // with device events on GPUs and a steady clock on the CPU.
+  virtual absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) = 0;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_KERNELS_DEVICE_H_

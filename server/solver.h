@@ -1,0 +1,65 @@
+// The solver interface. A solver is stateless: for a problem it says whether it
+// applies (and which constraint fails if not), how much workspace it needs,
+// which perf configs it has, and builds the execution plan. Solvers neither
+// compile nor time. All methods are const and thread-safe.
+#ifndef CONVTUNE_SERVER_SOLVER_H_
+#define CONVTUNE_SERVER_SOLVER_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "convtune/v1/plan.pb.h"
+#include "kernels/problem.h"
+
+namespace convtune {
+
+enum class AlgorithmFamily { kDirect, kGemm, kWinograd, kFft, kImplicitGemm };
+absl::string_view AlgorithmName(AlgorithmFamily family);  // "direct", "gemm", ...
+
+// A point in a solver's tuning space; the solver gives the values meaning.
+using PerfConfig = std::vector<int64_t>;
+std::string PerfConfigString(const PerfConfig& config);  // "4,8,16"
+
+class Solver {
+ public:
+  virtual ~Solver() = default;
+
+  // Stable across releases; never reused for another solver.
+  virtual uint32_t id() const = 0;
+  virtual absl::string_view name() const = 0;
+  virtual AlgorithmFamily family() const = 0;
+  virtual absl::string_view backend() const = 0;  // "cpu", "cuda", "hip"
+  // True when problem sizes are kernel arguments (nothing compiled per size).
+  virtual bool dynamic() const = 0;
+
+  // OK, or FailedPrecondition naming the constraint that fails.
+  // REQUIRES: ValidateProblem(p).ok().
+  virtual absl::Status IsApplicable(const ConvProblem& p) const = 0;
+
+  // REQUIRES: IsApplicable(p).ok().
+  virtual int64_t WorkspaceBytes(const ConvProblem& p) const = 0;
+
+  virtual PerfConfig DefaultConfig(const ConvProblem& p) const { return {}; }
+  // Every config worth trying, the default among them.
+  virtual std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const {
+    return {DefaultConfig(p)};
+  }
+  // InvalidArgument if `config` is not one this solver can run for p.
+  virtual absl::Status ValidateConfig(const ConvProblem& p, const PerfConfig& config) const;
+
+  // REQUIRES: IsApplicable(p).ok() and ValidateConfig(p, config).ok().
+  virtual absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
+                                                     const PerfConfig& config) const = 0;
+
+ protected:
+  // Fills the plan header (backend, solver id, problem, config, workspace).
+  v1::ExecutionPlan NewPlan(const ConvProblem& p, const PerfConfig& config) const;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_SOLVER_H_

@@ -1,0 +1,47 @@
+#include "server/solver_registry.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include "server/solvers/cpu_solvers.h"
+
+namespace convtune {
+
+const SolverRegistry& SolverRegistry::Default() {
+  static const SolverRegistry* registry = [] {
+    std::vector<std::unique_ptr<Solver>> all;
+    for (auto& s : MakeCpuSolvers()) all.push_back(std::move(s));
+    return new SolverRegistry(std::move(all));
+  }();
+  return *registry;
+}
+
+SolverRegistry::SolverRegistry(std::vector<std::unique_ptr<Solver>> solvers)
+    : solvers_(std::move(solvers)) {
+  std::sort(solvers_.begin(), solvers_.end(),
+            [](const auto& a, const auto& b) { return a->id() < b->id(); });
+  for (size_t i = 1; i < solvers_.size(); ++i) {
+    if (solvers_[i]->id() == solvers_[i - 1]->id()) {
+      // Two solvers with one id would corrupt every stored record: a build bug.
+      std::cerr << "solver id " << solvers_[i]->id() << " is used twice\n";
+      std::abort();
+    }
+  }
+}
+
+const Solver* SolverRegistry::Find(uint32_t id) const {
+  auto it = std::lower_bound(solvers_.begin(), solvers_.end(), id,
+                             [](const auto& s, uint32_t v) { return s->id() < v; });
+  return it != solvers_.end() && (*it)->id() == id ? it->get() : nullptr;
+}
+
+std::vector<const Solver*> SolverRegistry::ForBackend(absl::string_view backend) const {
+  std::vector<const Solver*> out;
+  for (const auto& s : solvers_) {
+    if (s->backend() == backend) out.push_back(s.get());
+  }
+  return out;
+}
+
+}  // namespace convtune

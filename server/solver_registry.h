@@ -1,0 +1,33 @@
+// All solvers known to this build, by stable id. Built once; read-only after,
+// so thread-safe.
+#ifndef CONVTUNE_SERVER_SOLVER_REGISTRY_H_
+#define CONVTUNE_SERVER_SOLVER_REGISTRY_H_
+
+#include <memory>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "server/solver.h"
+
+namespace convtune {
+
+class SolverRegistry {
+ public:
+  // The registry of every built-in solver.
+  static const SolverRegistry& Default();
+
+  explicit SolverRegistry(std::vector<std::unique_ptr<Solver>> solvers);
+
+  // nullptr if no solver has that id.
+  const Solver* Find(uint32_t id) const;
+  // Solvers of one backend, in id order.
+  std::vector<const Solver*> ForBackend(absl::string_view backend) const;
+  const std::vector<std::unique_ptr<Solver>>& all() const { return solvers_; }
+
+ private:
+  std::vector<std::unique_ptr<Solver>> solvers_;  // sorted by id
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_SOLVER_REGISTRY_H_

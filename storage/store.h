@@ -1,0 +1,69 @@
+// A small key-value store with the four column families convtune keeps.
+// RocksDB implements it (rocksdb_store.h); nothing else includes RocksDB.
+// Implementations are thread-safe. Keys and values are opaque bytes here;
+// record formats live in records.h and storage/FORMAT.md.
+#ifndef CONVTUNE_STORAGE_STORE_H_
+#define CONVTUNE_STORAGE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace convtune::storage {
+
+enum class Column { kFindDb, kPerfDb, kKernelCache, kMeta };
+inline constexpr Column kAllColumns[] = {Column::kFindDb, Column::kPerfDb, Column::kKernelCache,
+                                         Column::kMeta};
+
+// "find_db", "perf_db", "kernel_cache", "meta".
+absl::string_view ColumnName(Column c);
+// InvalidArgument for an unknown name.
+absl::StatusOr<Column> ColumnFromName(absl::string_view name);
+
+struct WriteOptions {
+  // When true the write is in the write-ahead log and synced to disk before
+  // Put returns. Find records are written synced.
+  bool sync = true;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // NotFound if the key is absent.
+  virtual absl::StatusOr<std::string> Get(Column column, absl::string_view key) = 0;
+  virtual absl::Status Put(Column column, absl::string_view key, absl::string_view value,
+                           const WriteOptions& options = {}) = 0;
+  // OK if the key was absent.
+  virtual absl::Status Delete(Column column, absl::string_view key,
+                              const WriteOptions& options = {}) = 0;
+  // Calls fn for each pair whose key starts with `prefix`, in key order, until
+  // fn returns false.
+  virtual absl::Status Scan(
+      Column column, absl::string_view prefix,
+      const std::function<bool(absl::string_view key, absl::string_view value)>& fn) = 0;
+  // The folder this store lives in (empty for none).
+  virtual std::string path() const = 0;
+};
+
+struct StoreOptions {
+  // Create the database if it does not exist. Default: true.
+  bool create_if_missing = true;
+  // Open read-only (no lock taken; for system databases and inspection).
+  bool read_only = false;
+};
+
+// Opens (or creates) the RocksDB database in `dir`. FailedPrecondition with a
+// message naming the folder if another process holds it open for writing;
+// DataLoss if it is corrupt; Internal for other RocksDB failures.
+absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& dir,
+                                                        const StoreOptions& options = {});
+
+}  // namespace convtune::storage
+
+#endif  // CONVTUNE_STORAGE_STORE_H_

@@ -119,7 +119,6 @@ absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::
                                              "' is not conv, convfp16 or convbfp16"));
   }
   int64_t forw = 0;
-  bool depth_given = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string name;
@@ -187,14 +186,12 @@ absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::
         break;
       default: break;
     }
-    if (spec.axis == 0 && (spec.field == Field::kIn || spec.field == Field::kFilter ||
-                           spec.field == Field::kPad || spec.field == Field::kStride ||
-                           spec.field == Field::kDilation)) {
-      depth_given = depth_given || v != (spec.field == Field::kPad ? 0 : 1);
-    }
   }
-  if (p.spatial_dims == 2 && depth_given) {
-    return FlagError("--spatial_dim", "depth flags given for a 2-D problem; add --spatial_dim 3");
+  if (p.spatial_dims == 2) {
+    // MIOpenDriver ignores the depth flags of a 2-D problem (its lists even
+    // carry --conv_stride_d 0), and so do we.
+    p.in[0] = p.filter[0] = p.stride[0] = p.dilation[0] = 1;
+    p.pad[0] = 0;
   }
   std::vector<ConvProblem> out;
   const Direction dirs[] = {Direction::kForward, Direction::kBackwardData,

@@ -17,7 +17,7 @@ namespace convtune {
 // bit mask: 1 forward, 2 backward data, 4 backward weights, 0 all three; one
 // problem is returned per direction, in F, B, W order. Flags MIOpenDriver
 // takes that do not change the problem (--time, --verify, ...) are accepted
-// and ignored. InvalidArgument naming the flag for an unknown flag, a missing
+// and ignored, as are depth flags on a 2-D problem. InvalidArgument naming the flag for an unknown flag, a missing
 // or non-numeric value, a transposed-convolution mode, or an invalid problem.
 absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::string>& args);
 

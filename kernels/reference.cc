@@ -1,0 +1,173 @@
+#include "kernels/reference.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/numeric.h"
+
+namespace convtune {
+namespace {
+
+// Splits a dense index into canonical coordinates (outer, inner, d, h, w)
+// given the dims and the layout.
+std::array<int64_t, 5> Unflatten(int64_t index, int64_t inner, const std::array<int64_t, 3>& sp,
+                                 Layout layout) {
+  std::array<int64_t, 5> c{};
+  if (layout == Layout::kNCHW) {
+    c[4] = index % sp[2]; index /= sp[2];
+    c[3] = index % sp[1]; index /= sp[1];
+    c[2] = index % sp[0]; index /= sp[0];
+    c[1] = index % inner; index /= inner;
+  } else {
+    c[1] = index % inner; index /= inner;
+    c[4] = index % sp[2]; index /= sp[2];
+    c[3] = index % sp[1]; index /= sp[1];
+    c[2] = index % sp[0]; index /= sp[0];
+  }
+  c[0] = index;
+  return c;
+}
+
+int64_t Offset(const Strides& s, int64_t a, int64_t b, int64_t d, int64_t h, int64_t w) {
+  return a * s[0] + b * s[1] + d * s[2] + h * s[3] + w * s[4];
+}
+
+std::array<int64_t, 3> OutDims(const ConvProblem& p) { return {p.out(0), p.out(1), p.out(2)}; }
+
+}  // namespace
+
+double LoadElement(const void* data, DataType type, int64_t i) {
+  switch (type) {
+    case DataType::kFp32: return static_cast<const float*>(data)[i];
+    case DataType::kFp16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kBf16: return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+  }
+  return 0;
+}
+
+void StoreElement(void* data, DataType type, int64_t i, double v) {
+  const float f = static_cast<float>(v);
+  switch (type) {
+    case DataType::kFp32: static_cast<float*>(data)[i] = f; break;
+    case DataType::kFp16: static_cast<uint16_t*>(data)[i] = FloatToHalf(f); break;
+    case DataType::kBf16: static_cast<uint16_t*>(data)[i] = FloatToBf16(f); break;
+  }
+}
+
+void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (int64_t i = 0; i < count; ++i) StoreElement(data, type, i, dist(rng));
+}
+
+void FillNaN(void* data, DataType type, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    StoreElement(data, type, i, std::numeric_limits<double>::quiet_NaN());
+  }
+}
+
+double Tolerance(DataType type) {
+  switch (type) {
+    case DataType::kFp32: return 1e-4;
+    case DataType::kFp16: return 1e-2;
+    case DataType::kBf16: return 3e-2;
+  }
+  return 0;
+}
+
+int64_t OutputElements(const ConvProblem& p) {
+  switch (p.direction) {
+    case Direction::kForward: return p.y_elements();
+    case Direction::kBackwardData: return p.x_elements();
+    case Direction::kBackwardWeights: return p.w_elements();
+  }
+  return 0;
+}
+
+ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int64_t index) {
+  const Strides xs = XStrides(p), ws = WStrides(p), ys = YStrides(p);
+  const int64_t cg = p.c_per_group(), kg = p.k_per_group();
+  const std::array<int64_t, 3> od = OutDims(p);
+  ReferenceValue r;
+  auto acc = [&](const void* a, int64_t ai, const void* b, int64_t bi) {
+    const double prod = LoadElement(a, p.type, ai) * LoadElement(b, p.type, bi);
+    r.value += prod;
+    r.abs_sum += std::fabs(prod);
+  };
+  if (p.direction == Direction::kForward) {
+    const auto [n, k, d, h, w] = Unflatten(index, p.k, od, p.layout);
+    const int64_t g = k / kg;
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t fd = 0; fd < p.filter[0]; ++fd)
+        for (int64_t fh = 0; fh < p.filter[1]; ++fh)
+          for (int64_t fw = 0; fw < p.filter[2]; ++fw) {
+            const int64_t id = d * p.stride[0] - p.pad[0] + fd * p.dilation[0];
+            const int64_t ih = h * p.stride[1] - p.pad[1] + fh * p.dilation[1];
+            const int64_t iw = w * p.stride[2] - p.pad[2] + fw * p.dilation[2];
+            if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 || iw >= p.in[2]) {
+              continue;
+            }
+            acc(t.x, Offset(xs, n, g * cg + c, id, ih, iw), t.w, Offset(ws, k, c, fd, fh, fw));
+          }
+    return r;
+  }
+  if (p.direction == Direction::kBackwardData) {
+    const auto [n, ci, d, h, w] = Unflatten(index, p.c, p.in, p.layout);
+    const int64_t g = ci / cg, c = ci % cg;
+    const std::array<int64_t, 3> i = {d, h, w};
+    for (int64_t k = g * kg; k < (g + 1) * kg; ++k)
+      for (int64_t fd = 0; fd < p.filter[0]; ++fd)
+        for (int64_t fh = 0; fh < p.filter[1]; ++fh)
+          for (int64_t fw = 0; fw < p.filter[2]; ++fw) {
+            const std::array<int64_t, 3> f = {fd, fh, fw};
+            std::array<int64_t, 3> o{};
+            bool hit = true;
+            for (int a = 0; a < 3 && hit; ++a) {
+              const int64_t num = i[a] + p.pad[a] - f[a] * p.dilation[a];
+              hit = num >= 0 && num % p.stride[a] == 0 && num / p.stride[a] < od[a];
+              o[a] = hit ? num / p.stride[a] : 0;
+            }
+            if (!hit) continue;
+            acc(t.y, Offset(ys, n, k, o[0], o[1], o[2]), t.w, Offset(ws, k, c, fd, fh, fw));
+          }
+    return r;
+  }
+  const auto [k, c, fd, fh, fw] = Unflatten(index, cg, p.filter, p.layout);
+  const int64_t g = k / kg;
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t d = 0; d < od[0]; ++d)
+      for (int64_t h = 0; h < od[1]; ++h)
+        for (int64_t w = 0; w < od[2]; ++w) {
+          const int64_t id = d * p.stride[0] - p.pad[0] + fd * p.dilation[0];
+          const int64_t ih = h * p.stride[1] - p.pad[1] + fh * p.dilation[1];
+          const int64_t iw = w * p.stride[2] - p.pad[2] + fw * p.dilation[2];
+          if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 || iw >= p.in[2]) {
+            continue;
+          }
+          acc(t.x, Offset(xs, n, g * cg + c, id, ih, iw), t.y, Offset(ys, n, k, d, h, w));
+        }
+  return r;
+}
+
+absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void* output,
+                         int samples, std::mt19937_64& rng) {
+  const int64_t total = OutputElements(p);
+  const bool all = samples <= 0 || samples >= total;
+  std::uniform_int_distribution<int64_t> pick(0, total - 1);
+  const double tol = Tolerance(p.type);
+  for (int64_t s = 0; s < (all ? total : samples); ++s) {
+    const int64_t index = all ? s : pick(rng);
+    const ReferenceValue ref = ReferenceElement(p, t, index);
+    const double got = LoadElement(output, p.type, index);
+    // The output's own rounding to 16 bits is part of the allowed error.
+    const double allowed = tol * (ref.abs_sum + std::fabs(ref.value)) + 1e-30;
+    if (!(std::fabs(got - ref.value) <= allowed)) {
+      return absl::InternalError(absl::StrCat("output element ", index, " is ", got,
+                                              "; the float64 reference is ", ref.value,
+                                              " (allowed error ", allowed, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace convtune

@@ -1,0 +1,56 @@
+// The float64 reference convolution, computed straight from the definition
+// one output element at a time, reading inputs through the problem's strides
+// and storage type. The daemon checks sampled outputs of every timed solver
+// with it; the tests check whole tensors. Stateless; thread-safe.
+#ifndef CONVTUNE_KERNELS_REFERENCE_H_
+#define CONVTUNE_KERNELS_REFERENCE_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/problem.h"
+
+namespace convtune {
+
+// Host tensors of one problem: x (N,C,D,H,W), w (K,C/G,FD,FH,FW), y (N,K,...).
+struct HostTensors {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* y = nullptr;
+};
+
+// The output tensor of the direction: y (forward), x (backward data) or w
+// (backward weights).
+int64_t OutputElements(const ConvProblem& p);
+
+// Element `index` of the output in the problem's dense layout, and the sum of
+// |a*b| over its terms (the scale its rounding error is relative to).
+struct ReferenceValue {
+  double value = 0;
+  double abs_sum = 0;
+};
+ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int64_t index);
+
+// Reads element `index` of a tensor stored in `type`.
+double LoadElement(const void* data, DataType type, int64_t index);
+// Writes `v` rounded to `type`.
+void StoreElement(void* data, DataType type, int64_t index, double v);
+
+// Fills `count` elements uniformly in [-1, 1] (never all zero).
+void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng);
+// Fills with NaN, so an output element a kernel forgets to write is caught.
+void FillNaN(void* data, DataType type, int64_t count);
+
+// Relative tolerance for `type` against ReferenceValue::abs_sum.
+double Tolerance(DataType type);
+
+// Compares `samples` output elements (all of them if samples <= 0 or the
+// output is smaller) with the reference. Returns the first mismatch as
+// Internal naming the element, or OK.
+absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void* output,
+                         int samples, std::mt19937_64& rng);
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_KERNELS_REFERENCE_H_

@@ -1,0 +1,87 @@
+#include "server/benchmark.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+#include "kernels/plan_executor.h"
+#include "kernels/reference.h"
+
+namespace convtune {
+
+absl::StatusOr<std::unique_ptr<BenchmarkSession>> BenchmarkSession::Create(
+    Device* device, const ConvProblem& p, int64_t workspace_bytes, uint64_t seed) {
+  std::unique_ptr<BenchmarkSession> s(new BenchmarkSession(device, p));
+  s->rng_.seed(seed);
+  ASSIGN_OR_RETURN(s->x_, device->Allocate(p.x_bytes()));
+  ASSIGN_OR_RETURN(s->w_, device->Allocate(p.w_bytes()));
+  ASSIGN_OR_RETURN(s->y_, device->Allocate(p.y_bytes()));
+  ASSIGN_OR_RETURN(s->workspace_, device->Allocate(workspace_bytes));
+  s->host_x_.resize(p.x_bytes());
+  s->host_w_.resize(p.w_bytes());
+  s->host_y_.resize(p.y_bytes());
+  // Inputs of the direction get random values; the output role is poisoned
+  // before each checked run.
+  const bool x_in = p.direction != Direction::kBackwardData;
+  const bool w_in = p.direction != Direction::kBackwardWeights;
+  const bool y_in = p.direction != Direction::kForward;
+  if (x_in) FillRandom(s->host_x_.data(), p.type, p.x_elements(), s->rng_);
+  if (w_in) FillRandom(s->host_w_.data(), p.type, p.w_elements(), s->rng_);
+  if (y_in) FillRandom(s->host_y_.data(), p.type, p.y_elements(), s->rng_);
+  RETURN_IF_ERROR(device->CopyToDevice(s->x_.get(), s->host_x_.data(), p.x_bytes()));
+  RETURN_IF_ERROR(device->CopyToDevice(s->w_.get(), s->host_w_.data(), p.w_bytes()));
+  RETURN_IF_ERROR(device->CopyToDevice(s->y_.get(), s->host_y_.data(), p.y_bytes()));
+  return s;
+}
+
+DeviceBuffer* BenchmarkSession::output_buffer() {
+  switch (problem_.direction) {
+    case Direction::kForward: return y_.get();
+    case Direction::kBackwardData: return x_.get();
+    case Direction::kBackwardWeights: return w_.get();
+  }
+  return nullptr;
+}
+
+absl::Status BenchmarkSession::Run(const v1::ExecutionPlan& plan) {
+  PlanBuffers b{x_->data(), w_->data(), y_->data(), workspace_->data(), workspace_->size()};
+  return ExecutePlan(*device_, plan, b);
+}
+
+absl::StatusOr<Measurement> BenchmarkSession::Measure(const v1::ExecutionPlan& plan,
+                                                      const TimingOptions& options) {
+  DeviceBuffer* out = output_buffer();
+  const int64_t out_bytes = out->size();
+  host_out_.resize(out_bytes);
+  FillNaN(host_out_.data(), problem_.type, OutputElements(problem_));
+  RETURN_IF_ERROR(device_->CopyToDevice(out, host_out_.data(), out_bytes));
+  RETURN_IF_ERROR(Run(plan));
+  RETURN_IF_ERROR(device_->Synchronize());
+  RETURN_IF_ERROR(device_->CopyFromDevice(host_out_.data(), *out, out_bytes));
+  HostTensors t{host_x_.data(), host_w_.data(), host_y_.data()};
+  RETURN_IF_ERROR(CheckOutput(problem_, t, host_out_.data(), options.verify_samples, rng_));
+  return TimeOnly(plan, options);
+}
+
+absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(const v1::ExecutionPlan& plan,
+                                                       const TimingOptions& options) {
+  for (int i = 0; i < options.warmup_runs; ++i) {
+    ASSIGN_OR_RETURN(double ignored, device_->TimeMs([&] { return Run(plan); }));
+    (void)ignored;
+  }
+  std::vector<double> times;
+  double spent = 0;
+  while (static_cast<int>(times.size()) < options.max_repeats &&
+         (static_cast<int>(times.size()) < options.min_repeats || spent < options.budget_ms)) {
+    ASSIGN_OR_RETURN(double ms, device_->TimeMs([&] { return Run(plan); }));
+    times.push_back(ms);
+    spent += ms;
+  }
+  std::sort(times.begin(), times.end());
+  const size_t n = times.size();
+  Measurement m;
+  m.repeats = static_cast<int>(n);
+  m.median_ms = n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  return m;
+}
+
+}  // namespace convtune

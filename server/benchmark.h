@@ -1,0 +1,67 @@
+// Measures execution plans of one problem on one device: buffers with fresh
+// random inputs, the output poisoned before every checked run, sampled outputs
+// compared with the float64 reference, then warm-up, repeats and the median.
+// Not thread-safe: one session runs on one device's benchmark queue.
+#ifndef CONVTUNE_SERVER_BENCHMARK_H_
+#define CONVTUNE_SERVER_BENCHMARK_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "convtune/v1/plan.pb.h"
+#include "kernels/device.h"
+#include "kernels/problem.h"
+
+namespace convtune {
+
+struct TimingOptions {
+  int warmup_runs = 1;
+  int min_repeats = 3;
+  int max_repeats = 25;
+  // Stop repeating once this much time was spent (after min_repeats).
+  double budget_ms = 150;
+  // Output elements compared with the float64 reference per solver.
+  int verify_samples = 48;
+};
+
+struct Measurement {
+  double median_ms = 0;
+  int repeats = 0;
+};
+
+class BenchmarkSession {
+ public:
+  // Allocates x, w, y and `workspace_bytes` of workspace on `device` and fills
+  // the direction's inputs with random values. ResourceExhausted if the
+  // device cannot hold them.
+  static absl::StatusOr<std::unique_ptr<BenchmarkSession>> Create(Device* device,
+                                                                  const ConvProblem& p,
+                                                                  int64_t workspace_bytes,
+                                                                  uint64_t seed);
+
+  // Runs `plan` once on a poisoned output and checks it (Internal naming the
+  // wrong element if it disagrees with the reference), then times it.
+  absl::StatusOr<Measurement> Measure(const v1::ExecutionPlan& plan, const TimingOptions& options);
+
+  // Times without checking (for re-measuring configs already checked).
+  absl::StatusOr<Measurement> TimeOnly(const v1::ExecutionPlan& plan,
+                                       const TimingOptions& options);
+
+ private:
+  BenchmarkSession(Device* device, const ConvProblem& p) : device_(device), problem_(p) {}
+  absl::Status Run(const v1::ExecutionPlan& plan);
+  DeviceBuffer* output_buffer();
+
+  Device* device_;
+  ConvProblem problem_;
+  std::unique_ptr<DeviceBuffer> x_, w_, y_, workspace_;
+  std::vector<char> host_x_, host_w_, host_y_, host_out_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_BENCHMARK_H_

@@ -1,0 +1,174 @@
+#include "server/daemon.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/defaults.h"
+#include "common/status_macros.h"
+#include "kernels/cpu_device.h"
+#include "server/solver_registry.h"
+#include "storage/records.h"
+
+namespace convtune {
+namespace {
+
+// True if a process accepts connections on the Unix socket at `path`.
+bool SocketIsLive(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return live;
+}
+
+absl::Status PrepareSocketPath(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket: path '", path, "' is longer than ",
+                                                   sizeof(sockaddr_un::sun_path) - 1,
+                                                   " bytes"));
+  }
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("socket: cannot create folder ", parent.string(), ": ", ec.message()));
+  }
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("socket: ", path, " exists and is not a socket"));
+    }
+    if (SocketIsLive(path)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "socket: ", path, " is in use by a running convtuned; stop it or pass another --socket"));
+    }
+    unlink(path.c_str());  // left behind by a daemon that died
+  }
+  return absl::OkStatus();
+}
+
+int DefaultCompileThreads() {
+  if (const char* env = std::getenv("CONVTUNE_COMPILE_PARALLEL_LEVEL")) {
+    int v;
+    if (absl::SimpleAtoi(env, &v) && v > 0) return v;
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
+std::string DefaultDbDir() {
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state != '\0') {
+    return absl::StrCat(state, "/convtune/db");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return absl::StrCat(home, "/.local/state/convtune/db");
+  }
+  return "/var/lib/convtune/db";
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
+  if (options.socket_path.empty()) options.socket_path = DefaultSocketPath();
+  if (options.db_dir.empty()) options.db_dir = DefaultDbDir();
+  if (options.compile_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("compile_threads: must be >= 1, got ",
+                                                   options.compile_threads));
+  }
+  if (options.compile_threads == 0) options.compile_threads = DefaultCompileThreads();
+  if (options.backend != "auto" && options.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend: unknown '", options.backend, "' (expected auto or cpu)"));
+  }
+  std::unique_ptr<Daemon> d(new Daemon(std::move(options)));
+  RETURN_IF_ERROR(d->Init());
+  return d;
+}
+
+absl::Status Daemon::Init() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.db_dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("db: cannot create folder ", options_.db_dir, ": ", ec.message()));
+  }
+  ASSIGN_OR_RETURN(store_, storage::OpenRocksDbStore(options_.db_dir));
+  RETURN_IF_ERROR(storage::StampMeta(store_.get(), "convtuned"));
+  // Only the CPU backend is built so far; `auto` settles on it.
+  device_ = std::make_unique<CpuDevice>();
+  compile_pool_ = std::make_unique<ThreadPool>("ct-compile", options_.compile_threads);
+  bench_queue_ = std::make_unique<ThreadPool>("ct-bench", 1);
+  engine_ = std::make_unique<FindEngine>(*device_, SolverRegistry::Default(), *store_,
+                                         *compile_pool_, *bench_queue_, options_.engine);
+  service_ = std::make_unique<ConvTuneService>(*engine_, *store_, options_.service);
+
+  RETURN_IF_ERROR(PrepareSocketPath(options_.socket_path));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  builder.AddListeningPort(UnixTarget(options_.socket_path), grpc::InsecureServerCredentials());
+  int tcp_port = -1;
+  if (!options_.listen_address.empty()) {
+    builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(),
+                             &tcp_port);
+  }
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || tcp_port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on unix:", options_.socket_path,
+        options_.listen_address.empty() ? "" : absl::StrCat(" and ", options_.listen_address)));
+  }
+  owns_socket_ = true;
+  // Group members (the node's users) may connect; others may not.
+  chmod(options_.socket_path.c_str(), 0660);
+  return absl::OkStatus();
+}
+
+void Daemon::Shutdown(int grace_ms) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  if (engine_) engine_->Shutdown();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+  }
+}
+
+void Daemon::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&shut_down_));
+}
+
+Daemon::~Daemon() {
+  Shutdown();
+  // The pools drain first: their tasks finish calls on the server and use
+  // the engine, so both must still exist.
+  compile_pool_.reset();
+  bench_queue_.reset();
+  server_.reset();
+  service_.reset();
+  engine_.reset();
+  if (owns_socket_) unlink(options_.socket_path.c_str());
+}
+
+}  // namespace convtune

@@ -1,0 +1,79 @@
+// convtuned's wiring: opens the store, picks the device, starts the pools, the
+// find engine and the gRPC server (Unix socket, optional TCP, health service).
+// Members are declared in dependency order so teardown runs in reverse.
+// Start/Shutdown/Wait are thread-safe.
+#ifndef CONVTUNE_SERVER_DAEMON_H_
+#define CONVTUNE_SERVER_DAEMON_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/device.h"
+#include "server/find_engine.h"
+#include "server/service.h"
+#include "server/thread_pool.h"
+#include "storage/store.h"
+
+namespace convtune {
+
+struct DaemonOptions {
+  // Unix socket path. Default: DefaultSocketPath(). Created with mode 0660.
+  std::string socket_path;
+  // Optional TCP address, "host:port". Default: none.
+  std::string listen_address;
+  // Database folder. Default: $XDG_STATE_HOME/convtune/db or ~/.local/state/convtune/db.
+  std::string db_dir;
+  // "auto" (a GPU if present, else the CPU) or "cpu". Default: auto.
+  std::string backend = "auto";
+  // Threads that build and compile plans. Default: CONVTUNE_COMPILE_PARALLEL_LEVEL, else
+  // the number of hardware threads.
+  int compile_threads = 0;
+  FindEngine::Options engine;
+  ServiceOptions service;
+};
+
+// The default database folder.
+std::string DefaultDbDir();
+
+class Daemon {
+ public:
+  // InvalidArgument for bad options, FailedPrecondition when the database or
+  // the socket is in use by another daemon, Unavailable when a listener
+  // cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options);
+
+  ~Daemon();
+
+  // Stops accepting calls, fails queued tunings with Unavailable, and waits
+  // up to `grace_ms` for calls in flight. Idempotent.
+  void Shutdown(int grace_ms = 2000);
+  // Blocks until Shutdown.
+  void Wait();
+
+  const DaemonOptions& options() const { return options_; }
+  FindEngine& engine() { return *engine_; }
+  const std::string& device_key() const { return engine_->device_key(); }
+
+ private:
+  explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
+  absl::Status Init();
+
+  DaemonOptions options_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<ThreadPool> compile_pool_;
+  std::unique_ptr<ThreadPool> bench_queue_;
+  std::unique_ptr<FindEngine> engine_;
+  std::unique_ptr<ConvTuneService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool owns_socket_ = false;  // the socket file is ours to remove
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_DAEMON_H_

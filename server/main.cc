@@ -1,0 +1,130 @@
+// convtuned: flags -> options -> Daemon::Start -> wait for SIGTERM/SIGINT.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/defaults.h"
+#include "server/daemon.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(usage: convtuned [flags]
+
+convtuned owns this node's convolution tuning: it times every applicable
+solver for a problem once, keeps the answer in its database, and serves it to
+every process over gRPC.
+
+flags:
+  --socket PATH          Unix socket to serve on (mode 0660).
+                         default: $CONVTUNE_SOCKET, else
+                         $XDG_RUNTIME_DIR/convtune/convtuned.sock, else
+                         /tmp/convtune-$UID/convtuned.sock
+  --listen HOST:PORT     also serve on TCP (e.g. 127.0.0.1:7345). default: off
+  --db DIR               database folder (RocksDB). default:
+                         $XDG_STATE_HOME/convtune/db, else ~/.local/state/convtune/db
+  --backend auto|cpu     device backend; auto picks a GPU when one is present,
+                         else the CPU. default: auto
+  --compile-threads N    threads that build and compile kernels. default:
+                         $CONVTUNE_COMPILE_PARALLEL_LEVEL, else all hardware threads
+  --max-tensor-bytes N   largest tensor a request may describe. default: 16 GiB
+  --max-execute-bytes N  largest total of inline tensors for Execute. default: 64 MiB
+  --help                 this text
+
+Stop it with SIGTERM or SIGINT (Ctrl-C); calls in flight get two seconds.
+
+example:
+  convtuned --socket /tmp/ct.sock --db ./state/db &
+  convtune --socket /tmp/ct.sock find conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1
+)";
+
+int UsageError(const std::string& msg) {
+  std::cerr << "convtuned: " << msg << "\n(convtuned --help lists the flags)\n";
+  return 2;
+}
+
+bool ParseInt64(const std::string& s, int64_t* v) { return absl::SimpleAtoi(s, v) && *v > 0; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  convtune::DaemonOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::string value;
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (size_t eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return UsageError(absl::StrCat(flag, ": missing value"));
+    }
+    int64_t n = 0;
+    if (flag == "--socket") {
+      options.socket_path = value;
+    } else if (flag == "--listen") {
+      options.listen_address = value;
+    } else if (flag == "--db") {
+      options.db_dir = value;
+    } else if (flag == "--backend") {
+      options.backend = value;
+    } else if (flag == "--compile-threads") {
+      if (!ParseInt64(value, &n) || n > 1024) {
+        return UsageError(absl::StrCat("--compile-threads: expected 1 to 1024, got '", value, "'"));
+      }
+      options.compile_threads = static_cast<int>(n);
+    } else if (flag == "--max-tensor-bytes") {
+      if (!ParseInt64(value, &n)) {
+        return UsageError(absl::StrCat("--max-tensor-bytes: expected a positive integer"));
+      }
+      options.service.limits.max_tensor_bytes = n;
+    } else if (flag == "--max-execute-bytes") {
+      if (!ParseInt64(value, &n) || n > convtune::kMaxGrpcMessageBytes / 2) {
+        return UsageError(absl::StrCat("--max-execute-bytes: expected 1 to ",
+                                       convtune::kMaxGrpcMessageBytes / 2));
+      }
+      options.service.max_execute_bytes = n;
+    } else {
+      return UsageError(absl::StrCat("unknown flag ", flag));
+    }
+  }
+
+  // Signals are taken by one thread with sigwait, never by a handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<convtune::Daemon>> daemon = convtune::Daemon::Start(options);
+  if (!daemon.ok()) {
+    std::cerr << "convtuned: " << daemon.status().message() << "\n";
+    return 1;
+  }
+  const convtune::DaemonOptions& o = (*daemon)->options();
+  std::cerr << "convtuned: serving on unix:" << o.socket_path
+            << (o.listen_address.empty() ? "" : " and " + o.listen_address) << " (device "
+            << (*daemon)->device_key() << ", db " << o.db_dir << ")" << std::endl;
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::cerr << "convtuned: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", shutting down"
+              << std::endl;
+    (*daemon)->Shutdown();
+  });
+  (*daemon)->Wait();
+  waiter.join();
+  daemon->reset();
+  std::cerr << "convtuned: stopped" << std::endl;
+  return 0;
+}

@@ -1,0 +1,51 @@
+#include "server/thread_pool.h"
+
+#include <pthread.h>
+
+namespace convtune {
+
+ThreadPool::ThreadPool(std::string name, int threads) : name_(std::move(name)) {
+  for (int i = 0; i < threads; ++i) {
+    workers_.emplace_back([this] { Loop(); });
+    // Thread names show in top/gdb; Linux caps them at 15 characters.
+    pthread_setname_np(workers_.back().native_handle(), name_.substr(0, 15).c_str());
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::Schedule(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  tasks_.push_back(std::move(task));
+}
+
+int ThreadPool::queued() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(tasks_.size());
+}
+
+void ThreadPool::Loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+            return p->stopping_ || !p->tasks_.empty();
+          },
+          this));
+      if (tasks_.empty()) return;  // stopping and drained
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace convtune

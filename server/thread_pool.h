@@ -1,0 +1,46 @@
+// A fixed pool of worker threads running queued tasks in FIFO order. The
+// compile pool is one (N threads); each device's benchmark queue is one with a
+// single thread, so timings on a device never overlap. Thread-safe.
+#ifndef CONVTUNE_SERVER_THREAD_POOL_H_
+#define CONVTUNE_SERVER_THREAD_POOL_H_
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace convtune {
+
+class ThreadPool {
+ public:
+  // REQUIRES: threads >= 1.
+  ThreadPool(std::string name, int threads);
+  // Runs every task already queued, then joins the workers.
+  ~ThreadPool();
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void Schedule(std::function<void()> task);
+
+  int threads() const { return static_cast<int>(workers_.size()); }
+  // Tasks waiting (not running).
+  int queued() const;
+
+ private:
+  void Loop();
+
+  const std::string name_;
+  mutable absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_THREAD_POOL_H_

@@ -1,0 +1,44 @@
+// Starts the real convtuned binary in a child process for integration tests,
+// waits until it serves, and stops it with a signal. Not thread-safe.
+#ifndef CONVTUNE_TESTS_SERVER_DAEMON_PROCESS_H_
+#define CONVTUNE_TESTS_SERVER_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace convtune::testing {
+
+class DaemonProcess {
+ public:
+  // Kills the child if it is still running.
+  ~DaemonProcess();
+
+  // Starts `binary` with `args`; stderr goes to `log_path`. Returns false if
+  // the process could not be started.
+  bool Start(const std::string& binary, const std::vector<std::string>& args,
+             const std::string& log_path);
+  // Polls until a gRPC health check on `socket_path` answers SERVING, or the
+  // child exits, or `timeout_ms` passes.
+  bool WaitServing(const std::string& socket_path, int timeout_ms = 20000);
+  // Sends `sig` and waits up to timeout_ms. Returns the exit status (as from
+  // waitpid) or -1 on timeout (the child is then killed).
+  int Stop(int sig, int timeout_ms = 10000);
+  // Waits for the child to exit by itself; the exit code or -1.
+  int WaitExit(int timeout_ms);
+
+  pid_t pid() const { return pid_; }
+  std::string log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+};
+
+// A fresh folder under /tmp, removed by the caller.
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace convtune::testing
+
+#endif  // CONVTUNE_TESTS_SERVER_DAEMON_PROCESS_H_

@@ -1,0 +1,226 @@
+#include "server/find_engine.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "kernels/cpu_device.h"
+#include "server/solvers/cpu_solvers.h"
+#include "storage/records.h"
+
+namespace convtune {
+namespace {
+
+using ::testing::HasSubstr;
+
+ConvProblem SmallProblem(Direction dir = Direction::kForward) {
+  ConvProblem p;
+  p.n = 2;
+  p.c = 8;
+  p.k = 8;
+  p.in = {1, 10, 10};
+  p.filter = {1, 3, 3};
+  p.pad = {0, 1, 1};
+  p.direction = dir;
+  return p;
+}
+
+int ApplicableCount(const ConvProblem& p) {
+  int n = 0;
+  for (const Solver* s : SolverRegistry::Default().ForBackend("cpu")) n += s->IsApplicable(p).ok();
+  return n;
+}
+
+class FindEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/convtune-engine-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    Open();
+  }
+  void TearDown() override {
+    Close();
+    std::filesystem::remove_all(dir_);
+  }
+  void Open() {
+    auto store = storage::OpenRocksDbStore(dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    compile_ = std::make_unique<ThreadPool>("compile", 2);
+    bench_ = std::make_unique<ThreadPool>("bench", 1);
+    FindEngine::Options options;
+    options.timing.min_repeats = 2;
+    options.timing.budget_ms = 5;
+    engine_ = std::make_unique<FindEngine>(device_, SolverRegistry::Default(), *store_, *compile_,
+                                           *bench_, options);
+  }
+  void Close() {
+    engine_.reset();
+    compile_.reset();
+    bench_.reset();
+    store_.reset();
+  }
+
+  std::string dir_;
+  CpuDevice device_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<ThreadPool> compile_, bench_;
+  std::unique_ptr<FindEngine> engine_;
+};
+
+TEST_F(FindEngineTest, ColdFindTimesEveryApplicableSolverAndStoresTheRanking) {
+  const ConvProblem p = SmallProblem();
+  auto r = engine_->FindBlocking(p, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->from_db);
+  const int applicable = ApplicableCount(p);
+  ASSERT_GE(applicable, 4);  // naive, tiled, im2col, winograd
+  EXPECT_EQ(r->record.results_size(), applicable);
+  for (int i = 1; i < r->record.results_size(); ++i) {
+    EXPECT_LE(r->record.results(i - 1).time_ms(), r->record.results(i).time_ms());
+  }
+  for (const v1::PerfResult& res : r->record.results()) {
+    EXPECT_GT(res.time_ms(), 0);
+    EXPECT_TRUE(res.measured());
+    EXPECT_FALSE(res.solver_name().empty());
+  }
+  EngineCounters c = engine_->counters();
+  EXPECT_EQ(c.tunings, 1);
+  EXPECT_EQ(c.plans_timed, applicable);
+  EXPECT_EQ(c.records_stored, 1);
+
+  storage::FindDb db(store_.get(), device_.info().Key());
+  auto stored = db.Get(ProblemKey(p));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->results_size(), applicable);
+}
+
+TEST_F(FindEngineTest, SecondFindIsAnsweredFromTheFindDbWithoutTiming) {
+  const ConvProblem p = SmallProblem(Direction::kBackwardWeights);
+  ASSERT_TRUE(engine_->FindBlocking(p, {}).ok());
+  const int64_t timed = engine_->counters().plans_timed;
+  auto again = engine_->FindBlocking(p, {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->from_db);
+  EXPECT_EQ(engine_->counters().plans_timed, timed);
+  EXPECT_EQ(engine_->counters().db_hits, 1);
+
+  // And after the store is closed and opened again.
+  Close();
+  Open();
+  auto reopened = engine_->FindBlocking(p, {});
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_TRUE(reopened->from_db);
+  EXPECT_EQ(engine_->counters().plans_timed, 0);
+  EXPECT_EQ(reopened->record.results_size(), again->record.results_size());
+}
+
+TEST_F(FindEngineTest, WorkspaceLimitLeavesSolversOutAndIsNotStoredAsTheFullAnswer) {
+  const ConvProblem p = SmallProblem();
+  auto limited = engine_->FindBlocking(p, {.workspace_limit = 0});
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  EXPECT_FALSE(limited->from_db);
+  EXPECT_LT(limited->record.results_size(), ApplicableCount(p));
+  for (const auto& r : limited->record.results()) EXPECT_EQ(r.workspace_bytes(), 0);
+
+  // The unconstrained answer is not there: this find tunes.
+  auto full = engine_->FindBlocking(p, {});
+  ASSERT_TRUE(full.ok());
+  EXPECT_FALSE(full->from_db);
+  EXPECT_EQ(full->record.results_size(), ApplicableCount(p));
+  EXPECT_EQ(engine_->counters().tunings, 2);
+
+  // Now a limited find is served from the full record, filtered.
+  auto again = engine_->FindBlocking(p, {.workspace_limit = 0});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->from_db);
+  for (const auto& r : again->record.results()) EXPECT_EQ(r.workspace_bytes(), 0);
+  EXPECT_EQ(engine_->counters().tunings, 2);
+}
+
+TEST_F(FindEngineTest, IdenticalConcurrentFindsShareOneRun) {
+  const ConvProblem p = SmallProblem(Direction::kBackwardData);
+  constexpr int kCallers = 6;
+  std::vector<absl::StatusOr<FindOutcome>> results(kCallers);
+  std::vector<std::thread> threads;
+  absl::Notification go;
+  for (int i = 0; i < kCallers; ++i) {
+    threads.emplace_back([&, i] {
+      go.WaitForNotification();
+      results[i] = engine_->FindBlocking(p, {});
+    });
+  }
+  go.Notify();
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+  const EngineCounters c = engine_->counters();
+  // Every caller either joined the one tuning or, arriving after it stored
+  // its record, read the FindDb.
+  EXPECT_EQ(c.tunings, 1);
+  EXPECT_EQ(c.joined + c.db_hits, kCallers - 1);
+  EXPECT_EQ(c.plans_timed, ApplicableCount(p));
+}
+
+TEST_F(FindEngineTest, CorruptRecordIsDroppedAndRetuned) {
+  const ConvProblem p = SmallProblem();
+  const std::string key = storage::FindDbKey(device_.info().Key(), ProblemKey(p));
+  ASSERT_TRUE(store_->Put(storage::Column::kFindDb, key, "\xff\xfe not a record").ok());
+  auto r = engine_->FindBlocking(p, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->from_db);
+  EXPECT_EQ(engine_->counters().records_dropped, 1);
+  storage::FindDb db(store_.get(), device_.info().Key());
+  EXPECT_TRUE(db.Get(ProblemKey(p)).ok());
+}
+
+TEST_F(FindEngineTest, ExhaustiveFindSearchesConfigsAndKeepsTheBestInThePerfDb) {
+  const ConvProblem p = SmallProblem();
+  const Solver* tiled = SolverRegistry::Default().Find(kCpuDirectTiledId);
+  ASSERT_NE(tiled, nullptr);
+  const size_t space = tiled->ConfigSpace(p).size();
+  ASSERT_GT(space, 1u);
+  auto r = engine_->FindBlocking(p, {.exhaustive = true});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(engine_->counters().plans_timed, ApplicableCount(p));
+  storage::PerfDb perf(store_.get(), device_.info().Key());
+  auto best = perf.Get(ProblemKey(p), kCpuDirectTiledId);
+  ASSERT_TRUE(best.ok()) << best.status();
+  const PerfConfig config(best->perf_config().begin(), best->perf_config().end());
+  EXPECT_TRUE(tiled->ValidateConfig(p, config).ok());
+  // Plans now use the tuned config.
+  auto plan = engine_->Plan(p, kCpuDirectTiledId, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(PerfConfig(plan->perf_config().begin(), plan->perf_config().end()), config);
+  // An exhaustive find re-tunes even though the record exists.
+  ASSERT_TRUE(engine_->FindBlocking(p, {.exhaustive = true}).ok());
+  EXPECT_EQ(engine_->counters().tunings, 2);
+}
+
+TEST_F(FindEngineTest, PlanErrorsNameTheProblem) {
+  const ConvProblem p = SmallProblem();
+  EXPECT_EQ(engine_->Plan(p, 9999, {}).status().code(), absl::StatusCode::kNotFound);
+  ConvProblem big = p;
+  big.filter = {1, 5, 5};
+  big.pad = {0, 2, 2};
+  auto s = engine_->Plan(big, kCpuWinogradF2x3Id, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("filter"));
+  EXPECT_EQ(engine_->Plan(p, kCpuDirectTiledId, {999, 999}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FindEngineTest, ShutdownFailsNewFindsWithUnavailable) {
+  engine_->Shutdown();
+  auto r = engine_->FindBlocking(SmallProblem(), {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace convtune

@@ -1,0 +1,47 @@
+// The `convtune` command line: shared pieces of its sub-commands (the
+// connection context, exit codes, error reporting). Single-threaded.
+#ifndef CONVTUNE_CLIENT_CLI_CLI_H_
+#define CONVTUNE_CLIENT_CLI_CLI_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/client.h"
+
+namespace convtune::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;  // a request failed
+inline constexpr int kExitUsage = 2;   // the command line (or an input file) is wrong
+
+struct Context {
+  std::unique_ptr<Client> client;
+  // How the user named the daemon, for the "is it running?" hint.
+  std::string socket_path;  // empty when --address was given
+  std::string address;      // --address HOST:PORT
+};
+
+// True when the status says nobody answers at the daemon's address.
+bool Unreachable(const absl::Status& status);
+// Prints "convtune: <message>" to stderr; an unreachable daemon gets a hint
+// on how to start it.
+void ReportError(const Context& context, const absl::Status& status);
+// Prints "convtune: <message>" and a pointer to --help; returns kExitUsage.
+int UsageError(const std::string& message);
+
+// Sub-commands. `args` are the words after the sub-command's name.
+int FindCommand(Context& context, const std::vector<std::string>& args);
+int SolversCommand(Context& context, const std::vector<std::string>& args);
+int DbCommand(Context& context, const std::vector<std::string>& args);
+
+// Help texts.
+extern const char kMainHelp[];
+extern const char kFindHelp[];
+extern const char kSolversHelp[];
+extern const char kDbHelp[];
+
+}  // namespace convtune::cli
+
+#endif  // CONVTUNE_CLIENT_CLI_CLI_H_

@@ -1,0 +1,174 @@
+// `convtune solvers` and `convtune db`.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli/cli.h"
+#include "kernels/driver_line.h"
+
+namespace convtune::cli {
+namespace {
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
+}
+
+// Writes `data` to `path` so that a reader sees the old file or the whole new
+// one, never a torn one: a temporary beside it, fsync, rename, fsync the folder.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
+  std::string temp = path + ".tmp.XXXXXX";
+  int fd = mkstemp(temp.data());
+  if (fd < 0) return ErrnoError("cannot create a temporary file", temp);
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      absl::Status s = ErrnoError("write failed", temp);
+      close(fd);
+      unlink(temp.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    absl::Status s = ErrnoError("fsync failed", temp);
+    unlink(temp.c_str());
+    return s;
+  }
+  if (rename(temp.c_str(), path.c_str()) != 0) {
+    absl::Status s = ErrnoError("rename failed", path);
+    unlink(temp.c_str());
+    return s;
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  if (int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream data;
+  data << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return data.str();
+}
+
+void PrintSolvers(const v1::ListSolversResponse& response, bool with_problem) {
+  std::cout << absl::StrFormat("%5s  %-32s  %-14s  %-7s  %-7s", "id", "solver", "algorithm",
+                               "backend", "dynamic");
+  if (with_problem) std::cout << absl::StrFormat("  %-10s  %14s  %s", "applicable",
+                                                 "workspace (B)", "reason");
+  std::cout << "\n";
+  int applicable = 0;
+  for (const v1::SolverInfo& s : response.solvers()) {
+    std::cout << absl::StrFormat("%5u  %-32s  %-14s  %-7s  %-7s", s.id(), s.name(), s.algorithm(),
+                                 s.backend(), s.dynamic() ? "yes" : "no");
+    if (with_problem) {
+      applicable += s.applicable();
+      std::cout << absl::StrFormat("  %-10s  %14s  %s", s.applicable() ? "yes" : "no",
+                                   s.applicable() ? absl::StrCat(s.workspace_bytes()) : "-",
+                                   s.not_applicable_reason());
+    }
+    std::cout << "\n";
+  }
+  std::cout << response.solvers_size() << " solver(s)";
+  if (with_problem) std::cout << ", " << applicable << " applicable";
+  std::cout << " on " << response.device_key() << "\n";
+}
+
+}  // namespace
+
+int SolversCommand(Context& context, const std::vector<std::string>& args) {
+  std::vector<ConvProblem> problems;
+  if (!args.empty()) {
+    absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverArgs(args);
+    if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
+    problems = *std::move(parsed);
+  }
+  if (problems.empty()) {
+    absl::StatusOr<v1::ListSolversResponse> response = context.client->ListSolvers();
+    if (!response.ok()) {
+      ReportError(context, response.status());
+      return kExitFailed;
+    }
+    PrintSolvers(*response, false);
+    return kExitOk;
+  }
+  for (const ConvProblem& problem : problems) {
+    absl::StatusOr<v1::ListSolversResponse> response = context.client->ListSolvers(problem);
+    if (!response.ok()) {
+      ReportError(context, response.status());
+      return kExitFailed;
+    }
+    std::cout << "problem " << ProblemKey(problem) << "\n";
+    PrintSolvers(*response, true);
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
+
+int DbCommand(Context& context, const std::vector<std::string>& args) {
+  if (args.empty()) return UsageError("db needs stats, export FILE or import FILE");
+  const std::string& verb = args[0];
+  if (verb == "stats") {
+    if (args.size() != 1) return UsageError("db stats takes no arguments");
+    absl::StatusOr<v1::DbStatsResponse> stats = context.client->DbStats();
+    if (!stats.ok()) {
+      ReportError(context, stats.status());
+      return kExitFailed;
+    }
+    std::cout << "device key: " << stats->device_key() << "\n"
+              << "database:   " << stats->path() << "\n";
+    std::map<std::string, int64_t> sorted(stats->records().begin(), stats->records().end());
+    for (const auto& [family, count] : sorted) {
+      std::cout << absl::StrFormat("  %-16s %d record(s)\n", family, count);
+    }
+    return kExitOk;
+  }
+  if (verb != "export" && verb != "import") {
+    return UsageError(absl::StrCat("unknown db action '", verb, "' (stats, export, import)"));
+  }
+  if (args.size() != 2) return UsageError(absl::StrCat("db ", verb, " needs one FILE"));
+  const std::string& path = args[1];
+  if (verb == "export") {
+    absl::StatusOr<v1::DbExportResponse> exported = context.client->DbExport();
+    absl::Status s = exported.status();
+    if (s.ok()) s = WriteFileAtomically(path, exported->file());
+    if (!s.ok()) {
+      ReportError(context, s);
+      return kExitFailed;
+    }
+    std::cout << "exported " << exported->entries() << " record(s), "
+              << exported->file().size() << " bytes, to " << path << "\n";
+    return kExitOk;
+  }
+  absl::StatusOr<std::string> file = ReadFile(path);
+  absl::StatusOr<v1::DbImportResponse> imported =
+      file.ok() ? context.client->DbImport(*std::move(file)) : file.status();
+  if (!imported.ok()) {
+    ReportError(context, imported.status());
+    return kExitFailed;
+  }
+  std::cout << "imported " << imported->imported() << " record(s), skipped "
+            << imported->skipped() << " from " << path << "\n";
+  return kExitOk;
+}
+
+}  // namespace convtune::cli

@@ -1,0 +1,215 @@
+// `convtune find`: problems from a MIOpenDriver line or a file, answered by
+// the daemon's Find, printed as a table or JSON.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli/cli.h"
+#include "kernels/driver_line.h"
+
+namespace convtune::cli {
+namespace {
+
+struct FindFlags {
+  bool json = false;
+  std::string file;
+  FindOptions options;
+  std::vector<std::string> driver_args;
+};
+
+struct Outcome {
+  ConvProblem problem;
+  absl::Status status;
+  v1::FindResponse response;
+  double seconds = 0;
+};
+
+// Our flags may appear anywhere: none collides with a MIOpenDriver flag.
+int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) return false;
+      *out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--json") {
+      flags->json = true;
+    } else if (a == "--exhaustive") {
+      flags->options.exhaustive = true;
+    } else if (a == "--file") {
+      if (!value(&flags->file)) return UsageError("--file needs a FILE");
+    } else if (a == "--workspace-limit") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.workspace_limit) ||
+          flags->options.workspace_limit < 0) {
+        return UsageError("--workspace-limit needs a number of bytes >= 0");
+      }
+    } else if (a == "--count") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.request_count) ||
+          flags->options.request_count < 1) {
+        return UsageError("--count needs a number >= 1");
+      }
+    } else {
+      flags->driver_args.push_back(a);
+    }
+  }
+  if (flags->file.empty() == flags->driver_args.empty()) {
+    return UsageError(flags->file.empty()
+                          ? "find needs a MIOpenDriver line or --file FILE"
+                          : "find takes either a MIOpenDriver line or --file FILE, not both");
+  }
+  return kExitOk;
+}
+
+// Appends the file's problems; reports each bad line as FILE:LINE. Returns
+// false if any line was bad (or the file cannot be read).
+bool ReadProblemFile(const std::string& path, std::vector<ConvProblem>* problems) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "convtune: " << path << ": cannot open\n";
+    return false;
+  }
+  bool ok = true;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty() || text[0] == '#') continue;
+    absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverLine(text);
+    if (!parsed.ok()) {
+      std::cerr << path << ":" << number << ": " << parsed.status().message() << "\n";
+      ok = false;
+      continue;
+    }
+    problems->insert(problems->end(), parsed->begin(), parsed->end());
+  }
+  return ok;
+}
+
+std::string JsonString(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void PrintJson(const std::vector<Outcome>& outcomes) {
+  std::cout << "[";
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
+    std::cout << (i ? ",\n " : "\n ") << "{\"problem_key\": "
+              << JsonString(o.response.problem_key().empty() ? ProblemKey(o.problem)
+                                                             : o.response.problem_key())
+              << ", \"driver_line\": " << JsonString(FormatDriverLine(o.problem))
+              << ", \"from_db\": " << (o.response.from_db() ? "true" : "false")
+              << ", \"device_key\": " << JsonString(o.response.device_key());
+    if (!o.status.ok()) std::cout << ", \"error\": " << JsonString(o.status.message());
+    std::cout << ", \"results\": [";
+    for (int r = 0; r < o.response.results_size(); ++r) {
+      const v1::PerfResult& p = o.response.results(r);
+      std::cout << (r ? ", " : "")
+                << absl::StrFormat(
+                       "{\"rank\": %d, \"solver_id\": %u, \"solver_name\": %s, "
+                       "\"algorithm\": %s, \"time_ms\": %.6g, \"workspace_bytes\": %d, "
+                       "\"measured\": %s}",
+                       r + 1, p.solver_id(), JsonString(p.solver_name()),
+                       JsonString(p.algorithm()), p.time_ms(), p.workspace_bytes(),
+                       p.measured() ? "true" : "false");
+    }
+    std::cout << "]}";
+  }
+  std::cout << "\n]\n";
+}
+
+void PrintTable(const Context& context, const std::vector<Outcome>& outcomes) {
+  int from_db = 0, tuned = 0, failed = 0, results = 0;
+  double seconds = 0;
+  for (const Outcome& o : outcomes) {
+    seconds += o.seconds;
+    if (!o.status.ok()) {
+      ++failed;
+      continue;
+    }
+    o.response.from_db() ? ++from_db : ++tuned;
+    results += o.response.results_size();
+    std::cout << "problem " << o.response.problem_key() << "  ("
+              << (o.response.from_db() ? "from FindDb"
+                                       : absl::StrFormat("tuned in %.2f s", o.seconds))
+              << ")\n";
+    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n", "rank", "id",
+                                 "solver", "algorithm", "time (ms)", "workspace (B)");
+    for (int r = 0; r < o.response.results_size(); ++r) {
+      const v1::PerfResult& p = o.response.results(r);
+      std::cout << absl::StrFormat("  %4d  %5u  %-32s  %-14s  %12.4f%s %14d\n", r + 1,
+                                   p.solver_id(), p.solver_name(), p.algorithm(), p.time_ms(),
+                                   p.measured() ? " " : "*", p.workspace_bytes());
+    }
+    if (o.response.results_size() == 0) std::cout << "  (no solution)\n";
+    std::cout << "\n";
+  }
+  std::cout << absl::StrFormat(
+      "%d problem(s): %d from FindDb, %d tuned, %d failed; %d result(s); %.2f s\n",
+      outcomes.size(), from_db, tuned, failed, results, seconds);
+}
+
+}  // namespace
+
+int FindCommand(Context& context, const std::vector<std::string>& args) {
+  FindFlags flags;
+  if (int rc = ParseFindFlags(args, &flags); rc != kExitOk) return rc;
+  std::vector<ConvProblem> problems;
+  bool input_ok = true;
+  if (!flags.file.empty()) {
+    input_ok = ReadProblemFile(flags.file, &problems);
+  } else {
+    absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverArgs(flags.driver_args);
+    if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
+    problems = *std::move(parsed);
+  }
+  std::vector<Outcome> outcomes;
+  bool request_ok = true;
+  for (const ConvProblem& problem : problems) {
+    Outcome o;
+    o.problem = problem;
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<v1::FindResponse> response = context.client->Find(problem, flags.options);
+    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (response.ok()) {
+      o.response = *std::move(response);
+    } else {
+      o.status = response.status();
+      request_ok = false;
+      // The daemon is down: every other problem would say the same.
+      if (Unreachable(o.status)) {
+        ReportError(context, o.status);
+        return kExitFailed;
+      }
+      std::cerr << "convtune: " << ProblemKey(problem) << ": " << o.status.message() << "\n";
+    }
+    outcomes.push_back(std::move(o));
+  }
+  flags.json ? PrintJson(outcomes) : PrintTable(context, outcomes);
+  if (!input_ok) return kExitUsage;
+  return request_ok ? kExitOk : kExitFailed;
+}
+
+}  // namespace convtune::cli

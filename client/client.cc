@@ -1,0 +1,185 @@
+#include "client/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/defaults.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "kernels/problem_proto.h"
+
+namespace convtune {
+
+absl::StatusOr<std::string> ResolveTarget(absl::string_view address) {
+  if (address.empty()) return UnixTarget(DefaultSocketPath());
+  if (absl::StrContains(address, ' ')) {
+    return absl::InvalidArgumentError(absl::StrCat("address '", address, "' contains a space"));
+  }
+  if (absl::StartsWith(address, "/")) return UnixTarget(address);
+  // unix:, unix-abstract:, dns:, ipv4:, ipv6: and plain host:port all pass.
+  if (absl::StrContains(address, ':')) return std::string(address);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "address '", address, "': expected unix:/path, an absolute socket path or host:port"));
+}
+
+Client::Client(std::string target, ClientOptions options,
+               std::shared_ptr<grpc::Channel> channel)
+    : target_(std::move(target)),
+      options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::ConvTune::NewStub(channel_)) {}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string address,
+                                                        ClientOptions options) {
+  ASSIGN_OR_RETURN(std::string target, ResolveTarget(address));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (channel == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot create a channel to ", target));
+  }
+  return std::unique_ptr<Client>(new Client(std::move(target), options, std::move(channel)));
+}
+
+void Client::SetDeadline(grpc::ClientContext* context, absl::Duration timeout) const {
+  context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+}
+
+absl::Status Client::CallError(const grpc::Status& status) const {
+  absl::Status s = FromGrpcStatus(status);
+  // The daemon also answers Unavailable (device busy); only a channel that
+  // failed to connect means nobody is listening.
+  if (s.code() == absl::StatusCode::kUnavailable &&
+      channel_->GetState(false) != GRPC_CHANNEL_READY) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach convtuned at ", target_, ": ", s.message()));
+  }
+  if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("convtuned at ", target_, " did not answer in time: ", s.message()));
+  }
+  return s;
+}
+
+absl::StatusOr<int64_t> Client::WorkspaceSize(const ConvProblem& problem) {
+  v1::WorkspaceSizeRequest request;
+  ProblemToProto(problem, request.mutable_problem());
+  v1::WorkspaceSizeResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->GetWorkspaceSize(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  return response.workspace_bytes();
+}
+
+absl::StatusOr<v1::FindResponse> Client::Find(const ConvProblem& problem,
+                                              const FindOptions& options) {
+  v1::FindRequest request;
+  ProblemToProto(problem, request.mutable_problem());
+  request.set_workspace_limit(options.workspace_limit);
+  request.set_request_count(options.request_count);
+  request.set_exhaustive(options.exhaustive);
+  v1::FindResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.find_timeout);
+  grpc::Status status = stub_->Find(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  return response;
+}
+
+absl::StatusOr<v1::ExecutionPlan> Client::GetPlan(const ConvProblem& problem,
+                                                  uint32_t solver_id) {
+  RETURN_IF_ERROR(ValidateProblem(problem));
+  std::pair<std::string, uint32_t> key(ProblemKey(problem), solver_id);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+  }
+  v1::GetPlanRequest request;
+  ProblemToProto(problem, request.mutable_problem());
+  request.set_solver_id(solver_id);
+  v1::GetPlanResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->GetPlan(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  absl::MutexLock lock(&mu_);
+  // Two threads may have fetched the same plan; either copy is the same.
+  return plans_.emplace(std::move(key), std::move(*response.mutable_plan())).first->second;
+}
+
+absl::StatusOr<v1::ListSolversResponse> Client::ListSolvers(
+    const std::optional<ConvProblem>& problem) {
+  v1::ListSolversRequest request;
+  if (problem.has_value()) ProblemToProto(*problem, request.mutable_problem());
+  v1::ListSolversResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->ListSolvers(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  return response;
+}
+
+absl::StatusOr<std::string> Client::Execute(const ConvProblem& problem, uint32_t solver_id,
+                                            std::string x, std::string w, std::string y) {
+  v1::ExecuteRequest request;
+  ProblemToProto(problem, request.mutable_problem());
+  request.set_solver_id(solver_id);
+  request.set_x(std::move(x));
+  request.set_w(std::move(w));
+  request.set_y(std::move(y));
+  v1::ExecuteResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->Execute(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  return std::move(*response.mutable_output());
+}
+
+absl::StatusOr<v1::DbStatsResponse> Client::DbStats() {
+  v1::DbStatsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->DbStats(&context, v1::DbStatsRequest(), &response);
+  if (!status.ok()) return CallError(status);
+  return response;
+}
+
+absl::StatusOr<v1::DbExportResponse> Client::DbExport() {
+  v1::DbExportResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->DbExport(&context, v1::DbExportRequest(), &response);
+  if (!status.ok()) return CallError(status);
+  return response;
+}
+
+absl::StatusOr<v1::DbImportResponse> Client::DbImport(std::string file) {
+  v1::DbImportRequest request;
+  request.set_file(std::move(file));
+  v1::DbImportResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->DbImport(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  return response;
+}
+
+absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
+                         const PlanBuffers& buffers) {
+  ASSIGN_OR_RETURN(v1::ExecutionPlan plan, GetPlan(problem, solver_id));
+  if (plan.backend() != device_.info().backend) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("solver ", solver_id, " has a ", plan.backend(),
+                     " plan; this client runs ", device_.info().backend, " plans only"));
+  }
+  return ExecutePlan(device_, plan, buffers);
+}
+
+}  // namespace convtune

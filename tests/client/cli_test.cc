@@ -1,0 +1,199 @@
+// The `convtune` binary: usage errors without a daemon, then every
+// sub-command against real convtuned processes.
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/driver_line.h"
+#include "tests/client/process_util.h"
+
+namespace convtune {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::ProcessResult;
+
+ProcessResult Cli(std::vector<std::string> args) {
+  args.insert(args.begin(), CONVTUNE_CLI_PATH);
+  return testing::RunProcess(args);
+}
+
+// A random forward problem as MIOpenDriver arguments, and its key.
+std::vector<std::string> RandomDriverArgs(std::mt19937& rng, std::string* key) {
+  std::uniform_int_distribution<int> channels(2, 12), spatial(5, 16), filter(0, 1);
+  const int f = filter(rng) ? 3 : 1;
+  std::vector<std::string> args = {
+      "conv", "-n", "1", "-c", absl::StrCat(channels(rng)), "-H", absl::StrCat(spatial(rng)),
+      "-W", absl::StrCat(spatial(rng)), "-k", absl::StrCat(channels(rng)), "-y",
+      absl::StrCat(f), "-x", absl::StrCat(f), "-p", absl::StrCat(f / 2), "-q",
+      absl::StrCat(f / 2), "-F", "1"};
+  auto problems = ParseDriverArgs(args);
+  EXPECT_TRUE(problems.ok() && problems->size() == 1);
+  *key = ProblemKey(problems->front());
+  return args;
+}
+
+TEST(CliUsageTest, HelpDescribesEverySubcommandAndFlag) {
+  ProcessResult r = Cli({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* word : {"find", "solvers", "db stats", "db export", "db import", "--socket",
+                           "--address", "--timeout", "Examples"}) {
+    EXPECT_THAT(r.out, HasSubstr(word));
+  }
+  r = Cli({"find", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* word : {"--file", "--json", "--workspace-limit", "--count", "--exhaustive"}) {
+    EXPECT_THAT(r.out, HasSubstr(word));
+  }
+}
+
+TEST(CliUsageTest, UsageErrorsExitTwo) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {}, {"frobnicate"}, {"--bogus", "db", "stats"}, {"find"}, {"db"},
+           {"db", "export"}, {"--timeout", "-3", "db", "stats"},
+           {"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8", "-k", "4", "-y", "3",
+            "-x", "3"},
+           {"find", "--count", "0", "conv", "-n", "1"}}) {
+    ProcessResult r = Cli(args);
+    EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ");
+    EXPECT_THAT(r.err, HasSubstr("convtune: ")) << absl::StrJoin(args, " ");
+  }
+  ProcessResult r = Cli({"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8"});
+  EXPECT_THAT(r.err, HasSubstr("c: must be positive"));
+}
+
+TEST(CliUsageTest, DaemonDownSaysHowToStartIt) {
+  testing::TempDir dir;
+  const std::string socket = dir.path() + "/absent.sock";
+  ProcessResult r = Cli({"--socket", socket, "db", "stats"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("convtune: cannot reach convtuned at unix:" + socket));
+  EXPECT_THAT(r.err, HasSubstr("is it running? (start it with convtuned --socket " + socket));
+}
+
+class CliDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::ConvtunedPath().empty()) GTEST_SKIP() << "convtuned is not part of this build";
+    absl::Status s = daemon_.Start(dir_.path(), dir_.path() + "/db");
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  void TearDown() override { EXPECT_TRUE(daemon_.Stop().ok()); }
+
+  ProcessResult Run(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", daemon_.socket_path()});
+    return Cli(args);
+  }
+
+  testing::TempDir dir_;
+  testing::Daemon daemon_;
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+TEST_F(CliDaemonTest, FindWithFlagsTunesThenAnswersFromDb) {
+  std::string key;
+  std::vector<std::string> args = RandomDriverArgs(rng_, &key);
+  args.insert(args.begin(), "find");
+  ProcessResult first = Run(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_THAT(first.out, HasSubstr("problem " + key));
+  EXPECT_THAT(first.out, HasSubstr("tuned in"));
+  EXPECT_THAT(first.out, HasSubstr("1 problem(s): 0 from FindDb, 1 tuned, 0 failed"));
+  ProcessResult second = Run(args);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_THAT(second.out, HasSubstr("(from FindDb)"));
+  EXPECT_THAT(second.out, HasSubstr("1 problem(s): 1 from FindDb, 0 tuned, 0 failed"));
+}
+
+TEST_F(CliDaemonTest, FindFileReportsBadLinesAndRunsTheRest) {
+  std::string key1, key2;
+  const std::vector<std::string> a1 = RandomDriverArgs(rng_, &key1);
+  const std::vector<std::string> a2 = RandomDriverArgs(rng_, &key2);
+  const std::string file = dir_.path() + "/problems.txt";
+  {
+    std::ofstream out(file);
+    out << "# a comment\n" << absl::StrJoin(a1, " ") << "\n\n"
+        << "conv -n 1 -c 4 --bogus 3\n"
+        << "  " << absl::StrJoin(a2, " ") << "\n";
+  }
+  ProcessResult r = Run({"find", "--file", file});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr(file + ":4: "));
+  EXPECT_THAT(r.err, HasSubstr("--bogus"));
+  EXPECT_THAT(r.out, HasSubstr(key1));
+  EXPECT_THAT(r.out, HasSubstr(key2));
+
+  ProcessResult json = Run({"find", "--json", "--count", "2", "--file", file});
+  EXPECT_NE(json.exit_code, 0);
+  ASSERT_FALSE(json.out.empty());
+  EXPECT_EQ(json.out.front(), '[');
+  EXPECT_THAT(json.out, HasSubstr("\"problem_key\": \"" + key1 + "\""));
+  EXPECT_THAT(json.out, HasSubstr("\"from_db\": true"));
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '{'),
+            std::count(json.out.begin(), json.out.end(), '}'));
+}
+
+TEST_F(CliDaemonTest, SolversListsWhatTheDaemonHas) {
+  auto client = Client::Connect(daemon_.address());
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<v1::ListSolversResponse> solvers = (*client)->ListSolvers();
+  ASSERT_TRUE(solvers.ok()) << solvers.status();
+  ASSERT_GT(solvers->solvers_size(), 0);
+  ProcessResult r = Run({"solvers"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const v1::SolverInfo& s : solvers->solvers()) EXPECT_THAT(r.out, HasSubstr(s.name()));
+  EXPECT_THAT(r.out, Not(HasSubstr("applicable")));
+
+  std::string key;
+  std::vector<std::string> args = RandomDriverArgs(rng_, &key);
+  args.insert(args.begin(), "solvers");
+  r = Run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("problem " + key));
+  EXPECT_THAT(r.out, HasSubstr("applicable"));
+}
+
+TEST_F(CliDaemonTest, DbStatsExportImportIntoAnotherDaemon) {
+  std::string key;
+  std::vector<std::string> args = RandomDriverArgs(rng_, &key);
+  args.insert(args.begin(), "find");
+  ASSERT_EQ(Run(args).exit_code, 0);
+  ProcessResult stats = Run({"db", "stats"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_THAT(stats.out, HasSubstr("device key: "));
+
+  const std::string file = dir_.path() + "/export.ctdb";
+  ProcessResult exported = Run({"db", "export", file});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_THAT(exported.out, HasSubstr("exported "));
+  std::ifstream in(file, std::ios::binary | std::ios::ate);
+  EXPECT_GT(static_cast<int64_t>(in.tellg()), 0);
+
+  testing::TempDir other_dir;
+  testing::Daemon other;
+  ASSERT_TRUE(other.Start(other_dir.path(), other_dir.path() + "/db").ok());
+  ProcessResult imported = Cli({"--socket", other.socket_path(), "db", "import", file});
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_THAT(imported.out, Not(HasSubstr("imported 0 ")));
+  std::vector<std::string> again = {"--socket", other.socket_path(), "find", "--json"};
+  again.insert(again.end(), args.begin() + 1, args.end());
+  ProcessResult found = Cli(again);
+  ASSERT_EQ(found.exit_code, 0) << found.err;
+  EXPECT_THAT(found.out, HasSubstr("\"from_db\": true"));
+  EXPECT_TRUE(other.Stop().ok());
+
+  ProcessResult missing = Run({"db", "import", dir_.path() + "/no-such-file"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("no-such-file"));
+}
+
+}  // namespace
+}  // namespace convtune

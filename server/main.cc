@@ -1,5 +1,10 @@
 // convtuned: flags -> options -> Daemon::Start -> wait for SIGTERM/SIGINT.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -44,6 +49,15 @@ example:
 int UsageError(const std::string& msg) {
   std::cerr << "convtuned: " << msg << "\n(convtuned --help lists the flags)\n";
   return 2;
+}
+
+int signal_pipe[2] = {-1, -1};
+
+void OnSignal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  // write() is async-signal-safe; nothing else happens in the handler.
+  ssize_t ignored = write(signal_pipe[1], &byte, 1);
+  (void)ignored;
 }
 
 bool ParseInt64(const std::string& s, int64_t* v) { return absl::SimpleAtoi(s, v) && *v > 0; }
@@ -97,12 +111,18 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Signals are taken by one thread with sigwait, never by a handler.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Libraries start threads before main (OpenBLAS does), so blocking signals
+  // here cannot route them to one thread: a handler writes the signal number
+  // to a pipe that the waiter thread reads.
+  if (pipe2(signal_pipe, O_CLOEXEC) != 0) {
+    std::cerr << "convtuned: cannot create a pipe: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   absl::StatusOr<std::unique_ptr<convtune::Daemon>> daemon = convtune::Daemon::Start(options);
@@ -116,8 +136,9 @@ int main(int argc, char** argv) {
             << (*daemon)->device_key() << ", db " << o.db_dir << ")" << std::endl;
 
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+    unsigned char sig = 0;
+    while (read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
     std::cerr << "convtuned: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", shutting down"
               << std::endl;
     (*daemon)->Shutdown();

@@ -148,8 +148,6 @@ TEST_F(DaemonTest, MalformedRequestsNameTheField) {
   };
   for (const Case& c : cases) {
     v1::ConvProblem p = Problem();
-    p.add_pad(0);
-    p.add_pad(0);
     c.mutate(&p);
     v1::FindResponse resp;
     grpc::Status s = Find(*stub, p, &resp);

@@ -1,1 +1,178 @@
-// (in progress)
+#include "storage/portable.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "convtune/v1/records.pb.h"
+#include "storage/records.h"
+
+namespace convtune::storage {
+namespace {
+
+constexpr Column kExportedColumns[] = {Column::kFindDb, Column::kPerfDb, Column::kKernelCache};
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::Status ErrnoError(int err, absl::string_view what, absl::string_view path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
+}
+
+absl::Status CheckHeader(const v1::ExportFile& file) {
+  if (file.magic() != kExportMagic) {
+    return absl::InvalidArgumentError(absl::StrCat("export file: magic is '", file.magic(),
+                                                   "', expected '", kExportMagic, "'"));
+  }
+  if (file.schema_version() != kSchemaVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("export file: schema_version ",
+                                                   file.schema_version(), ", this convtune reads ",
+                                                   kSchemaVersion));
+  }
+  return absl::OkStatus();
+}
+
+// Imports one valid entry, counting what happened.
+absl::Status ImportEntry(Store& store, Column c, const v1::ExportEntry& e,
+                         const ImportOptions& options, ImportStats& stats) {
+  constexpr WriteOptions kUnsynced{.sync = false};
+  absl::StatusOr<std::string> existing = store.Get(c, e.key());
+  if (absl::IsNotFound(existing.status())) {
+    ++stats.imported;
+    return store.Put(c, e.key(), e.value(), kUnsynced);
+  }
+  if (!existing.ok()) return existing.status();
+  if (*existing == e.value()) {
+    ++stats.unchanged;
+    return absl::OkStatus();
+  }
+  // An unreadable stored record would be dropped by its next reader anyway.
+  if (!ValidateStoredPair(c, e.key(), *existing).ok()) {
+    ++stats.imported;
+    return store.Put(c, e.key(), e.value(), kUnsynced);
+  }
+  if (!options.overwrite) {
+    ++stats.conflicting;
+    return absl::OkStatus();
+  }
+  ++stats.overwritten;
+  return store.Put(c, e.key(), e.value(), kUnsynced);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options) {
+  v1::ExportFile file;
+  file.set_magic(std::string(kExportMagic));
+  file.set_schema_version(kSchemaVersion);
+  file.set_created_unix_ms(NowUnixMs());
+  std::vector<Column> columns(std::begin(kExportedColumns), std::end(kExportedColumns));
+  if (options.include_meta) columns.push_back(Column::kMeta);
+  for (Column c : columns) {
+    RETURN_IF_ERROR(store.Scan(c, "", [&](absl::string_view key, absl::string_view value) {
+      v1::ExportEntry* e = file.add_entries();
+      e->set_column_family(std::string(ColumnName(c)));
+      e->set_key(std::string(key));
+      e->set_value(std::string(value));
+      return true;
+    }));
+  }
+  return file.SerializeAsString();
+}
+
+absl::StatusOr<ImportStats> ImportStore(Store& store, absl::string_view file_bytes,
+                                        const ImportOptions& options) {
+  v1::ExportFile file;
+  if (!file.ParseFromArray(file_bytes.data(), static_cast<int>(file_bytes.size()))) {
+    return absl::DataLossError(absl::StrCat("export file: ", file_bytes.size(),
+                                            " bytes that do not parse (truncated or not an "
+                                            "export file)"));
+  }
+  RETURN_IF_ERROR(CheckHeader(file));
+  ImportStats stats;
+  for (const v1::ExportEntry& e : file.entries()) {
+    absl::StatusOr<Column> c = ColumnFromName(e.column_family());
+    if (!c.ok()) {
+      ++stats.invalid;
+      continue;
+    }
+    if (*c == Column::kMeta && !options.import_meta) {
+      ++stats.ignored;
+      continue;
+    }
+    if (!ValidateStoredPair(*c, e.key(), e.value()).ok()) {
+      ++stats.invalid;
+      continue;
+    }
+    RETURN_IF_ERROR(ImportEntry(store, *c, e, options, stats));
+  }
+  RETURN_IF_ERROR(store.Sync());
+  return stats;
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, "create", tmp);
+  auto fail = [&](absl::string_view what) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    unlink(tmp.c_str());
+    return ErrnoError(err, what, tmp);
+  };
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail("write");
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) return fail("fsync");
+  if (close(fd) != 0) {
+    fd = -1;
+    return fail("close");
+  }
+  fd = -1;
+  if (rename(tmp.c_str(), path.c_str()) != 0) return fail("rename to " + path + " from");
+  // The rename is durable only once the folder's entry is.
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::string dir = parent.empty() ? std::string(".") : parent.string();
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return ErrnoError(errno, "open folder", dir);
+  int rc = fsync(dfd);
+  int err = errno;
+  close(dfd);
+  if (rc != 0) return ErrnoError(err, "fsync folder", dir);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "open", path);
+  std::string out;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      return ErrnoError(err, "read", path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+}  // namespace convtune::storage

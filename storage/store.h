@@ -47,6 +47,9 @@ class Store {
   virtual absl::Status Scan(
       Column column, absl::string_view prefix,
       const std::function<bool(absl::string_view key, absl::string_view value)>& fn) = 0;
+  // Makes every earlier write durable, synced or not (one fsync of the WAL),
+  // so a bulk load can write unsynced and sync once at the end.
+  virtual absl::Status Sync() { return absl::OkStatus(); }
   // The folder this store lives in (empty for none).
   virtual std::string path() const = 0;
 };
@@ -59,8 +62,11 @@ struct StoreOptions {
 };
 
 // Opens (or creates) the RocksDB database in `dir`. FailedPrecondition with a
-// message naming the folder if another process holds it open for writing;
-// DataLoss if it is corrupt; Internal for other RocksDB failures.
+// message naming the folder if another process (or another Store in this one)
+// holds it open for writing; NotFound if there is no database and the options
+// do not allow creating one; DataLoss if it is corrupt; Internal for other
+// RocksDB failures. Missing column families are created (read-only: treated as
+// empty). A read-only store answers Put/Delete with FailedPrecondition.
 absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& dir,
                                                         const StoreOptions& options = {});
 

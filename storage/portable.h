@@ -1,0 +1,65 @@
+// Moving a database between machines: export every record to one portable
+// file (a serialized v1::ExportFile, see storage/FORMAT.md) and import it into
+// another store without silently losing what is already there; plus the
+// atomic file helpers the CLI uses. Stateless; thread-safe as the Store is.
+#ifndef CONVTUNE_STORAGE_PORTABLE_H_
+#define CONVTUNE_STORAGE_PORTABLE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/store.h"
+
+namespace convtune::storage {
+
+inline constexpr absl::string_view kExportMagic = "convtune-export";
+
+struct ExportOptions {
+  // Also export meta pairs ("created_by", ...). Default: false, since they
+  // describe the source database rather than tuning results.
+  bool include_meta = false;
+};
+
+// Every pair of find_db, perf_db and kernel_cache (and meta if asked), bytes
+// as stored, in column then key order. Errors are the Store's.
+absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options = {});
+
+struct ImportOptions {
+  // Replace an existing record whose value differs. Default: false, so an
+  // import never destroys a stored result.
+  bool overwrite = false;
+  // Import meta pairs too. Default: false (they stay `ignored`).
+  bool import_meta = false;
+};
+
+struct ImportStats {
+  int64_t imported = 0;     // written: absent before, or replacing an unreadable record
+  int64_t unchanged = 0;    // already stored with the same bytes
+  int64_t conflicting = 0;  // stored with different bytes and left as they were
+  int64_t overwritten = 0;  // stored with different bytes and replaced (overwrite)
+  int64_t invalid = 0;      // entries that are not valid records: skipped
+  int64_t ignored = 0;      // meta entries without import_meta
+};
+
+// Imports an ExportStore file. DataLoss if the bytes do not parse as an
+// export file; InvalidArgument naming the field if the magic is wrong or the
+// schema_version is not kSchemaVersion. Invalid entries (unknown column family, empty key, a value that
+// ValidateStoredPair rejects) are skipped and counted. The writes are synced
+// once at the end.
+absl::StatusOr<ImportStats> ImportStore(Store& store, absl::string_view file_bytes,
+                                        const ImportOptions& options = {});
+
+// Writes `bytes` to `path` so a reader sees the old file or the new one,
+// never a part: a temporary file next to it, fsync, rename, fsync the folder.
+// Errors carry the errno's code and name the path.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
+
+// The whole file. NotFound if it does not exist.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace convtune::storage
+
+#endif  // CONVTUNE_STORAGE_PORTABLE_H_

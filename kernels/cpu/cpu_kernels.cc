@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/kernel_conv.h"
 
 namespace convtune::cpu {
 namespace {
@@ -12,6 +13,11 @@ namespace {
 const absl::flat_hash_map<absl::string_view, CpuKernelFn>& Registry() {
   static const auto* registry = new absl::flat_hash_map<absl::string_view, CpuKernelFn>({
       {kConvertKernel, &ConvertKernel},
+      {kDirectNaiveKernel, &DirectNaiveKernel},
+      {kDirectTiledKernel, &DirectTiledKernel},
+      {kIm2colGemmKernel, &Im2colGemmKernel},
+      {kGemm1x1Kernel, &Gemm1x1Kernel},
+      {kWinogradF2x3Kernel, &WinogradF2x3Kernel},
   });
   return *registry;
 }

@@ -1,0 +1,155 @@
+// The float64 reference checked against facts that do not depend on it: the
+// three directions are adjoints of one linear map, a one-hot filter shifts
+// the input, and the layout changes storage order, not values.
+#include "tests/kernels/reference.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace convtune::reference {
+namespace {
+
+ConvProblem Problem(Layout layout, int spatial_dims, int64_t groups) {
+  ConvProblem p;
+  p.spatial_dims = spatial_dims;
+  p.n = 2, p.c = 4, p.k = 6, p.groups = groups;
+  p.in = {spatial_dims == 3 ? 4 : 1, 7, 6};
+  p.filter = {spatial_dims == 3 ? 2 : 1, 3, 2};
+  p.pad = {0, 1, 1};
+  p.stride = {1, 2, 1};
+  p.dilation = {1, 1, 2};
+  p.layout = layout;
+  return p;
+}
+
+std::vector<float> Random(int64_t count, std::mt19937_64& rng) {
+  std::vector<char> raw = RandomTensor(DataType::kFp32, count, rng);
+  std::vector<float> out(count);
+  std::memcpy(out.data(), raw.data(), raw.size());
+  return out;
+}
+
+double Dot(const std::vector<float>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// <F(x, w), y> = <x, B(y, w)> = <w, W(x, y)>.
+TEST(Reference, DirectionsAreAdjoint) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+    for (int dims : {2, 3}) {
+      for (int64_t groups : {1, 2}) {
+        ConvProblem p = Problem(layout, dims, groups);
+        ASSERT_EQ(ValidateProblem(p), absl::OkStatus());
+        const auto x = Random(p.x_elements(), rng), w = Random(p.w_elements(), rng),
+                   y = Random(p.y_elements(), rng);
+        p.direction = Direction::kForward;
+        const double fy = Dot(y, ReferenceConv(p, x.data(), w.data(), nullptr).value);
+        p.direction = Direction::kBackwardData;
+        const double bx = Dot(x, ReferenceConv(p, nullptr, w.data(), y.data()).value);
+        p.direction = Direction::kBackwardWeights;
+        const double ww = Dot(w, ReferenceConv(p, x.data(), nullptr, y.data()).value);
+        EXPECT_NEAR(fy, bx, 1e-9 * (1 + std::fabs(fy))) << DescribeProblem(p);
+        EXPECT_NEAR(fy, ww, 1e-9 * (1 + std::fabs(fy))) << DescribeProblem(p);
+        EXPECT_NE(fy, 0.0);
+      }
+    }
+  }
+}
+
+// A filter that is 1 at one tap (for k == c) and 0 elsewhere copies x,
+// shifted by the tap, into y.
+TEST(Reference, OneHotFilterShiftsTheInput) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+    ConvProblem p = Problem(layout, 2, 1);
+    p.k = p.c;
+    const auto x = Random(p.x_elements(), rng);
+    std::vector<float> w(p.w_elements(), 0.f);
+    const Strides xs = XStrides(p), ws = WStrides(p), ys = YStrides(p);
+    const int64_t fh = 2, fw = 1;
+    for (int64_t c = 0; c < p.c; ++c) w[c * ws[0] + c * ws[1] + fh * ws[3] + fw * ws[4]] = 1.f;
+    const ReferenceOutput out = ReferenceConv(p, x.data(), w.data(), nullptr);
+    for (int64_t n = 0; n < p.n; ++n)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t oh = 0; oh < p.out(1); ++oh)
+          for (int64_t ow = 0; ow < p.out(2); ++ow) {
+            const int64_t ih = oh * p.stride[1] - p.pad[1] + fh * p.dilation[1];
+            const int64_t iw = ow * p.stride[2] - p.pad[2] + fw * p.dilation[2];
+            const bool inside = ih >= 0 && ih < p.in[1] && iw >= 0 && iw < p.in[2];
+            const double want = inside ? x[n * xs[0] + c * xs[1] + ih * xs[3] + iw * xs[4]] : 0.0;
+            EXPECT_EQ(out.value[n * ys[0] + c * ys[1] + oh * ys[3] + ow * ys[4]], want);
+          }
+  }
+}
+
+TEST(Reference, LayoutChangesOrderNotValues) {
+  std::mt19937_64 rng(std::random_device{}());
+  ConvProblem a = Problem(Layout::kNCHW, 3, 2);
+  ConvProblem b = a;
+  b.layout = Layout::kNHWC;
+  const auto xa = Random(a.x_elements(), rng), wa = Random(a.w_elements(), rng);
+  // Re-store the same logical tensors channels-last.
+  auto restride = [](const std::vector<float>& src, const Strides& from, const Strides& to,
+                     std::array<int64_t, 5> dims) {
+    std::vector<float> dst(src.size());
+    for (int64_t i0 = 0; i0 < dims[0]; ++i0)
+      for (int64_t i1 = 0; i1 < dims[1]; ++i1)
+        for (int64_t i2 = 0; i2 < dims[2]; ++i2)
+          for (int64_t i3 = 0; i3 < dims[3]; ++i3)
+            for (int64_t i4 = 0; i4 < dims[4]; ++i4)
+              dst[i0 * to[0] + i1 * to[1] + i2 * to[2] + i3 * to[3] + i4 * to[4]] =
+                  src[i0 * from[0] + i1 * from[1] + i2 * from[2] + i3 * from[3] + i4 * from[4]];
+    return dst;
+  };
+  const auto xb = restride(xa, XStrides(a), XStrides(b), {a.n, a.c, a.in[0], a.in[1], a.in[2]});
+  const auto wb = restride(wa, WStrides(a), WStrides(b),
+                           {a.k, a.c_per_group(), a.filter[0], a.filter[1], a.filter[2]});
+  const ReferenceOutput ya = ReferenceConv(a, xa.data(), wa.data(), nullptr);
+  const ReferenceOutput yb = ReferenceConv(b, xb.data(), wb.data(), nullptr);
+  const Strides sa = YStrides(a), sb = YStrides(b);
+  for (int64_t n = 0; n < a.n; ++n)
+    for (int64_t k = 0; k < a.k; ++k)
+      for (int64_t od = 0; od < a.out(0); ++od)
+        for (int64_t oh = 0; oh < a.out(1); ++oh)
+          for (int64_t ow = 0; ow < a.out(2); ++ow) {
+            const int64_t ia = n * sa[0] + k * sa[1] + od * sa[2] + oh * sa[3] + ow * sa[4];
+            const int64_t ib = n * sb[0] + k * sb[1] + od * sb[2] + oh * sb[3] + ow * sb[4];
+            EXPECT_EQ(ya.value[ia], yb.value[ib]);
+          }
+}
+
+TEST(Reference, ComparisonCatchesAWrongElementAndNaN) {
+  std::mt19937_64 rng(std::random_device{}());
+  ConvProblem p = Problem(Layout::kNCHW, 2, 1);
+  const auto x = Random(p.x_elements(), rng), w = Random(p.w_elements(), rng);
+  const ReferenceOutput ref = ReferenceConv(p, x.data(), w.data(), nullptr);
+  std::vector<float> y(ref.value.begin(), ref.value.end());
+  EXPECT_EQ(CompareWithReference(p, y.data(), ref), "");
+  y[3] += 0.05f;
+  EXPECT_NE(CompareWithReference(p, y.data(), ref), "");
+  y.assign(ref.value.begin(), ref.value.end());
+  PoisonNaN(DataType::kFp32, y.data() + 5, 1);
+  EXPECT_NE(CompareWithReference(p, y.data(), ref), "");
+}
+
+TEST(Reference, RandomTensorsHaveNoZerosInAnyType) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
+    const std::vector<char> v = RandomTensor(t, 4096, rng);
+    for (int64_t i = 0; i < 4096; ++i) {
+      const double d = LoadAsDouble(t, v.data(), i);
+      ASSERT_NE(d, 0.0);
+      ASSERT_LE(std::fabs(d), 1.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace convtune::reference

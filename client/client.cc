@@ -160,9 +160,10 @@ absl::StatusOr<v1::DbExportResponse> Client::DbExport() {
   return response;
 }
 
-absl::StatusOr<v1::DbImportResponse> Client::DbImport(std::string file) {
+absl::StatusOr<v1::DbImportResponse> Client::DbImport(std::string file, bool overwrite) {
   v1::DbImportRequest request;
   request.set_file(std::move(file));
+  request.set_overwrite(overwrite);
   v1::DbImportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, options_.call_timeout);

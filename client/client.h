@@ -68,7 +68,9 @@ class Client {
   absl::StatusOr<v1::DbStatsResponse> DbStats();
   // A serialized ExportFile and its entry count.
   absl::StatusOr<v1::DbExportResponse> DbExport();
-  absl::StatusOr<v1::DbImportResponse> DbImport(std::string file);
+  // Records the daemon already holds with a different value are kept unless
+  // `overwrite`.
+  absl::StatusOr<v1::DbImportResponse> DbImport(std::string file, bool overwrite = false);
 
   // Fetches (or reuses) the plan and runs it here on the CPU. Buffers follow
   // PlanBuffers' roles: for backward data x is written, for backward weights

@@ -140,13 +140,24 @@ int DbCommand(Context& context, const std::vector<std::string>& args) {
     for (const auto& [family, count] : sorted) {
       std::cout << absl::StrFormat("  %-16s %d record(s)\n", family, count);
     }
+    if (!stats->find_records_per_device().empty()) {
+      std::cout << "find records per device:\n";
+      std::map<std::string, int64_t> devices(stats->find_records_per_device().begin(),
+                                             stats->find_records_per_device().end());
+      for (const auto& [device, count] : devices) {
+        std::cout << absl::StrFormat("  %-40s %d\n", device, count);
+      }
+    }
     return kExitOk;
   }
   if (verb != "export" && verb != "import") {
     return UsageError(absl::StrCat("unknown db action '", verb, "' (stats, export, import)"));
   }
-  if (args.size() != 2) return UsageError(absl::StrCat("db ", verb, " needs one FILE"));
-  const std::string& path = args[1];
+  const bool overwrite = verb == "import" && args.size() >= 2 && args[1] == "--overwrite";
+  if (args.size() != (overwrite ? 3u : 2u)) {
+    return UsageError(absl::StrCat("db ", verb, " needs one FILE"));
+  }
+  const std::string& path = args.back();
   if (verb == "export") {
     absl::StatusOr<v1::DbExportResponse> exported = context.client->DbExport();
     absl::Status s = exported.status();
@@ -161,13 +172,17 @@ int DbCommand(Context& context, const std::vector<std::string>& args) {
   }
   absl::StatusOr<std::string> file = ReadFile(path);
   absl::StatusOr<v1::DbImportResponse> imported =
-      file.ok() ? context.client->DbImport(*std::move(file)) : file.status();
+      file.ok() ? context.client->DbImport(*std::move(file), overwrite) : file.status();
   if (!imported.ok()) {
     ReportError(context, imported.status());
     return kExitFailed;
   }
-  std::cout << "imported " << imported->imported() << " record(s), skipped "
-            << imported->skipped() << " from " << path << "\n";
+  std::cout << "imported " << imported->imported() << " record(s) from " << path;
+  if (imported->overwritten() > 0) std::cout << " (" << imported->overwritten() << " overwritten)";
+  std::cout << "; skipped " << imported->skipped() << ": " << imported->unchanged()
+            << " unchanged, " << imported->conflicting() << " conflicting"
+            << (imported->conflicting() > 0 && !overwrite ? " (kept; --overwrite replaces)" : "")
+            << ", " << imported->invalid() << " invalid\n";
   return kExitOk;
 }
 

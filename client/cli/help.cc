@@ -12,7 +12,7 @@ Usage:
   convtune [GLOBAL FLAGS] find [OPTIONS] MIOPENDRIVER-LINE
   convtune [GLOBAL FLAGS] find [OPTIONS] --file FILE
   convtune [GLOBAL FLAGS] solvers [MIOPENDRIVER-LINE]
-  convtune [GLOBAL FLAGS] db stats | db export FILE | db import FILE
+  convtune [GLOBAL FLAGS] db stats | db export FILE | db import [--overwrite] FILE
   convtune help | --help          this text;  convtune SUBCOMMAND --help  its details
 
 Sub-commands:
@@ -65,7 +65,8 @@ Options:
 
 Output: a block per problem (its key, and whether it came from the FindDb or
 was tuned now), with rows rank, solution id, solver, algorithm, time (ms) and
-workspace (bytes), then a summary line.
+workspace (bytes), then a summary line. A time marked * is an estimate, not a
+measurement.
 
 Examples:
   convtune find conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 1
@@ -90,8 +91,10 @@ Usage:
   convtune db stats          device key, database path and record counts
   convtune db export FILE    write every record to FILE (atomically: a temporary
                              file, fsync, then rename)
-  convtune db import FILE    add the records of an exported FILE; records the
-                             daemon already has are skipped
+  convtune db import [--overwrite] FILE
+                             add the records of an exported FILE; records the
+                             daemon holds with another value are kept, unless
+                             --overwrite (identical ones are skipped)
 
 Examples:
   convtune db export finddb-$(hostname).ctdb

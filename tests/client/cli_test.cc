@@ -86,7 +86,10 @@ class CliDaemonTest : public ::testing::Test {
     absl::Status s = daemon_.Start(dir_.path(), dir_.path() + "/db");
     ASSERT_TRUE(s.ok()) << s;
   }
-  void TearDown() override { EXPECT_TRUE(daemon_.Stop().ok()); }
+  void TearDown() override {
+    absl::Status stopped = daemon_.Stop();
+    EXPECT_TRUE(stopped.ok()) << stopped;
+  }
 
   ProcessResult Run(std::vector<std::string> args) {
     args.insert(args.begin(), {"--socket", daemon_.socket_path()});
@@ -188,7 +191,15 @@ TEST_F(CliDaemonTest, DbStatsExportImportIntoAnotherDaemon) {
   ProcessResult found = Cli(again);
   ASSERT_EQ(found.exit_code, 0) << found.err;
   EXPECT_THAT(found.out, HasSubstr("\"from_db\": true"));
-  EXPECT_TRUE(other.Stop().ok());
+  absl::Status stopped = other.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
+
+  // The records are already here: nothing new, nothing lost.
+  ProcessResult again_here = Run({"db", "import", file});
+  ASSERT_EQ(again_here.exit_code, 0) << again_here.err;
+  EXPECT_THAT(again_here.out, HasSubstr("imported 0 record(s)"));
+  EXPECT_THAT(again_here.out, HasSubstr(" unchanged"));
+  EXPECT_EQ(Run({"db", "import", "--overwrite"}).exit_code, 2);
 
   ProcessResult missing = Run({"db", "import", dir_.path() + "/no-such-file"});
   EXPECT_EQ(missing.exit_code, 1);

@@ -31,7 +31,10 @@ class DaemonTest : public ::testing::Test {
     start_status_ = daemon_->Start(dir_->path(), dir_->path() + "/db");
   }
   static void TearDownTestSuite() {
-    if (start_status_.ok()) EXPECT_TRUE(daemon_->Stop().ok());
+    if (start_status_.ok()) {
+      absl::Status stopped = daemon_->Stop();
+      EXPECT_TRUE(stopped.ok()) << stopped;
+    }
     delete daemon_;
     delete dir_;
   }
@@ -262,7 +265,9 @@ TEST_F(CApiDaemonTest, ForwardFindWorkflow) {
     EXPECT_EQ(perf[i].solution_id, found->results(i).solver_id());
     EXPECT_STREQ(perf[i].solver_name, found->results(i).solver_name().c_str());
     EXPECT_LE(perf[i].memory, max_ws);
-    if (i > 0) EXPECT_LE(perf[i - 1].time, perf[i].time);
+    if (i > 0) {
+      EXPECT_LE(perf[i - 1].time, perf[i].time);
+    }
   }
   // alpha = 1, beta = 0: y is overwritten (poisoned first).
   std::vector<char> run_ws(perf[0].memory);

@@ -135,6 +135,10 @@ absl::Status Daemon::Stop() {
     return absl::DeadlineExceededError("convtuned ignored SIGTERM for 20 s");
   }
   pid_ = -1;
+  if (WIFSIGNALED(status)) {
+    return absl::InternalError(absl::StrCat("convtuned was killed by signal ", WTERMSIG(status),
+                                            " instead of exiting cleanly on SIGTERM:\n", Log()));
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return absl::InternalError(absl::StrCat("convtuned did not exit cleanly (wait status ",
                                             status, "):\n", Log()));

@@ -13,7 +13,7 @@ namespace convtune {
 
 struct FindEngine::Tuning {
   ConvProblem problem;
-  FindOptions options;
+  FindParams options;
   std::string dedup_key;
   std::string problem_key;
   bool excluded_by_limit = false;
@@ -42,7 +42,7 @@ EngineCounters FindEngine::counters() const {
   return counters_;
 }
 
-absl::StatusOr<FindOutcome> FindEngine::Lookup(const ConvProblem& p, const FindOptions& o) {
+absl::StatusOr<FindOutcome> FindEngine::Lookup(const ConvProblem& p, const FindParams& o) {
   const std::string key = ProblemKey(p);
   auto get = [&](const std::string& k) -> absl::StatusOr<v1::FindRecord> {
     absl::StatusOr<v1::FindRecord> r = find_db_.Get(k);
@@ -82,7 +82,7 @@ absl::Status ShuttingDown() { return absl::UnavailableError("convtuned is shutti
 
 void FindEngine::Shutdown() { stopping_ = true; }
 
-void FindEngine::Find(const ConvProblem& p, const FindOptions& o, Done done) {
+void FindEngine::Find(const ConvProblem& p, const FindParams& o, Done done) {
   {
     absl::MutexLock lock(&mu_);
     ++counters_.finds;
@@ -118,7 +118,7 @@ void FindEngine::Find(const ConvProblem& p, const FindOptions& o, Done done) {
 }
 
 absl::StatusOr<FindOutcome> FindEngine::FindBlocking(const ConvProblem& p,
-                                                     const FindOptions& options) {
+                                                     const FindParams& options) {
   absl::Notification done;
   absl::StatusOr<FindOutcome> result;
   Find(p, options, [&](absl::StatusOr<FindOutcome> r) {
@@ -147,7 +147,7 @@ std::vector<PerfConfig> FindEngine::ConfigsToTry(const Solver& s, const ConvProb
   return {s.DefaultConfig(p)};
 }
 
-void FindEngine::StartTuning(const ConvProblem& p, const FindOptions& o,
+void FindEngine::StartTuning(const ConvProblem& p, const FindParams& o,
                              const std::string& dedup_key) {
   auto t = std::make_shared<Tuning>();
   t->problem = p;

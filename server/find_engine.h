@@ -26,7 +26,7 @@
 
 namespace convtune {
 
-struct FindOptions {
+struct FindParams {
   // Largest workspace the caller offers; negative: no limit.
   int64_t workspace_limit = -1;
   // Ignore the FindDb, search every tunable solver's configs, re-store.
@@ -76,8 +76,8 @@ class FindEngine {
   // FindDb hit, else from a pool thread when tuning ends. FailedPrecondition
   // when no solver applies (within the workspace limit), Internal when every
   // applicable solver failed.
-  void Find(const ConvProblem& p, const FindOptions& options, Done done);
-  absl::StatusOr<FindOutcome> FindBlocking(const ConvProblem& p, const FindOptions& options);
+  void Find(const ConvProblem& p, const FindParams& options, Done done);
+  absl::StatusOr<FindOutcome> FindBlocking(const ConvProblem& p, const FindParams& options);
 
   // The largest workspace of any applicable solver (0 if none needs one).
   int64_t MaxWorkspace(const ConvProblem& p) const;
@@ -114,8 +114,8 @@ class FindEngine {
   };
   struct Tuning;
 
-  absl::StatusOr<FindOutcome> Lookup(const ConvProblem& p, const FindOptions& o);
-  void StartTuning(const ConvProblem& p, const FindOptions& o, const std::string& dedup_key);
+  absl::StatusOr<FindOutcome> Lookup(const ConvProblem& p, const FindParams& o);
+  void StartTuning(const ConvProblem& p, const FindParams& o, const std::string& dedup_key);
   void TimeCandidates(std::shared_ptr<Tuning> t);
   absl::StatusOr<v1::FindRecord> RunTimings(Tuning& t);
   void Complete(const std::string& dedup_key, absl::StatusOr<FindOutcome> result);

@@ -44,7 +44,7 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(grpc::CallbackServerContext* ctx
     return Finish(ctx, absl::InvalidArgumentError(absl::StrCat(
                            "request_count: must be >= 0, got ", req->request_count())));
   }
-  FindOptions options;
+  FindParams options;
   options.workspace_limit = req->workspace_limit() < 0 ? -1 : req->workspace_limit();
   options.exhaustive = req->exhaustive();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();

@@ -8,7 +8,6 @@
 #include <system_error>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rocksdb/cache.h"
@@ -42,13 +41,31 @@ absl::Status FromRocksDb(const rocksdb::Status& s, absl::string_view context) {
   return absl::InternalError(msg);
 }
 
-// RocksDB reports a held LOCK file as an IOError: from another process it is
-// "While lock file: <dir>/LOCK: Resource temporarily unavailable"; from this
-// process, "lock hold by current process ...". Both name the LOCK file.
+// RocksDB reports a held LOCK file as an IOError naming it: from another
+// process "While lock file: <dir>/LOCK: Resource temporarily unavailable",
+// from this one "lock hold by current process, ...: <dir>/LOCK: ...".
 bool IsLockHeld(const rocksdb::Status& s) {
-  if (!s.IsIOError()) return false;
-  std::string text = absl::AsciiStrToLower(s.ToString());
-  return absl::StrContains(text, "lock");
+  return s.IsIOError() && absl::StrContains(s.ToString(), "/LOCK");
+}
+
+// What to open: every family the database has (RocksDB insists a writer opens
+// them all), the default one, and for a writer ours, which it creates.
+std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors(
+    const std::vector<std::string>& existing, bool read_only,
+    const rocksdb::ColumnFamilyOptions& cf_options) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  auto add = [&](absl::string_view name) {
+    for (const auto& d : descriptors) {
+      if (d.name == name) return;
+    }
+    descriptors.emplace_back(std::string(name), cf_options);
+  };
+  for (const std::string& name : existing) add(name);
+  add(rocksdb::kDefaultColumnFamilyName);
+  if (!read_only) {
+    for (Column c : kAllColumns) add(ColumnName(c));
+  }
+  return descriptors;
 }
 
 // The smallest string greater than every string starting with `prefix`, or
@@ -183,29 +200,15 @@ absl::Status RocksDbStore::Open(const StoreOptions& options) {
   table.block_cache = rocksdb::NewLRUCache(kBlockCacheBytes);
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
 
-  // RocksDB insists a writer opens every family the database has.
-  std::vector<std::string> existing = {rocksdb::kDefaultColumnFamilyName};
+  std::vector<std::string> existing;
   if (exists) {
     rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, dir_, &existing);
     if (s.IsCorruption()) return FromRocksDb(s, absl::StrCat("open database ", dir_));
-    if (!s.ok()) existing = {rocksdb::kDefaultColumnFamilyName};
+    // Otherwise DB::Open below reports whatever is wrong, with more detail.
+    if (!s.ok()) existing.clear();
   }
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  auto has = [&](absl::string_view name) {
-    for (const auto& d : descriptors) {
-      if (d.name == name) return true;
-    }
-    return false;
-  };
-  for (const std::string& name : existing) descriptors.emplace_back(name, cf_options);
-  if (!has(rocksdb::kDefaultColumnFamilyName)) {
-    descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, cf_options);
-  }
-  if (!options.read_only) {
-    for (Column c : kAllColumns) {
-      if (!has(ColumnName(c))) descriptors.emplace_back(std::string(ColumnName(c)), cf_options);
-    }
-  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors =
+      Descriptors(existing, options.read_only, cf_options);
 
   rocksdb::DB* db = nullptr;
   rocksdb::Status s =

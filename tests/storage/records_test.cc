@@ -1,4 +1,6 @@
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -264,6 +266,32 @@ TEST_F(RecordsTest, StatsCountPerColumnAndDevice) {
   EXPECT_EQ(stats->find_per_device[device_], na);
   EXPECT_EQ(stats->find_per_device[other], nb);
   EXPECT_EQ(stats->perf_per_device[device_], np);
+}
+
+TEST_F(RecordsTest, ConcurrentWritersAndReadersOnOneStore) {
+  constexpr int kThreads = 4, kPerThread = 40;
+  std::vector<std::vector<v1::FindRecord>> records(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      records[t].push_back(rnd_.Find(device_, absl::StrCat(rnd_.ProblemKey(), "-", t, "-", i)));
+    }
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      FindDb db(store_.get(), device_);
+      for (const v1::FindRecord& r : records[t]) {
+        if (!db.Put(r).ok()) ++failures;
+        absl::StatusOr<v1::FindRecord> got = db.Get(r.problem_key());
+        if (!got.ok() || got->results(0).time_ms() != r.results(0).time_ms()) ++failures;
+        if (!db.Count().ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(*FindDb(store_.get(), device_).Count(), kThreads * kPerThread);
 }
 
 }  // namespace

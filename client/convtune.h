@@ -69,10 +69,18 @@ typedef enum {
   convtuneConvolutionBwdWeightsAlgoImplicitGEMM = 5,
 } convtuneConvBwdWeightsAlgorithm_t;
 
+/* The result struct's unnamed union (MIOpen's shape) is standard from C11;
+ * GCC and Clang accept it in C99 and this keeps -pedantic quiet. */
+#if defined(__GNUC__) && !defined(__cplusplus)
+#define CONVTUNE_UNNAMED_UNION __extension__ union
+#else
+#define CONVTUNE_UNNAMED_UNION union
+#endif
+
 /* One result of a find call: the algorithm family, its time in ms, the
  * workspace bytes it needs, and the daemon's solver. */
 typedef struct {
-  union {
+  CONVTUNE_UNNAMED_UNION {
     convtuneConvFwdAlgorithm_t fwd_algo;
     convtuneConvBwdWeightsAlgorithm_t bwd_weights_algo;
     convtuneConvBwdDataAlgorithm_t bwd_data_algo;

@@ -201,14 +201,17 @@ TEST_F(DaemonTest, ExampleProgramPasses) {
 // Descriptors for `p` (NCHW, 2-D) through the C API.
 struct CDescriptors {
   explicit CDescriptors(const ConvProblem& p) {
+    const convtuneDataType_t type = p.type == DataType::kFp32   ? convtuneFloat
+                                    : p.type == DataType::kFp16 ? convtuneHalf
+                                                                : convtuneBFloat16;
     convtuneCreateTensorDescriptor(&x);
     convtuneCreateTensorDescriptor(&w);
     convtuneCreateTensorDescriptor(&y);
     convtuneCreateConvolutionDescriptor(&conv);
-    ok = convtuneSet4dTensorDescriptor(x, convtuneFloat, p.n, p.c, p.in[1], p.in[2]) == 0 &&
-         convtuneSet4dTensorDescriptor(w, convtuneFloat, p.k, p.c_per_group(), p.filter[1],
+    ok = convtuneSet4dTensorDescriptor(x, type, p.n, p.c, p.in[1], p.in[2]) == 0 &&
+         convtuneSet4dTensorDescriptor(w, type, p.k, p.c_per_group(), p.filter[1],
                                        p.filter[2]) == 0 &&
-         convtuneSet4dTensorDescriptor(y, convtuneFloat, p.n, p.k, p.out(1), p.out(2)) == 0 &&
+         convtuneSet4dTensorDescriptor(y, type, p.n, p.k, p.out(1), p.out(2)) == 0 &&
          convtuneInitConvolutionDescriptor(conv, convtuneConvolution, p.pad[1], p.pad[2],
                                            p.stride[1], p.stride[2], p.dilation[1],
                                            p.dilation[2]) == 0 &&
@@ -236,11 +239,21 @@ class CApiDaemonTest : public DaemonTest {
   void TearDown() override {
     if (handle_ != nullptr) convtuneDestroy(handle_);
   }
+  // Workspace size, find, then forward runs with two alpha/beta pairs.
+  void ForwardWorkflow(const ConvProblem& p);
   convtuneHandle_t handle_ = nullptr;
 };
 
 TEST_F(CApiDaemonTest, ForwardFindWorkflow) {
-  const ConvProblem p = RandomProblem(Direction::kForward);
+  for (DataType type : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
+    SCOPED_TRACE(DataTypeName(type));
+    ConvProblem p = RandomProblem(Direction::kForward);
+    p.type = type;
+    ForwardWorkflow(p);
+  }
+}
+
+void CApiDaemonTest::ForwardWorkflow(const ConvProblem& p) {
   CDescriptors d(p);
   ASSERT_TRUE(d.ok);
   size_t max_ws = 0;

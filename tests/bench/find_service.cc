@@ -1,0 +1,152 @@
+// Service-level benchmark of a real convtuned process over its Unix socket:
+//   1. cold find time per layer of a problem list (fresh database);
+//   2. warm find (FindDb hit) latency with one client: p50, p99, p99.9;
+//   3. warm find throughput with N concurrent clients (own channels).
+// Prints Markdown.
+//
+// usage: bench_find_service [--file FILE] [--requests N] [--clients N] [--seconds S]
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "kernels/driver_line.h"
+#include "tests/server/daemon_process.h"
+
+namespace convtune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+std::vector<ConvProblem> ReadProblems(const std::string& file) {
+  std::vector<ConvProblem> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    auto ps = ParseDriverLine(line);
+    if (ps.ok()) out.insert(out.end(), ps->begin(), ps->end());
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  std::string file = std::string(CONVTUNE_SOURCE_DIR) + "/deploy/problems/resnet50_b1.txt";
+  int requests = 20000, clients = 8;
+  double seconds = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--file") file = argv[i + 1];
+    if (a == "--requests") requests = std::atoi(argv[i + 1]);
+    if (a == "--clients") clients = std::atoi(argv[i + 1]);
+    if (a == "--seconds") seconds = std::atof(argv[i + 1]);
+  }
+  const std::vector<ConvProblem> problems = ReadProblems(file);
+  if (problems.empty()) {
+    std::cerr << "no problems in " << file << "\n";
+    return 1;
+  }
+  const std::string dir = testing::MakeTempDir("convtune-bench");
+  const std::string socket = dir + "/d.sock";
+  testing::DaemonProcess daemon;
+  if (!daemon.Start(CONVTUNED_PATH, {"--socket", socket, "--db", dir + "/db"}, dir + "/log") ||
+      !daemon.WaitServing(socket)) {
+    std::cerr << "convtuned did not start: " << daemon.log() << "\n";
+    return 1;
+  }
+  auto client = Client::Connect(socket);
+  if (!client.ok()) {
+    std::cerr << client.status() << "\n";
+    return 1;
+  }
+
+  std::printf("## Cold find per layer (%s)\n\n| layer | solvers | best | best ms | find s |\n"
+              "|---|---|---|---|---|\n", std::filesystem::path(file).filename().c_str());
+  double cold_total = 0;
+  for (const ConvProblem& p : problems) {
+    const auto t0 = Clock::now();
+    auto r = (*client)->Find(p);
+    const double s = Us(Clock::now() - t0) / 1e6;
+    if (!r.ok() || r->from_db()) {
+      std::cerr << "cold find failed: " << r.status() << "\n";
+      return 1;
+    }
+    cold_total += s;
+    std::printf("| %s | %d | %s | %.3f | %.2f |\n", r->problem_key().c_str(), r->results_size(),
+                r->results(0).solver_name().c_str(), r->results(0).time_ms(), s);
+    std::fflush(stdout);
+  }
+  std::printf("| **total** | | | | %.1f |\n\n", cold_total);
+
+  // Warm: one client, sequential, cycling through the layers.
+  std::vector<double> lat;
+  lat.reserve(requests);
+  for (int i = 0; i < requests; ++i) {
+    const auto t0 = Clock::now();
+    auto r = (*client)->Find(problems[i % problems.size()]);
+    lat.push_back(Us(Clock::now() - t0));
+    if (!r.ok() || !r->from_db()) {
+      std::cerr << "warm find missed: " << r.status() << "\n";
+      return 1;
+    }
+  }
+  std::printf("## Warm find (FindDb hit), one client, %d requests\n\n"
+              "| p50 us | p99 us | p99.9 us | mean us |\n|---|---|---|---|\n"
+              "| %.1f | %.1f | %.1f | %.1f |\n\n",
+              requests, Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(lat, 0.999),
+              std::accumulate(lat.begin(), lat.end(), 0.0) / lat.size());
+
+  // Throughput: each client its own channel (a separate connection).
+  std::atomic<int64_t> done{0}, failed{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      auto own = Client::Connect(socket);
+      if (!own.ok()) {
+        ++failed;
+        return;
+      }
+      for (size_t i = c; !stop; ++i) {
+        auto r = (*own)->Find(problems[i % problems.size()]);
+        (r.ok() && r->from_db() ? done : failed)++;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connect, warm up
+  const int64_t start_count = done;
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const int64_t count = done - start_count;
+  const double elapsed = Us(Clock::now() - t0) / 1e6;
+  stop = true;
+  for (auto& t : threads) t.join();
+  std::printf("## Warm find throughput, %d concurrent clients, %.0f s\n\n"
+              "| requests/s | failed |\n|---|---|\n| %.0f | %lld |\n",
+              clients, seconds, count / elapsed, static_cast<long long>(failed.load()));
+  daemon.Stop(SIGTERM);
+  std::filesystem::remove_all(dir);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace convtune
+
+int main(int argc, char** argv) { return convtune::Main(argc, argv); }

@@ -20,27 +20,36 @@ const char* DimName(int nb_dims, int i) {
 
 bool ToDataType(convtuneDataType_t in, DataType* out) {
   switch (in) {
-    case convtuneFloat: *out = DataType::kFp32; return true;
-    case convtuneHalf: *out = DataType::kFp16; return true;
-    case convtuneBFloat16: *out = DataType::kBf16; return true;
+    case convtuneFloat:
+      *out = DataType::kFp32;
+      return true;
+    case convtuneHalf:
+      *out = DataType::kFp16;
+      return true;
+    case convtuneBFloat16:
+      *out = DataType::kBf16;
+      return true;
   }
   return false;
 }
 
-convtuneStatus_t SetTensor(convtuneTensorDescriptor_t desc, convtuneDataType_t data_type,
-                           Layout layout, int nb_dims, const int* dims) {
-  if (desc == nullptr) return Fail(nullptr, convtuneStatusBadParm, "tensorDesc is NULL");
+convtuneStatus_t SetTensor(convtuneTensorDescriptor_t desc,
+                           convtuneDataType_t data_type, Layout layout,
+                           int nb_dims, const int* dims) {
+  if (desc == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "tensorDesc is NULL");
   DataType type;
   if (!ToDataType(data_type, &type)) {
     return Fail(nullptr, convtuneStatusInvalidValue,
-                absl::StrCat("dataType ", static_cast<int>(data_type),
-                             " is not convtuneFloat, convtuneHalf or convtuneBFloat16"));
+                absl::StrCat(
+                    "dataType ", static_cast<int>(data_type),
+                    " is not convtuneFloat, convtuneHalf or convtuneBFloat16"));
   }
   for (int i = 0; i < nb_dims; ++i) {
     if (dims[i] < 1) {
       return Fail(nullptr, convtuneStatusBadParm,
-                  absl::StrCat("tensor ", DimName(nb_dims, i), " must be positive, got ",
-                               dims[i]));
+                  absl::StrCat("tensor ", DimName(nb_dims, i),
+                               " must be positive, got ", dims[i]));
     }
   }
   desc->type = type;
@@ -54,16 +63,18 @@ convtuneStatus_t SetTensor(convtuneTensorDescriptor_t desc, convtuneDataType_t d
 
 convtuneStatus_t CheckConvMode(convtuneConvolutionMode_t mode) {
   if (mode != convtuneConvolution) {
-    return Fail(nullptr, convtuneStatusInvalidValue,
-                absl::StrCat("c_mode ", static_cast<int>(mode),
-                             " is not convtuneConvolution (the only mode supported)"));
+    return Fail(
+        nullptr, convtuneStatusInvalidValue,
+        absl::StrCat("c_mode ", static_cast<int>(mode),
+                     " is not convtuneConvolution (the only mode supported)"));
   }
   return convtuneStatusSuccess;
 }
 
 }  // namespace
 
-convtuneStatus_t Fail(convtuneHandle_t handle, convtuneStatus_t code, std::string message) {
+convtuneStatus_t Fail(convtuneHandle_t handle, convtuneStatus_t code,
+                      std::string message) {
   if (handle != nullptr) handle->last_error = message;
   thread_last_error = std::move(message);
   return code;
@@ -71,18 +82,28 @@ convtuneStatus_t Fail(convtuneHandle_t handle, convtuneStatus_t code, std::strin
 
 convtuneStatus_t StatusCode(const absl::Status& status) {
   switch (status.code()) {
-    case absl::StatusCode::kOk: return convtuneStatusSuccess;
+    case absl::StatusCode::kOk:
+      return convtuneStatusSuccess;
     case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange: return convtuneStatusBadParm;
-    case absl::StatusCode::kNotFound: return convtuneStatusNotFound;
-    case absl::StatusCode::kFailedPrecondition: return convtuneStatusUnsupportedOp;
-    case absl::StatusCode::kResourceExhausted: return convtuneStatusResourceExhausted;
+    case absl::StatusCode::kOutOfRange:
+      return convtuneStatusBadParm;
+    case absl::StatusCode::kNotFound:
+      return convtuneStatusNotFound;
+    case absl::StatusCode::kFailedPrecondition:
+      return convtuneStatusUnsupportedOp;
+    case absl::StatusCode::kResourceExhausted:
+      return convtuneStatusResourceExhausted;
     case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded: return convtuneStatusUnavailable;
-    case absl::StatusCode::kDataLoss: return convtuneStatusDataLoss;
-    case absl::StatusCode::kUnimplemented: return convtuneStatusNotImplemented;
-    case absl::StatusCode::kInternal: return convtuneStatusInternalError;
-    default: return convtuneStatusUnknownError;
+    case absl::StatusCode::kDeadlineExceeded:
+      return convtuneStatusUnavailable;
+    case absl::StatusCode::kDataLoss:
+      return convtuneStatusDataLoss;
+    case absl::StatusCode::kUnimplemented:
+      return convtuneStatusNotImplemented;
+    case absl::StatusCode::kInternal:
+      return convtuneStatusInternalError;
+    default:
+      return convtuneStatusUnknownError;
   }
 }
 
@@ -101,19 +122,32 @@ extern "C" {
 
 const char* convtuneGetErrorString(convtuneStatus_t error) {
   switch (error) {
-    case convtuneStatusSuccess: return "convtuneStatusSuccess";
-    case convtuneStatusBadParm: return "convtuneStatusBadParm";
-    case convtuneStatusNotInitialized: return "convtuneStatusNotInitialized";
-    case convtuneStatusInvalidValue: return "convtuneStatusInvalidValue";
-    case convtuneStatusAllocFailed: return "convtuneStatusAllocFailed";
-    case convtuneStatusInternalError: return "convtuneStatusInternalError";
-    case convtuneStatusNotImplemented: return "convtuneStatusNotImplemented";
-    case convtuneStatusUnsupportedOp: return "convtuneStatusUnsupportedOp";
-    case convtuneStatusUnavailable: return "convtuneStatusUnavailable";
-    case convtuneStatusNotFound: return "convtuneStatusNotFound";
-    case convtuneStatusResourceExhausted: return "convtuneStatusResourceExhausted";
-    case convtuneStatusDataLoss: return "convtuneStatusDataLoss";
-    case convtuneStatusUnknownError: return "convtuneStatusUnknownError";
+    case convtuneStatusSuccess:
+      return "convtuneStatusSuccess";
+    case convtuneStatusBadParm:
+      return "convtuneStatusBadParm";
+    case convtuneStatusNotInitialized:
+      return "convtuneStatusNotInitialized";
+    case convtuneStatusInvalidValue:
+      return "convtuneStatusInvalidValue";
+    case convtuneStatusAllocFailed:
+      return "convtuneStatusAllocFailed";
+    case convtuneStatusInternalError:
+      return "convtuneStatusInternalError";
+    case convtuneStatusNotImplemented:
+      return "convtuneStatusNotImplemented";
+    case convtuneStatusUnsupportedOp:
+      return "convtuneStatusUnsupportedOp";
+    case convtuneStatusUnavailable:
+      return "convtuneStatusUnavailable";
+    case convtuneStatusNotFound:
+      return "convtuneStatusNotFound";
+    case convtuneStatusResourceExhausted:
+      return "convtuneStatusResourceExhausted";
+    case convtuneStatusDataLoss:
+      return "convtuneStatusDataLoss";
+    case convtuneStatusUnknownError:
+      return "convtuneStatusUnknownError";
   }
   return "unknown convtuneStatus_t value";
 }
@@ -123,14 +157,17 @@ const char* convtuneGetLastError(convtuneHandle_t handle) {
   return handle->last_error.c_str();
 }
 
-convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle, const char* address) {
+convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle,
+                                           const char* address) {
   return Guard(nullptr, [&] {
-    if (handle == nullptr) return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
+    if (handle == nullptr)
+      return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
     *handle = nullptr;
     auto client = convtune::Client::Connect(address == nullptr ? "" : address);
     if (!client.ok()) return convtune::capi::FailWith(nullptr, client.status());
     auto* h = new (std::nothrow) convtuneHandle;
-    if (h == nullptr) return Fail(nullptr, convtuneStatusAllocFailed, "out of memory");
+    if (h == nullptr)
+      return Fail(nullptr, convtuneStatusAllocFailed, "out of memory");
     h->client = std::move(*client);
     *handle = h;
     return convtuneStatusSuccess;
@@ -138,81 +175,110 @@ convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle, const char*
 }
 
 convtuneStatus_t convtuneDestroy(convtuneHandle_t handle) {
-  if (handle == nullptr) return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
+  if (handle == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
   delete handle;
   return convtuneStatusSuccess;
 }
 
-convtuneStatus_t convtuneCreateTensorDescriptor(convtuneTensorDescriptor_t* tensorDesc) {
-  if (tensorDesc == nullptr) return Fail(nullptr, convtuneStatusBadParm, "tensorDesc is NULL");
+convtuneStatus_t convtuneCreateTensorDescriptor(
+    convtuneTensorDescriptor_t* tensorDesc) {
+  if (tensorDesc == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "tensorDesc is NULL");
   *tensorDesc = new (std::nothrow) convtuneTensorDescriptor;
-  if (*tensorDesc == nullptr) return Fail(nullptr, convtuneStatusAllocFailed, "out of memory");
+  if (*tensorDesc == nullptr)
+    return Fail(nullptr, convtuneStatusAllocFailed, "out of memory");
   return convtuneStatusSuccess;
 }
 
-convtuneStatus_t convtuneSet4dTensorDescriptor(convtuneTensorDescriptor_t tensorDesc,
-                                               convtuneDataType_t dataType, int n, int c,
-                                               int h, int w) {
+convtuneStatus_t convtuneSet4dTensorDescriptor(
+    convtuneTensorDescriptor_t tensorDesc, convtuneDataType_t dataType, int n,
+    int c, int h, int w) {
   const int dims[4] = {n, c, h, w};
-  return convtune::capi::SetTensor(tensorDesc, dataType, convtune::Layout::kNCHW, 4, dims);
+  return convtune::capi::SetTensor(tensorDesc, dataType,
+                                   convtune::Layout::kNCHW, 4, dims);
 }
 
-convtuneStatus_t convtuneSetTensorDescriptorEx(convtuneTensorDescriptor_t tensorDesc,
-                                               convtuneDataType_t dataType,
-                                               convtuneTensorLayout_t layout, int nbDims,
-                                               const int* dims) {
-  if (dims == nullptr) return Fail(nullptr, convtuneStatusBadParm, "dims is NULL");
+convtuneStatus_t convtuneSetTensorDescriptorEx(
+    convtuneTensorDescriptor_t tensorDesc, convtuneDataType_t dataType,
+    convtuneTensorLayout_t layout, int nbDims, const int* dims) {
+  if (dims == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "dims is NULL");
   int want_dims = 0;
   convtune::Layout l = convtune::Layout::kNCHW;
   switch (layout) {
-    case convtuneTensorNCHW: want_dims = 4; l = convtune::Layout::kNCHW; break;
-    case convtuneTensorNHWC: want_dims = 4; l = convtune::Layout::kNHWC; break;
-    case convtuneTensorNCDHW: want_dims = 5; l = convtune::Layout::kNCHW; break;
-    case convtuneTensorNDHWC: want_dims = 5; l = convtune::Layout::kNHWC; break;
+    case convtuneTensorNCHW:
+      want_dims = 4;
+      l = convtune::Layout::kNCHW;
+      break;
+    case convtuneTensorNHWC:
+      want_dims = 4;
+      l = convtune::Layout::kNHWC;
+      break;
+    case convtuneTensorNCDHW:
+      want_dims = 5;
+      l = convtune::Layout::kNCHW;
+      break;
+    case convtuneTensorNDHWC:
+      want_dims = 5;
+      l = convtune::Layout::kNHWC;
+      break;
     default:
       return Fail(nullptr, convtuneStatusInvalidValue,
-                  absl::StrCat("layout ", static_cast<int>(layout), " is not a tensor layout"));
+                  absl::StrCat("layout ", static_cast<int>(layout),
+                               " is not a tensor layout"));
   }
   if (nbDims != want_dims) {
     return Fail(nullptr, convtuneStatusBadParm,
-                absl::StrCat("nbDims is ", nbDims, " but the layout needs ", want_dims));
+                absl::StrCat("nbDims is ", nbDims, " but the layout needs ",
+                             want_dims));
   }
   return convtune::capi::SetTensor(tensorDesc, dataType, l, nbDims, dims);
 }
 
-convtuneStatus_t convtuneDestroyTensorDescriptor(convtuneTensorDescriptor_t tensorDesc) {
-  if (tensorDesc == nullptr) return Fail(nullptr, convtuneStatusBadParm, "tensorDesc is NULL");
+convtuneStatus_t convtuneDestroyTensorDescriptor(
+    convtuneTensorDescriptor_t tensorDesc) {
+  if (tensorDesc == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "tensorDesc is NULL");
   delete tensorDesc;
   return convtuneStatusSuccess;
 }
 
-convtuneStatus_t convtuneCreateConvolutionDescriptor(convtuneConvolutionDescriptor_t* convDesc) {
-  if (convDesc == nullptr) return Fail(nullptr, convtuneStatusBadParm, "convDesc is NULL");
+convtuneStatus_t convtuneCreateConvolutionDescriptor(
+    convtuneConvolutionDescriptor_t* convDesc) {
+  if (convDesc == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "convDesc is NULL");
   *convDesc = new (std::nothrow) convtuneConvolutionDescriptor;
-  if (*convDesc == nullptr) return Fail(nullptr, convtuneStatusAllocFailed, "out of memory");
+  if (*convDesc == nullptr)
+    return Fail(nullptr, convtuneStatusAllocFailed, "out of memory");
   return convtuneStatusSuccess;
 }
 
-convtuneStatus_t convtuneInitConvolutionDescriptor(convtuneConvolutionDescriptor_t convDesc,
-                                                   convtuneConvolutionMode_t c_mode, int pad_h,
-                                                   int pad_w, int stride_h, int stride_w,
-                                                   int dilation_h, int dilation_w) {
+convtuneStatus_t convtuneInitConvolutionDescriptor(
+    convtuneConvolutionDescriptor_t convDesc, convtuneConvolutionMode_t c_mode,
+    int pad_h, int pad_w, int stride_h, int stride_w, int dilation_h,
+    int dilation_w) {
   const int pads[2] = {pad_h, pad_w};
   const int strides[2] = {stride_h, stride_w};
   const int dilations[2] = {dilation_h, dilation_w};
-  return convtuneInitConvolutionNdDescriptor(convDesc, 2, pads, strides, dilations, c_mode);
+  return convtuneInitConvolutionNdDescriptor(convDesc, 2, pads, strides,
+                                             dilations, c_mode);
 }
 
-convtuneStatus_t convtuneInitConvolutionNdDescriptor(convtuneConvolutionDescriptor_t convDesc,
-                                                     int spatialDim, const int* padA,
-                                                     const int* stridesA,
-                                                     const int* dilationA,
-                                                     convtuneConvolutionMode_t c_mode) {
-  if (convDesc == nullptr) return Fail(nullptr, convtuneStatusBadParm, "convDesc is NULL");
-  if (padA == nullptr) return Fail(nullptr, convtuneStatusBadParm, "padA is NULL");
-  if (stridesA == nullptr) return Fail(nullptr, convtuneStatusBadParm, "stridesA is NULL");
-  if (dilationA == nullptr) return Fail(nullptr, convtuneStatusBadParm, "dilationA is NULL");
-  if (convtuneStatus_t s = convtune::capi::CheckConvMode(c_mode); s != convtuneStatusSuccess) {
+convtuneStatus_t convtuneInitConvolutionNdDescriptor(
+    convtuneConvolutionDescriptor_t convDesc, int spatialDim, const int* padA,
+    const int* stridesA, const int* dilationA,
+    convtuneConvolutionMode_t c_mode) {
+  if (convDesc == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "convDesc is NULL");
+  if (padA == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "padA is NULL");
+  if (stridesA == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "stridesA is NULL");
+  if (dilationA == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "dilationA is NULL");
+  if (convtuneStatus_t s = convtune::capi::CheckConvMode(c_mode);
+      s != convtuneStatusSuccess) {
     return s;
   }
   if (spatialDim != 2 && spatialDim != 3) {
@@ -228,12 +294,14 @@ convtuneStatus_t convtuneInitConvolutionNdDescriptor(convtuneConvolutionDescript
                   absl::StrCat("pad_", axis, " must be >= 0, got ", padA[i]));
     }
     if (stridesA[i] < 1) {
-      return Fail(nullptr, convtuneStatusBadParm,
-                  absl::StrCat("stride_", axis, " must be >= 1, got ", stridesA[i]));
+      return Fail(
+          nullptr, convtuneStatusBadParm,
+          absl::StrCat("stride_", axis, " must be >= 1, got ", stridesA[i]));
     }
     if (dilationA[i] < 1) {
-      return Fail(nullptr, convtuneStatusBadParm,
-                  absl::StrCat("dilation_", axis, " must be >= 1, got ", dilationA[i]));
+      return Fail(
+          nullptr, convtuneStatusBadParm,
+          absl::StrCat("dilation_", axis, " must be >= 1, got ", dilationA[i]));
     }
   }
   convDesc->spatial_dims = spatialDim;
@@ -249,9 +317,10 @@ convtuneStatus_t convtuneInitConvolutionNdDescriptor(convtuneConvolutionDescript
   return convtuneStatusSuccess;
 }
 
-convtuneStatus_t convtuneSetConvolutionGroupCount(convtuneConvolutionDescriptor_t convDesc,
-                                                  int groupCount) {
-  if (convDesc == nullptr) return Fail(nullptr, convtuneStatusBadParm, "convDesc is NULL");
+convtuneStatus_t convtuneSetConvolutionGroupCount(
+    convtuneConvolutionDescriptor_t convDesc, int groupCount) {
+  if (convDesc == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "convDesc is NULL");
   if (groupCount < 1) {
     return Fail(nullptr, convtuneStatusBadParm,
                 absl::StrCat("groupCount must be >= 1, got ", groupCount));
@@ -260,23 +329,25 @@ convtuneStatus_t convtuneSetConvolutionGroupCount(convtuneConvolutionDescriptor_
   return convtuneStatusSuccess;
 }
 
-convtuneStatus_t convtuneGetConvolutionForwardOutputDim(convtuneConvolutionDescriptor_t convDesc,
-                                                        const convtuneTensorDescriptor_t
-                                                            inputTensorDesc,
-                                                        const convtuneTensorDescriptor_t
-                                                            filterDesc,
-                                                        int* n, int* c, int* h, int* w) {
+convtuneStatus_t convtuneGetConvolutionForwardOutputDim(
+    convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t inputTensorDesc,
+    const convtuneTensorDescriptor_t filterDesc, int* n, int* c, int* h,
+    int* w) {
   return Guard(nullptr, [&] {
     if (n == nullptr || c == nullptr || h == nullptr || w == nullptr) {
-      return Fail(nullptr, convtuneStatusBadParm, "an output pointer (n, c, h or w) is NULL");
+      return Fail(nullptr, convtuneStatusBadParm,
+                  "an output pointer (n, c, h or w) is NULL");
     }
     if (convDesc != nullptr && convDesc->set && convDesc->spatial_dims != 2) {
-      return Fail(nullptr, convtuneStatusBadParm, "convDesc is 3-D; this call is for 2-D");
+      return Fail(nullptr, convtuneStatusBadParm,
+                  "convDesc is 3-D; this call is for 2-D");
     }
     convtune::ConvProblem p;
     convtuneStatus_t s = convtune::capi::MakeProblem(
-        nullptr, convtune::Direction::kForward, {"inputTensorDesc", "filterDesc", nullptr},
-        inputTensorDesc, filterDesc, nullptr, convDesc, &p);
+        nullptr, convtune::Direction::kForward,
+        {"inputTensorDesc", "filterDesc", nullptr}, inputTensorDesc, filterDesc,
+        nullptr, convDesc, &p);
     if (s != convtuneStatusSuccess) return s;
     *n = static_cast<int>(p.n);
     *c = static_cast<int>(p.k);
@@ -286,8 +357,10 @@ convtuneStatus_t convtuneGetConvolutionForwardOutputDim(convtuneConvolutionDescr
   });
 }
 
-convtuneStatus_t convtuneDestroyConvolutionDescriptor(convtuneConvolutionDescriptor_t convDesc) {
-  if (convDesc == nullptr) return Fail(nullptr, convtuneStatusBadParm, "convDesc is NULL");
+convtuneStatus_t convtuneDestroyConvolutionDescriptor(
+    convtuneConvolutionDescriptor_t convDesc) {
+  if (convDesc == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "convDesc is NULL");
   delete convDesc;
   return convtuneStatusSuccess;
 }

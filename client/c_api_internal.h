@@ -47,7 +47,8 @@ namespace convtune::capi {
 
 // Records `message` as the last error of `handle` (if any) and of this
 // thread, and returns `code`.
-convtuneStatus_t Fail(convtuneHandle_t handle, convtuneStatus_t code, std::string message);
+convtuneStatus_t Fail(convtuneHandle_t handle, convtuneStatus_t code,
+                      std::string message);
 // The C status for an absl::Status (InvalidArgument -> BadParm, ...).
 convtuneStatus_t StatusCode(const absl::Status& status);
 convtuneStatus_t FailWith(convtuneHandle_t handle, const absl::Status& status);
@@ -63,10 +64,12 @@ struct TensorNames {
 // in their forward roles). On failure records the error naming the
 // descriptor or field and returns its code.
 convtuneStatus_t MakeProblem(convtuneHandle_t handle, Direction direction,
-                             const TensorNames& names, const convtuneTensorDescriptor* x,
+                             const TensorNames& names,
+                             const convtuneTensorDescriptor* x,
                              const convtuneTensorDescriptor* w,
                              const convtuneTensorDescriptor* y,
-                             const convtuneConvolutionDescriptor* conv, ConvProblem* out);
+                             const convtuneConvolutionDescriptor* conv,
+                             ConvProblem* out);
 
 // Runs `body` and turns an escaping allocation failure (or any exception a
 // library below throws) into a status: nothing crosses the C boundary.

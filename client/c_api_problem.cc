@@ -17,34 +17,48 @@ const char* AxisName(int nb_dims, int i) {
 
 convtuneStatus_t CheckSet(convtuneHandle_t handle, const char* name,
                           const convtuneTensorDescriptor* desc) {
-  if (desc == nullptr) return Fail(handle, convtuneStatusBadParm, absl::StrCat(name, " is NULL"));
+  if (desc == nullptr)
+    return Fail(handle, convtuneStatusBadParm, absl::StrCat(name, " is NULL"));
   if (!desc->set) {
-    return Fail(handle, convtuneStatusNotInitialized, absl::StrCat(name, " has not been set"));
+    return Fail(handle, convtuneStatusNotInitialized,
+                absl::StrCat(name, " has not been set"));
   }
   return convtuneStatusSuccess;
 }
 
-convtuneStatus_t Mismatch(convtuneHandle_t handle, const char* a, const char* a_field,
-                          int64_t a_value, const std::string& b_what, int64_t b_value) {
+convtuneStatus_t Mismatch(convtuneHandle_t handle, const char* a,
+                          const char* a_field, int64_t a_value,
+                          const std::string& b_what, int64_t b_value) {
   return Fail(handle, convtuneStatusBadParm,
-              absl::StrCat(a, " ", a_field, " (", a_value, ") does not match ", b_what, " (",
-                           b_value, ")"));
+              absl::StrCat(a, " ", a_field, " (", a_value, ") does not match ",
+                           b_what, " (", b_value, ")"));
 }
 
 }  // namespace
 
 convtuneStatus_t MakeProblem(convtuneHandle_t handle, Direction direction,
-                             const TensorNames& names, const convtuneTensorDescriptor* x,
+                             const TensorNames& names,
+                             const convtuneTensorDescriptor* x,
                              const convtuneTensorDescriptor* w,
                              const convtuneTensorDescriptor* y,
-                             const convtuneConvolutionDescriptor* conv, ConvProblem* out) {
-  if (convtuneStatus_t s = CheckSet(handle, names.x, x); s != convtuneStatusSuccess) return s;
-  if (convtuneStatus_t s = CheckSet(handle, names.w, w); s != convtuneStatusSuccess) return s;
+                             const convtuneConvolutionDescriptor* conv,
+                             ConvProblem* out) {
+  if (convtuneStatus_t s = CheckSet(handle, names.x, x);
+      s != convtuneStatusSuccess)
+    return s;
+  if (convtuneStatus_t s = CheckSet(handle, names.w, w);
+      s != convtuneStatusSuccess)
+    return s;
   if (names.y != nullptr) {
-    if (convtuneStatus_t s = CheckSet(handle, names.y, y); s != convtuneStatusSuccess) return s;
+    if (convtuneStatus_t s = CheckSet(handle, names.y, y);
+        s != convtuneStatusSuccess)
+      return s;
   }
-  if (conv == nullptr) return Fail(handle, convtuneStatusBadParm, "convDesc is NULL");
-  if (!conv->set) return Fail(handle, convtuneStatusNotInitialized, "convDesc has not been set");
+  if (conv == nullptr)
+    return Fail(handle, convtuneStatusBadParm, "convDesc is NULL");
+  if (!conv->set)
+    return Fail(handle, convtuneStatusNotInitialized,
+                "convDesc has not been set");
   const int nb = conv->spatial_dims + 2;
   const std::pair<const char*, const convtuneTensorDescriptor*> tensors[] = {
       {names.x, x}, {names.w, w}, {names.y, y}};
@@ -52,13 +66,15 @@ convtuneStatus_t MakeProblem(convtuneHandle_t handle, Direction direction,
     if (name == nullptr) continue;
     if (desc->nb_dims != nb) {
       return Fail(handle, convtuneStatusBadParm,
-                  absl::StrCat(name, " has ", desc->nb_dims, " dimensions; convDesc is ",
-                               conv->spatial_dims, "-D so tensors need ", nb));
+                  absl::StrCat(name, " has ", desc->nb_dims,
+                               " dimensions; convDesc is ", conv->spatial_dims,
+                               "-D so tensors need ", nb));
     }
     if (desc->type != x->type) {
       return Fail(handle, convtuneStatusBadParm,
-                  absl::StrCat(name, " data type ", DataTypeName(desc->type), " differs from ",
-                               names.x, " data type ", DataTypeName(x->type)));
+                  absl::StrCat(name, " data type ", DataTypeName(desc->type),
+                               " differs from ", names.x, " data type ",
+                               DataTypeName(x->type)));
     }
     if (desc->layout != x->layout) {
       return Fail(handle, convtuneStatusBadParm,
@@ -85,8 +101,8 @@ convtuneStatus_t MakeProblem(convtuneHandle_t handle, Direction direction,
   p.direction = direction;
   if (w->dims[1] * conv->groups != x->dims[1]) {
     return Mismatch(handle, names.x, "C", x->dims[1],
-                    absl::StrCat(names.w, " C x group count (", w->dims[1], " x ",
-                                 conv->groups, ")"),
+                    absl::StrCat(names.w, " C x group count (", w->dims[1],
+                                 " x ", conv->groups, ")"),
                     w->dims[1] * conv->groups);
   }
   if (absl::Status s = ValidateProblem(p); !s.ok()) {
@@ -94,9 +110,11 @@ convtuneStatus_t MakeProblem(convtuneHandle_t handle, Direction direction,
                 absl::StrCat("the convolution is invalid: ", s.message()));
   }
   if (names.y != nullptr) {
-    if (y->dims[0] != p.n) return Mismatch(handle, names.y, "N", y->dims[0], names.x, p.n);
+    if (y->dims[0] != p.n)
+      return Mismatch(handle, names.y, "N", y->dims[0], names.x, p.n);
     if (y->dims[1] != p.k) {
-      return Mismatch(handle, names.y, "C", y->dims[1], absl::StrCat(names.w, " K"), p.k);
+      return Mismatch(handle, names.y, "C", y->dims[1],
+                      absl::StrCat(names.w, " K"), p.k);
     }
     for (int i = 0; i < conv->spatial_dims; ++i) {
       const int64_t want = p.out(first + i);

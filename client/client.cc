@@ -16,13 +16,15 @@ namespace convtune {
 absl::StatusOr<std::string> ResolveTarget(absl::string_view address) {
   if (address.empty()) return UnixTarget(DefaultSocketPath());
   if (absl::StrContains(address, ' ')) {
-    return absl::InvalidArgumentError(absl::StrCat("address '", address, "' contains a space"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", address, "' contains a space"));
   }
   if (absl::StartsWith(address, "/")) return UnixTarget(address);
   // unix:, unix-abstract:, dns:, ipv4:, ipv6: and plain host:port all pass.
   if (absl::StrContains(address, ':')) return std::string(address);
   return absl::InvalidArgumentError(absl::StrCat(
-      "address '", address, "': expected unix:/path, an absolute socket path or host:port"));
+      "address '", address,
+      "': expected unix:/path, an absolute socket path or host:port"));
 }
 
 Client::Client(std::string target, ClientOptions options,
@@ -38,16 +40,20 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string address,
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      target, grpc::InsecureChannelCredentials(), args);
   if (channel == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot create a channel to ", target));
+    return absl::InternalError(
+        absl::StrCat("cannot create a channel to ", target));
   }
-  return std::unique_ptr<Client>(new Client(std::move(target), options, std::move(channel)));
+  return std::unique_ptr<Client>(
+      new Client(std::move(target), options, std::move(channel)));
 }
 
-void Client::SetDeadline(grpc::ClientContext* context, absl::Duration timeout) const {
-  context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+void Client::SetDeadline(grpc::ClientContext* context,
+                         absl::Duration timeout) const {
+  context->set_deadline(std::chrono::system_clock::now() +
+                        absl::ToChronoMilliseconds(timeout));
 }
 
 absl::Status Client::CallError(const grpc::Status& status) const {
@@ -60,8 +66,8 @@ absl::Status Client::CallError(const grpc::Status& status) const {
         absl::StrCat("cannot reach convtuned at ", target_, ": ", s.message()));
   }
   if (s.code() == absl::StatusCode::kDeadlineExceeded) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("convtuned at ", target_, " did not answer in time: ", s.message()));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "convtuned at ", target_, " did not answer in time: ", s.message()));
   }
   return s;
 }
@@ -111,7 +117,8 @@ absl::StatusOr<v1::ExecutionPlan> Client::GetPlan(const ConvProblem& problem,
   if (!status.ok()) return CallError(status);
   absl::MutexLock lock(&mu_);
   // Two threads may have fetched the same plan; either copy is the same.
-  return plans_.emplace(std::move(key), std::move(*response.mutable_plan())).first->second;
+  return plans_.emplace(std::move(key), std::move(*response.mutable_plan()))
+      .first->second;
 }
 
 absl::StatusOr<v1::ListSolversResponse> Client::ListSolvers(
@@ -126,8 +133,9 @@ absl::StatusOr<v1::ListSolversResponse> Client::ListSolvers(
   return response;
 }
 
-absl::StatusOr<std::string> Client::Execute(const ConvProblem& problem, uint32_t solver_id,
-                                            std::string x, std::string w, std::string y) {
+absl::StatusOr<std::string> Client::Execute(const ConvProblem& problem,
+                                            uint32_t solver_id, std::string x,
+                                            std::string w, std::string y) {
   v1::ExecuteRequest request;
   ProblemToProto(problem, request.mutable_problem());
   request.set_solver_id(solver_id);
@@ -146,7 +154,8 @@ absl::StatusOr<v1::DbStatsResponse> Client::DbStats() {
   v1::DbStatsResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, options_.call_timeout);
-  grpc::Status status = stub_->DbStats(&context, v1::DbStatsRequest(), &response);
+  grpc::Status status =
+      stub_->DbStats(&context, v1::DbStatsRequest(), &response);
   if (!status.ok()) return CallError(status);
   return response;
 }
@@ -155,12 +164,14 @@ absl::StatusOr<v1::DbExportResponse> Client::DbExport() {
   v1::DbExportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, options_.call_timeout);
-  grpc::Status status = stub_->DbExport(&context, v1::DbExportRequest(), &response);
+  grpc::Status status =
+      stub_->DbExport(&context, v1::DbExportRequest(), &response);
   if (!status.ok()) return CallError(status);
   return response;
 }
 
-absl::StatusOr<v1::DbImportResponse> Client::DbImport(std::string file, bool overwrite) {
+absl::StatusOr<v1::DbImportResponse> Client::DbImport(std::string file,
+                                                      bool overwrite) {
   v1::DbImportRequest request;
   request.set_file(std::move(file));
   request.set_overwrite(overwrite);
@@ -176,9 +187,9 @@ absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
                          const PlanBuffers& buffers) {
   ASSIGN_OR_RETURN(v1::ExecutionPlan plan, GetPlan(problem, solver_id));
   if (plan.backend() != device_.info().backend) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("solver ", solver_id, " has a ", plan.backend(),
-                     " plan; this client runs ", device_.info().backend, " plans only"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "solver ", solver_id, " has a ", plan.backend(),
+        " plan; this client runs ", device_.info().backend, " plans only"));
   }
   return ExecutePlan(device_, plan, buffers);
 }

@@ -16,8 +16,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "convtune/v1/service.grpc.pb.h"
 #include "kernels/cpu_device.h"
@@ -45,8 +45,8 @@ class Client {
   // means DefaultSocketPath(). The channel connects lazily: an absent daemon
   // shows up as Unavailable on the first call. InvalidArgument for a relative
   // socket path.
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(std::string address,
-                                                         ClientOptions options = {});
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      std::string address, ClientOptions options = {});
 
   // The gRPC target in use, e.g. "unix:/run/user/1000/convtune/convtuned.sock".
   const std::string& target() const { return target_; }
@@ -59,27 +59,32 @@ class Client {
   absl::StatusOr<v1::FindResponse> Find(const ConvProblem& problem,
                                         const FindOptions& options = {});
   // Cached in-process per (problem key, solver id) after the first fetch.
-  absl::StatusOr<v1::ExecutionPlan> GetPlan(const ConvProblem& problem, uint32_t solver_id);
+  absl::StatusOr<v1::ExecutionPlan> GetPlan(const ConvProblem& problem,
+                                            uint32_t solver_id);
   absl::StatusOr<v1::ListSolversResponse> ListSolvers(
       const std::optional<ConvProblem>& problem = std::nullopt);
   // Runs on the daemon with inline tensors; returns the output tensor bytes.
-  absl::StatusOr<std::string> Execute(const ConvProblem& problem, uint32_t solver_id,
-                                      std::string x, std::string w, std::string y);
+  absl::StatusOr<std::string> Execute(const ConvProblem& problem,
+                                      uint32_t solver_id, std::string x,
+                                      std::string w, std::string y);
   absl::StatusOr<v1::DbStatsResponse> DbStats();
   // A serialized ExportFile and its entry count.
   absl::StatusOr<v1::DbExportResponse> DbExport();
   // Records the daemon already holds with a different value are kept unless
   // `overwrite`.
-  absl::StatusOr<v1::DbImportResponse> DbImport(std::string file, bool overwrite = false);
+  absl::StatusOr<v1::DbImportResponse> DbImport(std::string file,
+                                                bool overwrite = false);
 
   // Fetches (or reuses) the plan and runs it here on the CPU. Buffers follow
   // PlanBuffers' roles: for backward data x is written, for backward weights
   // w is. FailedPrecondition if the plan is for a backend this client cannot
   // run; ResourceExhausted if the workspace is too small.
-  absl::Status Run(const ConvProblem& problem, uint32_t solver_id, const PlanBuffers& buffers);
+  absl::Status Run(const ConvProblem& problem, uint32_t solver_id,
+                   const PlanBuffers& buffers);
 
  private:
-  Client(std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  Client(std::string target, ClientOptions options,
+         std::shared_ptr<grpc::Channel> channel);
 
   // Converts a failed call's status, naming the target when unreachable.
   absl::Status CallError(const grpc::Status& status) const;
@@ -92,7 +97,8 @@ class Client {
   CpuDevice device_;
 
   absl::Mutex mu_;
-  std::map<std::pair<std::string, uint32_t>, v1::ExecutionPlan> plans_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, uint32_t>, v1::ExecutionPlan> plans_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // The gRPC target for an address as Connect takes it. InvalidArgument for a

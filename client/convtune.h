@@ -15,14 +15,14 @@ extern "C" {
 
 typedef enum {
   convtuneStatusSuccess = 0,
-  convtuneStatusBadParm = 1,          /* a NULL or inconsistent argument */
-  convtuneStatusNotInitialized = 2,   /* a descriptor used before it was set */
-  convtuneStatusInvalidValue = 3,     /* an out-of-range enum value */
+  convtuneStatusBadParm = 1,        /* a NULL or inconsistent argument */
+  convtuneStatusNotInitialized = 2, /* a descriptor used before it was set */
+  convtuneStatusInvalidValue = 3,   /* an out-of-range enum value */
   convtuneStatusAllocFailed = 4,
   convtuneStatusInternalError = 5,
   convtuneStatusNotImplemented = 6,
-  convtuneStatusUnsupportedOp = 7,    /* no solver applies to the problem */
-  convtuneStatusUnavailable = 8,      /* the daemon cannot be reached */
+  convtuneStatusUnsupportedOp = 7, /* no solver applies to the problem */
+  convtuneStatusUnavailable = 8,   /* the daemon cannot be reached */
   convtuneStatusNotFound = 9,
   convtuneStatusResourceExhausted = 10, /* workspace or memory too small */
   convtuneStatusDataLoss = 11,
@@ -33,7 +33,11 @@ typedef struct convtuneHandle* convtuneHandle_t;
 typedef struct convtuneTensorDescriptor* convtuneTensorDescriptor_t;
 typedef struct convtuneConvolutionDescriptor* convtuneConvolutionDescriptor_t;
 
-typedef enum { convtuneHalf = 0, convtuneFloat = 1, convtuneBFloat16 = 5 } convtuneDataType_t;
+typedef enum {
+  convtuneHalf = 0,
+  convtuneFloat = 1,
+  convtuneBFloat16 = 5
+} convtuneDataType_t;
 
 typedef enum {
   convtuneTensorNCHW = 0,
@@ -103,56 +107,61 @@ const char* convtuneGetLastError(convtuneHandle_t handle);
  * default socket ($CONVTUNE_SOCKET, $XDG_RUNTIME_DIR/convtune/convtuned.sock,
  * /tmp/convtune-UID/convtuned.sock). Connects lazily: an absent daemon shows
  * up as convtuneStatusUnavailable on the first call that needs it. */
-convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle, const char* address);
+convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle,
+                                           const char* address);
 convtuneStatus_t convtuneDestroy(convtuneHandle_t handle);
 
-convtuneStatus_t convtuneCreateTensorDescriptor(convtuneTensorDescriptor_t* tensorDesc);
+convtuneStatus_t convtuneCreateTensorDescriptor(
+    convtuneTensorDescriptor_t* tensorDesc);
 /* NCHW with logical sizes n, c, h, w. */
-convtuneStatus_t convtuneSet4dTensorDescriptor(convtuneTensorDescriptor_t tensorDesc,
-                                               convtuneDataType_t dataType, int n, int c,
-                                               int h, int w);
+convtuneStatus_t convtuneSet4dTensorDescriptor(
+    convtuneTensorDescriptor_t tensorDesc, convtuneDataType_t dataType, int n,
+    int c, int h, int w);
 /* `dims` holds nbDims (4 or 5) logical sizes N, C, (D,) H, W whatever the
  * layout; layout NCHW/NHWC for 4 dims, NCDHW/NDHWC for 5. */
-convtuneStatus_t convtuneSetTensorDescriptorEx(convtuneTensorDescriptor_t tensorDesc,
-                                               convtuneDataType_t dataType,
-                                               convtuneTensorLayout_t layout, int nbDims,
-                                               const int* dims);
-convtuneStatus_t convtuneDestroyTensorDescriptor(convtuneTensorDescriptor_t tensorDesc);
+convtuneStatus_t convtuneSetTensorDescriptorEx(
+    convtuneTensorDescriptor_t tensorDesc, convtuneDataType_t dataType,
+    convtuneTensorLayout_t layout, int nbDims, const int* dims);
+convtuneStatus_t convtuneDestroyTensorDescriptor(
+    convtuneTensorDescriptor_t tensorDesc);
 
-convtuneStatus_t convtuneCreateConvolutionDescriptor(convtuneConvolutionDescriptor_t* convDesc);
-convtuneStatus_t convtuneInitConvolutionDescriptor(convtuneConvolutionDescriptor_t convDesc,
-                                                   convtuneConvolutionMode_t c_mode, int pad_h,
-                                                   int pad_w, int stride_h, int stride_w,
-                                                   int dilation_h, int dilation_w);
+convtuneStatus_t convtuneCreateConvolutionDescriptor(
+    convtuneConvolutionDescriptor_t* convDesc);
+convtuneStatus_t convtuneInitConvolutionDescriptor(
+    convtuneConvolutionDescriptor_t convDesc, convtuneConvolutionMode_t c_mode,
+    int pad_h, int pad_w, int stride_h, int stride_w, int dilation_h,
+    int dilation_w);
 /* spatialDim 2 (H, W) or 3 (D, H, W); each array holds spatialDim values. */
-convtuneStatus_t convtuneInitConvolutionNdDescriptor(convtuneConvolutionDescriptor_t convDesc,
-                                                     int spatialDim, const int* padA,
-                                                     const int* stridesA,
-                                                     const int* dilationA,
-                                                     convtuneConvolutionMode_t c_mode);
-convtuneStatus_t convtuneSetConvolutionGroupCount(convtuneConvolutionDescriptor_t convDesc,
-                                                  int groupCount);
+convtuneStatus_t convtuneInitConvolutionNdDescriptor(
+    convtuneConvolutionDescriptor_t convDesc, int spatialDim, const int* padA,
+    const int* stridesA, const int* dilationA,
+    convtuneConvolutionMode_t c_mode);
+convtuneStatus_t convtuneSetConvolutionGroupCount(
+    convtuneConvolutionDescriptor_t convDesc, int groupCount);
 /* The forward output of a 4-D input and filter (filter dims: K, C/G, R, S). */
-convtuneStatus_t convtuneGetConvolutionForwardOutputDim(convtuneConvolutionDescriptor_t convDesc,
-                                                        const convtuneTensorDescriptor_t
-                                                            inputTensorDesc,
-                                                        const convtuneTensorDescriptor_t
-                                                            filterDesc,
-                                                        int* n, int* c, int* h, int* w);
-convtuneStatus_t convtuneDestroyConvolutionDescriptor(convtuneConvolutionDescriptor_t convDesc);
+convtuneStatus_t convtuneGetConvolutionForwardOutputDim(
+    convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t inputTensorDesc,
+    const convtuneTensorDescriptor_t filterDesc, int* n, int* c, int* h,
+    int* w);
+convtuneStatus_t convtuneDestroyConvolutionDescriptor(
+    convtuneConvolutionDescriptor_t convDesc);
 
 /* The largest workspace any applicable solver needs, in bytes. */
 convtuneStatus_t convtuneConvolutionForwardGetWorkSpaceSize(
     convtuneHandle_t handle, const convtuneTensorDescriptor_t wDesc,
-    const convtuneTensorDescriptor_t xDesc, const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
     const convtuneTensorDescriptor_t yDesc, size_t* workSpaceSize);
 convtuneStatus_t convtuneConvolutionBackwardDataGetWorkSpaceSize(
     convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
-    const convtuneTensorDescriptor_t wDesc, const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t wDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
     const convtuneTensorDescriptor_t dxDesc, size_t* workSpaceSize);
 convtuneStatus_t convtuneConvolutionBackwardWeightsGetWorkSpaceSize(
     convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
-    const convtuneTensorDescriptor_t xDesc, const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
     const convtuneTensorDescriptor_t dwDesc, size_t* workSpaceSize);
 
 /* Asks the daemon to time the applicable solvers (or answer from its FindDb);
@@ -161,24 +170,26 @@ convtuneStatus_t convtuneConvolutionBackwardWeightsGetWorkSpaceSize(
  * out. Fills up to requestAlgoCount results, fastest first, and remembers
  * them in the handle for the convolution calls. */
 convtuneStatus_t convtuneFindConvolutionForwardAlgorithm(
-    convtuneHandle_t handle, const convtuneTensorDescriptor_t xDesc, const void* x,
-    const convtuneTensorDescriptor_t wDesc, const void* w,
-    const convtuneConvolutionDescriptor_t convDesc, const convtuneTensorDescriptor_t yDesc,
-    void* y, const int requestAlgoCount, int* returnedAlgoCount,
-    convtuneConvAlgoPerf_t* perfResults, void* workSpace, size_t workSpaceSize,
-    bool exhaustiveSearch);
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t xDesc,
+    const void* x, const convtuneTensorDescriptor_t wDesc, const void* w,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t yDesc, void* y, const int requestAlgoCount,
+    int* returnedAlgoCount, convtuneConvAlgoPerf_t* perfResults,
+    void* workSpace, size_t workSpaceSize, bool exhaustiveSearch);
 convtuneStatus_t convtuneFindConvolutionBackwardDataAlgorithm(
-    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc, const void* dy,
-    const convtuneTensorDescriptor_t wDesc, const void* w,
-    const convtuneConvolutionDescriptor_t convDesc, const convtuneTensorDescriptor_t dxDesc,
-    void* dx, const int requestAlgoCount, int* returnedAlgoCount,
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const void* dy, const convtuneTensorDescriptor_t wDesc, const void* w,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dxDesc, void* dx,
+    const int requestAlgoCount, int* returnedAlgoCount,
     convtuneConvAlgoPerf_t* perfResults, void* workSpace, size_t workSpaceSize,
     bool exhaustiveSearch);
 convtuneStatus_t convtuneFindConvolutionBackwardWeightsAlgorithm(
-    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc, const void* dy,
-    const convtuneTensorDescriptor_t xDesc, const void* x,
-    const convtuneConvolutionDescriptor_t convDesc, const convtuneTensorDescriptor_t dwDesc,
-    void* dw, const int requestAlgoCount, int* returnedAlgoCount,
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const void* dy, const convtuneTensorDescriptor_t xDesc, const void* x,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dwDesc, void* dw,
+    const int requestAlgoCount, int* returnedAlgoCount,
     convtuneConvAlgoPerf_t* perfResults, void* workSpace, size_t workSpaceSize,
     bool exhaustiveSearch);
 
@@ -188,26 +199,32 @@ convtuneStatus_t convtuneFindConvolutionBackwardWeightsAlgorithm(
  * floats. ResourceExhausted when no solution of the family fits the
  * workspace; NotFound when the family has no solution for the problem. */
 convtuneStatus_t convtuneConvolutionForward(
-    convtuneHandle_t handle, const void* alpha, const convtuneTensorDescriptor_t xDesc,
-    const void* x, const convtuneTensorDescriptor_t wDesc, const void* w,
-    const convtuneConvolutionDescriptor_t convDesc, convtuneConvFwdAlgorithm_t algo,
-    const void* beta, const convtuneTensorDescriptor_t yDesc, void* y, void* workSpace,
+    convtuneHandle_t handle, const void* alpha,
+    const convtuneTensorDescriptor_t xDesc, const void* x,
+    const convtuneTensorDescriptor_t wDesc, const void* w,
+    const convtuneConvolutionDescriptor_t convDesc,
+    convtuneConvFwdAlgorithm_t algo, const void* beta,
+    const convtuneTensorDescriptor_t yDesc, void* y, void* workSpace,
     size_t workSpaceSize);
 convtuneStatus_t convtuneConvolutionBackwardData(
-    convtuneHandle_t handle, const void* alpha, const convtuneTensorDescriptor_t dyDesc,
-    const void* dy, const convtuneTensorDescriptor_t wDesc, const void* w,
-    const convtuneConvolutionDescriptor_t convDesc, convtuneConvBwdDataAlgorithm_t algo,
-    const void* beta, const convtuneTensorDescriptor_t dxDesc, void* dx, void* workSpace,
+    convtuneHandle_t handle, const void* alpha,
+    const convtuneTensorDescriptor_t dyDesc, const void* dy,
+    const convtuneTensorDescriptor_t wDesc, const void* w,
+    const convtuneConvolutionDescriptor_t convDesc,
+    convtuneConvBwdDataAlgorithm_t algo, const void* beta,
+    const convtuneTensorDescriptor_t dxDesc, void* dx, void* workSpace,
     size_t workSpaceSize);
 convtuneStatus_t convtuneConvolutionBackwardWeights(
-    convtuneHandle_t handle, const void* alpha, const convtuneTensorDescriptor_t dyDesc,
-    const void* dy, const convtuneTensorDescriptor_t xDesc, const void* x,
-    const convtuneConvolutionDescriptor_t convDesc, convtuneConvBwdWeightsAlgorithm_t algo,
-    const void* beta, const convtuneTensorDescriptor_t dwDesc, void* dw, void* workSpace,
+    convtuneHandle_t handle, const void* alpha,
+    const convtuneTensorDescriptor_t dyDesc, const void* dy,
+    const convtuneTensorDescriptor_t xDesc, const void* x,
+    const convtuneConvolutionDescriptor_t convDesc,
+    convtuneConvBwdWeightsAlgorithm_t algo, const void* beta,
+    const convtuneTensorDescriptor_t dwDesc, void* dw, void* workSpace,
     size_t workSpaceSize);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
-#endif  /* CONVTUNE_CLIENT_CONVTUNE_H_ */
+#endif /* CONVTUNE_CLIENT_CONVTUNE_H_ */

@@ -14,7 +14,8 @@ namespace convtune::cli {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;  // a request failed
-inline constexpr int kExitUsage = 2;   // the command line (or an input file) is wrong
+inline constexpr int kExitUsage =
+    2;  // the command line (or an input file) is wrong
 
 struct Context {
   std::unique_ptr<Client> client;

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,12 +21,15 @@ namespace convtune::cli {
 namespace {
 
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
+  return absl::InternalError(
+      absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
 }
 
 // Writes `data` to `path` so that a reader sees the old file or the whole new
-// one, never a torn one: a temporary beside it, fsync, rename, fsync the folder.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
+// one, never a torn one: a temporary beside it, fsync, rename, fsync the
+// folder.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::string& data) {
   std::string temp = path + ".tmp.XXXXXX";
   int fd = mkstemp(temp.data());
   if (fd < 0) return ErrnoError("cannot create a temporary file", temp);
@@ -53,7 +56,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     return s;
   }
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, slash + 1);
   if (int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {
     fsync(dfd);
     close(dfd);
@@ -71,20 +75,23 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 void PrintSolvers(const v1::ListSolversResponse& response, bool with_problem) {
-  std::cout << absl::StrFormat("%5s  %-32s  %-14s  %-7s  %-7s", "id", "solver", "algorithm",
-                               "backend", "dynamic");
-  if (with_problem) std::cout << absl::StrFormat("  %-10s  %14s  %s", "applicable",
-                                                 "workspace (B)", "reason");
+  std::cout << absl::StrFormat("%5s  %-32s  %-14s  %-7s  %-7s", "id", "solver",
+                               "algorithm", "backend", "dynamic");
+  if (with_problem)
+    std::cout << absl::StrFormat("  %-10s  %14s  %s", "applicable",
+                                 "workspace (B)", "reason");
   std::cout << "\n";
   int applicable = 0;
   for (const v1::SolverInfo& s : response.solvers()) {
-    std::cout << absl::StrFormat("%5u  %-32s  %-14s  %-7s  %-7s", s.id(), s.name(), s.algorithm(),
-                                 s.backend(), s.dynamic() ? "yes" : "no");
+    std::cout << absl::StrFormat("%5u  %-32s  %-14s  %-7s  %-7s", s.id(),
+                                 s.name(), s.algorithm(), s.backend(),
+                                 s.dynamic() ? "yes" : "no");
     if (with_problem) {
       applicable += s.applicable();
-      std::cout << absl::StrFormat("  %-10s  %14s  %s", s.applicable() ? "yes" : "no",
-                                   s.applicable() ? absl::StrCat(s.workspace_bytes()) : "-",
-                                   s.not_applicable_reason());
+      std::cout << absl::StrFormat(
+          "  %-10s  %14s  %s", s.applicable() ? "yes" : "no",
+          s.applicable() ? absl::StrCat(s.workspace_bytes()) : "-",
+          s.not_applicable_reason());
     }
     std::cout << "\n";
   }
@@ -103,7 +110,8 @@ int SolversCommand(Context& context, const std::vector<std::string>& args) {
     problems = *std::move(parsed);
   }
   if (problems.empty()) {
-    absl::StatusOr<v1::ListSolversResponse> response = context.client->ListSolvers();
+    absl::StatusOr<v1::ListSolversResponse> response =
+        context.client->ListSolvers();
     if (!response.ok()) {
       ReportError(context, response.status());
       return kExitFailed;
@@ -112,7 +120,8 @@ int SolversCommand(Context& context, const std::vector<std::string>& args) {
     return kExitOk;
   }
   for (const ConvProblem& problem : problems) {
-    absl::StatusOr<v1::ListSolversResponse> response = context.client->ListSolvers(problem);
+    absl::StatusOr<v1::ListSolversResponse> response =
+        context.client->ListSolvers(problem);
     if (!response.ok()) {
       ReportError(context, response.status());
       return kExitFailed;
@@ -125,7 +134,8 @@ int SolversCommand(Context& context, const std::vector<std::string>& args) {
 }
 
 int DbCommand(Context& context, const std::vector<std::string>& args) {
-  if (args.empty()) return UsageError("db needs stats, export FILE or import FILE");
+  if (args.empty())
+    return UsageError("db needs stats, export FILE or import FILE");
   const std::string& verb = args[0];
   if (verb == "stats") {
     if (args.size() != 1) return UsageError("db stats takes no arguments");
@@ -136,14 +146,16 @@ int DbCommand(Context& context, const std::vector<std::string>& args) {
     }
     std::cout << "device key: " << stats->device_key() << "\n"
               << "database:   " << stats->path() << "\n";
-    std::map<std::string, int64_t> sorted(stats->records().begin(), stats->records().end());
+    std::map<std::string, int64_t> sorted(stats->records().begin(),
+                                          stats->records().end());
     for (const auto& [family, count] : sorted) {
       std::cout << absl::StrFormat("  %-16s %d record(s)\n", family, count);
     }
     if (!stats->find_records_per_device().empty()) {
       std::cout << "find records per device:\n";
-      std::map<std::string, int64_t> devices(stats->find_records_per_device().begin(),
-                                             stats->find_records_per_device().end());
+      std::map<std::string, int64_t> devices(
+          stats->find_records_per_device().begin(),
+          stats->find_records_per_device().end());
       for (const auto& [device, count] : devices) {
         std::cout << absl::StrFormat("  %-40s %d\n", device, count);
       }
@@ -151,9 +163,11 @@ int DbCommand(Context& context, const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (verb != "export" && verb != "import") {
-    return UsageError(absl::StrCat("unknown db action '", verb, "' (stats, export, import)"));
+    return UsageError(
+        absl::StrCat("unknown db action '", verb, "' (stats, export, import)"));
   }
-  const bool overwrite = verb == "import" && args.size() >= 2 && args[1] == "--overwrite";
+  const bool overwrite =
+      verb == "import" && args.size() >= 2 && args[1] == "--overwrite";
   if (args.size() != (overwrite ? 3u : 2u)) {
     return UsageError(absl::StrCat("db ", verb, " needs one FILE"));
   }
@@ -172,16 +186,22 @@ int DbCommand(Context& context, const std::vector<std::string>& args) {
   }
   absl::StatusOr<std::string> file = ReadFile(path);
   absl::StatusOr<v1::DbImportResponse> imported =
-      file.ok() ? context.client->DbImport(*std::move(file), overwrite) : file.status();
+      file.ok() ? context.client->DbImport(*std::move(file), overwrite)
+                : file.status();
   if (!imported.ok()) {
     ReportError(context, imported.status());
     return kExitFailed;
   }
-  std::cout << "imported " << imported->imported() << " record(s) from " << path;
-  if (imported->overwritten() > 0) std::cout << " (" << imported->overwritten() << " overwritten)";
-  std::cout << "; skipped " << imported->skipped() << ": " << imported->unchanged()
-            << " unchanged, " << imported->conflicting() << " conflicting"
-            << (imported->conflicting() > 0 && !overwrite ? " (kept; --overwrite replaces)" : "")
+  std::cout << "imported " << imported->imported() << " record(s) from "
+            << path;
+  if (imported->overwritten() > 0)
+    std::cout << " (" << imported->overwritten() << " overwritten)";
+  std::cout << "; skipped " << imported->skipped() << ": "
+            << imported->unchanged() << " unchanged, "
+            << imported->conflicting() << " conflicting"
+            << (imported->conflicting() > 0 && !overwrite
+                    ? " (kept; --overwrite replaces)"
+                    : "")
             << ", " << imported->invalid() << " invalid\n";
   return kExitOk;
 }

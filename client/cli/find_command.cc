@@ -62,16 +62,18 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
     }
   }
   if (flags->file.empty() == flags->driver_args.empty()) {
-    return UsageError(flags->file.empty()
-                          ? "find needs a MIOpenDriver line or --file FILE"
-                          : "find takes either a MIOpenDriver line or --file FILE, not both");
+    return UsageError(
+        flags->file.empty()
+            ? "find needs a MIOpenDriver line or --file FILE"
+            : "find takes either a MIOpenDriver line or --file FILE, not both");
   }
   return kExitOk;
 }
 
 // Appends the file's problems; reports each bad line as FILE:LINE. Returns
 // false if any line was bad (or the file cannot be read).
-bool ReadProblemFile(const std::string& path, std::vector<ConvProblem>* problems) {
+bool ReadProblemFile(const std::string& path,
+                     std::vector<ConvProblem>* problems) {
   std::ifstream in(path);
   if (!in) {
     std::cerr << "convtune: " << path << ": cannot open\n";
@@ -84,7 +86,8 @@ bool ReadProblemFile(const std::string& path, std::vector<ConvProblem>* problems
     if (text.empty() || text[0] == '#') continue;
     absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverLine(text);
     if (!parsed.ok()) {
-      std::cerr << path << ":" << number << ": " << parsed.status().message() << "\n";
+      std::cerr << path << ":" << number << ": " << parsed.status().message()
+                << "\n";
       ok = false;
       continue;
     }
@@ -97,10 +100,18 @@ std::string JsonString(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppendFormat(&out, "\\u%04x", c);
@@ -117,23 +128,27 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
     std::cout << (i ? ",\n " : "\n ") << "{\"problem_key\": "
-              << JsonString(o.response.problem_key().empty() ? ProblemKey(o.problem)
-                                                             : o.response.problem_key())
-              << ", \"driver_line\": " << JsonString(FormatDriverLine(o.problem))
+              << JsonString(o.response.problem_key().empty()
+                                ? ProblemKey(o.problem)
+                                : o.response.problem_key())
+              << ", \"driver_line\": "
+              << JsonString(FormatDriverLine(o.problem))
               << ", \"from_db\": " << (o.response.from_db() ? "true" : "false")
               << ", \"device_key\": " << JsonString(o.response.device_key());
-    if (!o.status.ok()) std::cout << ", \"error\": " << JsonString(o.status.message());
+    if (!o.status.ok())
+      std::cout << ", \"error\": " << JsonString(o.status.message());
     std::cout << ", \"results\": [";
     for (int r = 0; r < o.response.results_size(); ++r) {
       const v1::PerfResult& p = o.response.results(r);
       std::cout << (r ? ", " : "")
                 << absl::StrFormat(
                        "{\"rank\": %d, \"solver_id\": %u, \"solver_name\": %s, "
-                       "\"algorithm\": %s, \"time_ms\": %.6g, \"workspace_bytes\": %d, "
+                       "\"algorithm\": %s, \"time_ms\": %.6g, "
+                       "\"workspace_bytes\": %d, "
                        "\"measured\": %s}",
                        r + 1, p.solver_id(), JsonString(p.solver_name()),
-                       JsonString(p.algorithm()), p.time_ms(), p.workspace_bytes(),
-                       p.measured() ? "true" : "false");
+                       JsonString(p.algorithm()), p.time_ms(),
+                       p.workspace_bytes(), p.measured() ? "true" : "false");
     }
     std::cout << "]}";
   }
@@ -152,22 +167,26 @@ void PrintTable(const Context& context, const std::vector<Outcome>& outcomes) {
     o.response.from_db() ? ++from_db : ++tuned;
     results += o.response.results_size();
     std::cout << "problem " << o.response.problem_key() << "  ("
-              << (o.response.from_db() ? "from FindDb"
-                                       : absl::StrFormat("tuned in %.2f s", o.seconds))
+              << (o.response.from_db()
+                      ? "from FindDb"
+                      : absl::StrFormat("tuned in %.2f s", o.seconds))
               << ")\n";
-    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n", "rank", "id",
-                                 "solver", "algorithm", "time (ms)", "workspace (B)");
+    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n",
+                                 "rank", "id", "solver", "algorithm",
+                                 "time (ms)", "workspace (B)");
     for (int r = 0; r < o.response.results_size(); ++r) {
       const v1::PerfResult& p = o.response.results(r);
-      std::cout << absl::StrFormat("  %4d  %5u  %-32s  %-14s  %12.4f%s %14d\n", r + 1,
-                                   p.solver_id(), p.solver_name(), p.algorithm(), p.time_ms(),
-                                   p.measured() ? " " : "*", p.workspace_bytes());
+      std::cout << absl::StrFormat(
+          "  %4d  %5u  %-32s  %-14s  %12.4f%s %14d\n", r + 1, p.solver_id(),
+          p.solver_name(), p.algorithm(), p.time_ms(), p.measured() ? " " : "*",
+          p.workspace_bytes());
     }
     if (o.response.results_size() == 0) std::cout << "  (no solution)\n";
     std::cout << "\n";
   }
   std::cout << absl::StrFormat(
-      "%d problem(s): %d from FindDb, %d tuned, %d failed; %d result(s); %.2f s\n",
+      "%d problem(s): %d from FindDb, %d tuned, %d failed; %d result(s); %.2f "
+      "s\n",
       outcomes.size(), from_db, tuned, failed, results, seconds);
 }
 
@@ -181,7 +200,8 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
   if (!flags.file.empty()) {
     input_ok = ReadProblemFile(flags.file, &problems);
   } else {
-    absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverArgs(flags.driver_args);
+    absl::StatusOr<std::vector<ConvProblem>> parsed =
+        ParseDriverArgs(flags.driver_args);
     if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
     problems = *std::move(parsed);
   }
@@ -191,8 +211,11 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
     Outcome o;
     o.problem = problem;
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<v1::FindResponse> response = context.client->Find(problem, flags.options);
-    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    absl::StatusOr<v1::FindResponse> response =
+        context.client->Find(problem, flags.options);
+    o.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (response.ok()) {
       o.response = *std::move(response);
     } else {
@@ -203,7 +226,8 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
         ReportError(context, o.status);
         return kExitFailed;
       }
-      std::cerr << "convtune: " << ProblemKey(problem) << ": " << o.status.message() << "\n";
+      std::cerr << "convtune: " << ProblemKey(problem) << ": "
+                << o.status.message() << "\n";
     }
     outcomes.push_back(std::move(o));
   }

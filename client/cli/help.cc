@@ -6,7 +6,8 @@
 
 namespace convtune::cli {
 
-const char kMainHelp[] = R"(convtune: ask the convtuned daemon which convolution algorithm is fastest.
+const char kMainHelp[] =
+    R"(convtune: ask the convtuned daemon which convolution algorithm is fastest.
 
 Usage:
   convtune [GLOBAL FLAGS] find [OPTIONS] MIOPENDRIVER-LINE
@@ -42,7 +43,8 @@ Examples:
 Exit status: 0 success, 1 a request failed, 2 usage error (bad flags or input lines).
 )";
 
-const char kFindHelp[] = R"(convtune find: the fastest solutions of convolution problems.
+const char kFindHelp[] =
+    R"(convtune find: the fastest solutions of convolution problems.
 
 Usage:
   convtune find [OPTIONS] MIOPENDRIVER-LINE
@@ -108,7 +110,8 @@ bool Unreachable(const absl::Status& status) {
 
 void ReportError(const Context& context, const absl::Status& status) {
   if (Unreachable(status)) {
-    std::cerr << "convtune: cannot reach convtuned at " << context.client->target()
+    std::cerr << "convtune: cannot reach convtuned at "
+              << context.client->target()
               << " \u2014 is it running? (start it with convtuned "
               << (context.address.empty() ? "--socket " + context.socket_path
                                           : "--listen " + context.address)

@@ -20,8 +20,8 @@ bool WantsHelp(const std::vector<std::string>& args) {
 }
 
 // Reads "--name VALUE" or "--name=VALUE" at argv[*i]; advances *i.
-bool FlagValue(const std::vector<std::string>& argv, size_t* i, absl::string_view name,
-               std::string* value, std::string* error) {
+bool FlagValue(const std::vector<std::string>& argv, size_t* i,
+               absl::string_view name, std::string* value, std::string* error) {
   const std::string& arg = argv[*i];
   if (absl::StartsWith(arg, absl::StrCat(name, "="))) {
     *value = arg.substr(name.size() + 1);
@@ -53,7 +53,8 @@ int Main(const std::vector<std::string>& argv) {
     }
     if (!error.empty()) return UsageError(error);
   }
-  if (i >= argv.size()) return UsageError("missing sub-command (find, solvers or db)");
+  if (i >= argv.size())
+    return UsageError("missing sub-command (find, solvers or db)");
   const std::string command = argv[i];
   const std::vector<std::string> args(argv.begin() + i + 1, argv.end());
   if (command == "help") {
@@ -76,7 +77,8 @@ int Main(const std::vector<std::string>& argv) {
   if (!timeout.empty()) {
     double seconds = 0;
     if (!absl::SimpleAtod(timeout, &seconds) || !(seconds > 0)) {
-      return UsageError(absl::StrCat("--timeout: '", timeout, "' is not a positive number"));
+      return UsageError(
+          absl::StrCat("--timeout: '", timeout, "' is not a positive number"));
     }
     options.find_timeout = options.call_timeout = absl::Seconds(seconds);
   }

@@ -28,13 +28,30 @@ ProcessResult Cli(std::vector<std::string> args) {
 
 // A random forward problem as MIOpenDriver arguments, and its key.
 std::vector<std::string> RandomDriverArgs(std::mt19937& rng, std::string* key) {
-  std::uniform_int_distribution<int> channels(2, 12), spatial(5, 16), filter(0, 1);
+  std::uniform_int_distribution<int> channels(2, 12), spatial(5, 16),
+      filter(0, 1);
   const int f = filter(rng) ? 3 : 1;
-  std::vector<std::string> args = {
-      "conv", "-n", "1", "-c", absl::StrCat(channels(rng)), "-H", absl::StrCat(spatial(rng)),
-      "-W", absl::StrCat(spatial(rng)), "-k", absl::StrCat(channels(rng)), "-y",
-      absl::StrCat(f), "-x", absl::StrCat(f), "-p", absl::StrCat(f / 2), "-q",
-      absl::StrCat(f / 2), "-F", "1"};
+  std::vector<std::string> args = {"conv",
+                                   "-n",
+                                   "1",
+                                   "-c",
+                                   absl::StrCat(channels(rng)),
+                                   "-H",
+                                   absl::StrCat(spatial(rng)),
+                                   "-W",
+                                   absl::StrCat(spatial(rng)),
+                                   "-k",
+                                   absl::StrCat(channels(rng)),
+                                   "-y",
+                                   absl::StrCat(f),
+                                   "-x",
+                                   absl::StrCat(f),
+                                   "-p",
+                                   absl::StrCat(f / 2),
+                                   "-q",
+                                   absl::StrCat(f / 2),
+                                   "-F",
+                                   "1"};
   auto problems = ParseDriverArgs(args);
   EXPECT_TRUE(problems.ok() && problems->size() == 1);
   *key = ProblemKey(problems->front());
@@ -44,29 +61,38 @@ std::vector<std::string> RandomDriverArgs(std::mt19937& rng, std::string* key) {
 TEST(CliUsageTest, HelpDescribesEverySubcommandAndFlag) {
   ProcessResult r = Cli({"--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* word : {"find", "solvers", "db stats", "db export", "db import", "--socket",
-                           "--address", "--timeout", "Examples"}) {
+  for (const char* word :
+       {"find", "solvers", "db stats", "db export", "db import", "--socket",
+        "--address", "--timeout", "Examples"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
   r = Cli({"find", "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* word : {"--file", "--json", "--workspace-limit", "--count", "--exhaustive"}) {
+  for (const char* word :
+       {"--file", "--json", "--workspace-limit", "--count", "--exhaustive"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
 }
 
 TEST(CliUsageTest, UsageErrorsExitTwo) {
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {}, {"frobnicate"}, {"--bogus", "db", "stats"}, {"find"}, {"db"},
-           {"db", "export"}, {"--timeout", "-3", "db", "stats"},
-           {"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8", "-k", "4", "-y", "3",
-            "-x", "3"},
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {},
+           {"frobnicate"},
+           {"--bogus", "db", "stats"},
+           {"find"},
+           {"db"},
+           {"db", "export"},
+           {"--timeout", "-3", "db", "stats"},
+           {"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8", "-k",
+            "4", "-y", "3", "-x", "3"},
            {"find", "--count", "0", "conv", "-n", "1"}}) {
     ProcessResult r = Cli(args);
     EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ");
     EXPECT_THAT(r.err, HasSubstr("convtune: ")) << absl::StrJoin(args, " ");
   }
-  ProcessResult r = Cli({"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8"});
+  ProcessResult r =
+      Cli({"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8"});
   EXPECT_THAT(r.err, HasSubstr("c: must be positive"));
 }
 
@@ -75,14 +101,18 @@ TEST(CliUsageTest, DaemonDownSaysHowToStartIt) {
   const std::string socket = dir.path() + "/absent.sock";
   ProcessResult r = Cli({"--socket", socket, "db", "stats"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("convtune: cannot reach convtuned at unix:" + socket));
-  EXPECT_THAT(r.err, HasSubstr("is it running? (start it with convtuned --socket " + socket));
+  EXPECT_THAT(r.err,
+              HasSubstr("convtune: cannot reach convtuned at unix:" + socket));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("is it running? (start it with convtuned --socket " + socket));
 }
 
 class CliDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (testing::ConvtunedPath().empty()) GTEST_SKIP() << "convtuned is not part of this build";
+    if (testing::ConvtunedPath().empty())
+      GTEST_SKIP() << "convtuned is not part of this build";
     absl::Status s = daemon_.Start(dir_.path(), dir_.path() + "/db");
     ASSERT_TRUE(s.ok()) << s;
   }
@@ -109,11 +139,13 @@ TEST_F(CliDaemonTest, FindWithFlagsTunesThenAnswersFromDb) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_THAT(first.out, HasSubstr("problem " + key));
   EXPECT_THAT(first.out, HasSubstr("tuned in"));
-  EXPECT_THAT(first.out, HasSubstr("1 problem(s): 0 from FindDb, 1 tuned, 0 failed"));
+  EXPECT_THAT(first.out,
+              HasSubstr("1 problem(s): 0 from FindDb, 1 tuned, 0 failed"));
   ProcessResult second = Run(args);
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_THAT(second.out, HasSubstr("(from FindDb)"));
-  EXPECT_THAT(second.out, HasSubstr("1 problem(s): 1 from FindDb, 0 tuned, 0 failed"));
+  EXPECT_THAT(second.out,
+              HasSubstr("1 problem(s): 1 from FindDb, 0 tuned, 0 failed"));
 }
 
 TEST_F(CliDaemonTest, FindFileReportsBadLinesAndRunsTheRest) {
@@ -123,7 +155,8 @@ TEST_F(CliDaemonTest, FindFileReportsBadLinesAndRunsTheRest) {
   const std::string file = dir_.path() + "/problems.txt";
   {
     std::ofstream out(file);
-    out << "# a comment\n" << absl::StrJoin(a1, " ") << "\n\n"
+    out << "# a comment\n"
+        << absl::StrJoin(a1, " ") << "\n\n"
         << "conv -n 1 -c 4 --bogus 3\n"
         << "  " << absl::StrJoin(a2, " ") << "\n";
   }
@@ -152,7 +185,8 @@ TEST_F(CliDaemonTest, SolversListsWhatTheDaemonHas) {
   ASSERT_GT(solvers->solvers_size(), 0);
   ProcessResult r = Run({"solvers"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const v1::SolverInfo& s : solvers->solvers()) EXPECT_THAT(r.out, HasSubstr(s.name()));
+  for (const v1::SolverInfo& s : solvers->solvers())
+    EXPECT_THAT(r.out, HasSubstr(s.name()));
   EXPECT_THAT(r.out, Not(HasSubstr("applicable")));
 
   std::string key;
@@ -183,10 +217,12 @@ TEST_F(CliDaemonTest, DbStatsExportImportIntoAnotherDaemon) {
   testing::TempDir other_dir;
   testing::Daemon other;
   ASSERT_TRUE(other.Start(other_dir.path(), other_dir.path() + "/db").ok());
-  ProcessResult imported = Cli({"--socket", other.socket_path(), "db", "import", file});
+  ProcessResult imported =
+      Cli({"--socket", other.socket_path(), "db", "import", file});
   ASSERT_EQ(imported.exit_code, 0) << imported.err;
   EXPECT_THAT(imported.out, Not(HasSubstr("imported 0 ")));
-  std::vector<std::string> again = {"--socket", other.socket_path(), "find", "--json"};
+  std::vector<std::string> again = {"--socket", other.socket_path(), "find",
+                                    "--json"};
   again.insert(again.end(), args.begin() + 1, args.end());
   ProcessResult found = Cli(again);
   ASSERT_EQ(found.exit_code, 0) << found.err;

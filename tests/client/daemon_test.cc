@@ -39,7 +39,8 @@ class DaemonTest : public ::testing::Test {
     delete dir_;
   }
   void SetUp() override {
-    if (testing::ConvtunedPath().empty()) GTEST_SKIP() << "convtuned is not part of this build";
+    if (testing::ConvtunedPath().empty())
+      GTEST_SKIP() << "convtuned is not part of this build";
     ASSERT_TRUE(start_status_.ok()) << start_status_;
     auto client = Client::Connect(daemon_->address());
     ASSERT_TRUE(client.ok()) << client.status();
@@ -47,7 +48,8 @@ class DaemonTest : public ::testing::Test {
   }
 
   ConvProblem RandomProblem(Direction direction) {
-    std::uniform_int_distribution<int> small(1, 2), channels(2, 9), spatial(6, 15);
+    std::uniform_int_distribution<int> small(1, 2), channels(2, 9),
+        spatial(6, 15);
     ConvProblem p;
     p.n = small(rng_);
     p.c = channels(rng_);
@@ -81,7 +83,8 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(client_->Run(p, solver, buffers).ok());
     HostTensors t{x.data(), w.data(), y.data()};
     absl::Status check = CheckOutput(p, t, out, 0, rng64_);
-    EXPECT_TRUE(check.ok()) << "solver " << solver << " on " << ProblemKey(p) << ": " << check;
+    EXPECT_TRUE(check.ok())
+        << "solver " << solver << " on " << ProblemKey(p) << ": " << check;
   }
 
   static testing::TempDir* dir_;
@@ -113,7 +116,8 @@ TEST_F(DaemonTest, FindTwiceThenRunEverySolverLocally) {
   for (int i = 0; i < first->results_size(); ++i) {
     EXPECT_EQ(second->results(i).solver_id(), first->results(i).solver_id());
   }
-  for (const v1::PerfResult& r : first->results()) RunAndCheck(p, r.solver_id());
+  for (const v1::PerfResult& r : first->results())
+    RunAndCheck(p, r.solver_id());
 }
 
 TEST_F(DaemonTest, BackwardDirectionsRunLocally) {
@@ -134,7 +138,8 @@ TEST_F(DaemonTest, WorkspaceLimitAndTooSmallWorkspace) {
   zero_ws.workspace_limit = 0;
   absl::StatusOr<v1::FindResponse> found = client_->Find(p, zero_ws);
   ASSERT_TRUE(found.ok()) << found.status();
-  for (const v1::PerfResult& r : found->results()) EXPECT_EQ(r.workspace_bytes(), 0);
+  for (const v1::PerfResult& r : found->results())
+    EXPECT_EQ(r.workspace_bytes(), 0);
   absl::StatusOr<v1::FindResponse> all = client_->Find(p);
   ASSERT_TRUE(all.ok()) << all.status();
   for (const v1::PerfResult& r : all->results()) {
@@ -142,8 +147,10 @@ TEST_F(DaemonTest, WorkspaceLimitAndTooSmallWorkspace) {
     if (r.workspace_bytes() == 0) continue;
     std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
     std::vector<char> ws(r.workspace_bytes() - 1);
-    PlanBuffers b{x.data(), w.data(), y.data(), ws.data(), static_cast<int64_t>(ws.size())};
-    EXPECT_EQ(client_->Run(p, r.solver_id(), b).code(), absl::StatusCode::kResourceExhausted);
+    PlanBuffers b{x.data(), w.data(), y.data(), ws.data(),
+                  static_cast<int64_t>(ws.size())};
+    EXPECT_EQ(client_->Run(p, r.solver_id(), b).code(),
+              absl::StatusCode::kResourceExhausted);
   }
 }
 
@@ -154,7 +161,8 @@ TEST_F(DaemonTest, RemoteExecuteMatchesTheReference) {
   std::string x(p.x_bytes(), '\0'), w(p.w_bytes(), '\0');
   FillRandom(x.data(), p.type, p.x_elements(), rng64_);
   FillRandom(w.data(), p.type, p.w_elements(), rng64_);
-  absl::StatusOr<std::string> y = client_->Execute(p, found->results(0).solver_id(), x, w, "");
+  absl::StatusOr<std::string> y =
+      client_->Execute(p, found->results(0).solver_id(), x, w, "");
   ASSERT_TRUE(y.ok()) << y.status();
   ASSERT_EQ(static_cast<int64_t>(y->size()), p.y_bytes());
   HostTensors t{x.data(), w.data(), nullptr};
@@ -162,7 +170,8 @@ TEST_F(DaemonTest, RemoteExecuteMatchesTheReference) {
 }
 
 TEST_F(DaemonTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
-  auto channel = grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(daemon_->address(),
+                                     grpc::InsecureChannelCredentials());
   auto stub = v1::ConvTune::NewStub(channel);
   v1::FindRequest request;
   ProblemToProto(RandomProblem(Direction::kForward), request.mutable_problem());
@@ -193,7 +202,8 @@ TEST_F(DaemonTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
 }
 
 TEST_F(DaemonTest, ExampleProgramPasses) {
-  testing::ProcessResult r = testing::RunProcess({CONVTUNE_EXAMPLE_PATH, daemon_->address()});
+  testing::ProcessResult r =
+      testing::RunProcess({CONVTUNE_EXAMPLE_PATH, daemon_->address()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("PASS"));
 }
@@ -201,20 +211,23 @@ TEST_F(DaemonTest, ExampleProgramPasses) {
 // Descriptors for `p` (NCHW, 2-D) through the C API.
 struct CDescriptors {
   explicit CDescriptors(const ConvProblem& p) {
-    const convtuneDataType_t type = p.type == DataType::kFp32   ? convtuneFloat
-                                    : p.type == DataType::kFp16 ? convtuneHalf
-                                                                : convtuneBFloat16;
+    const convtuneDataType_t type = p.type == DataType::kFp32 ? convtuneFloat
+                                    : p.type == DataType::kFp16
+                                        ? convtuneHalf
+                                        : convtuneBFloat16;
     convtuneCreateTensorDescriptor(&x);
     convtuneCreateTensorDescriptor(&w);
     convtuneCreateTensorDescriptor(&y);
     convtuneCreateConvolutionDescriptor(&conv);
-    ok = convtuneSet4dTensorDescriptor(x, type, p.n, p.c, p.in[1], p.in[2]) == 0 &&
-         convtuneSet4dTensorDescriptor(w, type, p.k, p.c_per_group(), p.filter[1],
-                                       p.filter[2]) == 0 &&
-         convtuneSet4dTensorDescriptor(y, type, p.n, p.k, p.out(1), p.out(2)) == 0 &&
-         convtuneInitConvolutionDescriptor(conv, convtuneConvolution, p.pad[1], p.pad[2],
-                                           p.stride[1], p.stride[2], p.dilation[1],
-                                           p.dilation[2]) == 0 &&
+    ok = convtuneSet4dTensorDescriptor(x, type, p.n, p.c, p.in[1], p.in[2]) ==
+             0 &&
+         convtuneSet4dTensorDescriptor(w, type, p.k, p.c_per_group(),
+                                       p.filter[1], p.filter[2]) == 0 &&
+         convtuneSet4dTensorDescriptor(y, type, p.n, p.k, p.out(1), p.out(2)) ==
+             0 &&
+         convtuneInitConvolutionDescriptor(conv, convtuneConvolution, p.pad[1],
+                                           p.pad[2], p.stride[1], p.stride[2],
+                                           p.dilation[1], p.dilation[2]) == 0 &&
          convtuneSetConvolutionGroupCount(conv, p.groups) == 0;
   }
   ~CDescriptors() {
@@ -257,7 +270,8 @@ void CApiDaemonTest::ForwardWorkflow(const ConvProblem& p) {
   CDescriptors d(p);
   ASSERT_TRUE(d.ok);
   size_t max_ws = 0;
-  ASSERT_EQ(convtuneConvolutionForwardGetWorkSpaceSize(handle_, d.w, d.x, d.conv, d.y, &max_ws),
+  ASSERT_EQ(convtuneConvolutionForwardGetWorkSpaceSize(handle_, d.w, d.x,
+                                                       d.conv, d.y, &max_ws),
             convtuneStatusSuccess)
       << convtuneGetLastError(handle_);
   EXPECT_EQ(static_cast<int64_t>(max_ws), *client_->WorkspaceSize(p));
@@ -266,9 +280,9 @@ void CApiDaemonTest::ForwardWorkflow(const ConvProblem& p) {
   FillRandom(w.data(), p.type, p.w_elements(), rng64_);
   convtuneConvAlgoPerf_t perf[4];
   int returned = 0;
-  ASSERT_EQ(convtuneFindConvolutionForwardAlgorithm(handle_, d.x, x.data(), d.w, w.data(), d.conv,
-                                                    d.y, y.data(), 4, &returned, perf, ws.data(),
-                                                    max_ws, false),
+  ASSERT_EQ(convtuneFindConvolutionForwardAlgorithm(
+                handle_, d.x, x.data(), d.w, w.data(), d.conv, d.y, y.data(), 4,
+                &returned, perf, ws.data(), max_ws, false),
             convtuneStatusSuccess)
       << convtuneGetLastError(handle_);
   absl::StatusOr<v1::FindResponse> found = client_->Find(p);
@@ -286,10 +300,11 @@ void CApiDaemonTest::ForwardWorkflow(const ConvProblem& p) {
   std::vector<char> run_ws(perf[0].memory);
   const float one = 1, zero = 0;
   FillNaN(y.data(), p.type, p.y_elements());
-  ASSERT_EQ(convtuneConvolutionForward(handle_, &one, d.x, x.data(), d.w, w.data(), d.conv,
-                                       perf[0].fwd_algo, &zero, d.y, y.data(), run_ws.data(),
-                                       run_ws.size()),
-            convtuneStatusSuccess)
+  ASSERT_EQ(
+      convtuneConvolutionForward(handle_, &one, d.x, x.data(), d.w, w.data(),
+                                 d.conv, perf[0].fwd_algo, &zero, d.y, y.data(),
+                                 run_ws.data(), run_ws.size()),
+      convtuneStatusSuccess)
       << convtuneGetLastError(handle_);
   HostTensors t{x.data(), w.data(), nullptr};
   EXPECT_TRUE(CheckOutput(p, t, y.data(), 0, rng64_).ok());
@@ -298,16 +313,19 @@ void CApiDaemonTest::ForwardWorkflow(const ConvProblem& p) {
   FillRandom(y.data(), p.type, p.y_elements(), rng64_);
   const std::vector<char> prior = y;
   const float alpha = 0.5f, beta = -2.0f;
-  ASSERT_EQ(convtuneConvolutionForward(handle_, &alpha, d.x, x.data(), d.w, w.data(), d.conv,
-                                       perf[0].fwd_algo, &beta, d.y, y.data(), run_ws.data(),
-                                       run_ws.size()),
-            convtuneStatusSuccess);
+  ASSERT_EQ(
+      convtuneConvolutionForward(handle_, &alpha, d.x, x.data(), d.w, w.data(),
+                                 d.conv, perf[0].fwd_algo, &beta, d.y, y.data(),
+                                 run_ws.data(), run_ws.size()),
+      convtuneStatusSuccess);
   for (int64_t i = 0; i < p.y_elements(); ++i) {
     const ReferenceValue ref = ReferenceElement(p, t, i);
     const double before = LoadElement(prior.data(), p.type, i);
     const double want = alpha * ref.value + beta * before;
-    const double allowed = Tolerance(p.type) * (alpha * ref.abs_sum + 2 * std::fabs(before) + 1);
-    ASSERT_NEAR(LoadElement(y.data(), p.type, i), want, allowed) << "element " << i;
+    const double allowed =
+        Tolerance(p.type) * (alpha * ref.abs_sum + 2 * std::fabs(before) + 1);
+    ASSERT_NEAR(LoadElement(y.data(), p.type, i), want, allowed)
+        << "element " << i;
   }
 }
 
@@ -322,8 +340,11 @@ TEST_F(CApiDaemonTest, WorkspaceTooSmallAndMissingAlgorithm) {
     auto [it, added] = least_ws.emplace(r.algorithm(), r.workspace_bytes());
     if (!added) it->second = std::min(it->second, r.workspace_bytes());
   }
-  const std::map<std::string, int> numbers = {
-      {"gemm", 0}, {"direct", 1}, {"fft", 2}, {"winograd", 3}, {"implicit_gemm", 5}};
+  const std::map<std::string, int> numbers = {{"gemm", 0},
+                                              {"direct", 1},
+                                              {"fft", 2},
+                                              {"winograd", 3},
+                                              {"implicit_gemm", 5}};
   std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
   FillRandom(x.data(), p.type, p.x_elements(), rng64_);
   FillRandom(w.data(), p.type, p.w_elements(), rng64_);
@@ -331,11 +352,13 @@ TEST_F(CApiDaemonTest, WorkspaceTooSmallAndMissingAlgorithm) {
   for (const auto& [family, number] : numbers) {
     auto it = least_ws.find(family);
     if (it != least_ws.end() && it->second == 0) continue;
-    const convtuneStatus_t want =
-        it == least_ws.end() ? convtuneStatusNotFound : convtuneStatusResourceExhausted;
-    EXPECT_EQ(convtuneConvolutionForward(handle_, &one, d.x, x.data(), d.w, w.data(), d.conv,
-                                         static_cast<convtuneConvFwdAlgorithm_t>(number), &zero,
-                                         d.y, y.data(), nullptr, 0),
+    const convtuneStatus_t want = it == least_ws.end()
+                                      ? convtuneStatusNotFound
+                                      : convtuneStatusResourceExhausted;
+    EXPECT_EQ(convtuneConvolutionForward(
+                  handle_, &one, d.x, x.data(), d.w, w.data(), d.conv,
+                  static_cast<convtuneConvFwdAlgorithm_t>(number), &zero, d.y,
+                  y.data(), nullptr, 0),
               want)
         << family;
     EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr(family));
@@ -343,15 +366,16 @@ TEST_F(CApiDaemonTest, WorkspaceTooSmallAndMissingAlgorithm) {
 }
 
 TEST_F(CApiDaemonTest, BackwardFindAndRun) {
-  for (Direction dir : {Direction::kBackwardData, Direction::kBackwardWeights}) {
+  for (Direction dir :
+       {Direction::kBackwardData, Direction::kBackwardWeights}) {
     const ConvProblem p = RandomProblem(dir);
     CDescriptors d(p);
     ASSERT_TRUE(d.ok);
     std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
     const bool data = dir == Direction::kBackwardData;
     FillRandom(y.data(), p.type, p.y_elements(), rng64_);
-    FillRandom(data ? w.data() : x.data(), p.type, data ? p.w_elements() : p.x_elements(),
-               rng64_);
+    FillRandom(data ? w.data() : x.data(), p.type,
+               data ? p.w_elements() : p.x_elements(), rng64_);
     char* out = data ? x.data() : w.data();
     FillNaN(out, p.type, OutputElements(p));
     size_t max_ws = 0;
@@ -359,30 +383,38 @@ TEST_F(CApiDaemonTest, BackwardFindAndRun) {
     int returned = 0;
     const float one = 1, zero = 0;
     if (data) {
-      ASSERT_EQ(convtuneConvolutionBackwardDataGetWorkSpaceSize(handle_, d.y, d.w, d.conv, d.x,
-                                                                &max_ws), 0);
+      ASSERT_EQ(convtuneConvolutionBackwardDataGetWorkSpaceSize(
+                    handle_, d.y, d.w, d.conv, d.x, &max_ws),
+                0);
       std::vector<char> ws(max_ws);
       ASSERT_EQ(convtuneFindConvolutionBackwardDataAlgorithm(
-                    handle_, d.y, y.data(), d.w, w.data(), d.conv, d.x, x.data(), 2, &returned,
-                    perf, ws.data(), max_ws, false), 0)
+                    handle_, d.y, y.data(), d.w, w.data(), d.conv, d.x,
+                    x.data(), 2, &returned, perf, ws.data(), max_ws, false),
+                0)
           << convtuneGetLastError(handle_);
       ASSERT_GE(returned, 1);
-      ASSERT_EQ(convtuneConvolutionBackwardData(handle_, &one, d.y, y.data(), d.w, w.data(),
-                                                d.conv, perf[0].bwd_data_algo, &zero, d.x,
-                                                x.data(), ws.data(), max_ws), 0)
+      ASSERT_EQ(
+          convtuneConvolutionBackwardData(
+              handle_, &one, d.y, y.data(), d.w, w.data(), d.conv,
+              perf[0].bwd_data_algo, &zero, d.x, x.data(), ws.data(), max_ws),
+          0)
           << convtuneGetLastError(handle_);
     } else {
-      ASSERT_EQ(convtuneConvolutionBackwardWeightsGetWorkSpaceSize(handle_, d.y, d.x, d.conv,
-                                                                   d.w, &max_ws), 0);
+      ASSERT_EQ(convtuneConvolutionBackwardWeightsGetWorkSpaceSize(
+                    handle_, d.y, d.x, d.conv, d.w, &max_ws),
+                0);
       std::vector<char> ws(max_ws);
       ASSERT_EQ(convtuneFindConvolutionBackwardWeightsAlgorithm(
-                    handle_, d.y, y.data(), d.x, x.data(), d.conv, d.w, w.data(), 2, &returned,
-                    perf, ws.data(), max_ws, false), 0)
+                    handle_, d.y, y.data(), d.x, x.data(), d.conv, d.w,
+                    w.data(), 2, &returned, perf, ws.data(), max_ws, false),
+                0)
           << convtuneGetLastError(handle_);
       ASSERT_GE(returned, 1);
-      ASSERT_EQ(convtuneConvolutionBackwardWeights(handle_, &one, d.y, y.data(), d.x, x.data(),
-                                                   d.conv, perf[0].bwd_weights_algo, &zero, d.w,
-                                                   w.data(), ws.data(), max_ws), 0)
+      ASSERT_EQ(convtuneConvolutionBackwardWeights(
+                    handle_, &one, d.y, y.data(), d.x, x.data(), d.conv,
+                    perf[0].bwd_weights_algo, &zero, d.w, w.data(), ws.data(),
+                    max_ws),
+                0)
           << convtuneGetLastError(handle_);
     }
     HostTensors t{x.data(), w.data(), y.data()};

@@ -42,7 +42,8 @@ int WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
 pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path,
             const std::string& err_path) {
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = fork();
   if (pid != 0) return pid;
@@ -61,7 +62,8 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path,
 
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
-  std::string pattern = absl::StrCat(base != nullptr && *base ? base : "/tmp", "/ctc-XXXXXX");
+  std::string pattern =
+      absl::StrCat(base != nullptr && *base ? base : "/tmp", "/ctc-XXXXXX");
   if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
 }
 
@@ -72,7 +74,8 @@ TempDir::~TempDir() {
 
 ProcessResult RunProcess(const std::vector<std::string>& argv, int timeout_s) {
   TempDir dir;
-  const std::string out_path = dir.path() + "/out", err_path = dir.path() + "/err";
+  const std::string out_path = dir.path() + "/out",
+                    err_path = dir.path() + "/err";
   ProcessResult result;
   pid_t pid = Spawn(argv, out_path, err_path);
   if (pid < 0) return result;
@@ -100,28 +103,32 @@ Daemon::~Daemon() { Stop().IgnoreError(); }
 
 absl::Status Daemon::Start(const std::string& dir, const std::string& db_dir) {
   const std::string binary = ConvtunedPath();
-  if (binary.empty()) return absl::FailedPreconditionError("convtuned is not built");
+  if (binary.empty())
+    return absl::FailedPreconditionError("convtuned is not built");
   socket_path_ = dir + "/convtuned.sock";
   log_path_ = dir + "/convtuned.log";
-  pid_ = Spawn({binary, "--socket", socket_path_, "--db", db_dir, "--backend", "cpu",
-                "--compile-threads", "2"},
+  pid_ = Spawn({binary, "--socket", socket_path_, "--db", db_dir, "--backend",
+                "cpu", "--compile-threads", "2"},
                dir + "/convtuned.out", log_path_);
   if (pid_ < 0) return absl::InternalError("fork failed");
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < end) {
     struct stat st;
     if (stat(socket_path_.c_str(), &st) == 0 &&
-        absl::StrContains(Log(), "convtuned: serving on unix:" + socket_path_)) {
+        absl::StrContains(Log(),
+                          "convtuned: serving on unix:" + socket_path_)) {
       return absl::OkStatus();
     }
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return absl::InternalError(absl::StrCat("convtuned exited early:\n", Log()));
+      return absl::InternalError(
+          absl::StrCat("convtuned exited early:\n", Log()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return absl::DeadlineExceededError(absl::StrCat("convtuned did not get ready:\n", Log()));
+  return absl::DeadlineExceededError(
+      absl::StrCat("convtuned did not get ready:\n", Log()));
 }
 
 absl::Status Daemon::Stop() {
@@ -136,12 +143,13 @@ absl::Status Daemon::Stop() {
   }
   pid_ = -1;
   if (WIFSIGNALED(status)) {
-    return absl::InternalError(absl::StrCat("convtuned was killed by signal ", WTERMSIG(status),
-                                            " instead of exiting cleanly on SIGTERM:\n", Log()));
+    return absl::InternalError(
+        absl::StrCat("convtuned was killed by signal ", WTERMSIG(status),
+                     " instead of exiting cleanly on SIGTERM:\n", Log()));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat("convtuned did not exit cleanly (wait status ",
-                                            status, "):\n", Log()));
+    return absl::InternalError(absl::StrCat(
+        "convtuned did not exit cleanly (wait status ", status, "):\n", Log()));
   }
   return absl::OkStatus();
 }

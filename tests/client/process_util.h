@@ -34,7 +34,8 @@ struct ProcessResult {
 };
 
 // Runs argv[0] (a path) with the arguments, waiting at most `timeout_s`.
-ProcessResult RunProcess(const std::vector<std::string>& argv, int timeout_s = 600);
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         int timeout_s = 600);
 
 // Where the test finds convtuned; empty when the daemon is not part of this
 // build (the caller skips).

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -137,6 +138,7 @@ absl::Status Daemon::Init() {
         options_.listen_address.empty() ? "" : absl::StrCat(" and ", options_.listen_address)));
   }
   owns_socket_ = true;
+  tcp_port_ = std::max(tcp_port, 0);
   // Group members (the node's users) may connect; others may not.
   chmod(options_.socket_path.c_str(), 0660);
   return absl::OkStatus();

@@ -56,6 +56,8 @@ class Daemon {
   const DaemonOptions& options() const { return options_; }
   FindEngine& engine() { return *engine_; }
   const std::string& device_key() const { return engine_->device_key(); }
+  // The TCP port bound for --listen (useful with port 0), or 0 without TCP.
+  int tcp_port() const { return tcp_port_; }
 
  private:
   explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
@@ -72,6 +74,7 @@ class Daemon {
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool owns_socket_ = false;  // the socket file is ours to remove
+  int tcp_port_ = 0;
 };
 
 }  // namespace convtune

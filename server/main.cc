@@ -132,7 +132,11 @@ int main(int argc, char** argv) {
   }
   const convtune::DaemonOptions& o = (*daemon)->options();
   std::cerr << "convtuned: serving on unix:" << o.socket_path
-            << (o.listen_address.empty() ? "" : " and " + o.listen_address) << " (device "
+            << (o.listen_address.empty()
+                    ? ""
+                    : absl::StrCat(" and tcp port ", (*daemon)->tcp_port(), " (",
+                                   o.listen_address, ")"))
+            << " (device "
             << (*daemon)->device_key() << ", db " << o.db_dir << ")" << std::endl;
 
   std::thread waiter([&] {

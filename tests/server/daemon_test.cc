@@ -210,6 +210,35 @@ TEST_F(DaemonTest, ExecuteRunsInlineAndEnforcesTheSizeLimit) {
   EXPECT_THAT(s.error_message(), HasSubstr("--max-execute-bytes"));
 }
 
+TEST_F(DaemonTest, ServesOnTcpToo) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.Start(CONVTUNED_PATH,
+                      {"--socket", socket_, "--db", db_, "--listen", "127.0.0.1:0"},
+                      dir_ + "/1.log"));
+  ASSERT_TRUE(d.WaitServing(socket_)) << d.log();
+  const std::string log = d.log();
+  const size_t at = log.find("tcp port ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const int port = std::atoi(log.c_str() + at + 9);
+  ASSERT_GT(port, 0) << log;
+  auto stub = v1::ConvTune::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  v1::FindResponse resp;
+  grpc::Status s = Find(*stub, Problem(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GE(resp.results_size(), 3);
+}
+
+TEST_F(DaemonTest, UnbindableTcpAddressFailsAtStart) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.Start(CONVTUNED_PATH,
+                      {"--socket", socket_, "--db", db_, "--listen", "203.0.113.1:1"},
+                      dir_ + "/1.log"));
+  EXPECT_EQ(d.WaitExit(15000), 1);
+  EXPECT_THAT(d.log(), HasSubstr("cannot listen"));
+  EXPECT_FALSE(std::filesystem::exists(socket_));
+}
+
 TEST_F(DaemonTest, BadFlagsAreUsageErrors) {
   DaemonProcess d;
   ASSERT_TRUE(d.Start(CONVTUNED_PATH, {"--backend", "tpu", "--socket", socket_, "--db", db_},

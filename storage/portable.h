@@ -1,7 +1,7 @@
 // Moving a database between machines: export every record to one portable
 // file (a serialized v1::ExportFile, see storage/FORMAT.md) and import it into
-// another store without silently losing what is already there; plus the
-// atomic file helpers the CLI uses. Stateless; thread-safe as the Store is.
+// another store without silently losing what is already there (the file
+// helpers are in common/file_util.h). Stateless; thread-safe as the Store is.
 #ifndef CONVTUNE_STORAGE_PORTABLE_H_
 #define CONVTUNE_STORAGE_PORTABLE_H_
 
@@ -51,14 +51,6 @@ struct ImportStats {
 // once at the end.
 absl::StatusOr<ImportStats> ImportStore(Store& store, absl::string_view file_bytes,
                                         const ImportOptions& options = {});
-
-// Writes `bytes` to `path` so a reader sees the old file or the new one,
-// never a part: a temporary file next to it, fsync, rename, fsync the folder.
-// Errors carry the errno's code and name the path.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
-
-// The whole file. NotFound if it does not exist.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 }  // namespace convtune::storage
 

@@ -15,64 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/cli.h"
+#include "common/file_util.h"
 #include "kernels/driver_line.h"
 
 namespace convtune::cli {
 namespace {
-
-absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
-}
-
-// Writes `data` to `path` so that a reader sees the old file or the whole new
-// one, never a torn one: a temporary beside it, fsync, rename, fsync the
-// folder.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::string& data) {
-  std::string temp = path + ".tmp.XXXXXX";
-  int fd = mkstemp(temp.data());
-  if (fd < 0) return ErrnoError("cannot create a temporary file", temp);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      absl::Status s = ErrnoError("write failed", temp);
-      close(fd);
-      unlink(temp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    absl::Status s = ErrnoError("fsync failed", temp);
-    unlink(temp.c_str());
-    return s;
-  }
-  if (rename(temp.c_str(), path.c_str()) != 0) {
-    absl::Status s = ErrnoError("rename failed", path);
-    unlink(temp.c_str());
-    return s;
-  }
-  const size_t slash = path.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  if (int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream data;
-  data << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  return data.str();
-}
 
 void PrintSolvers(const v1::ListSolversResponse& response, bool with_problem) {
   std::cout << absl::StrFormat("%5s  %-32s  %-14s  %-7s  %-7s", "id", "solver",

@@ -7,6 +7,7 @@
 #include "convtune/v1/records.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/file_util.h"
 #include "storage/portable.h"
 #include "storage/records.h"
 #include "storage/store.h"

@@ -45,7 +45,8 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(grpc::CallbackServerContext* ctx
                            "request_count: must be >= 0, got ", req->request_count())));
   }
   FindParams options;
-  options.workspace_limit = req->workspace_limit() < 0 ? -1 : req->workspace_limit();
+  options.workspace_limit =
+      req->has_workspace_limit() && req->workspace_limit() >= 0 ? req->workspace_limit() : -1;
   options.exhaustive = req->exhaustive();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const int count = req->request_count();

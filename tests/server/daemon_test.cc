@@ -60,7 +60,7 @@ class DaemonTest : public ::testing::Test {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
     v1::FindRequest req;
     *req.mutable_problem() = problem;
-    req.set_workspace_limit(-1);
+    // No workspace_limit: unlimited, so solvers with a workspace are timed too.
     return stub.Find(&ctx, req, resp);
   }
 
@@ -80,6 +80,8 @@ TEST_F(DaemonTest, FindRestartHit) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_FALSE(first.from_db());
     ASSERT_GE(first.results_size(), 3);
+    EXPECT_TRUE(std::any_of(first.results().begin(), first.results().end(),
+                            [](const v1::PerfResult& r) { return r.workspace_bytes() > 0; }));
     EXPECT_FALSE(first.device_key().empty());
     const auto start = std::chrono::steady_clock::now();
     EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();

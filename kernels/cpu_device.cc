@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +64,11 @@ CpuDevice::CpuDevice() {
   info_.compute_units = cpu::NumThreads();
   info_.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   info_.compiler_version = OpenBlasVersion();
+  // Nominal figures for estimates: two FMA pipes of the widest vector at an
+  // assumed 2.5 GHz, and a few GB/s of DRAM bandwidth per core.
+  const int lanes = info_.arch == "x86-64-v4" ? 16 : info_.arch == "x86-64-v3" ? 8 : 4;
+  info_.peak_gflops = info_.compute_units * 2.0 * 2 * lanes * 2.5;
+  info_.memory_gbps = std::min(8.0 * info_.compute_units, 100.0);
 }
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> CpuDevice::Allocate(int64_t bytes) {

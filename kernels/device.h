@@ -24,6 +24,9 @@ struct DeviceInfo {
   int64_t memory_bytes = 0;
   std::string driver_version;    // empty on the CPU
   std::string compiler_version;  // the kernel compiler / BLAS the timings depend on
+  // Nominal fp32 peak and memory bandwidth, for estimates only.
+  double peak_gflops = 0;
+  double memory_gbps = 0;
 
   // Scopes every stored record: "cpu-x86-64-v4-cu2-openblas0.3.21".
   std::string Key() const;

@@ -28,6 +28,25 @@ absl::Status Solver::ValidateConfig(const ConvProblem& p, const PerfConfig& conf
                                                  "] is not a config of solver ", name()));
 }
 
+double Solver::EstimatedFlops(const ConvProblem& p) const { return 2.0 * p.macs(); }
+
+double Solver::EstimatedBytes(const ConvProblem& p) const {
+  return static_cast<double>(p.x_bytes() + p.w_bytes() + p.y_bytes()) +
+         2.0 * static_cast<double>(WorkspaceBytes(p));
+}
+
+double Solver::Efficiency(const ConvProblem& p) const {
+  // Rough fractions of peak per family; solvers that know better override.
+  switch (family()) {
+    case AlgorithmFamily::kDirect: return 0.05;
+    case AlgorithmFamily::kGemm: return 0.5;
+    case AlgorithmFamily::kWinograd: return 0.35;
+    case AlgorithmFamily::kFft: return 0.3;
+    case AlgorithmFamily::kImplicitGemm: return 0.4;
+  }
+  return 0.1;
+}
+
 v1::ExecutionPlan Solver::NewPlan(const ConvProblem& p, const PerfConfig& config) const {
   v1::ExecutionPlan plan;
   plan.set_backend(std::string(backend()));

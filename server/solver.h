@@ -55,6 +55,14 @@ class Solver {
   virtual absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
                                                      const PerfConfig& config) const = 0;
 
+  // The weighted-throughput estimate's inputs. Floating-point operations the
+  // solver performs (default: 2 per multiply-accumulate), bytes it moves
+  // (default: the three tensors plus twice the workspace), and the fraction of
+  // the device's peak it reaches on p (default: by algorithm family).
+  virtual double EstimatedFlops(const ConvProblem& p) const;
+  virtual double EstimatedBytes(const ConvProblem& p) const;
+  virtual double Efficiency(const ConvProblem& p) const;
+
  protected:
   // Fills the plan header (backend, solver id, problem, config, workspace).
   v1::ExecutionPlan NewPlan(const ConvProblem& p, const PerfConfig& config) const;

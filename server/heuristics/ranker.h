@@ -1,0 +1,41 @@
+// Ranking solvers for a problem without timing them: the immediate-mode
+// fallbacks on a FindDb miss. Two implementations: the weighted-throughput
+// estimate (wti.h) and the learned model (learned.h). Implementations are
+// immutable after construction and thread-safe.
+#ifndef CONVTUNE_SERVER_HEURISTICS_RANKER_H_
+#define CONVTUNE_SERVER_HEURISTICS_RANKER_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "kernels/problem.h"
+#include "server/solver.h"
+
+namespace convtune {
+
+struct Estimate {
+  const Solver* solver = nullptr;
+  double time_ms = 0;
+};
+
+class Ranker {
+ public:
+  virtual ~Ranker() = default;
+
+  // "heuristic" (the learned model) or "estimate" (weighted throughput).
+  virtual absl::string_view name() const = 0;
+
+  // OK when Rank can be trusted for p; FailedPrecondition saying why not
+  // (no model for this device, a problem outside what it was trained on, ...).
+  virtual absl::Status IsApplicable(const ConvProblem& p) const = 0;
+
+  // An estimated time for every candidate, sorted fastest first.
+  // REQUIRES: every candidate is applicable to p.
+  virtual std::vector<Estimate> Rank(const ConvProblem& p,
+                                     const std::vector<const Solver*>& candidates) const = 0;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_HEURISTICS_RANKER_H_

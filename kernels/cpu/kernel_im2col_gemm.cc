@@ -4,9 +4,11 @@
 // the tensors in place. Backward data runs the GEMM into col, then col2im.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "common/status_macros.h"
 #include "kernels/cpu/kernel_conv.h"
+#include "kernels/cpu/kernel_sgemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/parallel.h"
 
@@ -98,6 +100,57 @@ void RowsNhwc(const ConvGeom& g, float* x, float* col, int64_t o0, int64_t o1, i
   }
 }
 
+// Channels-first row (c, tap) of col, outputs [o0, o0 + count) only.
+void Im2colRowPart(const ConvGeom& g, const float* x, int64_t r, int64_t o0, int64_t count,
+                   float* dst) {
+  const int64_t c = r / g.filter_spatial;
+  const Tap t = TapOf(g, r % g.filter_spatial);
+  const int64_t off = t.fw * g.dil[2] - g.pad[2], s = g.stride[2];
+  int64_t lo, hi;
+  ValidRange(off, s, g.in[2], g.out[2], &lo, &hi);
+  const int64_t end = o0 + count;
+  for (int64_t o = o0; o < end;) {
+    const int64_t ow0 = o % g.out[2], line = o / g.out[2];
+    const int64_t oh = line % g.out[1], od = line / g.out[1];
+    const int64_t seg_end = std::min(end, o - ow0 + g.out[2]);
+    const int64_t id = od * g.stride[0] - g.pad[0] + t.fd * g.dil[0];
+    const int64_t ih = oh * g.stride[1] - g.pad[1] + t.fh * g.dil[1];
+    float* out = dst + (o - o0) - ow0;  // indexed by ow
+    const int64_t ow1 = ow0 + (seg_end - o);
+    if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+      std::fill(out + ow0, out + ow1, 0.f);
+    } else {
+      const float* src = x + c * g.xs[1] + id * g.xs[2] + ih * g.xs[3] + off;
+      const int64_t a = std::clamp(lo, ow0, ow1), b = std::clamp(hi, a, ow1);
+      std::fill(out + ow0, out + a, 0.f);
+      if (s == 1) {
+        std::memcpy(out + a, src + a, (b - a) * sizeof(float));
+      } else {
+        for (int64_t ow = a; ow < b; ++ow) out[ow] = src[ow * s];
+      }
+      std::fill(out + b, out + ow1, 0.f);
+    }
+    o = seg_end;
+  }
+}
+
+// Packs col[k0 .. k0+kc) x [n0 .. n0+nc) for the AVX-512 SGEMM straight from
+// x, so the column matrix is never written out whole.
+void PackIm2colNchw(const ConvGeom& g, const float* x, int64_t k0, int64_t kc, int64_t n0,
+                    int64_t nc, float* out) {
+  thread_local std::vector<float> row;
+  row.resize(nc);
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    Im2colRowPart(g, x, k0 + kk, n0, nc, row.data());
+    for (int64_t p = 0; p < nc; p += kSgemmNr) {
+      const int64_t cols = std::min(kSgemmNr, nc - p);
+      float* dst = out + p * kc + kk * kSgemmNr;
+      std::memcpy(dst, row.data() + p, cols * sizeof(float));
+      std::fill(dst + cols, dst + kSgemmNr, 0.f);
+    }
+  }
+}
+
 // x points at image n, channel grp*C/G.
 void Im2col(const ConvGeom& g, const float* x, float* col) {
   float* xm = const_cast<float*>(x);  // read only: kScatter is false
@@ -137,6 +190,16 @@ void RunGroup(const ConvGeom& g, int64_t n, int64_t grp, float* x, float* w, flo
   const float beta = n > 0 ? 1.f : 0.f;
   switch (g.p.direction) {
     case Direction::kForward:
+      // A narrow output goes through ParallelSgemm's transposed path instead.
+      if (nchw && HasAvx512Sgemm() && os >= 2 * kSgemmNr) {
+        ParallelSgemmPackedB(
+            g.kg, os, width, wg, width,
+            [&](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out) {
+              PackIm2colNchw(g, xg, k0, kc, n0, nc, out);
+            },
+            yg, os);
+        break;
+      }
       Im2col(g, xg, col);
       if (nchw) {
         ParallelSgemm(false, false, g.kg, os, width, wg, width, col, os, 0.f, yg, os);

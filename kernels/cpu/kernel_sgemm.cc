@@ -15,10 +15,11 @@
 namespace convtune::cpu {
 namespace {
 
-constexpr int64_t kMr = 8;
-constexpr int64_t kNr = 48;
+constexpr int64_t kMr = kSgemmMr;
+constexpr int64_t kNr = kSgemmNr;
 constexpr int64_t kKc = 128;
 constexpr int64_t kMc = 96;
+constexpr int64_t kNc = 16 * kNr;
 
 #define CONVTUNE_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
 
@@ -100,8 +101,8 @@ bool HasAvx512Sgemm() {
   return has;
 }
 
-void Avx512Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void Avx512SgemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a,
+                        int64_t lda, PackBFn pack_b, float beta, float* c, int64_t ldc) {
   if (beta != 0.f && beta != 1.f) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] *= beta;
@@ -112,34 +113,71 @@ void Avx512Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
     return;
   }
   thread_local std::vector<float> apack, bpack;
-  const int64_t n_padded = (n + kNr - 1) / kNr * kNr;
-  bpack.resize(kKc * n_padded);
-  apack.resize(kKc * ((kMc + kMr - 1) / kMr * kMr));
+  bpack.resize(kKc * kNc);
+  apack.resize(kKc * kMc);
   float tile[kMr * kNr];
-  for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-    const int64_t kc = std::min(kKc, k - k0);
-    const bool accumulate = k0 > 0 || beta != 0.f;
-    PackB(trans_b, b, ldb, k0, kc, 0, n, bpack.data());
-    for (int64_t m0 = 0; m0 < m; m0 += kMc) {
-      const int64_t mc = std::min(kMc, m - m0);
-      PackA(trans_a, a, lda, m0, mc, k0, kc, apack.data());
-      for (int64_t j = 0; j < n; j += kNr) {
-        const int64_t nr = std::min(kNr, n - j);
-        const float* bp = bpack.data() + j * kc;
-        for (int64_t i = 0; i < mc; i += kMr) {
-          const int64_t mr = std::min(kMr, mc - i);
-          float* cp = c + (m0 + i) * ldc + j;
-          const float* ap = apack.data() + i * kc;
-          if (mr == kMr && nr == kNr) {
-            MicroKernel(kc, ap, bp, cp, ldc, accumulate);
-            continue;
+  // Equal K blocks: a short last block would run the micro-kernel at a
+  // fraction of its speed while costing a full C read and write.
+  const int64_t k_blocks = (k + kKc - 1) / kKc;
+  const int64_t kc_step = (k + k_blocks - 1) / k_blocks;
+  for (int64_t n0 = 0; n0 < n; n0 += kNc) {
+    const int64_t nc = std::min(kNc, n - n0);
+    for (int64_t k0 = 0; k0 < k; k0 += kc_step) {
+      const int64_t kc = std::min(kc_step, k - k0);
+      const bool accumulate = k0 > 0 || beta != 0.f;
+      pack_b(k0, kc, n0, nc, bpack.data());
+      for (int64_t m0 = 0; m0 < m; m0 += kMc) {
+        const int64_t mc = std::min(kMc, m - m0);
+        PackA(trans_a, a, lda, m0, mc, k0, kc, apack.data());
+        for (int64_t j = 0; j < nc; j += kNr) {
+          const int64_t nr = std::min(kNr, nc - j);
+          const float* bp = bpack.data() + j * kc;
+          for (int64_t i = 0; i < mc; i += kMr) {
+            const int64_t mr = std::min(kMr, mc - i);
+            float* cp = c + (m0 + i) * ldc + n0 + j;
+            const float* ap = apack.data() + i * kc;
+            if (mr == kMr && nr == kNr) {
+              MicroKernel(kc, ap, bp, cp, ldc, accumulate);
+              continue;
+            }
+            MicroKernel(kc, ap, bp, tile, kNr, false);
+            for (int64_t r = 0; r < mr; ++r)
+              for (int64_t q = 0; q < nr; ++q)
+                cp[r * ldc + q] = (accumulate ? cp[r * ldc + q] : 0.f) + tile[r * kNr + q];
           }
-          MicroKernel(kc, ap, bp, tile, kNr, false);
-          for (int64_t r = 0; r < mr; ++r)
-            for (int64_t s = 0; s < nr; ++s)
-              cp[r * ldc + s] = accumulate ? cp[r * ldc + s] + tile[r * kNr + s] : tile[r * kNr + s];
         }
       }
+    }
+  }
+}
+
+void Avx512Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  Avx512SgemmPackedB(
+      trans_a, m, n, k, a, lda,
+      [&](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out) {
+        PackB(trans_b, b, ldb, k0, kc, n0, nc, out);
+      },
+      beta, c, ldc);
+}
+
+void PackAPanels(bool trans, const float* a, int64_t lda, int64_t m, int64_t k, float* out) {
+  PackA(trans, a, lda, 0, m, 0, k, out);
+}
+
+void PanelGemm(int64_t m, int64_t k, const float* a_panels, const float* b_panel, float* c,
+               int64_t ldc) {
+  float tile[kMr * kNr];
+  for (int64_t i = 0; i < m; i += kMr) {
+    const int64_t mr = std::min(kMr, m - i);
+    const float* ap = a_panels + i * k;
+    float* cp = mr == kMr ? c + i * ldc : tile;
+    const int64_t ld = mr == kMr ? ldc : kNr;
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      MicroKernel(std::min(kKc, k - k0), ap + k0 * kMr, b_panel + k0 * kNr, cp, ld, k0 > 0);
+    }
+    if (mr != kMr) {
+      for (int64_t r = 0; r < mr; ++r) std::copy(tile + r * kNr, tile + (r + 1) * kNr, c + (i + r) * ldc);
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -61,6 +62,7 @@ absl::StatusOr<ConvGeom> DecodeConvStep(absl::string_view kernel, const v1::Kern
                                         int params) {
   absl::Span<const int64_t> scalars(step.scalars().data(), step.scalars().size());
   ASSIGN_OR_RETURN(ConvProblem p, DecodeProblemScalars(scalars));
+  SingleThreadedBlas();
   if (buffers.size() < min_buffers) {
     return absl::InvalidArgumentError(
         absl::StrCat(kernel, ": needs ", min_buffers, " buffers, got ", buffers.size()));
@@ -84,6 +86,29 @@ absl::Status RequireFp32(absl::string_view kernel, const ConvGeom& g) {
       absl::StrCat(kernel, ": runs fp32 only, got ", DataTypeName(g.p.type)));
 }
 
+namespace {
+
+// C rows [lo, hi) through the transposed product D = op(B)^T op(A)^T, for a C
+// whose width fills the micro-tile columns badly (49, 196): D's long side
+// then fills them instead.
+void SgemmRowsTransposed(bool trans_a, bool trans_b, int64_t lo, int64_t hi, int64_t n,
+                         int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                         float beta, float* c, int64_t ldc) {
+  const int64_t rows = hi - lo;
+  thread_local std::vector<float> d;
+  d.resize(n * rows);
+  const float* ap = trans_a ? a + lo : a + lo * lda;
+  Avx512Sgemm(!trans_b, !trans_a, n, rows, k, b, ldb, ap, lda, 0.f, d.data(), rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* crow = c + (lo + i) * ldc;
+    for (int64_t j = 0; j < n; ++j) {
+      crow[j] = (beta == 0.f ? 0.f : beta * crow[j]) + d[j * rows + i];
+    }
+  }
+}
+
+}  // namespace
+
 void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   SingleThreadedBlas();
@@ -91,28 +116,65 @@ void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   if (m == 0 || n == 0) return;
   const bool split_n = n >= m;
+  const bool avx512 = HasAvx512Sgemm();
+  // Orientation that pads C least to whole micro-tiles (rows to kSgemmMr,
+  // columns to kSgemmNr); the transposed one swaps the two.
+  auto round = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
+  const int64_t rows_each = (m + NumThreads() - 1) / NumThreads();
+  const bool transposed = avx512 && !split_n &&
+                          round(n, kSgemmMr) * round(rows_each, kSgemmNr) <
+                              round(n, kSgemmNr) * round(rows_each, kSgemmMr);
   const int64_t len = split_n ? n : m;
   const int64_t units = (len + kSgemmSplit - 1) / kSgemmSplit;
   // Below this many flops per thread the split costs more than it saves.
+  const int64_t grain = std::max<int64_t>(
+      1, (int64_t{1} << 18) / std::max<int64_t>(1, k * (split_n ? m : n) * kSgemmSplit));
+  ParallelFor(units, grain, [&](int64_t begin, int64_t end) {
+    const int64_t lo = begin * kSgemmSplit;
+    const int64_t hi = std::min(len, end * kSgemmSplit);
+    if (transposed) {
+      SgemmRowsTransposed(trans_a, trans_b, lo, hi, n, k, a, lda, b, ldb, beta, c, ldc);
+    } else if (split_n) {
+      const float* bp = trans_b ? b + lo * ldb : b + lo;
+      if (avx512) {
+        Avx512Sgemm(trans_a, trans_b, m, hi - lo, k, a, lda, bp, ldb, beta, c + lo, ldc);
+      } else {
+        cblas_sgemm(CblasRowMajor, ta, tb, m, hi - lo, k, 1.f, a, lda, bp, ldb, beta, c + lo,
+                    ldc);
+      }
+    } else {
+      const float* ap = trans_a ? a + lo : a + lo * lda;
+      if (avx512) {
+        Avx512Sgemm(trans_a, trans_b, hi - lo, n, k, ap, lda, b, ldb, beta, c + lo * ldc, ldc);
+      } else {
+        cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, n, k, 1.f, ap, lda, b, ldb, beta,
+                    c + lo * ldc, ldc);
+      }
+    }
+  });
+}
+
+void ParallelSgemmPackedB(
+    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+    absl::FunctionRef<void(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out)> pack_b,
+    float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const bool split_n = n >= m;
+  const int64_t len = split_n ? n : m;
+  const int64_t units = (len + kSgemmSplit - 1) / kSgemmSplit;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, k * (split_n ? m : n) * kSgemmSplit));
   ParallelFor(units, grain, [&](int64_t begin, int64_t end) {
     const int64_t lo = begin * kSgemmSplit;
     const int64_t hi = std::min(len, end * kSgemmSplit);
     if (split_n) {
-      const float* bp = trans_b ? b + lo * ldb : b + lo;
-      if (HasAvx512Sgemm()) {
-        Avx512Sgemm(trans_a, trans_b, m, hi - lo, k, a, lda, bp, ldb, beta, c + lo, ldc);
-        return;
-      }
-      cblas_sgemm(CblasRowMajor, ta, tb, m, hi - lo, k, 1.f, a, lda, bp, ldb, beta, c + lo, ldc);
+      Avx512SgemmPackedB(
+          false, m, hi - lo, k, a, lda,
+          [&](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out) {
+            pack_b(k0, kc, lo + n0, nc, out);
+          },
+          0.f, c + lo, ldc);
     } else {
-      const float* ap = trans_a ? a + lo : a + lo * lda;
-      if (HasAvx512Sgemm()) {
-        Avx512Sgemm(trans_a, trans_b, hi - lo, n, k, ap, lda, b, ldb, beta, c + lo * ldc, ldc);
-        return;
-      }
-      cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, n, k, 1.f, ap, lda, b, ldb, beta, c + lo * ldc,
-                  ldc);
+      Avx512SgemmPackedB(false, hi - lo, n, k, a + lo * lda, lda, pack_b, 0.f, c + lo * ldc, ldc);
     }
   });
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "convtune/v1/plan.pb.h"
@@ -59,10 +60,17 @@ absl::StatusOr<ConvGeom> DecodeConvStep(absl::string_view kernel, const v1::Kern
 absl::Status RequireFp32(absl::string_view kernel, const ConvGeom& g);
 
 // Row-major C = op(A) op(B) + beta C with C m x n, split over the worker
-// threads along the longer side of C, each part a single-threaded OpenBLAS
-// call. Inside a ParallelFor it runs on the calling thread alone.
+// threads along the longer side of C, each part a single-threaded call of
+// the AVX-512 SGEMM or, without AVX-512, of OpenBLAS. Inside a ParallelFor it runs on the calling thread alone.
 void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// ParallelSgemm with B given through its packer (see kernel_sgemm.h).
+// REQUIRES: HasAvx512Sgemm().
+void ParallelSgemmPackedB(
+    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+    absl::FunctionRef<void(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out)> pack_b,
+    float* c, int64_t ldc);
 
 }  // namespace convtune::cpu
 

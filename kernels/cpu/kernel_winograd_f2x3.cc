@@ -1,14 +1,17 @@
 // "cpu.winograd_f2x3": Winograd F(2x2, 3x3). Each 4x4 input tile d becomes
 // V = B^T d B, each filter g becomes U = G g G^T, and for every one of the 16
-// transformed positions the channel contraction M = U V is one SGEMM over all
-// tiles of an image; the 2x2 outputs are A^T M A. Backward data is the same
+// transformed positions the channel contraction M = U V is a GEMM over the
+// channels for a block of tiles; the 2x2 outputs are A^T M A. Backward data is the same
 // forward pass over dy with the filter turned 180 degrees, C and K swapped
 // and pad 2 - p.
+#include <immintrin.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/kernel_conv.h"
+#include "kernels/cpu/kernel_sgemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/parallel.h"
 
@@ -68,71 +71,220 @@ void TransformFilters(const ConvGeom& g, const Pass& s, const float* w, int64_t 
   });
 }
 
-// V[e][i][t] = B^T d B for every channel i and tile t of one image.
-// src points at the image's first channel; (sc, sh, sw) are its strides.
-void TransformInput(const Pass& s, const float* src, int64_t sc, int64_t sh, int64_t sw,
-                    float* v) {
-  ParallelFor(s.ci, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t th = 0; th < s.tiles_h; ++th)
-        for (int64_t tw = 0; tw < s.tiles_w; ++tw) {
-          float d[4][4];
-          for (int a = 0; a < 4; ++a) {
-            const int64_t ih = th * 2 - s.ph + a;
-            for (int b = 0; b < 4; ++b) {
-              const int64_t iw = tw * 2 - s.pw + b;
-              d[a][b] = (ih >= 0 && ih < s.h && iw >= 0 && iw < s.w)
-                            ? src[i * sc + ih * sh + iw * sw]
-                            : 0.f;
-            }
-          }
-          float t[4][4];
-          for (int b = 0; b < 4; ++b) {
-            t[0][b] = d[0][b] - d[2][b];
-            t[1][b] = d[1][b] + d[2][b];
-            t[2][b] = d[2][b] - d[1][b];
-            t[3][b] = d[1][b] - d[3][b];
-          }
-          float* out = v + i * s.tiles + th * s.tiles_w + tw;
-          const int64_t step = s.ci * s.tiles;
-          for (int a = 0; a < 4; ++a) {
-            out[(a * 4 + 0) * step] = t[a][0] - t[a][2];
-            out[(a * 4 + 1) * step] = t[a][1] + t[a][2];
-            out[(a * 4 + 2) * step] = t[a][2] - t[a][1];
-            out[(a * 4 + 3) * step] = t[a][1] - t[a][3];
-          }
-        }
-  });
+// Tiles are processed in blocks of kSgemmNr, so that a block's transformed
+// input is exactly one packed B panel per position e and its working set
+// stays in cache from input transform to output transform.
+constexpr int64_t kBlock = kSgemmNr;
+
+struct Layout16 {
+  int64_t co_pad;   // co rounded up to the A panel height
+  int64_t blocks;   // tile blocks per image
+  int64_t u_plain;  // floats of U as [16][co][ci]
+  int64_t u_packed; // floats of U as 16 panel sets (0 without AVX-512)
+  int64_t v_block, m_block;
+};
+
+Layout16 MakeLayout(const Pass& s, bool packed) {
+  Layout16 l;
+  l.co_pad = (s.co + kSgemmMr - 1) / kSgemmMr * kSgemmMr;
+  l.blocks = (s.tiles + kBlock - 1) / kBlock;
+  l.u_plain = 16 * s.co * s.ci;
+  l.u_packed = packed ? 16 * l.co_pad * s.ci : 0;
+  l.v_block = 16 * s.ci * kBlock;
+  l.m_block = 16 * l.co_pad * kBlock;
+  return l;
 }
 
-// dst[o] = A^T M A per tile, clipped at the image edge.
-void TransformOutput(const Pass& s, const float* m, float* dst, int64_t sc, int64_t sh,
-                     int64_t sw) {
-  ParallelFor(s.co, 1, [&](int64_t o0, int64_t o1) {
-    const int64_t step = s.co * s.tiles;
-    for (int64_t o = o0; o < o1; ++o)
-      for (int64_t th = 0; th < s.tiles_h; ++th)
-        for (int64_t tw = 0; tw < s.tiles_w; ++tw) {
-          const float* in = m + o * s.tiles + th * s.tiles_w + tw;
-          float e[4][4];
-          for (int a = 0; a < 4; ++a)
-            for (int b = 0; b < 4; ++b) e[a][b] = in[(a * 4 + b) * step];
-          float t[2][4];
-          for (int b = 0; b < 4; ++b) {
-            t[0][b] = e[0][b] + e[1][b] + e[2][b];
-            t[1][b] = e[1][b] - e[2][b] - e[3][b];
-          }
-          for (int a = 0; a < 2; ++a) {
-            const int64_t yh = th * 2 + a;
-            if (yh >= s.oh) break;
-            const float r[2] = {t[a][0] + t[a][1] + t[a][2], t[a][1] - t[a][2] - t[a][3]};
-            for (int b = 0; b < 2; ++b) {
-              const int64_t yw = tw * 2 + b;
-              if (yw < s.ow) dst[o * sc + yh * sh + yw * sw] = r[b];
-            }
-          }
+// v[e][i][tt] = B^T d B for channels [i0, i1) and the tiles of block b.
+// src points at the image's first channel; (sc, sh, sw) are its strides.
+void InputBlock(const Pass& s, const float* src, int64_t sc, int64_t sh, int64_t sw, int64_t b,
+                int64_t i0, int64_t i1, float* v) {
+  const int64_t step = s.ci * kBlock;
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t tt = 0; tt < kBlock; ++tt) {
+      const int64_t t = b * kBlock + tt;
+      float* out = v + i * kBlock + tt;
+      if (t >= s.tiles) {
+        for (int e = 0; e < 16; ++e) out[e * step] = 0.f;
+        continue;
+      }
+      const int64_t th = t / s.tiles_w, tw = t % s.tiles_w;
+      float d[4][4];
+      for (int a = 0; a < 4; ++a) {
+        const int64_t ih = th * 2 - s.ph + a;
+        for (int c = 0; c < 4; ++c) {
+          const int64_t iw = tw * 2 - s.pw + c;
+          d[a][c] = (ih >= 0 && ih < s.h && iw >= 0 && iw < s.w) ? src[i * sc + ih * sh + iw * sw]
+                                                                 : 0.f;
         }
-  });
+      }
+      float r[4][4];
+      for (int c = 0; c < 4; ++c) {
+        r[0][c] = d[0][c] - d[2][c];
+        r[1][c] = d[1][c] + d[2][c];
+        r[2][c] = d[2][c] - d[1][c];
+        r[3][c] = d[1][c] - d[3][c];
+      }
+      for (int a = 0; a < 4; ++a) {
+        out[(a * 4 + 0) * step] = r[a][0] - r[a][2];
+        out[(a * 4 + 1) * step] = r[a][1] + r[a][2];
+        out[(a * 4 + 2) * step] = r[a][2] - r[a][1];
+        out[(a * 4 + 3) * step] = r[a][1] - r[a][3];
+      }
+    }
+}
+
+// dst[o] = A^T M A for outputs [o0, o1) and the tiles of block b, clipped at
+// the image edge.
+void OutputBlock(const Pass& s, const Layout16& l, const float* m, int64_t b, int64_t o0,
+                 int64_t o1, float* dst, int64_t sc, int64_t sh, int64_t sw) {
+  const int64_t step = l.co_pad * kBlock;
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t tt = 0; tt < kBlock; ++tt) {
+      const int64_t t = b * kBlock + tt;
+      if (t >= s.tiles) break;
+      const int64_t th = t / s.tiles_w, tw = t % s.tiles_w;
+      const float* in = m + o * kBlock + tt;
+      float e[4][4];
+      for (int a = 0; a < 4; ++a)
+        for (int c = 0; c < 4; ++c) e[a][c] = in[(a * 4 + c) * step];
+      float r[2][4];
+      for (int c = 0; c < 4; ++c) {
+        r[0][c] = e[0][c] + e[1][c] + e[2][c];
+        r[1][c] = e[1][c] - e[2][c] - e[3][c];
+      }
+      for (int a = 0; a < 2; ++a) {
+        const int64_t yh = th * 2 + a;
+        if (yh >= s.oh) break;
+        const float y[2] = {r[a][0] + r[a][1] + r[a][2], r[a][1] - r[a][2] - r[a][3]};
+        for (int c = 0; c < 2; ++c) {
+          const int64_t yw = tw * 2 + c;
+          if (yw < s.ow) dst[o * sc + yh * sh + yw * sw] = y[c];
+        }
+      }
+    }
+}
+
+#define CONVTUNE_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+
+// Per lane of a 16-tile group: element offsets of each of `rows` x `cols`
+// tile positions (origin at 2*th - ph, 2*tw - pw, or at 2*th, 2*tw for
+// outputs) and masks of the ones inside an h x w plane.
+struct LaneMap {
+  __m512i idx[4][4];
+  __mmask16 mask[4][4];
+};
+
+CONVTUNE_AVX512 void MapLanes(const Pass& s, int64_t t0, int rows, int cols, int64_t oh0,
+                              int64_t ow0, int64_t h, int64_t w, int64_t sh, int64_t sw,
+                              LaneMap* map) {
+  alignas(64) int32_t base[16] = {};
+  for (int a = 0; a < rows; ++a)
+    for (int c = 0; c < cols; ++c) map->mask[a][c] = 0;
+  for (int lane = 0; lane < 16; ++lane) {
+    const int64_t t = t0 + lane;
+    if (t >= s.tiles) break;
+    const int64_t th = t / s.tiles_w, tw = t % s.tiles_w;
+    const int64_t r0 = th * 2 - oh0, c0 = tw * 2 - ow0;
+    base[lane] = static_cast<int32_t>(r0 * sh + c0 * sw);
+    for (int a = 0; a < rows; ++a)
+      for (int c = 0; c < cols; ++c) {
+        if (r0 + a >= 0 && r0 + a < h && c0 + c >= 0 && c0 + c < w) {
+          map->mask[a][c] |= static_cast<__mmask16>(1u << lane);
+        }
+      }
+  }
+  const __m512i vbase = _mm512_load_si512(base);
+  for (int a = 0; a < rows; ++a)
+    for (int c = 0; c < cols; ++c) {
+      map->idx[a][c] = _mm512_add_epi32(vbase, _mm512_set1_epi32(static_cast<int32_t>(a * sh + c * sw)));
+    }
+}
+
+// InputBlock for 16 tiles per vector; gathers stand in for the bounds checks.
+CONVTUNE_AVX512 void InputBlockAvx512(const Pass& s, const float* src, int64_t sc, int64_t sh,
+                                      int64_t sw, int64_t b, int64_t i0, int64_t i1, float* v) {
+  const int64_t step = s.ci * kBlock;
+  for (int64_t g16 = 0; g16 < kBlock; g16 += 16) {
+    LaneMap map;
+    MapLanes(s, b * kBlock + g16, 4, 4, s.ph, s.pw, s.h, s.w, sh, sw, &map);
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* ch = src + i * sc;
+      __m512 d[4][4];
+      for (int a = 0; a < 4; ++a)
+        for (int c = 0; c < 4; ++c)
+          d[a][c] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), map.mask[a][c], map.idx[a][c],
+                                             ch, 4);
+      __m512 r[4][4];
+      for (int c = 0; c < 4; ++c) {
+        r[0][c] = _mm512_sub_ps(d[0][c], d[2][c]);
+        r[1][c] = _mm512_add_ps(d[1][c], d[2][c]);
+        r[2][c] = _mm512_sub_ps(d[2][c], d[1][c]);
+        r[3][c] = _mm512_sub_ps(d[1][c], d[3][c]);
+      }
+      float* out = v + i * kBlock + g16;
+      for (int a = 0; a < 4; ++a) {
+        _mm512_storeu_ps(out + (a * 4 + 0) * step, _mm512_sub_ps(r[a][0], r[a][2]));
+        _mm512_storeu_ps(out + (a * 4 + 1) * step, _mm512_add_ps(r[a][1], r[a][2]));
+        _mm512_storeu_ps(out + (a * 4 + 2) * step, _mm512_sub_ps(r[a][2], r[a][1]));
+        _mm512_storeu_ps(out + (a * 4 + 3) * step, _mm512_sub_ps(r[a][1], r[a][3]));
+      }
+    }
+  }
+}
+
+// OutputBlock for 16 tiles per vector, scattering the 2x2 results.
+CONVTUNE_AVX512 void OutputBlockAvx512(const Pass& s, const Layout16& l, const float* m,
+                                       int64_t b, int64_t o0, int64_t o1, float* dst,
+                                       int64_t sc, int64_t sh, int64_t sw) {
+  const int64_t step = l.co_pad * kBlock;
+  for (int64_t g16 = 0; g16 < kBlock; g16 += 16) {
+    LaneMap map;
+    MapLanes(s, b * kBlock + g16, 2, 2, 0, 0, s.oh, s.ow, sh, sw, &map);
+    for (int64_t o = o0; o < o1; ++o) {
+      const float* in = m + o * kBlock + g16;
+      __m512 e[4][4];
+      for (int a = 0; a < 4; ++a)
+        for (int c = 0; c < 4; ++c) e[a][c] = _mm512_loadu_ps(in + (a * 4 + c) * step);
+      __m512 r[2][4];
+      for (int c = 0; c < 4; ++c) {
+        r[0][c] = _mm512_add_ps(_mm512_add_ps(e[0][c], e[1][c]), e[2][c]);
+        r[1][c] = _mm512_sub_ps(_mm512_sub_ps(e[1][c], e[2][c]), e[3][c]);
+      }
+      float* plane = dst + o * sc;
+      for (int a = 0; a < 2; ++a) {
+        const __m512 y0 = _mm512_add_ps(_mm512_add_ps(r[a][0], r[a][1]), r[a][2]);
+        const __m512 y1 = _mm512_sub_ps(_mm512_sub_ps(r[a][1], r[a][2]), r[a][3]);
+        _mm512_mask_i32scatter_ps(plane, map.mask[a][0], map.idx[a][0], y0, 4);
+        _mm512_mask_i32scatter_ps(plane, map.mask[a][1], map.idx[a][1], y1, 4);
+      }
+    }
+  }
+}
+
+// The vector paths index a channel plane with 32-bit offsets.
+bool FitsInt32(const Pass& s, const Strides& ss, const Strides& ds) {
+  const int64_t limit = int64_t{1} << 30;
+  return s.h * ss[3] + s.w * ss[4] < limit && s.oh * ds[3] + s.ow * ds[4] < limit;
+}
+
+// m[e] (co x kBlock) = U[e] v[e] for positions [e0, e1) and A panels
+// [p0, p1) of U.
+void GemmBlock(const Pass& s, const Layout16& l, const float* u, const float* v, int64_t e0,
+               int64_t e1, int64_t p0, int64_t p1, float* m) {
+  for (int64_t e = e0; e < e1; ++e) {
+    const float* ve = v + e * s.ci * kBlock;
+    float* me = m + e * l.co_pad * kBlock;
+    if (l.u_packed > 0) {
+      const float* ue = u + e * l.co_pad * s.ci;
+      const int64_t r0 = p0 * kSgemmMr, r1 = std::min(s.co, p1 * kSgemmMr);
+      PanelGemm(r1 - r0, s.ci, ue + r0 * s.ci, ve, me + r0 * kBlock, kBlock);
+    } else {
+      const int64_t r0 = p0 * kSgemmMr, r1 = std::min(s.co, p1 * kSgemmMr);
+      ParallelSgemm(false, false, r1 - r0, kBlock, s.ci, u + (e * s.co + r0) * s.ci, s.ci, ve,
+                    kBlock, 0.f, me + r0 * kBlock, kBlock);
+    }
+  }
 }
 
 absl::Status CheckShape(const ConvGeom& g) {
@@ -150,38 +302,89 @@ absl::Status CheckShape(const ConvGeom& g) {
 
 int64_t WinogradWorkspaceBytes(const ConvProblem& p) {
   const Pass s = MakePass(p);
-  return 16 * (s.co * s.ci + s.ci * s.tiles + s.co * s.tiles) *
+  const Layout16 l = MakeLayout(s, HasAvx512Sgemm());
+  return (l.u_plain + l.u_packed + l.blocks * (l.v_block + l.m_block)) *
          static_cast<int64_t>(sizeof(float));
 }
+
+namespace {
+
+// One image: every tile block through input transform, GEMMs and output
+// transform. Many blocks: one block per thread at a time. Few blocks: each
+// phase of a block split over the threads.
+void RunImage(const Pass& s, const Layout16& l, const float* u, const float* src,
+              const Strides& ss, float* dst, const Strides& ds, float* vm) {
+  const int64_t panels = l.co_pad / kSgemmMr;
+  const bool vec = l.u_packed > 0 && FitsInt32(s, ss, ds);
+  auto input = [&](int64_t b, int64_t i0, int64_t i1, float* v) {
+    if (vec) {
+      InputBlockAvx512(s, src, ss[1], ss[3], ss[4], b, i0, i1, v);
+    } else {
+      InputBlock(s, src, ss[1], ss[3], ss[4], b, i0, i1, v);
+    }
+  };
+  auto output = [&](int64_t b, int64_t o0, int64_t o1, const float* m) {
+    if (vec) {
+      OutputBlockAvx512(s, l, m, b, o0, o1, dst, ds[1], ds[3], ds[4]);
+    } else {
+      OutputBlock(s, l, m, b, o0, o1, dst, ds[1], ds[3], ds[4]);
+    }
+  };
+  auto v_of = [&](int64_t b) { return vm + b * (l.v_block + l.m_block); };
+  auto m_of = [&](int64_t b) { return v_of(b) + l.v_block; };
+  if (l.blocks >= 2 * NumThreads()) {
+    ParallelFor(l.blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        input(b, 0, s.ci, v_of(b));
+        GemmBlock(s, l, u, v_of(b), 0, 16, 0, panels, m_of(b));
+        output(b, 0, s.co, m_of(b));
+      }
+    });
+    return;
+  }
+  for (int64_t b = 0; b < l.blocks; ++b) {
+    ParallelFor(s.ci, 8, [&](int64_t i0, int64_t i1) { input(b, i0, i1, v_of(b)); });
+    ParallelFor(16 * panels, 1, [&](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w) {
+        GemmBlock(s, l, u, v_of(b), w / panels, w / panels + 1, w % panels, w % panels + 1,
+                  m_of(b));
+      }
+    });
+    ParallelFor(s.co, 8, [&](int64_t o0, int64_t o1) { output(b, o0, o1, m_of(b)); });
+  }
+}
+
+}  // namespace
 
 absl::Status WinogradF2x3Kernel(const v1::KernelStep& step, const std::vector<void*>& buffers) {
   ASSIGN_OR_RETURN(const ConvGeom g, DecodeConvStep(kWinogradF2x3Kernel, step, buffers, 4, 0));
   RETURN_IF_ERROR(RequireFp32(kWinogradF2x3Kernel, g));
   RETURN_IF_ERROR(CheckShape(g));
   const Pass s = MakePass(g.p);
+  const Layout16 l = MakeLayout(s, HasAvx512Sgemm());
   const bool fwd = g.p.direction == Direction::kForward;
   float* x = static_cast<float*>(buffers[0]);
   const float* w = static_cast<const float*>(buffers[1]);
   float* y = static_cast<float*>(buffers[2]);
   float* u = static_cast<float*>(buffers[3]);
-  float* v = u + 16 * s.co * s.ci;
-  float* m = v + 16 * s.ci * s.tiles;
+  float* u_packed = u + l.u_plain;
+  float* vm = u_packed + l.u_packed;
   const Strides& ss = fwd ? g.xs : g.ys;  // source strides
   const Strides& ds = fwd ? g.ys : g.xs;
   for (int64_t grp = 0; grp < g.groups; ++grp) {
     TransformFilters(g, s, w, grp, u);
-    for (int64_t n = 0; n < g.n; ++n) {
-      const int64_t src_ch = grp * s.ci, dst_ch = grp * s.co;
-      const float* src = (fwd ? x : y) + n * ss[0] + src_ch * ss[1];
-      float* dst = (fwd ? y : x) + n * ds[0] + dst_ch * ds[1];
-      TransformInput(s, src, ss[1], ss[3], ss[4], v);
+    if (l.u_packed > 0) {
       ParallelFor(16, 1, [&](int64_t e0, int64_t e1) {
         for (int64_t e = e0; e < e1; ++e) {
-          ParallelSgemm(false, false, s.co, s.tiles, s.ci, u + e * s.co * s.ci, s.ci,
-                        v + e * s.ci * s.tiles, s.tiles, 0.f, m + e * s.co * s.tiles, s.tiles);
+          PackAPanels(false, u + e * s.co * s.ci, s.ci, s.co, s.ci,
+                      u_packed + e * l.co_pad * s.ci);
         }
       });
-      TransformOutput(s, m, dst, ds[1], ds[3], ds[4]);
+    }
+    for (int64_t n = 0; n < g.n; ++n) {
+      const float* src = (fwd ? x : y) + n * ss[0] + grp * s.ci * ss[1];
+      float* dst = (fwd ? y : x) + n * ds[0] + grp * s.co * ds[1];
+      RunImage(s, l, l.u_packed > 0 ? u_packed : u, src, ss, dst, ds, vm);
     }
   }
   return absl::OkStatus();

@@ -135,7 +135,7 @@ TEST(CpuConvKernels, RejectMalformedSteps) {
 TEST(ParallelSgemm, MatchesLoopsForEveryTranspose) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  for (auto [m, n, k] : {std::array<int64_t, 3>{7, 301, 13}, {300, 5, 17}, {64, 64, 64}}) {
+  for (auto [m, n, k] : {std::array<int64_t, 3>{7, 301, 13}, {300, 5, 17}, {64, 64, 64}, {200, 1700, 300}}) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         for (float beta : {0.f, 1.f}) {

@@ -69,6 +69,7 @@ std::vector<Shape> Shapes() {
       {"1x1 stride2", Conv2d(1, 6, 7, 7, 4, 1, 1, 0, 2)},
       {"resnet 3x3", Conv2d(1, 16, 14, 14, 16, 3, 3, 1)},
       {"resnet 1x1", Conv2d(1, 32, 7, 7, 16, 1, 1, 0)},
+      {"large image", Conv2d(1, 3, 40, 41, 10, 3, 3, 1)},
       {"resnet 7x7 s2", Conv2d(1, 3, 24, 24, 8, 7, 7, 3, 2)},
       {"3d 3x3x3", Conv3d(1, 3, 5, 6, 5, 4, 3, 1)},
       {"3d stride2 groups2", Conv3d(2, 4, 5, 5, 6, 4, 3, 1, 2, 2)},

@@ -190,8 +190,7 @@ void RunGroup(const ConvGeom& g, int64_t n, int64_t grp, float* x, float* w, flo
   const float beta = n > 0 ? 1.f : 0.f;
   switch (g.p.direction) {
     case Direction::kForward:
-      // A narrow output goes through ParallelSgemm's transposed path instead.
-      if (nchw && HasAvx512Sgemm() && os >= 2 * kSgemmNr) {
+      if (nchw && HasAvx512Sgemm()) {
         ParallelSgemmPackedB(
             g.kg, os, width, wg, width,
             [&](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out) {

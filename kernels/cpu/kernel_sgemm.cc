@@ -23,31 +23,47 @@ constexpr int64_t kNc = 16 * kNr;
 
 #define CONVTUNE_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
 
-// acc (+)= Ap (kMr x kc, k-major) * Bp (kc x kNr, k-major); writes c.
-CONVTUNE_AVX512 void MicroKernel(int64_t kc, const float* ap, const float* bp, float* c,
-                                 int64_t ldc, bool accumulate) {
-  __m512 acc[kMr][3];
+// C (+)= A B for one kMr x kNr tile over kc steps of k. A element (i, k) is
+// a[k * a_stride + i] (packed panels, or A stored transposed) or, with
+// kRows, a[i * a_stride + k] (A stored by rows); B row k is b + k * b_step.
+// Reading A and B in place where their layout allows spares the packing
+// passes, which for the weight-heavy layers cost as much as the products.
+// kVecs < 3 computes only the first 16 * kVecs columns of the tile, for the
+// last columns of a C whose width is not a multiple of kNr.
+template <bool kRows, int kVecs>
+CONVTUNE_AVX512 void MicroKernelT(int64_t kc, const float* a, int64_t a_stride, const float* b,
+                                  int64_t b_step, float* c, int64_t ldc, bool accumulate) {
+  __m512 acc[kMr][kVecs];
   for (int i = 0; i < kMr; ++i)
-    for (int j = 0; j < 3; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int j = 0; j < kVecs; ++j) acc[i][j] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16),
-                 b2 = _mm512_loadu_ps(bp + 32);
+    __m512 bv[kVecs];
+    for (int j = 0; j < kVecs; ++j) bv[j] = _mm512_loadu_ps(b + 16 * j);
     for (int i = 0; i < kMr; ++i) {
-      const __m512 a = _mm512_set1_ps(ap[i]);
-      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
-      acc[i][2] = _mm512_fmadd_ps(a, b2, acc[i][2]);
+      const __m512 av = _mm512_set1_ps(kRows ? a[i * a_stride + k] : a[k * a_stride + i]);
+      for (int j = 0; j < kVecs; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
     }
-    ap += kMr;
-    bp += kNr;
+    b += b_step;
   }
   for (int i = 0; i < kMr; ++i) {
     float* row = c + i * ldc;
-    for (int j = 0; j < 3; ++j) {
+    for (int j = 0; j < kVecs; ++j) {
       __m512 v = acc[i][j];
       if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(row + 16 * j));
       _mm512_storeu_ps(row + 16 * j, v);
     }
+  }
+}
+
+template <bool kRows>
+void MicroKernel(int64_t kc, const float* a, int64_t a_stride, const float* b, int64_t b_step,
+                 float* c, int64_t ldc, bool accumulate, int64_t cols = kNr) {
+  if (cols > 32) {
+    MicroKernelT<kRows, 3>(kc, a, a_stride, b, b_step, c, ldc, accumulate);
+  } else if (cols > 16) {
+    MicroKernelT<kRows, 2>(kc, a, a_stride, b, b_step, c, ldc, accumulate);
+  } else {
+    MicroKernelT<kRows, 1>(kc, a, a_stride, b, b_step, c, ldc, accumulate);
   }
 }
 
@@ -101,8 +117,13 @@ bool HasAvx512Sgemm() {
   return has;
 }
 
-void Avx512SgemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a,
-                        int64_t lda, PackBFn pack_b, float beta, float* c, int64_t ldc) {
+namespace {
+
+// The blocked product. B panels come from `pack_b`, except that whole panels
+// are read in place from `b_direct` (row-major, ldb) when it is given.
+void GemmCore(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+              PackBFn pack_b, const float* b_direct, int64_t ldb, float beta, float* c,
+              int64_t ldc) {
   if (beta != 0.f && beta != 1.f) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] *= beta;
@@ -114,7 +135,7 @@ void Avx512SgemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k, const flo
   }
   thread_local std::vector<float> apack, bpack;
   bpack.resize(kKc * kNc);
-  apack.resize(kKc * kMc);
+  apack.resize(kKc * kMr);
   float tile[kMr * kNr];
   // Equal K blocks: a short last block would run the micro-kernel at a
   // fraction of its speed while costing a full C read and write.
@@ -122,25 +143,37 @@ void Avx512SgemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k, const flo
   const int64_t kc_step = (k + k_blocks - 1) / k_blocks;
   for (int64_t n0 = 0; n0 < n; n0 += kNc) {
     const int64_t nc = std::min(kNc, n - n0);
+    const int64_t full_nc = b_direct != nullptr ? nc / kNr * kNr : 0;
     for (int64_t k0 = 0; k0 < k; k0 += kc_step) {
       const int64_t kc = std::min(kc_step, k - k0);
       const bool accumulate = k0 > 0 || beta != 0.f;
-      pack_b(k0, kc, n0, nc, bpack.data());
+      if (full_nc < nc) pack_b(k0, kc, n0 + full_nc, nc - full_nc, bpack.data());
       for (int64_t m0 = 0; m0 < m; m0 += kMc) {
         const int64_t mc = std::min(kMc, m - m0);
-        PackA(trans_a, a, lda, m0, mc, k0, kc, apack.data());
         for (int64_t j = 0; j < nc; j += kNr) {
           const int64_t nr = std::min(kNr, nc - j);
-          const float* bp = bpack.data() + j * kc;
+          const bool direct_b = j < full_nc;
+          const float* bp = direct_b ? b_direct + k0 * ldb + n0 + j
+                                     : bpack.data() + (j - full_nc) * kc;
+          const int64_t b_step = direct_b ? ldb : kNr;
           for (int64_t i = 0; i < mc; i += kMr) {
-            const int64_t mr = std::min(kMr, mc - i);
-            float* cp = c + (m0 + i) * ldc + n0 + j;
-            const float* ap = apack.data() + i * kc;
-            if (mr == kMr && nr == kNr) {
-              MicroKernel(kc, ap, bp, cp, ldc, accumulate);
-              continue;
+            const int64_t mr = std::min(kMr, mc - i), row = m0 + i;
+            float* cp = c + row * ldc + n0 + j;
+            const bool full = mr == kMr && nr == kNr;
+            float* out = full ? cp : tile;
+            const int64_t ld_out = full ? ldc : kNr;
+            const bool acc_out = full && accumulate;
+            if (mr == kMr && !trans_a) {
+              MicroKernel<true>(kc, a + row * lda + k0, lda, bp, b_step, out, ld_out, acc_out,
+                                nr);
+            } else if (mr == kMr) {
+              MicroKernel<false>(kc, a + k0 * lda + row, lda, bp, b_step, out, ld_out, acc_out,
+                                 nr);
+            } else {
+              PackA(trans_a, a, lda, row, mr, k0, kc, apack.data());
+              MicroKernel<false>(kc, apack.data(), kMr, bp, b_step, out, ld_out, acc_out, nr);
             }
-            MicroKernel(kc, ap, bp, tile, kNr, false);
+            if (full) continue;
             for (int64_t r = 0; r < mr; ++r)
               for (int64_t q = 0; q < nr; ++q)
                 cp[r * ldc + q] = (accumulate ? cp[r * ldc + q] : 0.f) + tile[r * kNr + q];
@@ -151,14 +184,21 @@ void Avx512SgemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k, const flo
   }
 }
 
+}  // namespace
+
+void Avx512SgemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a,
+                        int64_t lda, PackBFn pack_b, float beta, float* c, int64_t ldc) {
+  GemmCore(trans_a, m, n, k, a, lda, pack_b, nullptr, 0, beta, c, ldc);
+}
+
 void Avx512Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  Avx512SgemmPackedB(
+  GemmCore(
       trans_a, m, n, k, a, lda,
       [&](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out) {
         PackB(trans_b, b, ldb, k0, kc, n0, nc, out);
       },
-      beta, c, ldc);
+      trans_b ? nullptr : b, ldb, beta, c, ldc);
 }
 
 void PackAPanels(bool trans, const float* a, int64_t lda, int64_t m, int64_t k, float* out) {
@@ -174,7 +214,8 @@ void PanelGemm(int64_t m, int64_t k, const float* a_panels, const float* b_panel
     float* cp = mr == kMr ? c + i * ldc : tile;
     const int64_t ld = mr == kMr ? ldc : kNr;
     for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-      MicroKernel(std::min(kKc, k - k0), ap + k0 * kMr, b_panel + k0 * kNr, cp, ld, k0 > 0);
+      MicroKernel<false>(std::min(kKc, k - k0), ap + k0 * kMr, kMr, b_panel + k0 * kNr, kNr, cp,
+                         ld, k0 > 0);
     }
     if (mr != kMr) {
       for (int64_t r = 0; r < mr; ++r) std::copy(tile + r * kNr, tile + (r + 1) * kNr, c + (i + r) * ldc);

@@ -86,29 +86,6 @@ absl::Status RequireFp32(absl::string_view kernel, const ConvGeom& g) {
       absl::StrCat(kernel, ": runs fp32 only, got ", DataTypeName(g.p.type)));
 }
 
-namespace {
-
-// C rows [lo, hi) through the transposed product D = op(B)^T op(A)^T, for a C
-// whose width fills the micro-tile columns badly (49, 196): D's long side
-// then fills them instead.
-void SgemmRowsTransposed(bool trans_a, bool trans_b, int64_t lo, int64_t hi, int64_t n,
-                         int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                         float beta, float* c, int64_t ldc) {
-  const int64_t rows = hi - lo;
-  thread_local std::vector<float> d;
-  d.resize(n * rows);
-  const float* ap = trans_a ? a + lo : a + lo * lda;
-  Avx512Sgemm(!trans_b, !trans_a, n, rows, k, b, ldb, ap, lda, 0.f, d.data(), rows);
-  for (int64_t i = 0; i < rows; ++i) {
-    float* crow = c + (lo + i) * ldc;
-    for (int64_t j = 0; j < n; ++j) {
-      crow[j] = (beta == 0.f ? 0.f : beta * crow[j]) + d[j * rows + i];
-    }
-  }
-}
-
-}  // namespace
-
 void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   SingleThreadedBlas();
@@ -117,13 +94,6 @@ void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   if (m == 0 || n == 0) return;
   const bool split_n = n >= m;
   const bool avx512 = HasAvx512Sgemm();
-  // Orientation that pads C least to whole micro-tiles (rows to kSgemmMr,
-  // columns to kSgemmNr); the transposed one swaps the two.
-  auto round = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-  const int64_t rows_each = (m + NumThreads() - 1) / NumThreads();
-  const bool transposed = avx512 && !split_n &&
-                          round(n, kSgemmMr) * round(rows_each, kSgemmNr) <
-                              round(n, kSgemmNr) * round(rows_each, kSgemmMr);
   const int64_t len = split_n ? n : m;
   const int64_t units = (len + kSgemmSplit - 1) / kSgemmSplit;
   // Below this many flops per thread the split costs more than it saves.
@@ -132,9 +102,7 @@ void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   ParallelFor(units, grain, [&](int64_t begin, int64_t end) {
     const int64_t lo = begin * kSgemmSplit;
     const int64_t hi = std::min(len, end * kSgemmSplit);
-    if (transposed) {
-      SgemmRowsTransposed(trans_a, trans_b, lo, hi, n, k, a, lda, b, ldb, beta, c, ldc);
-    } else if (split_n) {
+    if (split_n) {
       const float* bp = trans_b ? b + lo * ldb : b + lo;
       if (avx512) {
         Avx512Sgemm(trans_a, trans_b, m, hi - lo, k, a, lda, bp, ldb, beta, c + lo, ldc);

@@ -93,6 +93,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                                                    options.compile_threads));
   }
   if (options.compile_threads == 0) options.compile_threads = DefaultCompileThreads();
+  absl::StatusOr<FindMode> mode = options.find_mode.empty()
+                                      ? FindModeFromEnvironment()
+                                      : ParseFindMode(options.find_mode, "find_mode");
+  if (!mode.ok()) return mode.status();
+  options.find_mode = std::string(FindModeName(*mode));
+  options.service.default_mode = *mode;
   if (options.backend != "auto" && options.backend != "cpu") {
     return absl::InvalidArgumentError(
         absl::StrCat("backend: unknown '", options.backend, "' (expected auto or cpu)"));
@@ -113,10 +119,20 @@ absl::Status Daemon::Init() {
   RETURN_IF_ERROR(storage::StampMeta(store_.get(), "convtuned"));
   // Only the CPU backend is built so far; `auto` settles on it.
   device_ = std::make_unique<CpuDevice>();
+  if (!options_.system_db_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<SystemFindDb>> system =
+        SystemFindDb::Open(options_.system_db_dir, device_->info().Key());
+    if (system.ok()) {
+      system_db_ = *std::move(system);
+    } else if (!absl::IsNotFound(system.status())) {
+      return system.status();
+    }
+  }
   compile_pool_ = std::make_unique<ThreadPool>("ct-compile", options_.compile_threads);
   bench_queue_ = std::make_unique<ThreadPool>("ct-bench", 1);
   engine_ = std::make_unique<FindEngine>(*device_, SolverRegistry::Default(), *store_,
-                                         *compile_pool_, *bench_queue_, options_.engine);
+                                         *compile_pool_, *bench_queue_, options_.engine,
+                                         system_db_.get());
   service_ = std::make_unique<ConvTuneService>(*engine_, *store_, options_.service);
 
   RETURN_IF_ERROR(PrepareSocketPath(options_.socket_path));
@@ -142,6 +158,19 @@ absl::Status Daemon::Init() {
   // Group members (the node's users) may connect; others may not.
   chmod(options_.socket_path.c_str(), 0660);
   return absl::OkStatus();
+}
+
+std::string Daemon::SystemDbSummary() const {
+  if (options_.system_db_dir.empty()) return "none";
+  if (system_db_ == nullptr) {
+    return absl::StrCat("none for this device in ", options_.system_db_dir);
+  }
+  if (system_db_->exact()) {
+    return absl::StrCat(system_db_->path(), " (", system_db_->size(), " records)");
+  }
+  return absl::StrCat(system_db_->path(), " (", system_db_->size(),
+                      " records) of the nearest compute-unit count: ",
+                      system_db_->source_device_key(), " for ", device_key());
 }
 
 void Daemon::Shutdown(int grace_ms) {

@@ -28,6 +28,11 @@ struct DaemonOptions {
   std::string db_dir;
   // "auto" (a GPU if present, else the CPU) or "cpu". Default: auto.
   std::string backend = "auto";
+  // Folder of system FindDb files ("<device_key>.ctsys"). Default: none.
+  std::string system_db_dir;
+  // The find mode of requests that name none. Default: $CONVTUNE_FIND_MODE,
+  // else DYNAMIC_HYBRID (set by Start when empty).
+  std::string find_mode;
   // Threads that build and compile plans. Default: CONVTUNE_COMPILE_PARALLEL_LEVEL, else
   // the number of hardware threads.
   int compile_threads = 0;
@@ -56,6 +61,8 @@ class Daemon {
   const DaemonOptions& options() const { return options_; }
   FindEngine& engine() { return *engine_; }
   const std::string& device_key() const { return engine_->device_key(); }
+  // A line about the system FindDb in use ("none" if there is none).
+  std::string SystemDbSummary() const;
   // The TCP port bound for --listen (useful with port 0), or 0 without TCP.
   int tcp_port() const { return tcp_port_; }
 
@@ -66,6 +73,7 @@ class Daemon {
   DaemonOptions options_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<Device> device_;
+  std::unique_ptr<SystemFindDb> system_db_;
   std::unique_ptr<ThreadPool> compile_pool_;
   std::unique_ptr<ThreadPool> bench_queue_;
   std::unique_ptr<FindEngine> engine_;

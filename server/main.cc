@@ -33,6 +33,13 @@ flags:
                          $XDG_STATE_HOME/convtune/db, else ~/.local/state/convtune/db
   --backend auto|cpu     device backend; auto picks a GPU when one is present,
                          else the CPU. default: auto
+  --system-db DIR        folder of system FindDb files (<device_key>.ctsys, made
+                         by convtune db export --system); consulted after the
+                         database. default: none
+  --find-mode MODE       mode of finds that name none: NORMAL (1), FAST (2),
+                         HYBRID (3), DYNAMIC_HYBRID (5), TRUST_VERIFY (6),
+                         TRUST_VERIFY_FULL (7). default: $CONVTUNE_FIND_MODE,
+                         else DYNAMIC_HYBRID
   --compile-threads N    threads that build and compile kernels. default:
                          $CONVTUNE_COMPILE_PARALLEL_LEVEL, else all hardware threads
   --max-tensor-bytes N   largest tensor a request may describe. default: 16 GiB
@@ -88,6 +95,10 @@ int main(int argc, char** argv) {
       options.listen_address = value;
     } else if (flag == "--db") {
       options.db_dir = value;
+    } else if (flag == "--system-db") {
+      options.system_db_dir = value;
+    } else if (flag == "--find-mode") {
+      options.find_mode = value;
     } else if (flag == "--backend") {
       options.backend = value;
     } else if (flag == "--compile-threads") {
@@ -137,7 +148,9 @@ int main(int argc, char** argv) {
                     : absl::StrCat(" and tcp port ", (*daemon)->tcp_port(), " (",
                                    o.listen_address, ")"))
             << " (device "
-            << (*daemon)->device_key() << ", db " << o.db_dir << ")" << std::endl;
+            << (*daemon)->device_key() << ", db " << o.db_dir << ", find mode " << o.find_mode
+            << ")" << std::endl;
+  std::cerr << "convtuned: system FindDb: " << (*daemon)->SystemDbSummary() << std::endl;
 
   std::thread waiter([&] {
     unsigned char sig = 0;

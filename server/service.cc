@@ -48,10 +48,17 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(grpc::CallbackServerContext* ctx
   options.workspace_limit =
       req->has_workspace_limit() && req->workspace_limit() >= 0 ? req->workspace_limit() : -1;
   options.exhaustive = req->exhaustive();
+  options.mode = options_.default_mode;
+  if (req->mode() != v1::FIND_MODE_UNSPECIFIED) {
+    absl::StatusOr<FindMode> mode = FindModeFromNumber(req->mode(), "mode");
+    if (!mode.ok()) return Finish(ctx, mode.status());
+    options.mode = *mode;
+  }
+  const FindMode mode = options.mode;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const int count = req->request_count();
   const std::string device_key = engine_.device_key();
-  engine_.Find(*p, options, [reactor, resp, count, device_key](
+  engine_.Find(*p, options, [reactor, resp, count, device_key, mode](
                                 absl::StatusOr<FindOutcome> outcome) {
     if (!outcome.ok()) {
       reactor->Finish(ToGrpcStatus(outcome.status()));
@@ -62,6 +69,8 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(grpc::CallbackServerContext* ctx
       *resp->add_results() = r;
     }
     resp->set_from_db(outcome->from_db);
+    resp->set_mode(static_cast<v1::FindMode>(mode));
+    resp->set_source(outcome->source);
     resp->set_device_key(device_key);
     resp->set_problem_key(outcome->record.problem_key());
     reactor->Finish(grpc::Status::OK);
@@ -186,8 +195,11 @@ grpc::ServerUnaryReactor* ConvTuneService::DbStats(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* ConvTuneService::DbExport(grpc::CallbackServerContext* ctx,
                                                     const v1::DbExportRequest* req,
                                                     v1::DbExportResponse* resp) {
-  absl::StatusOr<std::string> file = storage::ExportStore(store_);
+  storage::ExportOptions options;
+  if (req->system()) options.system_device_key = engine_.device_key();
+  absl::StatusOr<std::string> file = storage::ExportStore(store_, options);
   if (!file.ok()) return Finish(ctx, file.status());
+  resp->set_device_key(engine_.device_key());
   v1::ExportFile parsed;
   if (parsed.ParseFromString(*file)) resp->set_entries(parsed.entries_size());
   resp->set_file(*std::move(file));
@@ -207,6 +219,80 @@ grpc::ServerUnaryReactor* ConvTuneService::DbImport(grpc::CallbackServerContext*
   resp->set_invalid(stats->invalid);
   resp->set_overwritten(stats->overwritten);
   resp->set_skipped(stats->unchanged + stats->conflicting + stats->invalid);
+  return Finish(ctx, absl::OkStatus());
+}
+
+namespace {
+
+int64_t LimitOf(bool has, int64_t limit) { return has && limit >= 0 ? limit : -1; }
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(grpc::CallbackServerContext* ctx,
+                                                        const v1::GetSolutionsRequest* req,
+                                                        v1::GetSolutionsResponse* resp) {
+  absl::StatusOr<ConvProblem> p = ProblemFromProto(req->problem(), options_.limits);
+  if (!p.ok()) return Finish(ctx, WithField("problem", p.status()));
+  if (req->max_count() < 0) {
+    return Finish(ctx, absl::InvalidArgumentError(
+                           absl::StrCat("max_count: must be >= 0, got ", req->max_count())));
+  }
+  absl::StatusOr<Solutions> s =
+      engine_.GetSolutions(*p, LimitOf(req->has_workspace_limit(), req->workspace_limit()));
+  if (!s.ok()) return Finish(ctx, s.status());
+  for (const v1::PerfResult& r : s->results) {
+    if (req->max_count() > 0 && resp->solutions_size() >= req->max_count()) break;
+    v1::Solution* out = resp->add_solutions();
+    out->set_solution_id(r.solver_id());
+    out->set_solver_name(r.solver_name());
+    out->set_algorithm(r.algorithm());
+    out->set_time_ms(r.time_ms());
+    out->set_workspace_bytes(r.workspace_bytes());
+    out->set_measured(r.measured());
+  }
+  resp->set_source(s->source);
+  resp->set_fallback_reason(s->fallback_reason);
+  resp->set_device_key(engine_.device_key());
+  resp->set_problem_key(ProblemKey(*p));
+  return Finish(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ConvTuneService::GetSolutionWorkspaceSize(
+    grpc::CallbackServerContext* ctx, const v1::SolutionRequest* req,
+    v1::WorkspaceSizeResponse* resp) {
+  absl::StatusOr<ConvProblem> p = ProblemFromProto(req->problem(), options_.limits);
+  if (!p.ok()) return Finish(ctx, WithField("problem", p.status()));
+  absl::StatusOr<v1::ExecutionPlan> plan =
+      engine_.Plan(*p, static_cast<uint32_t>(req->solution_id()), {});
+  if (!plan.ok()) return Finish(ctx, plan.status());
+  resp->set_workspace_bytes(plan->workspace_bytes());
+  return Finish(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ConvTuneService::CompileSolution(grpc::CallbackServerContext* ctx,
+                                                           const v1::SolutionRequest* req,
+                                                           v1::CompileSolutionResponse* resp) {
+  absl::StatusOr<ConvProblem> p = ProblemFromProto(req->problem(), options_.limits);
+  if (!p.ok()) return Finish(ctx, WithField("problem", p.status()));
+  absl::StatusOr<v1::ExecutionPlan> plan =
+      engine_.Plan(*p, static_cast<uint32_t>(req->solution_id()), {});
+  if (!plan.ok()) return Finish(ctx, plan.status());
+  // CPU plans name built-in kernels: nothing to compile.
+  *resp->mutable_plan() = *std::move(plan);
+  resp->set_compiled(0);
+  return Finish(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ConvTuneService::GetCodeObject(grpc::CallbackServerContext* ctx,
+                                                         const v1::GetCodeObjectRequest* req,
+                                                         v1::GetCodeObjectResponse* resp) {
+  if (req->hash().empty()) return Finish(ctx, absl::InvalidArgumentError("hash: empty"));
+  storage::KernelCache cache(&store_);
+  absl::StatusOr<v1::KernelCacheRecord> r = cache.Get(req->hash());
+  if (!r.ok()) return Finish(ctx, WithField("hash", r.status()));
+  resp->set_code_object(r->code_object());
+  resp->set_backend(r->backend());
+  resp->set_arch(r->arch());
   return Finish(ctx, absl::OkStatus());
 }
 

@@ -9,12 +9,15 @@
 #include "convtune/v1/service.grpc.pb.h"
 #include "kernels/problem.h"
 #include "server/find_engine.h"
+#include "server/find_mode.h"
 #include "storage/store.h"
 
 namespace convtune {
 
 struct ServiceOptions {
   ProblemLimits limits;
+  // The mode of a find that names none.
+  FindMode default_mode = kDefaultFindMode;
   // Largest total of inline tensors an Execute request may carry.
   int64_t max_execute_bytes = int64_t{64} << 20;
 };
@@ -47,6 +50,18 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   grpc::ServerUnaryReactor* DbImport(grpc::CallbackServerContext* ctx,
                                      const v1::DbImportRequest* req,
                                      v1::DbImportResponse* resp) override;
+  grpc::ServerUnaryReactor* GetSolutions(grpc::CallbackServerContext* ctx,
+                                         const v1::GetSolutionsRequest* req,
+                                         v1::GetSolutionsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetSolutionWorkspaceSize(grpc::CallbackServerContext* ctx,
+                                                     const v1::SolutionRequest* req,
+                                                     v1::WorkspaceSizeResponse* resp) override;
+  grpc::ServerUnaryReactor* CompileSolution(grpc::CallbackServerContext* ctx,
+                                            const v1::SolutionRequest* req,
+                                            v1::CompileSolutionResponse* resp) override;
+  grpc::ServerUnaryReactor* GetCodeObject(grpc::CallbackServerContext* ctx,
+                                          const v1::GetCodeObjectRequest* req,
+                                          v1::GetCodeObjectResponse* resp) override;
 
  private:
   FindEngine& engine_;

@@ -67,15 +67,26 @@ absl::Status ImportEntry(Store& store, Column c, const v1::ExportEntry& e,
 
 }  // namespace
 
+std::string SystemDbFileName(absl::string_view device_key) {
+  return absl::StrCat(device_key, ".ctsys");
+}
+
 absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options) {
   v1::ExportFile file;
   file.set_magic(std::string(kExportMagic));
   file.set_schema_version(kSchemaVersion);
   file.set_created_unix_ms(NowUnixMs());
   std::vector<Column> columns(std::begin(kExportedColumns), std::end(kExportedColumns));
-  if (options.include_meta) columns.push_back(Column::kMeta);
+  std::string prefix;
+  if (!options.system_device_key.empty()) {
+    file.set_device_key(options.system_device_key);
+    columns = {Column::kFindDb, Column::kPerfDb};
+    prefix = absl::StrCat(options.system_device_key, std::string(1, kKeySeparator));
+  } else if (options.include_meta) {
+    columns.push_back(Column::kMeta);
+  }
   for (Column c : columns) {
-    RETURN_IF_ERROR(store.Scan(c, "", [&](absl::string_view key, absl::string_view value) {
+    RETURN_IF_ERROR(store.Scan(c, prefix, [&](absl::string_view key, absl::string_view value) {
       v1::ExportEntry* e = file.add_entries();
       e->set_column_family(std::string(ColumnName(c)));
       e->set_key(std::string(key));

@@ -21,7 +21,13 @@ struct ExportOptions {
   // Also export meta pairs ("created_by", ...). Default: false, since they
   // describe the source database rather than tuning results.
   bool include_meta = false;
+  // When set, a system database file: only this device's find_db and perf_db
+  // records, with ExportFile.device_key set. Default: everything.
+  std::string system_device_key;
 };
+
+// The file name of a system FindDb for `device_key`: "<device_key>.ctsys".
+std::string SystemDbFileName(absl::string_view device_key);
 
 // Every pair of find_db, perf_db and kernel_cache (and meta if asked), bytes
 // as stored, in column then key order. Errors are the Store's.

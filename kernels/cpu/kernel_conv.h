@@ -35,17 +35,23 @@ inline constexpr int64_t kTiledBlocks[] = {4, 8, 16};
 int64_t Im2colWorkspaceBytes(const ConvProblem& p);
 int64_t WinogradWorkspaceBytes(const ConvProblem& p);
 
-absl::Status DirectNaiveKernel(const v1::KernelStep& step, const std::vector<void*>& buffers);
-absl::Status DirectTiledKernel(const v1::KernelStep& step, const std::vector<void*>& buffers);
-absl::Status Im2colGemmKernel(const v1::KernelStep& step, const std::vector<void*>& buffers);
-absl::Status Gemm1x1Kernel(const v1::KernelStep& step, const std::vector<void*>& buffers);
-absl::Status WinogradF2x3Kernel(const v1::KernelStep& step, const std::vector<void*>& buffers);
+absl::Status DirectNaiveKernel(const v1::KernelStep& step,
+                               const std::vector<void*>& buffers);
+absl::Status DirectTiledKernel(const v1::KernelStep& step,
+                               const std::vector<void*>& buffers);
+absl::Status Im2colGemmKernel(const v1::KernelStep& step,
+                              const std::vector<void*>& buffers);
+absl::Status Gemm1x1Kernel(const v1::KernelStep& step,
+                           const std::vector<void*>& buffers);
+absl::Status WinogradF2x3Kernel(const v1::KernelStep& step,
+                                const std::vector<void*>& buffers);
 
 // A conv step: buffers (x, w, y[, workspace]), the problem, then `params`.
 // Pass a workspace ref with role BUFFER_ROLE_UNSPECIFIED to leave it out.
 v1::KernelStep MakeConvStep(absl::string_view kernel, const ConvProblem& p,
-                            std::initializer_list<int64_t> params, const v1::BufferRef& x,
-                            const v1::BufferRef& w, const v1::BufferRef& y,
+                            std::initializer_list<int64_t> params,
+                            const v1::BufferRef& x, const v1::BufferRef& w,
+                            const v1::BufferRef& y,
                             const v1::BufferRef& workspace = {});
 
 }  // namespace convtune::cpu

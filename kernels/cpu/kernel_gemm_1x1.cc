@@ -25,13 +25,16 @@ void RunNchw(const ConvGeom& g, float* x, float* w, float* y) {
       float* yg = y + n * g.ys[0] + grp * g.kg * g.ys[1];
       switch (g.p.direction) {
         case Direction::kForward:
-          ParallelSgemm(false, false, g.kg, s, g.cg, wg, g.cg, xg, s, 0.f, yg, s);
+          ParallelSgemm(false, false, g.kg, s, g.cg, wg, g.cg, xg, s, 0.f, yg,
+                        s);
           break;
         case Direction::kBackwardData:
-          ParallelSgemm(true, false, g.cg, s, g.kg, wg, g.cg, yg, s, 0.f, xg, s);
+          ParallelSgemm(true, false, g.cg, s, g.kg, wg, g.cg, yg, s, 0.f, xg,
+                        s);
           break;
         case Direction::kBackwardWeights:
-          ParallelSgemm(false, true, g.kg, g.cg, s, yg, s, xg, s, n > 0 ? 1.f : 0.f, wg, g.cg);
+          ParallelSgemm(false, true, g.kg, g.cg, s, yg, s, xg, s,
+                        n > 0 ? 1.f : 0.f, wg, g.cg);
           break;
       }
     }
@@ -46,13 +49,16 @@ void RunNhwc(const ConvGeom& g, float* x, float* w, float* y) {
     float* yg = y + grp * g.kg;
     switch (g.p.direction) {
       case Direction::kForward:
-        ParallelSgemm(false, true, rows, g.kg, g.cg, xg, g.c, wg, g.cg, 0.f, yg, g.k);
+        ParallelSgemm(false, true, rows, g.kg, g.cg, xg, g.c, wg, g.cg, 0.f, yg,
+                      g.k);
         break;
       case Direction::kBackwardData:
-        ParallelSgemm(false, false, rows, g.cg, g.kg, yg, g.k, wg, g.cg, 0.f, xg, g.c);
+        ParallelSgemm(false, false, rows, g.cg, g.kg, yg, g.k, wg, g.cg, 0.f,
+                      xg, g.c);
         break;
       case Direction::kBackwardWeights:
-        ParallelSgemm(true, false, g.kg, g.cg, rows, yg, g.k, xg, g.c, 0.f, wg, g.cg);
+        ParallelSgemm(true, false, g.kg, g.cg, rows, yg, g.k, xg, g.c, 0.f, wg,
+                      g.cg);
         break;
     }
   }
@@ -60,12 +66,14 @@ void RunNhwc(const ConvGeom& g, float* x, float* w, float* y) {
 
 }  // namespace
 
-absl::Status Gemm1x1Kernel(const v1::KernelStep& step, const std::vector<void*>& buffers) {
-  ASSIGN_OR_RETURN(const ConvGeom g, DecodeConvStep(kGemm1x1Kernel, step, buffers, 3, 0));
+absl::Status Gemm1x1Kernel(const v1::KernelStep& step,
+                           const std::vector<void*>& buffers) {
+  ASSIGN_OR_RETURN(const ConvGeom g,
+                   DecodeConvStep(kGemm1x1Kernel, step, buffers, 3, 0));
   RETURN_IF_ERROR(RequireFp32(kGemm1x1Kernel, g));
   if (!Is1x1(g)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kGemm1x1Kernel, ": needs a 1x1 filter, pad 0 and stride 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        kGemm1x1Kernel, ": needs a 1x1 filter, pad 0 and stride 1"));
   }
   float* x = static_cast<float*>(buffers[0]);
   float* w = static_cast<float*>(buffers[1]);

@@ -15,10 +15,14 @@
 namespace convtune::cpu {
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+int64_t CeilDiv(int64_t a, int64_t b) {
+  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
 
-// The outputs [lo, hi) along an axis whose input index o*s + off is in [0, len).
-void ValidRange(int64_t off, int64_t s, int64_t len, int64_t out, int64_t* lo, int64_t* hi) {
+// The outputs [lo, hi) along an axis whose input index o*s + off is in [0,
+// len).
+void ValidRange(int64_t off, int64_t s, int64_t len, int64_t out, int64_t* lo,
+                int64_t* hi) {
   *lo = std::clamp<int64_t>(CeilDiv(-off, s), 0, out);
   *hi = std::clamp<int64_t>(CeilDiv(len - off, s), *lo, out);
 }
@@ -56,7 +60,8 @@ void RowsNchw(const ConvGeom& g, float* x, float* col, int64_t r0, int64_t r1) {
             std::fill(seg, seg + g.out[2], 0.f);
             continue;
           }
-          const float* src = x + c * g.xs[1] + id * g.xs[2] + ih * g.xs[3] + off;
+          const float* src =
+              x + c * g.xs[1] + id * g.xs[2] + ih * g.xs[3] + off;
           std::fill(seg, seg + lo, 0.f);
           if (s == 1) {
             std::memcpy(seg + lo, src + lo, (hi - lo) * sizeof(float));
@@ -73,19 +78,20 @@ void RowsNchw(const ConvGeom& g, float* x, float* col, int64_t r0, int64_t r1) {
 // Channels-last rows: row o holds, per tap, the C/G channels at i(o, tap).
 // With `scatter`, adds channels [c0, c1) of every row back into x.
 template <bool kScatter>
-void RowsNhwc(const ConvGeom& g, float* x, float* col, int64_t o0, int64_t o1, int64_t c0,
-              int64_t c1) {
+void RowsNhwc(const ConvGeom& g, float* x, float* col, int64_t o0, int64_t o1,
+              int64_t c0, int64_t c1) {
   const int64_t width = g.filter_spatial * g.cg;
   for (int64_t o = o0; o < o1; ++o) {
-    const int64_t ow = o % g.out[2], oh = (o / g.out[2]) % g.out[1], od = o / g.out[2] / g.out[1];
+    const int64_t ow = o % g.out[2], oh = (o / g.out[2]) % g.out[1],
+                  od = o / g.out[2] / g.out[1];
     float* row = col + o * width;
     for (int64_t tap = 0; tap < g.filter_spatial; ++tap) {
       const Tap t = TapOf(g, tap);
       const int64_t id = od * g.stride[0] - g.pad[0] + t.fd * g.dil[0];
       const int64_t ih = oh * g.stride[1] - g.pad[1] + t.fh * g.dil[1];
       const int64_t iw = ow * g.stride[2] - g.pad[2] + t.fw * g.dil[2];
-      const bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 &&
-                          iw < g.in[2];
+      const bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] &&
+                          iw >= 0 && iw < g.in[2];
       float* seg = row + tap * g.cg;
       float* px = x + id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4];
       if constexpr (kScatter) {
@@ -101,8 +107,8 @@ void RowsNhwc(const ConvGeom& g, float* x, float* col, int64_t o0, int64_t o1, i
 }
 
 // Channels-first row (c, tap) of col, outputs [o0, o0 + count) only.
-void Im2colRowPart(const ConvGeom& g, const float* x, int64_t r, int64_t o0, int64_t count,
-                   float* dst) {
+void Im2colRowPart(const ConvGeom& g, const float* x, int64_t r, int64_t o0,
+                   int64_t count, float* dst) {
   const int64_t c = r / g.filter_spatial;
   const Tap t = TapOf(g, r % g.filter_spatial);
   const int64_t off = t.fw * g.dil[2] - g.pad[2], s = g.stride[2];
@@ -136,8 +142,8 @@ void Im2colRowPart(const ConvGeom& g, const float* x, int64_t r, int64_t o0, int
 
 // Packs col[k0 .. k0+kc) x [n0 .. n0+nc) for the AVX-512 SGEMM straight from
 // x, so the column matrix is never written out whole.
-void PackIm2colNchw(const ConvGeom& g, const float* x, int64_t k0, int64_t kc, int64_t n0,
-                    int64_t nc, float* out) {
+void PackIm2colNchw(const ConvGeom& g, const float* x, int64_t k0, int64_t kc,
+                    int64_t n0, int64_t nc, float* out) {
   thread_local std::vector<float> row;
   row.resize(nc);
   for (int64_t kk = 0; kk < kc; ++kk) {
@@ -155,11 +161,13 @@ void PackIm2colNchw(const ConvGeom& g, const float* x, int64_t k0, int64_t kc, i
 void Im2col(const ConvGeom& g, const float* x, float* col) {
   float* xm = const_cast<float*>(x);  // read only: kScatter is false
   if (g.p.layout == Layout::kNCHW) {
-    ParallelFor(g.cg * g.filter_spatial, 1,
-                [&](int64_t b, int64_t e) { RowsNchw<false>(g, xm, col, b, e); });
+    ParallelFor(g.cg * g.filter_spatial, 1, [&](int64_t b, int64_t e) {
+      RowsNchw<false>(g, xm, col, b, e);
+    });
   } else {
-    ParallelFor(g.out_spatial, 8,
-                [&](int64_t b, int64_t e) { RowsNhwc<false>(g, xm, col, b, e, 0, g.cg); });
+    ParallelFor(g.out_spatial, 8, [&](int64_t b, int64_t e) {
+      RowsNhwc<false>(g, xm, col, b, e, 0, g.cg);
+    });
   }
 }
 
@@ -169,7 +177,8 @@ void Col2im(const ConvGeom& g, float* x, const float* col) {
   ParallelFor(g.cg, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c)
       for (int64_t i = 0; i < g.in_spatial; ++i) {
-        const int64_t iw = i % g.in[2], ih = (i / g.in[2]) % g.in[1], id = i / g.in[2] / g.in[1];
+        const int64_t iw = i % g.in[2], ih = (i / g.in[2]) % g.in[1],
+                      id = i / g.in[2] / g.in[1];
         x[c * g.xs[1] + id * g.xs[2] + ih * g.xs[3] + iw * g.xs[4]] = 0.f;
       }
     if (g.p.layout == Layout::kNCHW) {
@@ -180,8 +189,8 @@ void Col2im(const ConvGeom& g, float* x, const float* col) {
   });
 }
 
-void RunGroup(const ConvGeom& g, int64_t n, int64_t grp, float* x, float* w, float* y,
-              float* col) {
+void RunGroup(const ConvGeom& g, int64_t n, int64_t grp, float* x, float* w,
+              float* y, float* col) {
   const bool nchw = g.p.layout == Layout::kNCHW;
   float* xg = x + n * g.xs[0] + grp * g.cg * g.xs[1];
   float* wg = w + grp * g.kg * g.ws[0];
@@ -201,25 +210,31 @@ void RunGroup(const ConvGeom& g, int64_t n, int64_t grp, float* x, float* w, flo
       }
       Im2col(g, xg, col);
       if (nchw) {
-        ParallelSgemm(false, false, g.kg, os, width, wg, width, col, os, 0.f, yg, os);
+        ParallelSgemm(false, false, g.kg, os, width, wg, width, col, os, 0.f,
+                      yg, os);
       } else {
-        ParallelSgemm(false, true, os, g.kg, width, col, width, wg, width, 0.f, yg, g.k);
+        ParallelSgemm(false, true, os, g.kg, width, col, width, wg, width, 0.f,
+                      yg, g.k);
       }
       break;
     case Direction::kBackwardData:
       if (nchw) {
-        ParallelSgemm(true, false, width, os, g.kg, wg, width, yg, os, 0.f, col, os);
+        ParallelSgemm(true, false, width, os, g.kg, wg, width, yg, os, 0.f, col,
+                      os);
       } else {
-        ParallelSgemm(false, false, os, width, g.kg, yg, g.k, wg, width, 0.f, col, width);
+        ParallelSgemm(false, false, os, width, g.kg, yg, g.k, wg, width, 0.f,
+                      col, width);
       }
       Col2im(g, xg, col);
       break;
     case Direction::kBackwardWeights:
       Im2col(g, xg, col);
       if (nchw) {
-        ParallelSgemm(false, true, g.kg, width, os, yg, os, col, os, beta, wg, width);
+        ParallelSgemm(false, true, g.kg, width, os, yg, os, col, os, beta, wg,
+                      width);
       } else {
-        ParallelSgemm(true, false, g.kg, width, os, yg, g.k, col, width, beta, wg, width);
+        ParallelSgemm(true, false, g.kg, width, os, yg, g.k, col, width, beta,
+                      wg, width);
       }
       break;
   }
@@ -232,15 +247,18 @@ int64_t Im2colWorkspaceBytes(const ConvProblem& p) {
          static_cast<int64_t>(sizeof(float));
 }
 
-absl::Status Im2colGemmKernel(const v1::KernelStep& step, const std::vector<void*>& buffers) {
-  ASSIGN_OR_RETURN(const ConvGeom g, DecodeConvStep(kIm2colGemmKernel, step, buffers, 4, 0));
+absl::Status Im2colGemmKernel(const v1::KernelStep& step,
+                              const std::vector<void*>& buffers) {
+  ASSIGN_OR_RETURN(const ConvGeom g,
+                   DecodeConvStep(kIm2colGemmKernel, step, buffers, 4, 0));
   RETURN_IF_ERROR(RequireFp32(kIm2colGemmKernel, g));
   float* x = static_cast<float*>(buffers[0]);
   float* w = static_cast<float*>(buffers[1]);
   float* y = static_cast<float*>(buffers[2]);
   float* col = static_cast<float*>(buffers[3]);
   for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t grp = 0; grp < g.groups; ++grp) RunGroup(g, n, grp, x, w, y, col);
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      RunGroup(g, n, grp, x, w, y, col);
   return absl::OkStatus();
 }
 

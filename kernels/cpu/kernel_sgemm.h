@@ -20,24 +20,30 @@ bool HasAvx512Sgemm();
 
 // Row-major C = op(A) op(B) + beta C on the calling thread; C is m x n.
 // REQUIRES: HasAvx512Sgemm().
-void Avx512Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void Avx512Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float beta, float* c, int64_t ldc);
 
 // Writes B[k0 .. k0+kc) x [n0 .. n0+nc) as ceil(nc / kSgemmNr) panels, each
 // kc rows of kSgemmNr floats (k-major), zero beyond nc.
-using PackBFn = absl::FunctionRef<void(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out)>;
+using PackBFn = absl::FunctionRef<void(int64_t k0, int64_t kc, int64_t n0,
+                                       int64_t nc, float* out)>;
 
 // As Avx512Sgemm, with B given only through its packer.
-void Avx512SgemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a,
-                        int64_t lda, PackBFn pack_b, float beta, float* c, int64_t ldc);
+void Avx512SgemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k,
+                        const float* a, int64_t lda, PackBFn pack_b, float beta,
+                        float* c, int64_t ldc);
 
 // Packs op(A) (m x k) into ceil(m / kSgemmMr) panels of k x kSgemmMr,
 // zero-padded: PanelGemm's A.
-void PackAPanels(bool trans, const float* a, int64_t lda, int64_t m, int64_t k, float* out);
+void PackAPanels(bool trans, const float* a, int64_t lda, int64_t m, int64_t k,
+                 float* out);
 
 // C (m x kSgemmNr) = A B, A from PackAPanels, B one k x kSgemmNr panel.
-void PanelGemm(int64_t m, int64_t k, const float* a_panels, const float* b_panel, float* c,
-               int64_t ldc);
+// Columns from `cols` on (rounded up to 16) are left unwritten.
+void PanelGemm(int64_t m, int64_t k, const float* a_panels,
+               const float* b_panel, float* c, int64_t ldc,
+               int64_t cols = kSgemmNr);
 
 }  // namespace convtune::cpu
 

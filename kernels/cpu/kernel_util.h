@@ -52,24 +52,29 @@ ConvGeom MakeGeom(const ConvProblem& p);
 // Decodes the problem of a conv step and checks it has at least
 // `min_buffers` non-null buffers and exactly `params` kernel parameters.
 // InvalidArgument naming `kernel` otherwise.
-absl::StatusOr<ConvGeom> DecodeConvStep(absl::string_view kernel, const v1::KernelStep& step,
-                                        const std::vector<void*>& buffers, size_t min_buffers,
-                                        int params);
+absl::StatusOr<ConvGeom> DecodeConvStep(absl::string_view kernel,
+                                        const v1::KernelStep& step,
+                                        const std::vector<void*>& buffers,
+                                        size_t min_buffers, int params);
 
 // InvalidArgument unless the problem is fp32.
 absl::Status RequireFp32(absl::string_view kernel, const ConvGeom& g);
 
 // Row-major C = op(A) op(B) + beta C with C m x n, split over the worker
 // threads along the longer side of C, each part a single-threaded call of
-// the AVX-512 SGEMM or, without AVX-512, of OpenBLAS. Inside a ParallelFor it runs on the calling thread alone.
-void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// the AVX-512 SGEMM or, without AVX-512, of OpenBLAS. Inside a ParallelFor it
+// runs on the calling thread alone.
+void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   const float* a, int64_t lda, const float* b, int64_t ldb,
+                   float beta, float* c, int64_t ldc);
 
 // ParallelSgemm with B given through its packer (see kernel_sgemm.h).
 // REQUIRES: HasAvx512Sgemm().
 void ParallelSgemmPackedB(
     int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-    absl::FunctionRef<void(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out)> pack_b,
+    absl::FunctionRef<void(int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                           float* out)>
+        pack_b,
     float* c, int64_t ldc);
 
 }  // namespace convtune::cpu

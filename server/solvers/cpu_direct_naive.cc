@@ -12,12 +12,14 @@ class CpuDirectNaive final : public CpuSolver {
   absl::string_view name() const override { return "cpu_direct_naive"; }
   AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
   bool dynamic() const override { return true; }
-  absl::Status IsApplicable(const ConvProblem& p) const override { return absl::OkStatus(); }
+  absl::Status IsApplicable(const ConvProblem& p) const override {
+    return absl::OkStatus();
+  }
   int64_t WorkspaceBytes(const ConvProblem& p) const override { return 0; }
 
   // One step in the problem's own storage type: the kernel reads all three.
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     *plan.add_steps() =
         cpu::MakeConvStep(cpu::kDirectNaiveKernel, p, {}, RoleRef(v1::BUFFER_X),
@@ -28,6 +30,8 @@ class CpuDirectNaive final : public CpuSolver {
 
 }  // namespace
 
-std::unique_ptr<Solver> NewCpuDirectNaiveSolver() { return std::make_unique<CpuDirectNaive>(); }
+std::unique_ptr<Solver> NewCpuDirectNaiveSolver() {
+  return std::make_unique<CpuDirectNaive>();
+}
 
 }  // namespace convtune

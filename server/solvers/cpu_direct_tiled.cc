@@ -25,12 +25,15 @@ class CpuDirectTiled final : public CpuSolver {
   absl::string_view name() const override { return "cpu_direct_tiled"; }
   AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
   bool dynamic() const override { return true; }
-  absl::Status IsApplicable(const ConvProblem& p) const override { return absl::OkStatus(); }
+  absl::Status IsApplicable(const ConvProblem& p) const override {
+    return absl::OkStatus();
+  }
   int64_t WorkspaceBytes(const ConvProblem& p) const override { return 0; }
 
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
-    const int64_t channels =
-        p.direction == Direction::kBackwardData ? p.c_per_group() : p.k_per_group();
+    const int64_t channels = p.direction == Direction::kBackwardData
+                                 ? p.c_per_group()
+                                 : p.k_per_group();
     return {FitBlock(channels), FitBlock(p.out(2))};
   }
 
@@ -42,19 +45,22 @@ class CpuDirectTiled final : public CpuSolver {
     return space;
   }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
-    if (config.size() != 2) return absl::InvalidArgumentError("perf_config: needs 2 values");
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
+    if (config.size() != 2)
+      return absl::InvalidArgumentError("perf_config: needs 2 values");
     v1::ExecutionPlan plan = NewPlan(p, config);
-    *plan.add_steps() =
-        cpu::MakeConvStep(cpu::kDirectTiledKernel, p, {config[0], config[1]},
-                          RoleRef(v1::BUFFER_X), RoleRef(v1::BUFFER_W), RoleRef(v1::BUFFER_Y));
+    *plan.add_steps() = cpu::MakeConvStep(
+        cpu::kDirectTiledKernel, p, {config[0], config[1]},
+        RoleRef(v1::BUFFER_X), RoleRef(v1::BUFFER_W), RoleRef(v1::BUFFER_Y));
     return plan;
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Solver> NewCpuDirectTiledSolver() { return std::make_unique<CpuDirectTiled>(); }
+std::unique_ptr<Solver> NewCpuDirectTiledSolver() {
+  return std::make_unique<CpuDirectTiled>();
+}
 
 }  // namespace convtune

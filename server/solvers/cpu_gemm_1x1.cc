@@ -17,8 +17,8 @@ class CpuGemm1x1 final : public CpuSolver {
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.filter_spatial() != 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("filter: gemm_1x1 needs a 1x1 filter, got ", FilterString(p)));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "filter: gemm_1x1 needs a 1x1 filter, got ", FilterString(p)));
     }
     for (int i = 0; i < 3; ++i) {
       if (p.pad[i] != 0) {
@@ -36,8 +36,8 @@ class CpuGemm1x1 final : public CpuSolver {
     return Fp32KernelWorkspace(p, 0);
   }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     AddFp32KernelSteps(p, cpu::kGemm1x1Kernel, {}, 0, &plan);
     return plan;
@@ -46,6 +46,8 @@ class CpuGemm1x1 final : public CpuSolver {
 
 }  // namespace
 
-std::unique_ptr<Solver> NewCpuGemm1x1Solver() { return std::make_unique<CpuGemm1x1>(); }
+std::unique_ptr<Solver> NewCpuGemm1x1Solver() {
+  return std::make_unique<CpuGemm1x1>();
+}
 
 }  // namespace convtune

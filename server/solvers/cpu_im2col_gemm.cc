@@ -13,23 +13,27 @@ class CpuIm2colGemm final : public CpuSolver {
   absl::string_view name() const override { return "cpu_im2col_gemm"; }
   AlgorithmFamily family() const override { return AlgorithmFamily::kGemm; }
   bool dynamic() const override { return true; }
-  absl::Status IsApplicable(const ConvProblem& p) const override { return absl::OkStatus(); }
+  absl::Status IsApplicable(const ConvProblem& p) const override {
+    return absl::OkStatus();
+  }
 
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
     return Fp32KernelWorkspace(p, cpu::Im2colWorkspaceBytes(AsFp32(p)));
   }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
-    AddFp32KernelSteps(p, cpu::kIm2colGemmKernel, {}, cpu::Im2colWorkspaceBytes(AsFp32(p)),
-                       &plan);
+    AddFp32KernelSteps(p, cpu::kIm2colGemmKernel, {},
+                       cpu::Im2colWorkspaceBytes(AsFp32(p)), &plan);
     return plan;
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Solver> NewCpuIm2colGemmSolver() { return std::make_unique<CpuIm2colGemm>(); }
+std::unique_ptr<Solver> NewCpuIm2colGemmSolver() {
+  return std::make_unique<CpuIm2colGemm>();
+}
 
 }  // namespace convtune

@@ -28,18 +28,20 @@ ConvProblem AsFp32(const ConvProblem& p) {
 int64_t Fp32KernelWorkspace(const ConvProblem& p, int64_t kernel_bytes) {
   if (p.type == DataType::kFp32) return kernel_bytes;
   const ConvProblem q = AsFp32(p);
-  return RoundUp64(kernel_bytes) + RoundUp64(q.x_bytes()) + RoundUp64(q.w_bytes()) +
-         q.y_bytes();
+  return RoundUp64(kernel_bytes) + RoundUp64(q.x_bytes()) +
+         RoundUp64(q.w_bytes()) + q.y_bytes();
 }
 
 void AddFp32KernelSteps(const ConvProblem& p, absl::string_view kernel,
-                        std::initializer_list<int64_t> params, int64_t kernel_bytes,
-                        v1::ExecutionPlan* plan) {
-  const v1::BufferRef ws = kernel_bytes > 0 ? RoleRef(v1::BUFFER_WORKSPACE) : v1::BufferRef();
+                        std::initializer_list<int64_t> params,
+                        int64_t kernel_bytes, v1::ExecutionPlan* plan) {
+  const v1::BufferRef ws =
+      kernel_bytes > 0 ? RoleRef(v1::BUFFER_WORKSPACE) : v1::BufferRef();
   const ConvProblem q = AsFp32(p);
   if (p.type == DataType::kFp32) {
-    *plan->add_steps() = cpu::MakeConvStep(kernel, q, params, RoleRef(v1::BUFFER_X),
-                                           RoleRef(v1::BUFFER_W), RoleRef(v1::BUFFER_Y), ws);
+    *plan->add_steps() =
+        cpu::MakeConvStep(kernel, q, params, RoleRef(v1::BUFFER_X),
+                          RoleRef(v1::BUFFER_W), RoleRef(v1::BUFFER_Y), ws);
     return;
   }
   const int64_t x_off = RoundUp64(kernel_bytes);
@@ -50,29 +52,36 @@ void AddFp32KernelSteps(const ConvProblem& p, absl::string_view kernel,
     int64_t offset, count;
     bool is_output;
   };
-  const Role roles[] = {
-      {v1::BUFFER_X, x_off, p.x_elements(), p.direction == Direction::kBackwardData},
-      {v1::BUFFER_W, w_off, p.w_elements(), p.direction == Direction::kBackwardWeights},
-      {v1::BUFFER_Y, y_off, p.y_elements(), p.direction == Direction::kForward}};
-  const int t16 = static_cast<int>(p.type), t32 = static_cast<int>(DataType::kFp32);
+  const Role roles[] = {{v1::BUFFER_X, x_off, p.x_elements(),
+                         p.direction == Direction::kBackwardData},
+                        {v1::BUFFER_W, w_off, p.w_elements(),
+                         p.direction == Direction::kBackwardWeights},
+                        {v1::BUFFER_Y, y_off, p.y_elements(),
+                         p.direction == Direction::kForward}};
+  const int t16 = static_cast<int>(p.type),
+            t32 = static_cast<int>(DataType::kFp32);
   for (const Role& r : roles) {
     if (r.is_output) continue;
-    *plan->add_steps() = cpu::MakeConvertStep(r.count, t16, RoleRef(r.role), t32,
-                                              RoleRef(v1::BUFFER_WORKSPACE, r.offset));
+    *plan->add_steps() =
+        cpu::MakeConvertStep(r.count, t16, RoleRef(r.role), t32,
+                             RoleRef(v1::BUFFER_WORKSPACE, r.offset));
   }
-  *plan->add_steps() = cpu::MakeConvStep(kernel, q, params, RoleRef(v1::BUFFER_WORKSPACE, x_off),
-                                         RoleRef(v1::BUFFER_WORKSPACE, w_off),
-                                         RoleRef(v1::BUFFER_WORKSPACE, y_off), ws);
+  *plan->add_steps() =
+      cpu::MakeConvStep(kernel, q, params, RoleRef(v1::BUFFER_WORKSPACE, x_off),
+                        RoleRef(v1::BUFFER_WORKSPACE, w_off),
+                        RoleRef(v1::BUFFER_WORKSPACE, y_off), ws);
   for (const Role& r : roles) {
     if (!r.is_output) continue;
-    *plan->add_steps() = cpu::MakeConvertStep(r.count, t32, RoleRef(v1::BUFFER_WORKSPACE, r.offset),
-                                              t16, RoleRef(r.role));
+    *plan->add_steps() = cpu::MakeConvertStep(
+        r.count, t32, RoleRef(v1::BUFFER_WORKSPACE, r.offset), t16,
+        RoleRef(r.role));
   }
 }
 
 std::string FilterString(const ConvProblem& p) {
-  return p.is_3d() ? absl::StrCat(p.filter[0], "x", p.filter[1], "x", p.filter[2])
-                   : absl::StrCat(p.filter[1], "x", p.filter[2]);
+  return p.is_3d()
+             ? absl::StrCat(p.filter[0], "x", p.filter[1], "x", p.filter[2])
+             : absl::StrCat(p.filter[1], "x", p.filter[2]);
 }
 
 }  // namespace convtune

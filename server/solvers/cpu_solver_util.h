@@ -40,8 +40,8 @@ int64_t Fp32KernelWorkspace(const ConvProblem& p, int64_t kernel_bytes);
 // converted back after. The kernel gets the workspace's first `kernel_bytes`
 // when that is positive.
 void AddFp32KernelSteps(const ConvProblem& p, absl::string_view kernel,
-                        std::initializer_list<int64_t> params, int64_t kernel_bytes,
-                        v1::ExecutionPlan* plan);
+                        std::initializer_list<int64_t> params,
+                        int64_t kernel_bytes, v1::ExecutionPlan* plan);
 
 // A reference to a buffer role at a byte offset.
 v1::BufferRef RoleRef(v1::BufferRole role, int64_t offset = 0);

@@ -17,23 +17,27 @@ class CpuWinogradF2x3 final : public CpuSolver {
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.is_3d()) {
-      return absl::FailedPreconditionError("spatial_dims: winograd F(2,3) is 2-D only");
+      return absl::FailedPreconditionError(
+          "spatial_dims: winograd F(2,3) is 2-D only");
     }
     if (p.filter[1] != 3 || p.filter[2] != 3) {
       return absl::FailedPreconditionError(absl::StrCat(
           "filter: winograd F(2,3) needs a 3x3 filter, got ", FilterString(p)));
     }
     if (p.stride[1] != 1 || p.stride[2] != 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "stride: winograd F(2,3) needs stride 1, got ", p.stride[1], "x", p.stride[2]));
+      return absl::FailedPreconditionError(
+          absl::StrCat("stride: winograd F(2,3) needs stride 1, got ",
+                       p.stride[1], "x", p.stride[2]));
     }
     if (p.dilation[1] != 1 || p.dilation[2] != 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "dilation: winograd F(2,3) needs dilation 1, got ", p.dilation[1], "x", p.dilation[2]));
+      return absl::FailedPreconditionError(
+          absl::StrCat("dilation: winograd F(2,3) needs dilation 1, got ",
+                       p.dilation[1], "x", p.dilation[2]));
     }
     if (p.direction == Direction::kBackwardWeights) {
       return absl::FailedPreconditionError(
-          "direction: winograd F(2,3) runs forward and backward data, not backward weights");
+          "direction: winograd F(2,3) runs forward and backward data, not "
+          "backward weights");
     }
     return absl::OkStatus();
   }
@@ -42,11 +46,11 @@ class CpuWinogradF2x3 final : public CpuSolver {
     return Fp32KernelWorkspace(p, cpu::WinogradWorkspaceBytes(AsFp32(p)));
   }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
-    AddFp32KernelSteps(p, cpu::kWinogradF2x3Kernel, {}, cpu::WinogradWorkspaceBytes(AsFp32(p)),
-                       &plan);
+    AddFp32KernelSteps(p, cpu::kWinogradF2x3Kernel, {},
+                       cpu::WinogradWorkspaceBytes(AsFp32(p)), &plan);
     return plan;
   }
 };

@@ -10,9 +10,12 @@ namespace convtune::reference {
 
 double LoadAsDouble(DataType type, const void* data, int64_t i) {
   switch (type) {
-    case DataType::kFp32: return static_cast<const float*>(data)[i];
-    case DataType::kFp16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kBf16: return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kFp32:
+      return static_cast<const float*>(data)[i];
+    case DataType::kFp16:
+      return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kBf16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
   }
   return NAN;
 }
@@ -20,8 +23,8 @@ double LoadAsDouble(DataType type, const void* data, int64_t i) {
 // Every direction is the same sum of x[n,c,i] * w[k,c,f] over the pairs that
 // the forward definition y[n,k,o] = sum x[n,c,o*s-p+f*d] * w[k,c,f] links;
 // each direction only differs in which element the product lands on.
-ReferenceOutput ReferenceConv(const ConvProblem& p, const void* x, const void* w,
-                              const void* y) {
+ReferenceOutput ReferenceConv(const ConvProblem& p, const void* x,
+                              const void* w, const void* y) {
   const Strides xs = XStrides(p), ws = WStrides(p), ys = YStrides(p);
   int64_t out_elements = p.y_elements();
   if (p.direction == Direction::kBackwardData) out_elements = p.x_elements();
@@ -40,27 +43,36 @@ ReferenceOutput ReferenceConv(const ConvProblem& p, const void* x, const void* w
               for (int64_t fd = 0; fd < p.filter[0]; ++fd)
                 for (int64_t fh = 0; fh < p.filter[1]; ++fh)
                   for (int64_t fw = 0; fw < p.filter[2]; ++fw) {
-                    const int64_t id = od * p.stride[0] - p.pad[0] + fd * p.dilation[0];
-                    const int64_t ih = oh * p.stride[1] - p.pad[1] + fh * p.dilation[1];
-                    const int64_t iw = ow * p.stride[2] - p.pad[2] + fw * p.dilation[2];
-                    if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 ||
-                        iw >= p.in[2]) {
+                    const int64_t id =
+                        od * p.stride[0] - p.pad[0] + fd * p.dilation[0];
+                    const int64_t ih =
+                        oh * p.stride[1] - p.pad[1] + fh * p.dilation[1];
+                    const int64_t iw =
+                        ow * p.stride[2] - p.pad[2] + fw * p.dilation[2];
+                    if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] ||
+                        iw < 0 || iw >= p.in[2]) {
                       continue;
                     }
-                    const int64_t xi = n * xs[0] + c * xs[1] + id * xs[2] + ih * xs[3] + iw * xs[4];
-                    const int64_t wi = k * ws[0] + cw * ws[1] + fd * ws[2] + fh * ws[3] + fw * ws[4];
-                    const int64_t yi = n * ys[0] + k * ys[1] + od * ys[2] + oh * ys[3] + ow * ys[4];
+                    const int64_t xi = n * xs[0] + c * xs[1] + id * xs[2] +
+                                       ih * xs[3] + iw * xs[4];
+                    const int64_t wi = k * ws[0] + cw * ws[1] + fd * ws[2] +
+                                       fh * ws[3] + fw * ws[4];
+                    const int64_t yi = n * ys[0] + k * ys[1] + od * ys[2] +
+                                       oh * ys[3] + ow * ys[4];
                     double a, b;
                     int64_t dst;
                     switch (p.direction) {
                       case Direction::kForward:
-                        a = LoadAsDouble(p.type, x, xi), b = LoadAsDouble(p.type, w, wi), dst = yi;
+                        a = LoadAsDouble(p.type, x, xi),
+                        b = LoadAsDouble(p.type, w, wi), dst = yi;
                         break;
                       case Direction::kBackwardData:
-                        a = LoadAsDouble(p.type, y, yi), b = LoadAsDouble(p.type, w, wi), dst = xi;
+                        a = LoadAsDouble(p.type, y, yi),
+                        b = LoadAsDouble(p.type, w, wi), dst = xi;
                         break;
                       default:
-                        a = LoadAsDouble(p.type, y, yi), b = LoadAsDouble(p.type, x, xi), dst = wi;
+                        a = LoadAsDouble(p.type, y, yi),
+                        b = LoadAsDouble(p.type, x, xi), dst = wi;
                         break;
                     }
                     out.value[dst] += a * b;
@@ -70,7 +82,8 @@ ReferenceOutput ReferenceConv(const ConvProblem& p, const void* x, const void* w
   return out;
 }
 
-std::vector<char> RandomTensor(DataType type, int64_t count, std::mt19937_64& rng) {
+std::vector<char> RandomTensor(DataType type, int64_t count,
+                               std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   std::vector<char> out(count * ElementBytes(type));
   for (int64_t i = 0; i < count; ++i) {
@@ -97,16 +110,20 @@ void PoisonNaN(DataType type, void* data, int64_t count) {
     if (type == DataType::kFp32) {
       static_cast<float*>(data)[i] = NAN;
     } else {
-      static_cast<uint16_t*>(data)[i] = type == DataType::kFp16 ? 0x7e00 : 0x7fc0;
+      static_cast<uint16_t*>(data)[i] =
+          type == DataType::kFp16 ? 0x7e00 : 0x7fc0;
     }
   }
 }
 
 double RelativeTolerance(DataType type) {
   switch (type) {
-    case DataType::kFp32: return 1e-4;
-    case DataType::kFp16: return 1e-2;
-    case DataType::kBf16: return 3e-2;
+    case DataType::kFp32:
+      return 1e-4;
+    case DataType::kFp16:
+      return 1e-2;
+    case DataType::kBf16:
+      return 3e-2;
   }
   return 0;
 }
@@ -130,9 +147,10 @@ std::string CompareWithReference(const ConvProblem& p, const void* out,
     }
   }
   if (bad == 0) return "";
-  return absl::StrCat(bad, " of ", ref.value.size(), " elements off; worst at ", worst, ": got ",
-                      LoadAsDouble(p.type, out, worst), ", want ", ref.value[worst],
-                      " (magnitude ", ref.magnitude[worst], ")");
+  return absl::StrCat(bad, " of ", ref.value.size(), " elements off; worst at ",
+                      worst, ": got ", LoadAsDouble(p.type, out, worst),
+                      ", want ", ref.value[worst], " (magnitude ",
+                      ref.magnitude[worst], ")");
 }
 
 }  // namespace convtune::reference

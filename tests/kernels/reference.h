@@ -24,14 +24,16 @@ struct ReferenceOutput {
 // The output of p.direction from the other two tensors: y for forward, x for
 // backward data, w for backward weights. The output argument is not read.
 // REQUIRES: ValidateProblem(p).ok(); tensors dense in p's layout and type.
-ReferenceOutput ReferenceConv(const ConvProblem& p, const void* x, const void* w, const void* y);
+ReferenceOutput ReferenceConv(const ConvProblem& p, const void* x,
+                              const void* w, const void* y);
 
 // Element i of a tensor stored as `type`, widened to double.
 double LoadAsDouble(DataType type, const void* data, int64_t i);
 
 // `count` elements of `type`, uniform in [-1, 1] and never exactly zero,
 // as raw storage.
-std::vector<char> RandomTensor(DataType type, int64_t count, std::mt19937_64& rng);
+std::vector<char> RandomTensor(DataType type, int64_t count,
+                               std::mt19937_64& rng);
 
 // Fills a tensor with NaN so that an element a kernel forgets to write shows.
 void PoisonNaN(DataType type, void* data, int64_t count);

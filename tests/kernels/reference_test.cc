@@ -47,14 +47,18 @@ TEST(Reference, DirectionsAreAdjoint) {
       for (int64_t groups : {1, 2}) {
         ConvProblem p = Problem(layout, dims, groups);
         ASSERT_EQ(ValidateProblem(p), absl::OkStatus());
-        const auto x = Random(p.x_elements(), rng), w = Random(p.w_elements(), rng),
+        const auto x = Random(p.x_elements(), rng),
+                   w = Random(p.w_elements(), rng),
                    y = Random(p.y_elements(), rng);
         p.direction = Direction::kForward;
-        const double fy = Dot(y, ReferenceConv(p, x.data(), w.data(), nullptr).value);
+        const double fy =
+            Dot(y, ReferenceConv(p, x.data(), w.data(), nullptr).value);
         p.direction = Direction::kBackwardData;
-        const double bx = Dot(x, ReferenceConv(p, nullptr, w.data(), y.data()).value);
+        const double bx =
+            Dot(x, ReferenceConv(p, nullptr, w.data(), y.data()).value);
         p.direction = Direction::kBackwardWeights;
-        const double ww = Dot(w, ReferenceConv(p, x.data(), nullptr, y.data()).value);
+        const double ww =
+            Dot(w, ReferenceConv(p, x.data(), nullptr, y.data()).value);
         EXPECT_NEAR(fy, bx, 1e-9 * (1 + std::fabs(fy))) << DescribeProblem(p);
         EXPECT_NEAR(fy, ww, 1e-9 * (1 + std::fabs(fy))) << DescribeProblem(p);
         EXPECT_NE(fy, 0.0);
@@ -74,7 +78,8 @@ TEST(Reference, OneHotFilterShiftsTheInput) {
     std::vector<float> w(p.w_elements(), 0.f);
     const Strides xs = XStrides(p), ws = WStrides(p), ys = YStrides(p);
     const int64_t fh = 2, fw = 1;
-    for (int64_t c = 0; c < p.c; ++c) w[c * ws[0] + c * ws[1] + fh * ws[3] + fw * ws[4]] = 1.f;
+    for (int64_t c = 0; c < p.c; ++c)
+      w[c * ws[0] + c * ws[1] + fh * ws[3] + fw * ws[4]] = 1.f;
     const ReferenceOutput out = ReferenceConv(p, x.data(), w.data(), nullptr);
     for (int64_t n = 0; n < p.n; ++n)
       for (int64_t c = 0; c < p.c; ++c)
@@ -82,9 +87,14 @@ TEST(Reference, OneHotFilterShiftsTheInput) {
           for (int64_t ow = 0; ow < p.out(2); ++ow) {
             const int64_t ih = oh * p.stride[1] - p.pad[1] + fh * p.dilation[1];
             const int64_t iw = ow * p.stride[2] - p.pad[2] + fw * p.dilation[2];
-            const bool inside = ih >= 0 && ih < p.in[1] && iw >= 0 && iw < p.in[2];
-            const double want = inside ? x[n * xs[0] + c * xs[1] + ih * xs[3] + iw * xs[4]] : 0.0;
-            EXPECT_EQ(out.value[n * ys[0] + c * ys[1] + oh * ys[3] + ow * ys[4]], want);
+            const bool inside =
+                ih >= 0 && ih < p.in[1] && iw >= 0 && iw < p.in[2];
+            const double want =
+                inside ? x[n * xs[0] + c * xs[1] + ih * xs[3] + iw * xs[4]]
+                       : 0.0;
+            EXPECT_EQ(
+                out.value[n * ys[0] + c * ys[1] + oh * ys[3] + ow * ys[4]],
+                want);
           }
   }
 }
@@ -96,21 +106,24 @@ TEST(Reference, LayoutChangesOrderNotValues) {
   b.layout = Layout::kNHWC;
   const auto xa = Random(a.x_elements(), rng), wa = Random(a.w_elements(), rng);
   // Re-store the same logical tensors channels-last.
-  auto restride = [](const std::vector<float>& src, const Strides& from, const Strides& to,
-                     std::array<int64_t, 5> dims) {
+  auto restride = [](const std::vector<float>& src, const Strides& from,
+                     const Strides& to, std::array<int64_t, 5> dims) {
     std::vector<float> dst(src.size());
     for (int64_t i0 = 0; i0 < dims[0]; ++i0)
       for (int64_t i1 = 0; i1 < dims[1]; ++i1)
         for (int64_t i2 = 0; i2 < dims[2]; ++i2)
           for (int64_t i3 = 0; i3 < dims[3]; ++i3)
             for (int64_t i4 = 0; i4 < dims[4]; ++i4)
-              dst[i0 * to[0] + i1 * to[1] + i2 * to[2] + i3 * to[3] + i4 * to[4]] =
-                  src[i0 * from[0] + i1 * from[1] + i2 * from[2] + i3 * from[3] + i4 * from[4]];
+              dst[i0 * to[0] + i1 * to[1] + i2 * to[2] + i3 * to[3] +
+                  i4 * to[4]] = src[i0 * from[0] + i1 * from[1] + i2 * from[2] +
+                                    i3 * from[3] + i4 * from[4]];
     return dst;
   };
-  const auto xb = restride(xa, XStrides(a), XStrides(b), {a.n, a.c, a.in[0], a.in[1], a.in[2]});
-  const auto wb = restride(wa, WStrides(a), WStrides(b),
-                           {a.k, a.c_per_group(), a.filter[0], a.filter[1], a.filter[2]});
+  const auto xb = restride(xa, XStrides(a), XStrides(b),
+                           {a.n, a.c, a.in[0], a.in[1], a.in[2]});
+  const auto wb =
+      restride(wa, WStrides(a), WStrides(b),
+               {a.k, a.c_per_group(), a.filter[0], a.filter[1], a.filter[2]});
   const ReferenceOutput ya = ReferenceConv(a, xa.data(), wa.data(), nullptr);
   const ReferenceOutput yb = ReferenceConv(b, xb.data(), wb.data(), nullptr);
   const Strides sa = YStrides(a), sb = YStrides(b);
@@ -119,8 +132,10 @@ TEST(Reference, LayoutChangesOrderNotValues) {
       for (int64_t od = 0; od < a.out(0); ++od)
         for (int64_t oh = 0; oh < a.out(1); ++oh)
           for (int64_t ow = 0; ow < a.out(2); ++ow) {
-            const int64_t ia = n * sa[0] + k * sa[1] + od * sa[2] + oh * sa[3] + ow * sa[4];
-            const int64_t ib = n * sb[0] + k * sb[1] + od * sb[2] + oh * sb[3] + ow * sb[4];
+            const int64_t ia =
+                n * sa[0] + k * sa[1] + od * sa[2] + oh * sa[3] + ow * sa[4];
+            const int64_t ib =
+                n * sb[0] + k * sb[1] + od * sb[2] + oh * sb[3] + ow * sb[4];
             EXPECT_EQ(ya.value[ia], yb.value[ib]);
           }
 }

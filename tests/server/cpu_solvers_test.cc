@@ -26,9 +26,9 @@ struct Shape {
   ConvProblem p;
 };
 
-ConvProblem Conv2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t fh,
-                   int64_t fw, int64_t pad, int64_t stride = 1, int64_t dil = 1,
-                   int64_t groups = 1) {
+ConvProblem Conv2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k,
+                   int64_t fh, int64_t fw, int64_t pad, int64_t stride = 1,
+                   int64_t dil = 1, int64_t groups = 1) {
   ConvProblem p;
   p.n = n, p.c = c, p.k = k, p.groups = groups;
   p.in = {1, h, w};
@@ -39,8 +39,9 @@ ConvProblem Conv2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_
   return p;
 }
 
-ConvProblem Conv3d(int64_t n, int64_t c, int64_t d, int64_t h, int64_t w, int64_t k, int64_t f,
-                   int64_t pad, int64_t stride = 1, int64_t groups = 1) {
+ConvProblem Conv3d(int64_t n, int64_t c, int64_t d, int64_t h, int64_t w,
+                   int64_t k, int64_t f, int64_t pad, int64_t stride = 1,
+                   int64_t groups = 1) {
   ConvProblem p;
   p.spatial_dims = 3;
   p.n = n, p.c = c, p.k = k, p.groups = groups;
@@ -91,9 +92,10 @@ void RunAndCheck(CpuDevice& device, const ConvProblem& p, const Solver& solver,
   std::vector<char> y = reference::RandomTensor(p.type, p.y_elements(), rng);
   std::vector<char>* out = p.direction == Direction::kForward        ? &y
                            : p.direction == Direction::kBackwardData ? &x
-                                                                      : &w;
+                                                                     : &w;
   reference::PoisonNaN(p.type, out->data(), out->size() / ElementBytes(p.type));
-  const reference::ReferenceOutput want = reference::ReferenceConv(p, x.data(), w.data(), y.data());
+  const reference::ReferenceOutput want =
+      reference::ReferenceConv(p, x.data(), w.data(), y.data());
 
   absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -103,10 +105,11 @@ void RunAndCheck(CpuDevice& device, const ConvProblem& p, const Solver& solver,
   std::vector<float> ws(ws_bytes / sizeof(float) + 1);
   reference::PoisonNaN(DataType::kFp32, ws.data(), ws.size());
 
-  PlanBuffers buffers{x.data(), w.data(), y.data(), ws_bytes > 0 ? ws.data() : nullptr,
-                      ws_bytes};
+  PlanBuffers buffers{x.data(), w.data(), y.data(),
+                      ws_bytes > 0 ? ws.data() : nullptr, ws_bytes};
   ASSERT_EQ(ExecutePlan(device, *plan, buffers), absl::OkStatus());
-  const std::string diff = reference::CompareWithReference(p, out->data(), want);
+  const std::string diff =
+      reference::CompareWithReference(p, out->data(), want);
   EXPECT_EQ(diff, "");
 }
 
@@ -145,13 +148,15 @@ TEST_P(CpuSolverCorrectness, MatchesReferenceOnEveryShapeAndConfig) {
       ASSERT_EQ(ValidateProblem(p), absl::OkStatus()) << shape.name;
       const absl::Status applies = solver->IsApplicable(p);
       if (!applies.ok()) {
-        EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition) << applies;
+        EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition)
+            << applies;
         continue;
       }
       ++applicable;
       const uint64_t seed = (uint64_t{seeds()} << 32) | seeds();
       std::mt19937_64 rng(seed);
-      SCOPED_TRACE(absl::StrCat(shape.name, ": ", DescribeProblem(p), " seed ", seed));
+      SCOPED_TRACE(
+          absl::StrCat(shape.name, ": ", DescribeProblem(p), " seed ", seed));
       const std::vector<PerfConfig> space = solver->ConfigSpace(p);
       ASSERT_FALSE(space.empty());
       for (const PerfConfig& config : space) {
@@ -160,7 +165,8 @@ TEST_P(CpuSolverCorrectness, MatchesReferenceOnEveryShapeAndConfig) {
       }
     }
   }
-  if (combo.solver_id == kCpuWinogradF2x3Id && combo.direction == Direction::kBackwardWeights) {
+  if (combo.solver_id == kCpuWinogradF2x3Id &&
+      combo.direction == Direction::kBackwardWeights) {
     EXPECT_EQ(applicable, 0);
   } else {
     EXPECT_GE(applicable, 4) << "too few shapes apply to this solver";
@@ -169,10 +175,10 @@ TEST_P(CpuSolverCorrectness, MatchesReferenceOnEveryShapeAndConfig) {
 
 std::vector<Combo> AllCombos() {
   std::vector<Combo> combos;
-  for (uint32_t id : {kCpuDirectNaiveId, kCpuDirectTiledId, kCpuIm2colGemmId, kCpuGemm1x1Id,
-                      kCpuWinogradF2x3Id}) {
-    for (Direction d :
-         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+  for (uint32_t id : {kCpuDirectNaiveId, kCpuDirectTiledId, kCpuIm2colGemmId,
+                      kCpuGemm1x1Id, kCpuWinogradF2x3Id}) {
+    for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
         combos.push_back({id, d, t});
       }
@@ -181,8 +187,8 @@ std::vector<Combo> AllCombos() {
   return combos;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSolvers, CpuSolverCorrectness, ::testing::ValuesIn(AllCombos()),
-                         ComboName);
+INSTANTIATE_TEST_SUITE_P(AllSolvers, CpuSolverCorrectness,
+                         ::testing::ValuesIn(AllCombos()), ComboName);
 
 TEST(CpuSolvers, IdsAreUniqueAndStable) {
   const std::map<uint32_t, std::string> want = {{1, "cpu_direct_naive"},
@@ -192,7 +198,8 @@ TEST(CpuSolvers, IdsAreUniqueAndStable) {
                                                 {5, "cpu_winograd_f2x3"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeCpuSolvers()) {
-    EXPECT_TRUE(got.emplace(s->id(), std::string(s->name())).second) << "id " << s->id();
+    EXPECT_TRUE(got.emplace(s->id(), std::string(s->name())).second)
+        << "id " << s->id();
     EXPECT_EQ(s->backend(), "cpu");
   }
   EXPECT_EQ(got, want);
@@ -214,18 +221,25 @@ TEST(CpuSolvers, FamiliesAndDynamic) {
   EXPECT_TRUE(r.Find(kCpuDirectTiledId)->dynamic());
 }
 
-void ExpectNotApplicable(uint32_t id, const ConvProblem& p, absl::string_view constraint) {
+void ExpectNotApplicable(uint32_t id, const ConvProblem& p,
+                         absl::string_view constraint) {
   const absl::Status s = SolverRegistry::Default().Find(id)->IsApplicable(p);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << DescribeProblem(p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition)
+      << DescribeProblem(p);
   EXPECT_THAT(std::string(s.message()), HasSubstr(std::string(constraint)));
 }
 
 TEST(CpuSolvers, WinogradNamesTheFailingConstraint) {
-  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv2d(1, 3, 9, 9, 4, 5, 5, 2), "filter");
-  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv2d(1, 3, 9, 9, 4, 5, 5, 2), "5x5");
-  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv2d(1, 3, 9, 9, 4, 3, 3, 1, 2), "stride");
-  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv2d(1, 3, 9, 9, 4, 3, 3, 2, 1, 2), "dilation");
-  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv3d(1, 3, 5, 5, 5, 4, 3, 1), "spatial_dims");
+  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv2d(1, 3, 9, 9, 4, 5, 5, 2),
+                      "filter");
+  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv2d(1, 3, 9, 9, 4, 5, 5, 2),
+                      "5x5");
+  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv2d(1, 3, 9, 9, 4, 3, 3, 1, 2),
+                      "stride");
+  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv2d(1, 3, 9, 9, 4, 3, 3, 2, 1, 2),
+                      "dilation");
+  ExpectNotApplicable(kCpuWinogradF2x3Id, Conv3d(1, 3, 5, 5, 5, 4, 3, 1),
+                      "spatial_dims");
   ConvProblem w = Conv2d(1, 3, 9, 9, 4, 3, 3, 1);
   w.direction = Direction::kBackwardWeights;
   ExpectNotApplicable(kCpuWinogradF2x3Id, w, "direction");
@@ -234,9 +248,11 @@ TEST(CpuSolvers, WinogradNamesTheFailingConstraint) {
 TEST(CpuSolvers, Gemm1x1NamesTheFailingConstraint) {
   ExpectNotApplicable(kCpuGemm1x1Id, Conv2d(1, 3, 9, 9, 4, 3, 3, 1), "filter");
   ExpectNotApplicable(kCpuGemm1x1Id, Conv2d(1, 3, 9, 9, 4, 1, 1, 1), "pad");
-  ExpectNotApplicable(kCpuGemm1x1Id, Conv2d(1, 3, 9, 9, 4, 1, 1, 0, 2), "stride");
-  EXPECT_EQ(SolverRegistry::Default().Find(kCpuGemm1x1Id)->WorkspaceBytes(
-                Conv2d(1, 3, 9, 9, 4, 1, 1, 0)),
+  ExpectNotApplicable(kCpuGemm1x1Id, Conv2d(1, 3, 9, 9, 4, 1, 1, 0, 2),
+                      "stride");
+  EXPECT_EQ(SolverRegistry::Default()
+                .Find(kCpuGemm1x1Id)
+                ->WorkspaceBytes(Conv2d(1, 3, 9, 9, 4, 1, 1, 0)),
             0);
 }
 
@@ -245,8 +261,10 @@ TEST(CpuSolvers, TiledRejectsConfigsOutsideItsSpace) {
   const ConvProblem p = Conv2d(1, 3, 9, 9, 4, 3, 3, 1);
   const std::vector<PerfConfig> space = s->ConfigSpace(p);
   EXPECT_GE(space.size(), 6u);
-  EXPECT_NE(std::find(space.begin(), space.end(), s->DefaultConfig(p)), space.end());
-  EXPECT_EQ(s->ValidateConfig(p, {5, 8}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::find(space.begin(), space.end(), s->DefaultConfig(p)),
+            space.end());
+  EXPECT_EQ(s->ValidateConfig(p, {5, 8}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Every plan that needs workspace refuses to run on one byte less.
@@ -262,15 +280,18 @@ TEST(CpuSolvers, TooLittleWorkspaceIsResourceExhausted) {
       const int64_t need = solver->WorkspaceBytes(p);
       if (need == 0) continue;
       ++checked;
-      std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes()), ws(need);
-      absl::StatusOr<v1::ExecutionPlan> plan = solver->MakePlan(p, solver->DefaultConfig(p));
+      std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes()),
+          ws(need);
+      absl::StatusOr<v1::ExecutionPlan> plan =
+          solver->MakePlan(p, solver->DefaultConfig(p));
       ASSERT_TRUE(plan.ok());
       PlanBuffers short_ws{x.data(), w.data(), y.data(), ws.data(), need - 1};
       EXPECT_EQ(ExecutePlan(device, *plan, short_ws).code(),
                 absl::StatusCode::kResourceExhausted)
           << solver->name();
       PlanBuffers no_ws{x.data(), w.data(), y.data(), nullptr, 0};
-      EXPECT_EQ(ExecutePlan(device, *plan, no_ws).code(), absl::StatusCode::kResourceExhausted);
+      EXPECT_EQ(ExecutePlan(device, *plan, no_ws).code(),
+                absl::StatusCode::kResourceExhausted);
     }
   }
   // im2col and winograd at every type, gemm_1x1 for the 16-bit types.

@@ -62,6 +62,13 @@ class Device {
   // Milliseconds that `work` (which launches) takes on the device, measured
   // with device events on GPUs and a steady clock on the CPU.
   virtual absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) = 0;
+
+  // GPU backends: makes a compiled code object available to Launch under its
+  // hash. Loading a hash twice is a no-op. The CPU has no code objects.
+  virtual absl::Status LoadCodeObject(const std::string& hash, const std::string& binary) {
+    return absl::UnimplementedError(info().backend + " devices run built-in kernels only");
+  }
+  virtual bool HasCodeObject(const std::string& hash) const { return false; }
 };
 
 }  // namespace convtune

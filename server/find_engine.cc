@@ -158,7 +158,7 @@ FindOutcome FindEngine::Fallback(const ConvProblem& p, const Solutions& s) {
 std::vector<const Solver*> FindEngine::Candidates(const ConvProblem& p, int64_t limit,
                                                   bool dynamic_only, bool* over_limit) const {
   std::vector<const Solver*> out;
-  for (const Solver* s : registry_.ForBackend(device_.info().backend)) {
+  for (const Solver* s : registry_.ForDevice(device_.info())) {
     if (!s->IsApplicable(p).ok()) continue;
     if (dynamic_only && !s->dynamic()) continue;
     if (limit >= 0 && s->WorkspaceBytes(p) > limit) {
@@ -210,7 +210,7 @@ int64_t FindEngine::MaxWorkspace(const ConvProblem& p) const {
 
 std::vector<SolverReport> FindEngine::Solvers(const ConvProblem* p) const {
   std::vector<SolverReport> out;
-  for (const Solver* s : registry_.ForBackend(device_.info().backend)) {
+  for (const Solver* s : registry_.ForDevice(device_.info())) {
     SolverReport r;
     r.solver = s;
     if (p != nullptr) {
@@ -225,7 +225,7 @@ std::vector<SolverReport> FindEngine::Solvers(const ConvProblem* p) const {
 absl::StatusOr<v1::ExecutionPlan> FindEngine::Plan(const ConvProblem& p, uint32_t solver_id,
                                                    const PerfConfig& config) {
   const Solver* s = registry_.Find(solver_id);
-  if (s == nullptr || s->backend() != device_.info().backend) {
+  if (s == nullptr || !SolverRegistry::Runs(*s, device_.info())) {
     return absl::NotFoundError(
         absl::StrCat("solver_id: no solver ", solver_id, " on backend ", device_.info().backend));
   }

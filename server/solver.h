@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "convtune/v1/plan.pb.h"
+#include "kernels/device.h"
 #include "kernels/problem.h"
 
 namespace convtune {
@@ -32,9 +33,14 @@ class Solver {
   virtual uint32_t id() const = 0;
   virtual absl::string_view name() const = 0;
   virtual AlgorithmFamily family() const = 0;
-  virtual absl::string_view backend() const = 0;  // "cpu", "cuda", "hip"
+  // "cpu", or "gpu" for solvers whose kernels build for cuda and hip alike.
+  virtual absl::string_view backend() const = 0;
   // True when problem sizes are kernel arguments (nothing compiled per size).
   virtual bool dynamic() const = 0;
+
+  // False when the solver cannot run on this device at all (an arch without
+  // the instructions it needs). Default: true.
+  virtual bool SupportsDevice(const DeviceInfo& device) const { return true; }
 
   // OK, or FailedPrecondition naming the constraint that fails.
   // REQUIRES: ValidateProblem(p).ok().

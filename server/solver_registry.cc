@@ -36,10 +36,31 @@ const Solver* SolverRegistry::Find(uint32_t id) const {
   return it != solvers_.end() && (*it)->id() == id ? it->get() : nullptr;
 }
 
+namespace {
+
+bool ForBackendName(const Solver& s, absl::string_view backend) {
+  return s.backend() == backend ||
+         (s.backend() == "gpu" && (backend == "cuda" || backend == "hip"));
+}
+
+}  // namespace
+
 std::vector<const Solver*> SolverRegistry::ForBackend(absl::string_view backend) const {
   std::vector<const Solver*> out;
   for (const auto& s : solvers_) {
-    if (s->backend() == backend) out.push_back(s.get());
+    if (ForBackendName(*s, backend)) out.push_back(s.get());
+  }
+  return out;
+}
+
+bool SolverRegistry::Runs(const Solver& s, const DeviceInfo& device) {
+  return ForBackendName(s, device.backend) && s.SupportsDevice(device);
+}
+
+std::vector<const Solver*> SolverRegistry::ForDevice(const DeviceInfo& device) const {
+  std::vector<const Solver*> out;
+  for (const auto& s : solvers_) {
+    if (Runs(*s, device)) out.push_back(s.get());
   }
   return out;
 }

@@ -20,8 +20,12 @@ class SolverRegistry {
 
   // nullptr if no solver has that id.
   const Solver* Find(uint32_t id) const;
-  // Solvers of one backend, in id order.
+  // Solvers of one backend, in id order ("gpu" solvers count for cuda and hip).
   std::vector<const Solver*> ForBackend(absl::string_view backend) const;
+  // Solvers that run on this device, in id order.
+  std::vector<const Solver*> ForDevice(const DeviceInfo& device) const;
+  // Whether `s` runs on this device.
+  static bool Runs(const Solver& s, const DeviceInfo& device);
   const std::vector<std::unique_ptr<Solver>>& all() const { return solvers_; }
 
  private:

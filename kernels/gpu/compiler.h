@@ -1,0 +1,51 @@
+// Run-time kernel compilers for the GPU backends: NVRTC (cuda) and hiprtc
+// (hip). They need no device, so a CPU machine can compile for a named arch
+// (compile-only mode). Kernel sources are embedded at build time (sources.h).
+// Implementations are thread-safe.
+#ifndef CONVTUNE_KERNELS_GPU_COMPILER_H_
+#define CONVTUNE_KERNELS_GPU_COMPILER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace convtune {
+
+struct CompileRequest {
+  std::string file;                  // embedded source name, for messages
+  std::string source;                // full text, prelude included
+  std::vector<std::string> options;  // e.g. "-DTILE_M=64"
+  std::string arch;                  // "sm_90", "gfx90a"
+};
+
+class KernelCompiler {
+ public:
+  virtual ~KernelCompiler() = default;
+
+  virtual absl::string_view backend() const = 0;  // "cuda" or "hip"
+  // The compiler's version, part of every code object's hash ("nvrtc13.0").
+  virtual const std::string& version() const = 0;
+
+  // The code object (cubin for cuda, a code object for hip) for req.arch.
+  // InvalidArgument for an arch the compiler does not know; Internal with
+  // the compiler's log when the source does not compile.
+  virtual absl::StatusOr<std::string> Compile(const CompileRequest& req) const = 0;
+};
+
+// Unavailable (naming the library) when the compiler library cannot be loaded.
+absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeNvrtcCompiler();
+absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeHiprtcCompiler();
+// By backend name; InvalidArgument for another name.
+absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(absl::string_view backend);
+
+// The kernel cache key: a hex digest of everything a code object depends on.
+std::string CodeObjectHash(absl::string_view backend, absl::string_view arch,
+                           absl::string_view source, const std::vector<std::string>& options,
+                           absl::string_view compiler_version);
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_KERNELS_GPU_COMPILER_H_

@@ -1,0 +1,357 @@
+#include "server/heuristics/heuristics.h"
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kernels/cpu_device.h"
+#include "server/find_engine.h"
+#include "server/heuristics/learned.h"
+#include "server/solvers/cpu_solvers.h"
+#include "storage/records.h"
+
+namespace convtune {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A few dozen small problems: forward and backward-weights only (backward
+// data is what "unseen direction" asks about).
+std::vector<ConvProblem> TrainingProblems() {
+  std::vector<ConvProblem> out;
+  const int64_t channels[] = {4, 8, 16};
+  const int64_t sizes[] = {6, 10};
+  for (Direction dir : {Direction::kForward, Direction::kBackwardWeights}) {
+    for (int64_t c : channels) {
+      for (int64_t hw : sizes) {
+        for (int64_t f : {1, 3}) {
+          if (dir == Direction::kBackwardWeights && hw == 10) continue;
+          ConvProblem p;
+          p.c = c;
+          p.k = c == 16 ? 8 : 2 * c;
+          p.in = {1, hw, hw};
+          p.filter = {1, f, f};
+          p.pad = {0, f / 2, f / 2};
+          p.stride = {1, 1 + (hw == 10 && f == 1), 1 + (hw == 10 && f == 1)};
+          p.direction = dir;
+          out.push_back(p);
+        }
+      }
+    }
+  }
+  return out;  // 12 forward + 6 backward-weights
+}
+
+class HeuristicsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/convtune-heuristics-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = new std::string(tmpl);
+    auto store = storage::OpenRocksDbStore(*dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = store->release();
+    device_ = new CpuDevice;
+    ThreadPool compile("compile", 2), bench("bench", 1);
+    FindEngine engine(*device_, SolverRegistry::Default(), *store_, compile, bench, EngineOptions());
+    for (const ConvProblem& p : TrainingProblems()) {
+      auto r = engine.FindBlocking(p, {});
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+    // One find under a workspace limit that leaves im2col out: stored under
+    // a "|ws=" key, which training must skip.
+    FindParams limited;
+    limited.workspace_limit = 0;
+    ConvProblem p = TrainingProblems()[1];
+    p.c = 12;
+    auto r = engine.FindBlocking(p, limited);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  static void TearDownTestSuite() {
+    delete store_;
+    delete device_;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  static FindEngine::Options EngineOptions() {
+    FindEngine::Options options;
+    options.timing.min_repeats = 2;
+    options.timing.budget_ms = 3;
+    return options;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(
+        store_->Delete(storage::Column::kMeta, Heuristics::ModelKey(device_->info().Key())).ok());
+  }
+  static Heuristics::Options SmallOptions() {
+    Heuristics::Options o;
+    o.learned.min_records = 4;
+    return o;
+  }
+  std::vector<const Solver*> Applicable(const ConvProblem& p) {
+    std::vector<const Solver*> out;
+    for (const Solver* s : SolverRegistry::Default().ForBackend("cpu")) {
+      if (s->IsApplicable(p).ok()) out.push_back(s);
+    }
+    return out;
+  }
+
+  static std::string* dir_;
+  static storage::Store* store_;
+  static CpuDevice* device_;
+};
+
+std::string* HeuristicsTest::dir_ = nullptr;
+storage::Store* HeuristicsTest::store_ = nullptr;
+CpuDevice* HeuristicsTest::device_ = nullptr;
+
+TEST_F(HeuristicsTest, TrainUsesEveryUnconstrainedRecordAndStoresTheModel) {
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), SmallOptions());
+  EXPECT_EQ(h.model(), nullptr);
+  storage::FindDb db(store_, device_->info().Key());
+  auto count = db.Count();
+  ASSERT_TRUE(count.ok());
+  ASSERT_EQ(*count, static_cast<int64_t>(TrainingProblems().size()) + 1);
+
+  auto report = h.Train();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->records, *count - 1);
+  EXPECT_EQ(report->skipped, 1);  // the workspace-limited record
+  EXPECT_GE(report->train_accuracy, 0.0);
+  EXPECT_LE(report->train_accuracy, 1.0);
+  EXPECT_EQ(report->generation, 1);
+  ASSERT_NE(h.model(), nullptr);
+  EXPECT_EQ(h.model()->record_count(), report->records);
+  EXPECT_TRUE(
+      storage::Meta(store_).Get(Heuristics::ModelKey(device_->info().Key())).ok());
+
+  const ConvProblem p = TrainingProblems()[3];
+  Ranking r = h.Rank(p, Applicable(p));
+  EXPECT_EQ(r.source, "heuristic");
+  EXPECT_EQ(r.fallback_reason, "");
+  ASSERT_EQ(r.estimates.size(), Applicable(p).size());
+  for (size_t i = 1; i < r.estimates.size(); ++i) {
+    EXPECT_LE(r.estimates[i - 1].time_ms, r.estimates[i].time_ms);
+  }
+}
+
+TEST_F(HeuristicsTest, AFreshInstanceLoadsTheStoredModelAndRanksIdentically) {
+  for (ModelKind kind : {ModelKind::kRidge, ModelKind::kKnn}) {
+    SetUp();
+    Heuristics::Options o = SmallOptions();
+    o.learned.kind = kind;
+    Heuristics trained(*store_, SolverRegistry::Default(), device_->info(), o);
+    ASSERT_TRUE(trained.Train().ok());
+    Heuristics loaded(*store_, SolverRegistry::Default(), device_->info(), o);
+    ASSERT_NE(loaded.model(), nullptr) << ModelKindName(kind);
+    EXPECT_EQ(loaded.generation(), 1);
+    EXPECT_EQ(loaded.model()->proto().kind(), ModelKindName(kind));
+    for (ConvProblem p : TrainingProblems()) {
+      p.c += 4;  // near, not equal to, a training problem
+      Ranking a = trained.Rank(p, Applicable(p));
+      Ranking b = loaded.Rank(p, Applicable(p));
+      EXPECT_EQ(a.source, "heuristic");
+      EXPECT_EQ(b.source, "heuristic");
+      ASSERT_EQ(a.estimates.size(), b.estimates.size());
+      for (size_t i = 0; i < a.estimates.size(); ++i) {
+        EXPECT_EQ(a.estimates[i].solver, b.estimates[i].solver);
+        EXPECT_DOUBLE_EQ(a.estimates[i].time_ms, b.estimates[i].time_ms);
+      }
+    }
+  }
+}
+
+TEST_F(HeuristicsTest, KnnReproducesTheMeasuredBestOfItsTrainingRecords) {
+  Heuristics::Options o = SmallOptions();
+  o.learned.kind = ModelKind::kKnn;
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), o);
+  auto report = h.Train();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GE(report->train_accuracy, 0.75);
+}
+
+TEST_F(HeuristicsTest, WithoutAModelTheEstimateAnswersAndSaysWhy) {
+  char tmpl[] = "/tmp/convtune-heuristics-empty-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  {
+    auto empty = storage::OpenRocksDbStore(tmpl);
+    ASSERT_TRUE(empty.ok());
+    Heuristics h(**empty, SolverRegistry::Default(), device_->info());
+    const ConvProblem p = TrainingProblems()[0];
+    absl::Status s = h.IsApplicable(p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("no learned model"));
+    Ranking r = h.Rank(p, Applicable(p));
+    EXPECT_EQ(r.source, "estimate");
+    EXPECT_EQ(r.fallback_reason, s.message());
+    EXPECT_EQ(r.estimates.size(), Applicable(p).size());
+    EXPECT_EQ(h.Train().status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST_F(HeuristicsTest, TooFewRecordsForTraining) {
+  Heuristics::Options o;
+  o.learned.min_records = 1000;
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), o);
+  auto report = h.Train();
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(report.status().message(), HasSubstr("at least 1000"));
+  EXPECT_EQ(h.model(), nullptr);
+}
+
+TEST_F(HeuristicsTest, UnseenDirectionAndOutOfRangeFeaturesAreNotApplicable) {
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), SmallOptions());
+  ASSERT_TRUE(h.Train().ok());
+
+  ConvProblem backward = TrainingProblems()[0];
+  backward.direction = Direction::kBackwardData;
+  absl::Status s = h.IsApplicable(backward);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("direction B never seen"));
+  Ranking r = h.Rank(backward, Applicable(backward));
+  EXPECT_EQ(r.source, "estimate");
+  EXPECT_THAT(r.fallback_reason, HasSubstr("direction B"));
+
+  ConvProblem nhwc = TrainingProblems()[0];
+  nhwc.layout = Layout::kNHWC;
+  EXPECT_THAT(h.IsApplicable(nhwc).message(), HasSubstr("layout NHWC never seen"));
+
+  ConvProblem wide = TrainingProblems()[0];
+  wide.c = 4096;  // trained on 4..16 channels
+  s = h.IsApplicable(wide);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("log2_c = 12.00 lies outside the trained range"));
+
+  ConvProblem near = TrainingProblems()[0];
+  near.c = 32;  // one octave beyond: within the margin
+  EXPECT_TRUE(h.IsApplicable(near).ok()) << h.IsApplicable(near);
+}
+
+TEST_F(HeuristicsTest, AModelOfTooFewRecordsIsNotApplicable) {
+  std::vector<TrainingSample> samples;
+  storage::FindDb db(store_, device_->info().Key());
+  auto keys = db.ProblemKeys();
+  ASSERT_TRUE(keys.ok());
+  for (size_t i = 0; i < keys->size() && samples.size() < 3; ++i) {
+    auto record = db.Get((*keys)[i]);
+    ASSERT_TRUE(record.ok());
+    auto sample = SampleFromRecord(*record);
+    if (sample.ok()) samples.push_back(*sample);
+  }
+  ASSERT_EQ(samples.size(), 3u);
+  WtiEstimator wti(device_->info());
+  auto m = LearnedRanker::Train(samples, device_->info().Key(), SolverRegistry::Default(), wti,
+                                LearnedOptions());
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::Status s = (*m)->IsApplicable(samples[0].problem);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("trained on 3 records, needs at least 8"));
+}
+
+TEST_F(HeuristicsTest, SolversAbsentFromTrainingRankLast) {
+  storage::FindDb db(store_, device_->info().Key());
+  auto keys = db.ProblemKeys();
+  ASSERT_TRUE(keys.ok());
+  std::vector<TrainingSample> samples;
+  for (const std::string& key : *keys) {
+    auto record = db.Get(key);
+    ASSERT_TRUE(record.ok());
+    auto sample = SampleFromRecord(*record);
+    if (!sample.ok()) continue;
+    std::erase_if(sample->times, [](const auto& t) { return t.first == kCpuGemm1x1Id; });
+    samples.push_back(*sample);
+  }
+  WtiEstimator wti(device_->info());
+  for (ModelKind kind : {ModelKind::kRidge, ModelKind::kKnn}) {
+    LearnedOptions o;
+    o.kind = kind;
+    auto m = LearnedRanker::Train(samples, device_->info().Key(), SolverRegistry::Default(), wti,
+                                  o);
+    ASSERT_TRUE(m.ok()) << m.status();
+    ConvProblem p = TrainingProblems()[0];  // 1x1: gemm_1x1 applies
+    const std::vector<const Solver*> candidates = Applicable(p);
+    ASSERT_GE(candidates.size(), 4u);
+    std::vector<Estimate> ranked = (*m)->Rank(p, candidates);
+    ASSERT_EQ(ranked.size(), candidates.size());
+    EXPECT_EQ(ranked.back().solver->id(), kCpuGemm1x1Id);
+    for (size_t i = 1; i < ranked.size(); ++i) {
+      EXPECT_LE(ranked[i - 1].time_ms, ranked[i].time_ms);
+    }
+  }
+}
+
+TEST_F(HeuristicsTest, ACorruptStoredModelIsDeletedAndIgnored) {
+  const std::string key = Heuristics::ModelKey(device_->info().Key());
+  // Not a MetaRecord at all, then a MetaRecord whose value is not a model.
+  for (int variant = 0; variant < 2; ++variant) {
+    if (variant == 0) {
+      ASSERT_TRUE(store_->Put(storage::Column::kMeta, key, "\xff\x01garbage").ok());
+    } else {
+      ASSERT_TRUE(storage::Meta(store_).Put(key, "bm90IGEgbW9kZWw=").ok());
+    }
+    Heuristics h(*store_, SolverRegistry::Default(), device_->info(), SmallOptions());
+    EXPECT_EQ(h.model(), nullptr) << variant;
+    EXPECT_EQ(h.generation(), 0);
+    EXPECT_EQ(store_->Get(storage::Column::kMeta, key).status().code(),
+              absl::StatusCode::kNotFound);
+    const ConvProblem p = TrainingProblems()[0];
+    EXPECT_EQ(h.Rank(p, Applicable(p)).source, "estimate");
+    ASSERT_TRUE(h.Train().ok());  // and training replaces it
+    EXPECT_NE(h.model(), nullptr);
+  }
+}
+
+TEST_F(HeuristicsTest, ModelWithBadSizesIsDataLoss) {
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), SmallOptions());
+  ASSERT_TRUE(h.Train().ok());
+  v1::HeuristicModel m = h.model()->proto();
+  m.mutable_feature_mean()->RemoveLast();
+  auto r = LearnedRanker::FromProto(m, SolverRegistry::Default(), h.wti(), LearnedOptions());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(HeuristicsTest, BackgroundRetrainingStartsAfterRetrainEveryRecords) {
+  char tmpl[] = "/tmp/convtune-heuristics-bg-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  {
+    auto store = storage::OpenRocksDbStore(tmpl);
+    ASSERT_TRUE(store.ok());
+    ThreadPool compile("compile", 2), bench("bench", 1), train("train", 1);
+    FindEngine engine(*device_, SolverRegistry::Default(), **store, compile, bench,
+                      EngineOptions());
+    Heuristics::Options o = SmallOptions();
+    o.retrain_every = 5;
+    Heuristics h(**store, SolverRegistry::Default(), device_->info(), o);
+    auto wait_for = [&](int64_t trainings) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (h.background_trainings() < trainings && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    };
+    const std::vector<ConvProblem> problems = TrainingProblems();
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_TRUE(engine.FindBlocking(problems[i], {}).ok());
+      h.NoteRecordStored(train);
+      if (i == 3) {
+        EXPECT_EQ(h.background_trainings(), 0);
+        EXPECT_EQ(h.generation(), 0);
+      }
+      if (i == 4 || i == 9) wait_for(i == 4 ? 1 : 2);
+    }
+    EXPECT_EQ(h.background_trainings(), 2);
+    EXPECT_EQ(h.generation(), 2);
+    ASSERT_NE(h.model(), nullptr);
+    EXPECT_EQ(h.model()->record_count(), 10);
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace convtune

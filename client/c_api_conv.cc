@@ -13,17 +13,6 @@
 #include "kernels/numeric.h"
 
 namespace convtune::capi {
-namespace {
-
-constexpr TensorNames kFwdNames = {"xDesc", "wDesc", "yDesc"};
-constexpr TensorNames kBwdDataNames = {"dxDesc", "wDesc", "dyDesc"};
-constexpr TensorNames kBwdWeightsNames = {"xDesc", "dwDesc", "dyDesc"};
-
-// A pointer argument and its name, for NULL checks.
-struct Arg {
-  const void* ptr;
-  const char* name;
-};
 
 convtuneStatus_t CheckArgs(convtuneHandle_t handle,
                            std::initializer_list<Arg> args) {
@@ -47,6 +36,8 @@ int AlgoNumber(const std::string& family) {
   if (family == "implicit_gemm") return 5;
   return -1;
 }
+
+namespace {
 
 const char* AlgoFamily(int algo) {
   switch (algo) {
@@ -113,6 +104,7 @@ convtuneStatus_t FindAlgorithms(convtuneHandle_t handle, const ConvProblem& p,
           ? -1
           : static_cast<int64_t>(a.workspace_size);
   options.exhaustive = a.exhaustive;
+  options.mode = static_cast<v1::FindMode>(handle->find_mode);
   absl::StatusOr<v1::FindResponse> found = handle->client->Find(p, options);
   if (!found.ok()) return FailWith(handle, found.status());
   std::vector<v1::PerfResult> results(found->results().begin(),
@@ -156,7 +148,9 @@ convtuneStatus_t ChooseSolver(convtuneHandle_t handle, const ConvProblem& p,
   if (it == handle->found.end()) {
     // Not found through this handle: the daemon answers from its FindDb or
     // tunes.
-    absl::StatusOr<v1::FindResponse> found = handle->client->Find(p);
+    FindOptions options;
+    options.mode = static_cast<v1::FindMode>(handle->find_mode);
+    absl::StatusOr<v1::FindResponse> found = handle->client->Find(p, options);
     if (!found.ok()) return FailWith(handle, found.status());
     it = handle->found
              .emplace(key, std::vector<v1::PerfResult>(found->results().begin(),

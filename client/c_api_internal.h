@@ -1,10 +1,11 @@
 // What the C API's opaque handles hold, and the helpers its two source files
-// share: error reporting and the problem a set of descriptors describes.
+// share: error reporting, argument checks, algorithm numbers and the problem a set of descriptors describes.
 // A handle is used by one thread at a time (as convtune.h says).
 #ifndef CONVTUNE_CLIENT_C_API_INTERNAL_H_
 #define CONVTUNE_CLIENT_C_API_INTERNAL_H_
 
 #include <array>
+#include <initializer_list>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -21,6 +22,8 @@
 struct convtuneHandle {
   std::unique_ptr<convtune::Client> client;
   std::string last_error;
+  // A convtuneFindMode_t; 0 leaves the mode to the daemon.
+  int find_mode = 0;
   // Find results per problem key, fastest first.
   std::map<std::string, std::vector<convtune::v1::PerfResult>> found;
 };
@@ -59,6 +62,22 @@ struct TensorNames {
   const char* w;
   const char* y;
 };
+
+inline constexpr TensorNames kFwdNames = {"xDesc", "wDesc", "yDesc"};
+inline constexpr TensorNames kBwdDataNames = {"dxDesc", "wDesc", "dyDesc"};
+inline constexpr TensorNames kBwdWeightsNames = {"xDesc", "dwDesc", "dyDesc"};
+
+// A pointer argument and its name, for NULL checks.
+struct Arg {
+  const void* ptr;
+  const char* name;
+};
+
+// BadParm naming the first NULL of `handle` and `args`.
+convtuneStatus_t CheckArgs(convtuneHandle_t handle,
+                           std::initializer_list<Arg> args);
+// MIOpen's algorithm number of a family ("gemm" -> 0); -1 for none.
+int AlgoNumber(const std::string& family);
 
 // Builds and validates the problem of `direction` from descriptors (x, w, y
 // in their forward roles). On failure records the error naming the

@@ -87,9 +87,11 @@ absl::StatusOr<v1::FindResponse> Client::Find(const ConvProblem& problem,
                                               const FindOptions& options) {
   v1::FindRequest request;
   ProblemToProto(problem, request.mutable_problem());
-  request.set_workspace_limit(options.workspace_limit);
+  if (options.workspace_limit >= 0)
+    request.set_workspace_limit(options.workspace_limit);
   request.set_request_count(options.request_count);
   request.set_exhaustive(options.exhaustive);
+  request.set_mode(options.mode);
   v1::FindResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, options_.find_timeout);
@@ -105,7 +107,11 @@ absl::StatusOr<v1::ExecutionPlan> Client::GetPlan(const ConvProblem& problem,
   {
     absl::MutexLock lock(&mu_);
     auto it = plans_.find(key);
-    if (it != plans_.end()) return it->second;
+    if (it != plans_.end()) {
+      ++counters_.plan_cache_hits;
+      return it->second;
+    }
+    ++counters_.plan_rpcs;
   }
   v1::GetPlanRequest request;
   ProblemToProto(problem, request.mutable_problem());
@@ -160,12 +166,13 @@ absl::StatusOr<v1::DbStatsResponse> Client::DbStats() {
   return response;
 }
 
-absl::StatusOr<v1::DbExportResponse> Client::DbExport() {
+absl::StatusOr<v1::DbExportResponse> Client::DbExport(bool system) {
+  v1::DbExportRequest request;
+  request.set_system(system);
   v1::DbExportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, options_.call_timeout);
-  grpc::Status status =
-      stub_->DbExport(&context, v1::DbExportRequest(), &response);
+  grpc::Status status = stub_->DbExport(&context, request, &response);
   if (!status.ok()) return CallError(status);
   return response;
 }
@@ -191,6 +198,7 @@ absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
         "solver ", solver_id, " has a ", plan.backend(),
         " plan; this client runs ", device_.info().backend, " plans only"));
   }
+  RETURN_IF_ERROR(LoadCodeObjects(plan));
   return ExecutePlan(device_, plan, buffers);
 }
 

@@ -1,6 +1,7 @@
-// The C++ client of convtuned: problems go to the daemon over gRPC, plans come
-// back and run here on host buffers. A Client is thread-safe: gRPC stubs are,
-// and the in-process plan cache is guarded by a mutex.
+// The C++ client of convtuned: problems go to the daemon over gRPC, plans (and
+// GPU code objects) come back and run here on host buffers. A Client is
+// thread-safe: gRPC stubs are, and the in-process caches and counters are
+// guarded by a mutex.
 #ifndef CONVTUNE_CLIENT_CLIENT_H_
 #define CONVTUNE_CLIENT_CLIENT_H_
 
@@ -34,9 +35,21 @@ struct ClientOptions {
 };
 
 struct FindOptions {
-  int64_t workspace_limit = -1;  // -1: no limit
+  int64_t workspace_limit = -1;  // negative: no limit (left out of the request)
   int32_t request_count = 0;     // 0: all results
   bool exhaustive = false;       // re-time even on a FindDb hit
+  // FIND_MODE_UNSPECIFIED: the daemon's default mode.
+  v1::FindMode mode = v1::FIND_MODE_UNSPECIFIED;
+};
+
+// What this client has asked the daemon for and answered itself, so callers
+// (and tests) can see that a compiled or cached plan costs no round trip.
+struct ClientCounters {
+  int64_t plan_rpcs = 0;         // GetPlan calls sent
+  int64_t plan_cache_hits = 0;   // plans served from the in-process cache
+  int64_t compile_rpcs = 0;      // CompileSolution calls sent
+  int64_t code_object_rpcs = 0;  // GetCodeObject calls sent
+  int64_t code_object_cache_hits = 0;
 };
 
 class Client {
@@ -68,12 +81,44 @@ class Client {
                                       uint32_t solver_id, std::string x,
                                       std::string w, std::string y);
   absl::StatusOr<v1::DbStatsResponse> DbStats();
-  // A serialized ExportFile and its entry count.
-  absl::StatusOr<v1::DbExportResponse> DbExport();
+  // A serialized ExportFile and its entry count. `system`: only this
+  // daemon's device's find and perf records, as a system FindDb (the
+  // response's device_key names the device).
+  absl::StatusOr<v1::DbExportResponse> DbExport(bool system = false);
   // Records the daemon already holds with a different value are kept unless
   // `overwrite`.
   absl::StatusOr<v1::DbImportResponse> DbImport(std::string file,
                                                 bool overwrite = false);
+
+  // Immediate mode. The applicable solutions, best first, from the FindDb
+  // (measured) or a fallback ranking (estimated); at most `max_count` (0:
+  // all) needing at most `workspace_limit` bytes (negative: no limit).
+  // FailedPrecondition when no solver applies.
+  absl::StatusOr<v1::GetSolutionsResponse> GetSolutions(
+      const ConvProblem& problem, int32_t max_count = 0,
+      int64_t workspace_limit = -1);
+  // The workspace bytes of one solution. NotFound for an id that names no
+  // solver; the daemon's code when the solver does not apply.
+  absl::StatusOr<int64_t> GetSolutionWorkspaceSize(const ConvProblem& problem,
+                                                   uint64_t solution_id);
+  // Has the daemon compile the solution's kernels, keeps the returned plan in
+  // the plan cache (a later Run or RunImmediate sends no GetPlan) and fetches
+  // its code objects. Errors as GetSolutionWorkspaceSize.
+  absl::StatusOr<v1::CompileSolutionResponse> CompileSolution(
+      const ConvProblem& problem, uint64_t solution_id);
+  // A code object by hash, fetched once per client. NotFound when the daemon
+  // holds none (always on a CPU daemon).
+  absl::StatusOr<v1::GetCodeObjectResponse> GetCodeObject(
+      const std::string& hash);
+  // Trains the daemon's learned heuristic from its FindDb records.
+  // Unimplemented from a daemon that cannot train.
+  absl::StatusOr<v1::TrainHeuristicResponse> TrainHeuristic();
+  // Runs solution `solution_id` here, as Run does. NotFound for an id no
+  // solver can have.
+  absl::Status RunImmediate(const ConvProblem& problem, uint64_t solution_id,
+                            const PlanBuffers& buffers);
+
+  ClientCounters counters() const;
 
   // Fetches (or reuses) the plan and runs it here on the CPU. Buffers follow
   // PlanBuffers' roles: for backward data x is written, for backward weights
@@ -89,6 +134,8 @@ class Client {
   // Converts a failed call's status, naming the target when unreachable.
   absl::Status CallError(const grpc::Status& status) const;
   void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) const;
+  // Makes every code object `plan` names loadable on device_.
+  absl::Status LoadCodeObjects(const v1::ExecutionPlan& plan);
 
   const std::string target_;
   const ClientOptions options_;
@@ -96,14 +143,24 @@ class Client {
   const std::unique_ptr<v1::ConvTune::Stub> stub_;
   CpuDevice device_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<std::pair<std::string, uint32_t>, v1::ExecutionPlan> plans_
       ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::GetCodeObjectResponse> code_objects_
+      ABSL_GUARDED_BY(mu_);
+  ClientCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 
 // The gRPC target for an address as Connect takes it. InvalidArgument for a
 // relative path or an address with spaces.
 absl::StatusOr<std::string> ResolveTarget(absl::string_view address);
+
+// A find mode by name (any case: "normal", "DYNAMIC_HYBRID") or number as the
+// specification numbers them. InvalidArgument for 4 (reserved), 0 and
+// anything unknown.
+absl::StatusOr<v1::FindMode> ParseFindMode(absl::string_view text);
+// "NORMAL", ..., or "DEFAULT" for FIND_MODE_UNSPECIFIED.
+std::string FindModeName(v1::FindMode mode);
 
 }  // namespace convtune
 

@@ -1,6 +1,7 @@
 /* The convtune C API: MIOpen's find workflow (descriptors, workspace size,
- * find, convolution) answered by the convtuned daemon, with the chosen plan run
- * here on host buffers. C99. A handle must not be used by two threads at once;
+ * find, convolution) and immediate workflow (solution count, solutions,
+ * solution workspace, compile, immediate run) answered by the convtuned
+ * daemon, with the chosen plan run here on host buffers. C99. A handle must not be used by two threads at once;
  * distinct handles and descriptors are independent. */
 #ifndef CONVTUNE_CLIENT_CONVTUNE_H_
 #define CONVTUNE_CLIENT_CONVTUNE_H_
@@ -72,6 +73,37 @@ typedef enum {
   convtuneConvolutionBwdWeightsAlgoWinograd = 3,
   convtuneConvolutionBwdWeightsAlgoImplicitGEMM = 5,
 } convtuneConvBwdWeightsAlgorithm_t;
+
+/* Any direction's algorithm family, MIOpen's numbering (4 is unused). */
+typedef enum {
+  convtuneConvolutionAlgoGEMM = 0,
+  convtuneConvolutionAlgoDirect = 1,
+  convtuneConvolutionAlgoFFT = 2,
+  convtuneConvolutionAlgoWinograd = 3,
+  convtuneConvolutionAlgoImplicitGEMM = 5,
+} convtuneConvAlgorithm_t;
+
+/* Find modes, numbered as MIOpen's MIOPEN_FIND_MODE (4 is reserved). */
+typedef enum {
+  convtuneFindModeDefault = 0, /* the daemon's default (CONVTUNE_FIND_MODE) */
+  convtuneFindModeNormal = 1,  /* time every applicable solver */
+  convtuneFindModeFast = 2,    /* FindDb, else the immediate-mode fallback */
+  convtuneFindModeHybrid = 3,  /* FindDb, else a full find */
+  convtuneFindModeDynamicHybrid = 5, /* FindDb, else dynamic solvers only */
+  convtuneFindModeTrustVerify = 6,   /* system FindDb hits are re-timed */
+  convtuneFindModeTrustVerifyFull = 7,
+} convtuneFindMode_t;
+
+/* One immediate-mode solution. `time` is in ms: measured by a find when
+ * `measured` is 1, else an estimate of the fallback. */
+typedef struct {
+  float time;
+  size_t workspace_size;
+  uint64_t solution_id;
+  convtuneConvAlgorithm_t algorithm;
+  int measured;
+  char solver_name[64];
+} convtuneConvSolution_t;
 
 /* The result struct's unnamed union (MIOpen's shape) is standard from C11;
  * GCC and Clang accept it in C99 and this keeps -pedantic quiet. */
@@ -222,6 +254,115 @@ convtuneStatus_t convtuneConvolutionBackwardWeights(
     convtuneConvBwdWeightsAlgorithm_t algo, const void* beta,
     const convtuneTensorDescriptor_t dwDesc, void* dw, void* workSpace,
     size_t workSpaceSize);
+
+/* The find mode of the FindConvolution*Algorithm calls (and of the implicit
+ * find of a convolution call that no find preceded) on this handle. A new
+ * handle has convtuneFindModeDefault. BadParm for 4 (reserved) and values
+ * that are no mode. */
+convtuneStatus_t convtuneSetFindMode(convtuneHandle_t handle,
+                                     convtuneFindMode_t findMode);
+convtuneStatus_t convtuneGetFindMode(convtuneHandle_t handle,
+                                     convtuneFindMode_t* findMode);
+
+/* Immediate mode. These never time anything: solutions come from the
+ * daemon's FindDb (measured) or, on a miss, a fallback ranking (estimated).
+ *
+ * The number of applicable solutions of the problem. */
+convtuneStatus_t convtuneConvolutionForwardGetSolutionCount(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t wDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t yDesc, size_t* solutionCount);
+/* Fills up to maxSolutionCount (>= 1) solutions, best first. */
+convtuneStatus_t convtuneConvolutionForwardGetSolution(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t wDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t yDesc, size_t maxSolutionCount,
+    size_t* solutionCount, convtuneConvSolution_t* solutions);
+/* NotFound when solution_id names no solver; UnsupportedOp (or BadParm) when
+ * the solver does not apply to the problem. */
+convtuneStatus_t convtuneConvolutionForwardGetSolutionWorkspaceSize(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t wDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t yDesc, uint64_t solution_id,
+    size_t* workSpaceSize);
+/* Optional: compiles the solution's kernels and keeps its plan in the
+ * handle, so the first Immediate call asks the daemon nothing. */
+convtuneStatus_t convtuneConvolutionForwardCompileSolution(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t wDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t yDesc, uint64_t solution_id);
+/* y = conv(x, w) with the solution. ResourceExhausted when workSpaceSize is
+ * below the solution's workspace. */
+convtuneStatus_t convtuneConvolutionForwardImmediate(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t wDesc,
+    const void* w, const convtuneTensorDescriptor_t xDesc, const void* x,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t yDesc, void* y, void* workSpace,
+    size_t workSpaceSize, uint64_t solution_id);
+
+convtuneStatus_t convtuneConvolutionBackwardDataGetSolutionCount(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const convtuneTensorDescriptor_t wDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dxDesc, size_t* solutionCount);
+convtuneStatus_t convtuneConvolutionBackwardDataGetSolution(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const convtuneTensorDescriptor_t wDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dxDesc, size_t maxSolutionCount,
+    size_t* solutionCount, convtuneConvSolution_t* solutions);
+convtuneStatus_t convtuneConvolutionBackwardDataGetSolutionWorkspaceSize(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const convtuneTensorDescriptor_t wDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dxDesc, uint64_t solution_id,
+    size_t* workSpaceSize);
+convtuneStatus_t convtuneConvolutionBackwardDataCompileSolution(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const convtuneTensorDescriptor_t wDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dxDesc, uint64_t solution_id);
+/* dx = the backward-data convolution of dy and w. */
+convtuneStatus_t convtuneConvolutionBackwardDataImmediate(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const void* dy, const convtuneTensorDescriptor_t wDesc, const void* w,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dxDesc, void* dx, void* workSpace,
+    size_t workSpaceSize, uint64_t solution_id);
+
+convtuneStatus_t convtuneConvolutionBackwardWeightsGetSolutionCount(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dwDesc, size_t* solutionCount);
+convtuneStatus_t convtuneConvolutionBackwardWeightsGetSolution(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dwDesc, size_t maxSolutionCount,
+    size_t* solutionCount, convtuneConvSolution_t* solutions);
+convtuneStatus_t convtuneConvolutionBackwardWeightsGetSolutionWorkspaceSize(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dwDesc, uint64_t solution_id,
+    size_t* workSpaceSize);
+convtuneStatus_t convtuneConvolutionBackwardWeightsCompileSolution(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const convtuneTensorDescriptor_t xDesc,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dwDesc, uint64_t solution_id);
+/* dw = the backward-weights convolution of dy and x. */
+convtuneStatus_t convtuneConvolutionBackwardWeightsImmediate(
+    convtuneHandle_t handle, const convtuneTensorDescriptor_t dyDesc,
+    const void* dy, const convtuneTensorDescriptor_t xDesc, const void* x,
+    const convtuneConvolutionDescriptor_t convDesc,
+    const convtuneTensorDescriptor_t dwDesc, void* dw, void* workSpace,
+    size_t workSpaceSize, uint64_t solution_id);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "client/client.h"
+#include "kernels/problem.h"
 
 namespace convtune::cli {
 
@@ -36,12 +38,24 @@ int UsageError(const std::string& message);
 int FindCommand(Context& context, const std::vector<std::string>& args);
 int SolversCommand(Context& context, const std::vector<std::string>& args);
 int DbCommand(Context& context, const std::vector<std::string>& args);
+int ImmediateCommand(Context& context, const std::vector<std::string>& args);
+int HeuristicCommand(Context& context, const std::vector<std::string>& args);
+
+// Appends the problems of a file of MIOpenDriver lines (blank lines and #
+// comments skipped); reports each bad line as FILE:LINE on stderr. Returns
+// false if any line was bad or the file cannot be read.
+bool ReadProblemFile(const std::string& path,
+                     std::vector<ConvProblem>* problems);
+// `s` as a JSON string literal, quotes included.
+std::string JsonString(absl::string_view s);
 
 // Help texts.
 extern const char kMainHelp[];
 extern const char kFindHelp[];
 extern const char kSolversHelp[];
 extern const char kDbHelp[];
+extern const char kImmediateHelp[];
+extern const char kHeuristicHelp[];
 
 }  // namespace convtune::cli
 

@@ -1,10 +1,11 @@
-// `convtune solvers` and `convtune db`.
+// `convtune solvers` and `convtune db` (stats, export, import, merge).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/cli.h"
+#include "client/cli/db_merge.h"
 #include "common/file_util.h"
 #include "kernels/driver_line.h"
 
@@ -80,57 +82,91 @@ int SolversCommand(Context& context, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int DbCommand(Context& context, const std::vector<std::string>& args) {
-  if (args.empty())
-    return UsageError("db needs stats, export FILE or import FILE");
-  const std::string& verb = args[0];
-  if (verb == "stats") {
-    if (args.size() != 1) return UsageError("db stats takes no arguments");
-    absl::StatusOr<v1::DbStatsResponse> stats = context.client->DbStats();
-    if (!stats.ok()) {
-      ReportError(context, stats.status());
-      return kExitFailed;
-    }
-    std::cout << "device key: " << stats->device_key() << "\n"
-              << "database:   " << stats->path() << "\n";
-    std::map<std::string, int64_t> sorted(stats->records().begin(),
-                                          stats->records().end());
-    for (const auto& [family, count] : sorted) {
-      std::cout << absl::StrFormat("  %-16s %d record(s)\n", family, count);
-    }
-    if (!stats->find_records_per_device().empty()) {
-      std::cout << "find records per device:\n";
-      std::map<std::string, int64_t> devices(
-          stats->find_records_per_device().begin(),
-          stats->find_records_per_device().end());
-      for (const auto& [device, count] : devices) {
-        std::cout << absl::StrFormat("  %-40s %d\n", device, count);
-      }
-    }
-    return kExitOk;
+namespace {
+
+int DbStats(Context& context, const std::vector<std::string>& args) {
+  if (args.size() != 1) return UsageError("db stats takes no arguments");
+  absl::StatusOr<v1::DbStatsResponse> stats = context.client->DbStats();
+  if (!stats.ok()) {
+    ReportError(context, stats.status());
+    return kExitFailed;
   }
-  if (verb != "export" && verb != "import") {
-    return UsageError(
-        absl::StrCat("unknown db action '", verb, "' (stats, export, import)"));
+  std::cout << "device key: " << stats->device_key() << "\n"
+            << "database:   " << stats->path() << "\n";
+  std::map<std::string, int64_t> sorted(stats->records().begin(),
+                                        stats->records().end());
+  for (const auto& [family, count] : sorted) {
+    std::cout << absl::StrFormat("  %-16s %d record(s)\n", family, count);
   }
-  const bool overwrite =
-      verb == "import" && args.size() >= 2 && args[1] == "--overwrite";
-  if (args.size() != (overwrite ? 3u : 2u)) {
-    return UsageError(absl::StrCat("db ", verb, " needs one FILE"));
+  if (!stats->find_records_per_device().empty()) {
+    std::cout << "find records per device:\n";
+    std::map<std::string, int64_t> devices(
+        stats->find_records_per_device().begin(),
+        stats->find_records_per_device().end());
+    for (const auto& [device, count] : devices) {
+      std::cout << absl::StrFormat("  %-40s %d\n", device, count);
+    }
   }
+  return kExitOk;
+}
+
+// A device key becomes a file name: it must not climb out of DIR.
+absl::Status CheckDeviceKeyAsName(const std::string& key) {
+  if (key.empty() || key == "." || key == ".." ||
+      key.find('/') != std::string::npos) {
+    return absl::InternalError(absl::StrCat(
+        "convtuned answered an unusable device key '", key, "'"));
+  }
+  return absl::OkStatus();
+}
+
+int DbExportSystem(Context& context, const std::string& dir) {
+  absl::StatusOr<v1::DbExportResponse> exported =
+      context.client->DbExport(/*system=*/true);
+  absl::Status s = exported.status();
+  if (s.ok()) s = CheckDeviceKeyAsName(exported->device_key());
+  std::string path;
+  if (s.ok()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    path = absl::StrCat(dir, "/", exported->device_key(), ".ctsys");
+    s = ec ? absl::FailedPreconditionError(
+                 absl::StrCat("cannot create ", dir, ": ", ec.message()))
+           : WriteFileAtomically(path, exported->file());
+  }
+  if (!s.ok()) {
+    ReportError(context, s);
+    return kExitFailed;
+  }
+  std::cout << "exported a system FindDb of " << exported->device_key()
+            << ": " << exported->entries() << " record(s), "
+            << exported->file().size() << " bytes, to " << path << "\n";
+  return kExitOk;
+}
+
+int DbExport(Context& context, const std::vector<std::string>& args) {
+  if (args.size() == 3 && args[1] == "--system")
+    return DbExportSystem(context, args[2]);
+  if (args.size() != 2 || args[1].rfind("--", 0) == 0)
+    return UsageError("db export needs one FILE, or --system DIR");
+  const std::string& path = args[1];
+  absl::StatusOr<v1::DbExportResponse> exported = context.client->DbExport();
+  absl::Status s = exported.status();
+  if (s.ok()) s = WriteFileAtomically(path, exported->file());
+  if (!s.ok()) {
+    ReportError(context, s);
+    return kExitFailed;
+  }
+  std::cout << "exported " << exported->entries() << " record(s), "
+            << exported->file().size() << " bytes, to " << path << "\n";
+  return kExitOk;
+}
+
+int DbImport(Context& context, const std::vector<std::string>& args) {
+  const bool overwrite = args.size() >= 2 && args[1] == "--overwrite";
+  if (args.size() != (overwrite ? 3u : 2u))
+    return UsageError("db import needs one FILE");
   const std::string& path = args.back();
-  if (verb == "export") {
-    absl::StatusOr<v1::DbExportResponse> exported = context.client->DbExport();
-    absl::Status s = exported.status();
-    if (s.ok()) s = WriteFileAtomically(path, exported->file());
-    if (!s.ok()) {
-      ReportError(context, s);
-      return kExitFailed;
-    }
-    std::cout << "exported " << exported->entries() << " record(s), "
-              << exported->file().size() << " bytes, to " << path << "\n";
-    return kExitOk;
-  }
   absl::StatusOr<std::string> file = ReadFile(path);
   absl::StatusOr<v1::DbImportResponse> imported =
       file.ok() ? context.client->DbImport(*std::move(file), overwrite)
@@ -151,6 +187,53 @@ int DbCommand(Context& context, const std::vector<std::string>& args) {
                     : "")
             << ", " << imported->invalid() << " invalid\n";
   return kExitOk;
+}
+
+// No daemon: export files are merged here.
+int DbMerge(const std::vector<std::string>& args) {
+  if (args.size() < 3) return UsageError("db merge needs OUT and IN files");
+  std::vector<MergeInput> inputs;
+  for (size_t i = 2; i < args.size(); ++i) {
+    absl::StatusOr<std::string> bytes = ReadFile(args[i]);
+    if (!bytes.ok()) {
+      std::cerr << "convtune: " << bytes.status().message() << "\n";
+      return kExitFailed;
+    }
+    inputs.push_back({args[i], *std::move(bytes)});
+  }
+  MergeStats stats;
+  absl::StatusOr<v1::ExportFile> merged = MergeExportFiles(inputs, &stats);
+  absl::Status s = merged.status();
+  if (s.ok()) s = WriteFileAtomically(args[1], merged->SerializeAsString());
+  if (!s.ok()) {
+    std::cerr << "convtune: " << s.message() << "\n";
+    return kExitFailed;
+  }
+  std::cout << absl::StrFormat(
+      "merged %d file(s): %d entries in, %d out; %d identical, %d find "
+      "record(s) replaced by a newer one, %d older find record(s) dropped, %d "
+      "conflicting (first kept)%s; wrote %s\n",
+      stats.files, stats.entries_in, stats.entries_out, stats.identical,
+      stats.find_replaced, stats.find_kept, stats.conflicts,
+      merged->device_key().empty()
+          ? ""
+          : absl::StrCat("; system FindDb of ", merged->device_key()),
+      args[1]);
+  return kExitOk;
+}
+
+}  // namespace
+
+int DbCommand(Context& context, const std::vector<std::string>& args) {
+  if (args.empty())
+    return UsageError("db needs stats, export, import or merge");
+  const std::string& verb = args[0];
+  if (verb == "stats") return DbStats(context, args);
+  if (verb == "export") return DbExport(context, args);
+  if (verb == "import") return DbImport(context, args);
+  if (verb == "merge") return DbMerge(args);
+  return UsageError(absl::StrCat("unknown db action '", verb,
+                                 "' (stats, export, import, merge)"));
 }
 
 }  // namespace convtune::cli

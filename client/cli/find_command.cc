@@ -15,60 +15,6 @@
 #include "kernels/driver_line.h"
 
 namespace convtune::cli {
-namespace {
-
-struct FindFlags {
-  bool json = false;
-  std::string file;
-  FindOptions options;
-  std::vector<std::string> driver_args;
-};
-
-struct Outcome {
-  ConvProblem problem;
-  absl::Status status;
-  v1::FindResponse response;
-  double seconds = 0;
-};
-
-// Our flags may appear anywhere: none collides with a MIOpenDriver flag.
-int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) return false;
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--json") {
-      flags->json = true;
-    } else if (a == "--exhaustive") {
-      flags->options.exhaustive = true;
-    } else if (a == "--file") {
-      if (!value(&flags->file)) return UsageError("--file needs a FILE");
-    } else if (a == "--workspace-limit") {
-      if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.workspace_limit) ||
-          flags->options.workspace_limit < 0) {
-        return UsageError("--workspace-limit needs a number of bytes >= 0");
-      }
-    } else if (a == "--count") {
-      if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.request_count) ||
-          flags->options.request_count < 1) {
-        return UsageError("--count needs a number >= 1");
-      }
-    } else {
-      flags->driver_args.push_back(a);
-    }
-  }
-  if (flags->file.empty() == flags->driver_args.empty()) {
-    return UsageError(
-        flags->file.empty()
-            ? "find needs a MIOpenDriver line or --file FILE"
-            : "find takes either a MIOpenDriver line or --file FILE, not both");
-  }
-  return kExitOk;
-}
 
 // Appends the file's problems; reports each bad line as FILE:LINE. Returns
 // false if any line was bad (or the file cannot be read).
@@ -123,6 +69,67 @@ std::string JsonString(absl::string_view s) {
   return out + "\"";
 }
 
+namespace {
+
+struct FindFlags {
+  bool json = false;
+  std::string file;
+  FindOptions options;
+  std::vector<std::string> driver_args;
+};
+
+struct Outcome {
+  ConvProblem problem;
+  absl::Status status;
+  v1::FindResponse response;
+  double seconds = 0;
+};
+
+// Our flags may appear anywhere: none collides with a MIOpenDriver flag.
+int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) return false;
+      *out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--json") {
+      flags->json = true;
+    } else if (a == "--exhaustive") {
+      flags->options.exhaustive = true;
+    } else if (a == "--file") {
+      if (!value(&flags->file)) return UsageError("--file needs a FILE");
+    } else if (a == "--workspace-limit") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.workspace_limit) ||
+          flags->options.workspace_limit < 0) {
+        return UsageError("--workspace-limit needs a number of bytes >= 0");
+      }
+    } else if (a == "--mode") {
+      if (!value(&v)) return UsageError("--mode needs a MODE");
+      absl::StatusOr<v1::FindMode> mode = ParseFindMode(v);
+      if (!mode.ok())
+        return UsageError(absl::StrCat("--mode: ", mode.status().message()));
+      flags->options.mode = *mode;
+    } else if (a == "--count") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.request_count) ||
+          flags->options.request_count < 1) {
+        return UsageError("--count needs a number >= 1");
+      }
+    } else {
+      flags->driver_args.push_back(a);
+    }
+  }
+  if (flags->file.empty() == flags->driver_args.empty()) {
+    return UsageError(
+        flags->file.empty()
+            ? "find needs a MIOpenDriver line or --file FILE"
+            : "find takes either a MIOpenDriver line or --file FILE, not both");
+  }
+  return kExitOk;
+}
+
 void PrintJson(const std::vector<Outcome>& outcomes) {
   std::cout << "[";
   for (size_t i = 0; i < outcomes.size(); ++i) {
@@ -134,7 +141,9 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
               << ", \"driver_line\": "
               << JsonString(FormatDriverLine(o.problem))
               << ", \"from_db\": " << (o.response.from_db() ? "true" : "false")
-              << ", \"device_key\": " << JsonString(o.response.device_key());
+              << ", \"device_key\": " << JsonString(o.response.device_key())
+              << ", \"mode\": " << JsonString(FindModeName(o.response.mode()))
+              << ", \"source\": " << JsonString(o.response.source());
     if (!o.status.ok())
       std::cout << ", \"error\": " << JsonString(o.status.message());
     std::cout << ", \"results\": [";
@@ -156,7 +165,7 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
 }
 
 void PrintTable(const Context& context, const std::vector<Outcome>& outcomes) {
-  int from_db = 0, tuned = 0, failed = 0, results = 0;
+  int from_db = 0, tuned = 0, fallback = 0, failed = 0, results = 0;
   double seconds = 0;
   for (const Outcome& o : outcomes) {
     seconds += o.seconds;
@@ -164,13 +173,15 @@ void PrintTable(const Context& context, const std::vector<Outcome>& outcomes) {
       ++failed;
       continue;
     }
-    o.response.from_db() ? ++from_db : ++tuned;
+    const bool fell_back = o.response.source() == "fallback";
+    o.response.from_db() ? ++from_db : fell_back ? ++fallback : ++tuned;
     results += o.response.results_size();
     std::cout << "problem " << o.response.problem_key() << "  ("
-              << (o.response.from_db()
-                      ? "from FindDb"
-                      : absl::StrFormat("tuned in %.2f s", o.seconds))
-              << ")\n";
+              << (o.response.from_db() ? "from FindDb"
+                  : fell_back ? "not in the FindDb: fallback ranking, not timed"
+                              : absl::StrFormat("tuned in %.2f s", o.seconds))
+              << "; source " << o.response.source() << ", mode "
+              << FindModeName(o.response.mode()) << ")\n";
     std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n",
                                  "rank", "id", "solver", "algorithm",
                                  "time (ms)", "workspace (B)");
@@ -185,9 +196,11 @@ void PrintTable(const Context& context, const std::vector<Outcome>& outcomes) {
     std::cout << "\n";
   }
   std::cout << absl::StrFormat(
-      "%d problem(s): %d from FindDb, %d tuned, %d failed; %d result(s); %.2f "
-      "s\n",
-      outcomes.size(), from_db, tuned, failed, results, seconds);
+      "%d problem(s): %d from FindDb, %d tuned, %d failed%s; %d result(s); "
+      "%.2f s\n",
+      outcomes.size(), from_db, tuned, failed,
+      fallback > 0 ? absl::StrCat(", ", fallback, " fallback (not timed)") : "",
+      results, seconds);
 }
 
 }  // namespace

@@ -10,17 +10,24 @@ const char kMainHelp[] =
     R"(convtune: ask the convtuned daemon which convolution algorithm is fastest.
 
 Usage:
-  convtune [GLOBAL FLAGS] find [OPTIONS] MIOPENDRIVER-LINE
-  convtune [GLOBAL FLAGS] find [OPTIONS] --file FILE
+  convtune [GLOBAL FLAGS] find [OPTIONS] MIOPENDRIVER-LINE | --file FILE
+  convtune [GLOBAL FLAGS] immediate [OPTIONS] MIOPENDRIVER-LINE | --file FILE
   convtune [GLOBAL FLAGS] solvers [MIOPENDRIVER-LINE]
-  convtune [GLOBAL FLAGS] db stats | db export FILE | db import [--overwrite] FILE
+  convtune [GLOBAL FLAGS] db stats | db export FILE | db export --system DIR
+                          | db import [--overwrite] FILE | db merge OUT IN...
+  convtune [GLOBAL FLAGS] heuristic train
   convtune help | --help          this text;  convtune SUBCOMMAND --help  its details
 
 Sub-commands:
-  find      Find the fastest solutions of one or more problems: convtuned times
-            the applicable solvers, or answers from its FindDb if it has already.
-  solvers   List the daemon's solvers; with a problem, whether each applies.
-  db        Show, export or import the daemon's database.
+  find       Find the fastest solutions of one or more problems: convtuned times
+             the applicable solvers, or answers from its FindDb if it has already
+             (--mode picks the find mode).
+  immediate  Immediate mode: the solutions of problems, best first, from the
+             FindDb (measured) or a fallback ranking (estimated); times nothing.
+  solvers    List the daemon's solvers; with a problem, whether each applies.
+  db         Show, export (whole, or as a system FindDb), import or merge
+             FindDb files.
+  heuristic  Train the daemon's learned immediate-mode heuristic.
 
 Global flags (before the sub-command):
   --socket PATH       Unix socket of convtuned. Default: $CONVTUNE_SOCKET, else
@@ -36,9 +43,13 @@ then its flags (-n batch, -c channels, -H/-W height/width, -k filters,
 
 Examples:
   convtune find conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 1
+  convtune find --mode FAST conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -F 1
+  convtune immediate conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 0
   convtune --socket /run/convtune.sock find --json --file resnet50_b1.txt
   convtune solvers conv -n 8 -c 32 -H 28 -W 28 -k 32 -y 1 -x 1 -F 1
   convtune --address node7:7050 db export node7.ctdb
+  convtune db export --system /usr/share/convtune/system
+  convtune heuristic train
 
 Exit status: 0 success, 1 a request failed, 2 usage error (bad flags or input lines).
 )";
@@ -64,14 +75,29 @@ Options:
   --workspace-limit BYTES Leave out solutions needing more workspace (default: none).
   --count N               Print at most N results per problem (default: all).
   --exhaustive            Re-time even if the FindDb has the answer.
+  --mode MODE             The find mode, by name or number (default: the
+                          daemon's, from convtuned --find-mode or
+                          $CONVTUNE_FIND_MODE, else DYNAMIC_HYBRID):
+                            NORMAL 1          time every applicable solver
+                            FAST 2            FindDb, else the immediate-mode
+                                              fallback ranking (nothing timed)
+                            HYBRID 3          FindDb, else a full find
+                            DYNAMIC_HYBRID 5  FindDb, else dynamic solvers only
+                            TRUST_VERIFY 6    user FindDb; a system FindDb hit is
+                                              re-timed first; else bounded tuning
+                            TRUST_VERIFY_FULL 7  as 6, tuning unbounded
+                          4 is reserved.
 
-Output: a block per problem (its key, and whether it came from the FindDb or
-was tuned now), with rows rank, solution id, solver, algorithm, time (ms) and
+Output: a block per problem (its key; whether it came from the FindDb, was
+tuned now or is a fallback; the source user_db, system_db, tuned or fallback;
+the mode), with rows rank, solution id, solver, algorithm, time (ms) and
 workspace (bytes), then a summary line. A time marked * is an estimate, not a
 measurement.
 
 Examples:
   convtune find conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 1
+  convtune find --mode NORMAL conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -F 1
+  convtune find --mode 2 --file deploy/problems/resnet50_b1.txt
   convtune find --count 3 convfp16 -n 32 -c 256 -H 14 -W 14 -k 256 -y 3 -x 3 -p 1 -q 1 -F 0
   convtune find --json --file deploy/problems/resnet50_b1.txt > resnet.json
 )";
@@ -87,20 +113,77 @@ Examples:
   convtune solvers conv -n 1 -c 3 -H 224 -W 224 -k 64 -y 7 -x 7 -p 3 -q 3 -u 2 -v 2 -F 1
 )";
 
-const char kDbHelp[] = R"(convtune db: the daemon's database.
+const char kDbHelp[] = R"(convtune db: the daemon's database and FindDb files.
 
 Usage:
   convtune db stats          device key, database path and record counts
   convtune db export FILE    write every record to FILE (atomically: a temporary
                              file, fsync, then rename)
+  convtune db export --system DIR
+                             write a system FindDb of the daemon's device (its
+                             find and perf records only) to DIR/<device_key>.ctsys
+                             (atomically); convtuned --system-db DIR serves it
+                             to daemons with a fresh database
   convtune db import [--overwrite] FILE
                              add the records of an exported FILE; records the
                              daemon holds with another value are kept, unless
                              --overwrite (identical ones are skipped)
+  convtune db merge OUT IN1 [IN2 ...]
+                             merge export files here, with no daemon: the union
+                             of their records; for one find record the newest
+                             wins, other records keep the first (counted as
+                             conflicts); system FindDbs of different devices
+                             are refused. OUT is written atomically.
 
 Examples:
   convtune db export finddb-$(hostname).ctdb
   convtune --socket /tmp/other.sock db import finddb-node7.ctdb
+  convtune db export --system ./system-finddb
+  convtune db merge merged.ctsys node1/cpu-x.ctsys node2/cpu-x.ctsys
+  convtuned --db /var/lib/convtune/db --system-db ./system-finddb
+)";
+
+const char kImmediateHelp[] =
+    R"(convtune immediate: the solutions of problems, best first, timing nothing.
+
+Usage:
+  convtune immediate [OPTIONS] MIOPENDRIVER-LINE
+  convtune immediate [OPTIONS] --file FILE
+
+Immediate mode answers from the user FindDb, else the system FindDb (times
+measured by a find), else a fallback ranking: the learned heuristic when it
+applies, else the weighted-throughput estimate (times estimated). Run
+`convtune find` once for measured answers.
+
+Options:
+  --file FILE             One MIOpenDriver line per line (as for find).
+  --json                  Print one JSON array: per problem {problem_key,
+                          driver_line, source, fallback_reason, device_key,
+                          solutions[{rank, solution_id, solver_name, algorithm,
+                          time_ms, workspace_bytes, measured}], error}.
+  --workspace-limit BYTES Leave out solutions needing more workspace.
+  --count N               At most N solutions per problem (default: all).
+
+Output: a block per problem with its source (user_db, system_db, heuristic
+or estimate) and, for a fallback, why the learned model was not used; rows
+rank, solution id, solver, algorithm, time (ms), workspace (bytes), and
+whether the time is measured or estimated.
+
+Examples:
+  convtune immediate conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 1
+  convtune immediate --count 1 --json --file deploy/problems/resnet50_b1.txt
+)";
+
+const char kHeuristicHelp[] =
+    R"(convtune heuristic: the daemon's learned immediate-mode heuristic.
+
+Usage:
+  convtune heuristic train   train it from the FindDb records of the daemon's
+                             device; prints the records used and the fraction
+                             whose fastest solver the model ranks first
+
+Examples:
+  convtune find --file deploy/problems/resnet50_b1.txt && convtune heuristic train
 )";
 
 bool Unreachable(const absl::Status& status) {

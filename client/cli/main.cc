@@ -54,17 +54,20 @@ int Main(const std::vector<std::string>& argv) {
     if (!error.empty()) return UsageError(error);
   }
   if (i >= argv.size())
-    return UsageError("missing sub-command (find, solvers or db)");
+    return UsageError(
+        "missing sub-command (find, immediate, solvers, db or heuristic)");
   const std::string command = argv[i];
   const std::vector<std::string> args(argv.begin() + i + 1, argv.end());
   if (command == "help") {
     std::cout << kMainHelp;
     return kExitOk;
   }
-  const char* help = command == "find"      ? kFindHelp
-                     : command == "solvers" ? kSolversHelp
-                     : command == "db"      ? kDbHelp
-                                            : nullptr;
+  const char* help = command == "find"        ? kFindHelp
+                     : command == "immediate" ? kImmediateHelp
+                     : command == "solvers"   ? kSolversHelp
+                     : command == "db"        ? kDbHelp
+                     : command == "heuristic" ? kHeuristicHelp
+                                              : nullptr;
   if (help == nullptr) {
     return UsageError(absl::StrCat("unknown sub-command '", command, "'"));
   }
@@ -97,7 +100,9 @@ int Main(const std::vector<std::string>& argv) {
   context.client = std::move(*client);
 
   if (command == "find") return FindCommand(context, args);
+  if (command == "immediate") return ImmediateCommand(context, args);
   if (command == "solvers") return SolversCommand(context, args);
+  if (command == "heuristic") return HeuristicCommand(context, args);
   return DbCommand(context, args);
 }
 

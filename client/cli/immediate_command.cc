@@ -1,0 +1,192 @@
+// `convtune immediate` (the solutions of problems, best first, without
+// timing anything) and `convtune heuristic train`.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli/cli.h"
+#include "kernels/driver_line.h"
+
+namespace convtune::cli {
+namespace {
+
+struct ImmediateFlags {
+  bool json = false;
+  std::string file;
+  int64_t workspace_limit = -1;
+  int32_t count = 0;
+  std::vector<std::string> driver_args;
+};
+
+struct Answer {
+  ConvProblem problem;
+  absl::Status status;
+  v1::GetSolutionsResponse response;
+};
+
+int ParseImmediateFlags(const std::vector<std::string>& args,
+                        ImmediateFlags* flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) return false;
+      *out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--json") {
+      flags->json = true;
+    } else if (a == "--file") {
+      if (!value(&flags->file)) return UsageError("--file needs a FILE");
+    } else if (a == "--workspace-limit") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &flags->workspace_limit) ||
+          flags->workspace_limit < 0) {
+        return UsageError("--workspace-limit needs a number of bytes >= 0");
+      }
+    } else if (a == "--count") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &flags->count) ||
+          flags->count < 1) {
+        return UsageError("--count needs a number >= 1");
+      }
+    } else {
+      flags->driver_args.push_back(a);
+    }
+  }
+  if (flags->file.empty() == flags->driver_args.empty()) {
+    return UsageError(flags->file.empty()
+                          ? "immediate needs a MIOpenDriver line or --file FILE"
+                          : "immediate takes either a MIOpenDriver line or "
+                            "--file FILE, not both");
+  }
+  return kExitOk;
+}
+
+void PrintJson(const std::vector<Answer>& answers) {
+  std::cout << "[";
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const Answer& a = answers[i];
+    std::cout << (i ? ",\n " : "\n ")
+              << "{\"problem_key\": " << JsonString(ProblemKey(a.problem))
+              << ", \"driver_line\": "
+              << JsonString(FormatDriverLine(a.problem))
+              << ", \"source\": " << JsonString(a.response.source())
+              << ", \"fallback_reason\": "
+              << JsonString(a.response.fallback_reason())
+              << ", \"device_key\": " << JsonString(a.response.device_key());
+    if (!a.status.ok())
+      std::cout << ", \"error\": " << JsonString(a.status.message());
+    std::cout << ", \"solutions\": [";
+    for (int r = 0; r < a.response.solutions_size(); ++r) {
+      const v1::Solution& s = a.response.solutions(r);
+      std::cout << (r ? ", " : "")
+                << absl::StrFormat(
+                       "{\"rank\": %d, \"solution_id\": %u, \"solver_name\": "
+                       "%s, \"algorithm\": %s, \"time_ms\": %.6g, "
+                       "\"workspace_bytes\": %d, \"measured\": %s}",
+                       r + 1, s.solution_id(), JsonString(s.solver_name()),
+                       JsonString(s.algorithm()), s.time_ms(),
+                       s.workspace_bytes(), s.measured() ? "true" : "false");
+    }
+    std::cout << "]}";
+  }
+  std::cout << "\n]\n";
+}
+
+void PrintTable(const std::vector<Answer>& answers) {
+  int measured = 0, estimated = 0, failed = 0;
+  for (const Answer& a : answers) {
+    if (!a.status.ok()) {
+      ++failed;
+      continue;
+    }
+    const bool from_db =
+        a.response.source() == "user_db" || a.response.source() == "system_db";
+    from_db ? ++measured : ++estimated;
+    std::cout << "problem " << a.response.problem_key() << "  (source "
+              << a.response.source() << ")\n";
+    if (!a.response.fallback_reason().empty()) {
+      std::cout << "  fallback reason: " << a.response.fallback_reason()
+                << "\n";
+    }
+    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s  %s\n",
+                                 "rank", "id", "solver", "algorithm",
+                                 "time (ms)", "workspace (B)", "time is");
+    for (int r = 0; r < a.response.solutions_size(); ++r) {
+      const v1::Solution& s = a.response.solutions(r);
+      std::cout << absl::StrFormat(
+          "  %4d  %5u  %-32s  %-14s  %12.4f  %14d  %s\n", r + 1,
+          s.solution_id(), s.solver_name(), s.algorithm(), s.time_ms(),
+          s.workspace_bytes(), s.measured() ? "measured" : "estimated");
+    }
+    if (a.response.solutions_size() == 0) std::cout << "  (no solution)\n";
+    std::cout << "\n";
+  }
+  std::cout << absl::StrFormat(
+      "%d problem(s): %d from a FindDb, %d estimated, %d failed\n",
+      answers.size(), measured, estimated, failed);
+}
+
+}  // namespace
+
+int ImmediateCommand(Context& context, const std::vector<std::string>& args) {
+  ImmediateFlags flags;
+  if (int rc = ParseImmediateFlags(args, &flags); rc != kExitOk) return rc;
+  std::vector<ConvProblem> problems;
+  bool input_ok = true;
+  if (!flags.file.empty()) {
+    input_ok = ReadProblemFile(flags.file, &problems);
+  } else {
+    absl::StatusOr<std::vector<ConvProblem>> parsed =
+        ParseDriverArgs(flags.driver_args);
+    if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
+    problems = *std::move(parsed);
+  }
+  std::vector<Answer> answers;
+  bool request_ok = true;
+  for (const ConvProblem& problem : problems) {
+    Answer a;
+    a.problem = problem;
+    absl::StatusOr<v1::GetSolutionsResponse> response =
+        context.client->GetSolutions(problem, flags.count,
+                                     flags.workspace_limit);
+    if (response.ok()) {
+      a.response = *std::move(response);
+    } else {
+      a.status = response.status();
+      request_ok = false;
+      if (Unreachable(a.status)) {
+        ReportError(context, a.status);
+        return kExitFailed;
+      }
+      std::cerr << "convtune: " << ProblemKey(problem) << ": "
+                << a.status.message() << "\n";
+    }
+    answers.push_back(std::move(a));
+  }
+  flags.json ? PrintJson(answers) : PrintTable(answers);
+  if (!input_ok) return kExitUsage;
+  return request_ok ? kExitOk : kExitFailed;
+}
+
+int HeuristicCommand(Context& context, const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0] != "train") {
+    return UsageError("heuristic needs the action train (and nothing else)");
+  }
+  absl::StatusOr<v1::TrainHeuristicResponse> trained =
+      context.client->TrainHeuristic();
+  if (!trained.ok()) {
+    ReportError(context, trained.status());
+    return kExitFailed;
+  }
+  std::cout << absl::StrFormat(
+      "trained the heuristic of %s on %d FindDb record(s); train accuracy "
+      "%.1f%% (best solver ranked first)\n",
+      trained->device_key(), trained->records(),
+      100.0 * trained->train_accuracy());
+  return kExitOk;
+}
+
+}  // namespace convtune::cli

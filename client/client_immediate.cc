@@ -1,0 +1,181 @@
+// The Client's immediate-mode calls (solutions, workspace of a solution,
+// compile, code objects, run), heuristic training and find-mode names.
+#include <grpcpp/grpcpp.h>
+
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "common/status_macros.h"
+#include "kernels/problem_proto.h"
+
+namespace convtune {
+namespace {
+
+// Solution ids are solver ids, which are 32-bit on the wire of GetPlan: a
+// larger id can name no solver, and the daemon must not see it truncated.
+absl::Status CheckSolutionId(uint64_t solution_id) {
+  if (solution_id > std::numeric_limits<uint32_t>::max()) {
+    return absl::NotFoundError(absl::StrCat(
+        "solution_id: no solution ", solution_id, " (ids are solver ids, < 2^32)"));
+  }
+  return absl::OkStatus();
+}
+
+v1::SolutionRequest MakeSolutionRequest(const ConvProblem& problem,
+                                        uint64_t solution_id) {
+  v1::SolutionRequest request;
+  ProblemToProto(problem, request.mutable_problem());
+  request.set_solution_id(solution_id);
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::FindMode> ParseFindMode(absl::string_view text) {
+  int number = 0;
+  v1::FindMode mode = v1::FIND_MODE_UNSPECIFIED;
+  if (absl::SimpleAtoi(text, &number)) {
+    if (number != 0 && v1::FindMode_IsValid(number)) {
+      return static_cast<v1::FindMode>(number);
+    }
+  } else if (v1::FindMode_Parse(absl::AsciiStrToUpper(text), &mode) &&
+             mode != v1::FIND_MODE_UNSPECIFIED) {
+    return mode;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "find mode '", text,
+      "' is not one of NORMAL (1), FAST (2), HYBRID (3), DYNAMIC_HYBRID (5), "
+      "TRUST_VERIFY (6), TRUST_VERIFY_FULL (7)",
+      text == "4" ? "; 4 is reserved" : ""));
+}
+
+std::string FindModeName(v1::FindMode mode) {
+  if (mode == v1::FIND_MODE_UNSPECIFIED) return "DEFAULT";
+  const std::string& name = v1::FindMode_Name(mode);
+  return name.empty() ? absl::StrCat(static_cast<int>(mode)) : name;
+}
+
+absl::StatusOr<v1::GetSolutionsResponse> Client::GetSolutions(
+    const ConvProblem& problem, int32_t max_count, int64_t workspace_limit) {
+  v1::GetSolutionsRequest request;
+  ProblemToProto(problem, request.mutable_problem());
+  request.set_max_count(max_count);
+  if (workspace_limit >= 0) request.set_workspace_limit(workspace_limit);
+  v1::GetSolutionsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->GetSolutions(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  return response;
+}
+
+absl::StatusOr<int64_t> Client::GetSolutionWorkspaceSize(
+    const ConvProblem& problem, uint64_t solution_id) {
+  RETURN_IF_ERROR(CheckSolutionId(solution_id));
+  const v1::SolutionRequest request = MakeSolutionRequest(problem, solution_id);
+  v1::WorkspaceSizeResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status =
+      stub_->GetSolutionWorkspaceSize(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  return response.workspace_bytes();
+}
+
+absl::StatusOr<v1::CompileSolutionResponse> Client::CompileSolution(
+    const ConvProblem& problem, uint64_t solution_id) {
+  RETURN_IF_ERROR(CheckSolutionId(solution_id));
+  RETURN_IF_ERROR(ValidateProblem(problem));
+  const v1::SolutionRequest request = MakeSolutionRequest(problem, solution_id);
+  v1::CompileSolutionResponse response;
+  grpc::ClientContext context;
+  // Compiling GPU kernels can take as long as a find.
+  SetDeadline(&context, options_.find_timeout);
+  {
+    absl::MutexLock lock(&mu_);
+    ++counters_.compile_rpcs;
+  }
+  grpc::Status status = stub_->CompileSolution(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  if (response.plan().solver_id() != solution_id) {
+    return absl::InternalError(absl::StrCat(
+        "convtuned compiled solver ", response.plan().solver_id(),
+        " when asked for solution ", solution_id));
+  }
+  RETURN_IF_ERROR(LoadCodeObjects(response.plan()));
+  absl::MutexLock lock(&mu_);
+  plans_[{ProblemKey(problem), static_cast<uint32_t>(solution_id)}] =
+      response.plan();
+  return response;
+}
+
+absl::StatusOr<v1::GetCodeObjectResponse> Client::GetCodeObject(
+    const std::string& hash) {
+  if (hash.empty()) return absl::InvalidArgumentError("hash: empty");
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = code_objects_.find(hash);
+    if (it != code_objects_.end()) {
+      ++counters_.code_object_cache_hits;
+      return it->second;
+    }
+    ++counters_.code_object_rpcs;
+  }
+  v1::GetCodeObjectRequest request;
+  request.set_hash(hash);
+  v1::GetCodeObjectResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->GetCodeObject(&context, request, &response);
+  if (!status.ok()) return CallError(status);
+  absl::MutexLock lock(&mu_);
+  return code_objects_.emplace(hash, std::move(response)).first->second;
+}
+
+absl::Status Client::LoadCodeObjects(const v1::ExecutionPlan& plan) {
+  // Only plans for this client's device can be loaded; Run refuses others.
+  if (plan.backend() != device_.info().backend) return absl::OkStatus();
+  for (const v1::KernelStep& step : plan.steps()) {
+    const std::string& hash = step.code_object_hash();
+    if (hash.empty() || device_.HasCodeObject(hash)) continue;
+    ASSIGN_OR_RETURN(v1::GetCodeObjectResponse object, GetCodeObject(hash));
+    RETURN_IF_ERROR(device_.LoadCodeObject(hash, object.code_object()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::TrainHeuristicResponse> Client::TrainHeuristic() {
+  v1::TrainHeuristicResponse response;
+  grpc::ClientContext context;
+  // Training reads every FindDb record of the device.
+  SetDeadline(&context, options_.find_timeout);
+  grpc::Status status = stub_->TrainHeuristic(
+      &context, v1::TrainHeuristicRequest(), &response);
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    return absl::UnimplementedError(
+        absl::StrCat("convtuned at ", target_,
+                     " cannot train its heuristic (TrainHeuristic is not "
+                     "implemented there)",
+                     status.error_message().empty() ? "" : ": ",
+                     status.error_message()));
+  }
+  if (!status.ok()) return CallError(status);
+  return response;
+}
+
+absl::Status Client::RunImmediate(const ConvProblem& problem,
+                                  uint64_t solution_id,
+                                  const PlanBuffers& buffers) {
+  RETURN_IF_ERROR(CheckSolutionId(solution_id));
+  return Run(problem, static_cast<uint32_t>(solution_id), buffers);
+}
+
+ClientCounters Client::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+}  // namespace convtune

@@ -7,6 +7,7 @@
 //
 // usage: bench_heuristic_accuracy [--max_per_network=16] [--directions=F]
 //          [--budget_ms=20] [--db=DIR (keep the finds for a re-run)]
+//          [--verbose]
 #include <stdlib.h>
 
 #include <algorithm>
@@ -40,6 +41,7 @@ struct Flags {
   std::string directions = "F";
   double budget_ms = 20;
   std::string db;
+  bool verbose = false;  // list each miss on stderr
 };
 
 struct Layer {
@@ -184,6 +186,12 @@ int Run(const Flags& flags) {
         const uint32_t pick = applies ? (*ranker)->Rank(l.problem, c)[0].solver->id()
                                       : wti.Rank(l.problem, c)[0].solver->id();
         scores[held][m].Add(l.record, pick);
+        if (flags.verbose && MeasuredMs(l.record, pick) > 1.1 * l.record.results(0).time_ms()) {
+          std::cerr << ModelKindName(kinds[m]) << " miss " << held << " " << l.key << ": picked "
+                    << pick << " " << MeasuredMs(l.record, pick) << " ms, best "
+                    << l.record.results(0).solver_id() << " " << l.record.results(0).time_ms()
+                    << " ms\n";
+        }
         all[m].Add(l.record, pick);
         scores[held][m].fallbacks += !applies;
         all[m].fallbacks += !applies;
@@ -235,6 +243,8 @@ int main(int argc, char** argv) {
       flags.directions = v;
     } else if (const char* v = value("--budget_ms=")) {
       if (!absl::SimpleAtod(v, &flags.budget_ms)) return 2;
+    } else if (a == "--verbose") {
+      flags.verbose = true;
     } else if (const char* v = value("--db=")) {
       flags.db = v;
     } else {

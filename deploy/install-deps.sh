@@ -10,6 +10,7 @@ packages=(
   librocksdb-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libdnnl-dev
+  libamdhip64-dev
 )
 
 missing=()

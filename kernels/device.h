@@ -69,6 +69,11 @@ class Device {
     return absl::UnimplementedError(info().backend + " devices run built-in kernels only");
   }
   virtual bool HasCodeObject(const std::string& hash) const { return false; }
+
+  // GPU backends: tears down and re-creates the device context after a
+  // kernel fault left it unusable. Buffers allocated before are invalid
+  // afterwards. The CPU has nothing to reset.
+  virtual absl::Status Reset() { return absl::OkStatus(); }
 };
 
 }  // namespace convtune

@@ -1,0 +1,482 @@
+#include "kernels/cuda_device.h"
+
+#include <dlfcn.h>
+
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "kernels/gpu/compiler.h"
+#include "kernels/gpu/launch_args.h"
+
+#if CONVTUNE_HAVE_CUDA_HEADERS
+#include <cuda.h>
+#endif
+
+namespace convtune {
+
+#if CONVTUNE_HAVE_CUDA_HEADERS
+namespace {
+
+#define CT_STR2(x) #x
+// Expands the cuda.h macro first: CT_STR(cuMemAlloc) is "cuMemAlloc_v2".
+#define CT_STR(x) CT_STR2(x)
+
+#define CT_CUDA_FUNCTIONS(X)                                                                 \
+  X(cuInit)                                                                                  \
+  X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute)          \
+  X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)              \
+  X(cuDevicePrimaryCtxReset) X(cuCtxSetCurrent) X(cuStreamCreate) X(cuStreamDestroy)        \
+  X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)         \
+  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel)        \
+  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                 \
+  X(cuEventElapsedTime) X(cuGetErrorName)
+
+struct CudaApi {
+#define CT_DECLARE(fn) decltype(&fn) fn##_ = nullptr;
+  CT_CUDA_FUNCTIONS(CT_DECLARE)
+#undef CT_DECLARE
+};
+
+constexpr char kDriverLibrary[] = "libcuda.so.1";
+
+// Loaded once per process and never unloaded.
+absl::StatusOr<const CudaApi*> LoadDriver() {
+  static const absl::StatusOr<const CudaApi*>* const api = []() {
+    using Result = absl::StatusOr<const CudaApi*>;
+    void* lib = dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      return new Result(absl::UnavailableError(
+          absl::StrCat("no CUDA driver (", kDriverLibrary, " not found: ", dlerror(), ")")));
+    }
+    auto* t = new CudaApi;
+    std::string missing;
+#define CT_LOAD(fn)                                                               \
+  t->fn##_ = reinterpret_cast<decltype(t->fn##_)>(dlsym(lib, CT_STR(fn)));        \
+  if (t->fn##_ == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", CT_STR(fn));
+    CT_CUDA_FUNCTIONS(CT_LOAD)
+#undef CT_LOAD
+    // Drivers before CUDA 12.8 have only the unversioned elapsed-time entry,
+    // which has the same signature.
+    if (t->cuEventElapsedTime_ == nullptr) {
+      t->cuEventElapsedTime_ = reinterpret_cast<decltype(t->cuEventElapsedTime_)>(
+          dlsym(lib, "cuEventElapsedTime"));
+      if (t->cuEventElapsedTime_ != nullptr) missing.clear();
+    }
+    if (!missing.empty()) {
+      return new Result(absl::UnavailableError(absl::StrCat(
+          "CUDA driver ", kDriverLibrary, " is too old: it lacks ", missing)));
+    }
+    return new Result(t);
+  }();
+  return *api;
+}
+
+std::string ErrorName(const CudaApi& api, CUresult r) {
+  const char* name = nullptr;
+  if (api.cuGetErrorName_(r, &name) != CUDA_SUCCESS || name == nullptr) {
+    return absl::StrCat("CUresult ", static_cast<int>(r));
+  }
+  return name;
+}
+
+// Errors after which the context is unusable until it is re-created.
+bool IsSticky(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status CuStatus(const CudaApi& api, CUresult r, absl::string_view what) {
+  if (r == CUDA_SUCCESS) return absl::OkStatus();
+  const std::string msg = absl::StrCat(what, ": ", ErrorName(api, r));
+  switch (r) {
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return absl::ResourceExhaustedError(msg);
+    case CUDA_ERROR_NOT_FOUND:
+      return absl::NotFoundError(msg);
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_INVALID_VALUE:
+      return absl::InvalidArgumentError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+// FP32 lanes per SM by compute capability, for the nominal peak.
+int Fp32LanesPerSm(int major, int minor) {
+  if (major >= 9 || (major == 8 && minor != 0)) return 128;
+  return 64;
+}
+
+}  // namespace
+
+class CudaDevice::Impl {
+ public:
+  Impl(const CudaApi* api, CUdevice dev, DeviceInfo info)
+      : api_(api), dev_(dev), info_(std::move(info)) {}
+  ~Impl() {
+    absl::MutexLock lock(&mu_);
+    DestroyContext(/*reset=*/false);
+  }
+
+  // Retains the primary context and creates the stream and timing events.
+  absl::Status CreateContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    RETURN_IF_ERROR(CuStatus(*api_, api_->cuDevicePrimaryCtxRetain_(&ctx_, dev_),
+                             "cuDevicePrimaryCtxRetain"));
+    RETURN_IF_ERROR(CuStatus(*api_, api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent"));
+    // A blocking stream: the synchronous copies on the default stream order
+    // after the kernels launched here.
+    RETURN_IF_ERROR(CuStatus(*api_, api_->cuStreamCreate_(&stream_, CU_STREAM_DEFAULT),
+                             "cuStreamCreate"));
+    RETURN_IF_ERROR(CuStatus(*api_, api_->cuEventCreate_(&start_, CU_EVENT_DEFAULT),
+                             "cuEventCreate"));
+    RETURN_IF_ERROR(CuStatus(*api_, api_->cuEventCreate_(&stop_, CU_EVENT_DEFAULT),
+                             "cuEventCreate"));
+    ++generation_;
+    fault_.clear();
+    return absl::OkStatus();
+  }
+
+  // Errors are ignored: after a fault the objects may already be gone.
+  // `reset` also destroys what the context holds; other users of the
+  // device's primary context in this process lose their state too.
+  void DestroyContext(bool reset) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (ctx_ == nullptr) return;
+    api_->cuCtxSetCurrent_(ctx_);
+    if (start_ != nullptr) api_->cuEventDestroy_(start_);
+    if (stop_ != nullptr) api_->cuEventDestroy_(stop_);
+    if (stream_ != nullptr) api_->cuStreamDestroy_(stream_);
+    start_ = stop_ = nullptr;
+    stream_ = nullptr;
+    modules_.clear();
+    functions_.clear();
+    if (reset) api_->cuDevicePrimaryCtxReset_(dev_);
+    api_->cuDevicePrimaryCtxRelease_(dev_);
+    ctx_ = nullptr;
+  }
+
+  // Every entry point: refuses a faulted context, then makes it current.
+  absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!fault_.empty()) {
+      return absl::InternalError(absl::StrCat("CUDA context of ", info_.Key(), " faulted (",
+                                              fault_, "); Reset() the device"));
+    }
+    if (ctx_ == nullptr) return absl::InternalError("CUDA context is gone; Reset() the device");
+    return CuStatus(*api_, api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent");
+  }
+
+  // CuStatus that also marks the context faulted on a sticky error.
+  absl::Status Check(CUresult r, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (IsSticky(r)) {
+      fault_ = ErrorName(*api_, r);
+      return absl::InternalError(absl::StrCat(
+          what, ": ", fault_, " (kernel fault; the CUDA context must be Reset)"));
+    }
+    return CuStatus(*api_, r, what);
+  }
+
+  absl::StatusOr<CUfunction> Function(const std::string& hash, const std::string& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  const CudaApi* const api_;
+  const CUdevice dev_;
+  const DeviceInfo info_;
+  CUcontext ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  CUstream stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  CUevent start_ ABSL_GUARDED_BY(mu_) = nullptr;
+  CUevent stop_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Bumped per context, so buffers of a dead context are never freed in a
+  // new one (their addresses may have been handed out again).
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string fault_ ABSL_GUARDED_BY(mu_);
+  // Code objects by hash, kept across Reset so modules can be re-loaded.
+  absl::flat_hash_map<std::string, std::string> binaries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, CUmodule> modules_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, CUfunction> functions_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<CUfunction> CudaDevice::Impl::Function(const std::string& hash,
+                                                      const std::string& entry) {
+  const std::string key = absl::StrCat(hash, "/", entry);
+  if (auto it = functions_.find(key); it != functions_.end()) return it->second;
+  auto mod = modules_.find(hash);
+  if (mod == modules_.end()) {
+    auto bin = binaries_.find(hash);
+    if (bin == binaries_.end()) {
+      return absl::NotFoundError(absl::StrCat("step ", entry, ": code object ",
+                                              hash.empty() ? "(none)" : hash,
+                                              " is not loaded on ", info_.Key()));
+    }
+    CUmodule m = nullptr;
+    RETURN_IF_ERROR(Check(api_->cuModuleLoadData_(&m, bin->second.data()), "cuModuleLoadData"));
+    mod = modules_.emplace(hash, m).first;
+  }
+  CUfunction fn = nullptr;
+  RETURN_IF_ERROR(Check(api_->cuModuleGetFunction_(&fn, mod->second, entry.c_str()),
+                        absl::StrCat("cuModuleGetFunction(", entry, ")")));
+  functions_.emplace(key, fn);
+  return fn;
+}
+
+namespace {
+
+class CudaBuffer final : public DeviceBuffer {
+ public:
+  CudaBuffer(CudaDevice::Impl* device, CUdeviceptr ptr, int64_t size, uint64_t generation)
+      : device_(device), ptr_(ptr), size_(size), generation_(generation) {}
+  ~CudaBuffer() override {
+    absl::MutexLock lock(&device_->mu_);
+    if (device_->generation_ == generation_ && device_->ctx_ != nullptr) {
+      device_->api_->cuCtxSetCurrent_(device_->ctx_);
+      device_->api_->cuMemFree_(ptr_);
+    }
+  }
+  void* data() override { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
+  int64_t size() const override { return size_; }
+  CUdeviceptr ptr() const { return ptr_; }
+
+ private:
+  CudaDevice::Impl* const device_;
+  const CUdeviceptr ptr_;
+  const int64_t size_;
+  const uint64_t generation_;
+};
+
+CUdeviceptr DevicePtr(const DeviceBuffer& b) {
+  return static_cast<CUdeviceptr>(
+      reinterpret_cast<uintptr_t>(const_cast<DeviceBuffer&>(b).data()));
+}
+
+absl::StatusOr<DeviceInfo> QueryInfo(const CudaApi& api, CUdevice dev) {
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    return api.cuDeviceGetAttribute_(&v, a, dev) == CUDA_SUCCESS ? v : 0;
+  };
+  DeviceInfo info;
+  info.backend = "cuda";
+  const int major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  const int minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info.arch = absl::StrCat("sm_", major, minor);
+  info.compute_units = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  size_t bytes = 0;
+  RETURN_IF_ERROR(CuStatus(api, api.cuDeviceTotalMem_(&bytes, dev), "cuDeviceTotalMem"));
+  info.memory_bytes = static_cast<int64_t>(bytes);
+  int driver = 0;
+  RETURN_IF_ERROR(CuStatus(api, api.cuDriverGetVersion_(&driver), "cuDriverGetVersion"));
+  info.driver_version = absl::StrCat(driver / 1000, ".", (driver % 1000) / 10);
+  // Nominal figures for estimates only. Clock attributes are in kHz; newer
+  // drivers may report 0, then typical data-centre values stand in.
+  const double core_ghz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) > 0
+                              ? attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) * 1e-6
+                              : 1.5;
+  info.peak_gflops = info.compute_units * Fp32LanesPerSm(major, minor) * 2.0 * core_ghz;
+  const int mem_khz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+  const int bus_bits = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+  // Double data rate: two transfers per memory clock.
+  info.memory_gbps = mem_khz > 0 && bus_bits > 0 ? 2.0 * mem_khz * 1e3 * (bus_bits / 8) * 1e-9
+                                                 : 1000.0;
+  return info;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
+  ASSIGN_OR_RETURN(const CudaApi* api, LoadDriver());
+  if (CUresult r = api->cuInit_(0); r != CUDA_SUCCESS) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA driver present but cuInit failed: ", ErrorName(*api, r)));
+  }
+  int count = 0;
+  if (CUresult r = api->cuDeviceGetCount_(&count); r != CUDA_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("cuDeviceGetCount: ", ErrorName(*api, r)));
+  }
+  if (ordinal < 0 || ordinal >= count) {
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA device ", ordinal, " (", count, " present)"));
+  }
+  CUdevice dev = 0;
+  if (CUresult r = api->cuDeviceGet_(&dev, ordinal); r != CUDA_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("cuDeviceGet(", ordinal, "): ", ErrorName(*api, r)));
+  }
+  absl::StatusOr<DeviceInfo> info = QueryInfo(*api, dev);
+  if (!info.ok()) return absl::UnavailableError(info.status().message());
+  // Timings depend on the compiler, so its version is part of the device key.
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  if (!nvrtc.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", ordinal, " found but ", nvrtc.status().message()));
+  }
+  info->compiler_version = (*nvrtc)->version();
+  auto impl = std::make_unique<Impl>(api, dev, *std::move(info));
+  {
+    absl::MutexLock lock(&impl->mu_);
+    if (absl::Status s = impl->CreateContext(); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("CUDA device ", ordinal, ": ", s.message()));
+    }
+  }
+  return std::unique_ptr<CudaDevice>(new CudaDevice(std::move(impl)));
+}
+
+CudaDevice::CudaDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaDevice::~CudaDevice() = default;
+
+const DeviceInfo& CudaDevice::info() const { return impl_->info_; }
+
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaDevice::Allocate(int64_t bytes) {
+  if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
+  absl::MutexLock lock(&impl_->mu_);
+  RETURN_IF_ERROR(impl_->Enter());
+  CUdeviceptr ptr = 0;
+  // A zero-byte request still gets a distinct address.
+  const CUresult r = impl_->api_->cuMemAlloc_(&ptr, bytes == 0 ? 1 : static_cast<size_t>(bytes));
+  if (r != CUDA_SUCCESS) {
+    return impl_->Check(r, absl::StrCat("cuMemAlloc(", bytes, " bytes on ", info().Key(), ")"));
+  }
+  return std::make_unique<CudaBuffer>(impl_.get(), ptr, bytes, impl_->generation_);
+}
+
+absl::Status CudaDevice::CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) {
+  if (bytes < 0 || bytes > dst->size()) return absl::OutOfRangeError("copy larger than the buffer");
+  absl::MutexLock lock(&impl_->mu_);
+  RETURN_IF_ERROR(impl_->Enter());
+  return impl_->Check(impl_->api_->cuMemcpyHtoD_(DevicePtr(*dst), src, bytes), "cuMemcpyHtoD");
+}
+
+absl::Status CudaDevice::CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) {
+  if (bytes < 0 || bytes > src.size()) return absl::OutOfRangeError("copy larger than the buffer");
+  absl::MutexLock lock(&impl_->mu_);
+  RETURN_IF_ERROR(impl_->Enter());
+  return impl_->Check(impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src), bytes), "cuMemcpyDtoH");
+}
+
+absl::Status CudaDevice::Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) {
+  ASSIGN_OR_RETURN(gpu::LaunchGeometry g, gpu::StepGeometry(step));
+  gpu::KernelParams params(step, buffers);
+  absl::MutexLock lock(&impl_->mu_);
+  RETURN_IF_ERROR(impl_->Enter());
+  ASSIGN_OR_RETURN(CUfunction fn, impl_->Function(step.code_object_hash(), step.kernel()));
+  // Dynamic shared memory over the default 48 KiB must be opted into.
+  if (g.shared_bytes > 48 * 1024) {
+    RETURN_IF_ERROR(impl_->Check(
+        impl_->api_->cuFuncSetAttribute_(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(g.shared_bytes)),
+        absl::StrCat("step ", step.kernel(), ": ", g.shared_bytes, " bytes of shared memory")));
+  }
+  return impl_->Check(
+      impl_->api_->cuLaunchKernel_(fn, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
+                                   g.block[2], g.shared_bytes, impl_->stream_, params.data(),
+                                   nullptr),
+      absl::StrCat("cuLaunchKernel(", step.kernel(), ")"));
+}
+
+absl::Status CudaDevice::Synchronize() {
+  absl::MutexLock lock(&impl_->mu_);
+  RETURN_IF_ERROR(impl_->Enter());
+  return impl_->Check(impl_->api_->cuStreamSynchronize_(impl_->stream_), "kernel execution");
+}
+
+absl::StatusOr<double> CudaDevice::TimeMs(const std::function<absl::Status()>& work) {
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    RETURN_IF_ERROR(impl_->Enter());
+    RETURN_IF_ERROR(
+        impl_->Check(impl_->api_->cuEventRecord_(impl_->start_, impl_->stream_), "cuEventRecord"));
+  }
+  // `work` launches through this device, which takes the lock itself.
+  absl::Status s = work();
+  absl::MutexLock lock(&impl_->mu_);
+  RETURN_IF_ERROR(impl_->Enter());
+  RETURN_IF_ERROR(
+      impl_->Check(impl_->api_->cuEventRecord_(impl_->stop_, impl_->stream_), "cuEventRecord"));
+  RETURN_IF_ERROR(impl_->Check(impl_->api_->cuEventSynchronize_(impl_->stop_), "kernel execution"));
+  if (!s.ok()) return s;
+  float ms = 0;
+  RETURN_IF_ERROR(impl_->Check(impl_->api_->cuEventElapsedTime_(&ms, impl_->start_, impl_->stop_),
+                               "cuEventElapsedTime"));
+  return static_cast<double>(ms);
+}
+
+absl::Status CudaDevice::LoadCodeObject(const std::string& hash, const std::string& binary) {
+  if (hash.empty() || binary.empty()) {
+    return absl::InvalidArgumentError("LoadCodeObject: empty hash or code object");
+  }
+  absl::MutexLock lock(&impl_->mu_);
+  if (impl_->binaries_.contains(hash)) return absl::OkStatus();
+  RETURN_IF_ERROR(impl_->Enter());
+  // Loaded now, not lazily, so a bad binary is reported to the builder.
+  CUmodule m = nullptr;
+  RETURN_IF_ERROR(impl_->Check(impl_->api_->cuModuleLoadData_(&m, binary.data()),
+                               absl::StrCat("cuModuleLoadData(", hash, ")")));
+  impl_->modules_.emplace(hash, m);
+  impl_->binaries_.emplace(hash, binary);
+  return absl::OkStatus();
+}
+
+bool CudaDevice::HasCodeObject(const std::string& hash) const {
+  absl::MutexLock lock(&impl_->mu_);
+  return impl_->binaries_.contains(hash);
+}
+
+absl::Status CudaDevice::Reset() {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->DestroyContext(/*reset=*/true);
+  return impl_->CreateContext();
+}
+
+#else  // !CONVTUNE_HAVE_CUDA_HEADERS
+
+class CudaDevice::Impl {};
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
+  return absl::UnavailableError("no CUDA support: convtune was built without the CUDA headers");
+}
+CudaDevice::CudaDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaDevice::~CudaDevice() = default;
+const DeviceInfo& CudaDevice::info() const {
+  static const DeviceInfo* const none = new DeviceInfo;
+  return *none;
+}
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaDevice::Allocate(int64_t) {
+  return absl::UnavailableError("no CUDA support");
+}
+absl::Status CudaDevice::CopyToDevice(DeviceBuffer*, const void*, int64_t) {
+  return absl::UnavailableError("no CUDA support");
+}
+absl::Status CudaDevice::CopyFromDevice(void*, const DeviceBuffer&, int64_t) {
+  return absl::UnavailableError("no CUDA support");
+}
+absl::Status CudaDevice::Launch(const v1::KernelStep&, const std::vector<void*>&) {
+  return absl::UnavailableError("no CUDA support");
+}
+absl::Status CudaDevice::Synchronize() { return absl::UnavailableError("no CUDA support"); }
+absl::StatusOr<double> CudaDevice::TimeMs(const std::function<absl::Status()>&) {
+  return absl::UnavailableError("no CUDA support");
+}
+absl::Status CudaDevice::LoadCodeObject(const std::string&, const std::string&) {
+  return absl::UnavailableError("no CUDA support");
+}
+bool CudaDevice::HasCodeObject(const std::string&) const { return false; }
+absl::Status CudaDevice::Reset() { return absl::UnavailableError("no CUDA support"); }
+
+#endif
+
+}  // namespace convtune

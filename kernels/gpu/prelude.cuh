@@ -1,0 +1,122 @@
+// The per-backend prelude put in front of every kernel source: warp size,
+// 64-bit integer names, fp16 / bf16 storage types and conversions, warp
+// shuffles. The embedding defines CONVTUNE_BACKEND_CUDA or CONVTUNE_BACKEND_HIP
+// before this text. It includes no header, so the run-time compilers need no
+// include path on the machine that compiles.
+//
+// Kernels are `CT_KERNEL void name(T* buf0, ..., ct_i64 scalar0, ...)`: the
+// step's buffers as pointers, then its scalars as 64-bit integers, in order.
+#ifndef CONVTUNE_PRELUDE_CUH_
+#define CONVTUNE_PRELUDE_CUH_
+
+#if !defined(CONVTUNE_BACKEND_CUDA) && !defined(CONVTUNE_BACKEND_HIP)
+#error "define CONVTUNE_BACKEND_CUDA or CONVTUNE_BACKEND_HIP before the prelude"
+#endif
+
+#define CT_KERNEL extern "C" __global__
+#define CT_DEVICE __device__ __forceinline__
+
+typedef long long ct_i64;
+typedef unsigned long long ct_u64;
+typedef int ct_i32;
+typedef unsigned int ct_u32;
+typedef unsigned short ct_u16;
+
+#if defined(CONVTUNE_BACKEND_CUDA)
+#define CT_WARP_SIZE 32
+#elif defined(__AMDGCN_WAVEFRONT_SIZE)
+#define CT_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
+#else
+#define CT_WARP_SIZE 64
+#endif
+
+// Half and bfloat16 as 16-bit storage; arithmetic happens in float.
+struct alignas(2) ct_half {
+  ct_u16 bits;
+};
+struct alignas(2) ct_bf16 {
+  ct_u16 bits;
+};
+
+CT_DEVICE float ct_bits_to_float(ct_u32 u) { return __uint_as_float(u); }
+CT_DEVICE ct_u32 ct_float_to_bits(float f) { return __float_as_uint(f); }
+
+#if defined(CONVTUNE_BACKEND_CUDA)
+CT_DEVICE float ct_half_to_float(ct_half h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+CT_DEVICE ct_half ct_float_to_half(float f) {
+  ct_half h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+#else
+CT_DEVICE float ct_half_to_float(ct_half h) {
+  return static_cast<float>(__builtin_bit_cast(_Float16, h.bits));
+}
+CT_DEVICE ct_half ct_float_to_half(float f) {
+  ct_half h;
+  h.bits = __builtin_bit_cast(ct_u16, static_cast<_Float16>(f));
+  return h;
+}
+#endif
+
+CT_DEVICE float ct_bf16_to_float(ct_bf16 b) {
+  return ct_bits_to_float(static_cast<ct_u32>(b.bits) << 16);
+}
+// Round to nearest even; NaN stays a (quiet) NaN.
+CT_DEVICE ct_bf16 ct_float_to_bf16(float f) {
+  const ct_u32 u = ct_float_to_bits(f);
+  ct_bf16 b;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    b.bits = static_cast<ct_u16>((u >> 16) | 0x40u);
+  } else {
+    b.bits = static_cast<ct_u16>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  return b;
+}
+
+// Overloads so one kernel body can load and store any of the three types.
+CT_DEVICE float ct_to_float(float v) { return v; }
+CT_DEVICE float ct_to_float(ct_half v) { return ct_half_to_float(v); }
+CT_DEVICE float ct_to_float(ct_bf16 v) { return ct_bf16_to_float(v); }
+template <typename T>
+CT_DEVICE T ct_from_float(float v);
+template <>
+CT_DEVICE float ct_from_float<float>(float v) {
+  return v;
+}
+template <>
+CT_DEVICE ct_half ct_from_float<ct_half>(float v) {
+  return ct_float_to_half(v);
+}
+template <>
+CT_DEVICE ct_bf16 ct_from_float<ct_bf16>(float v) {
+  return ct_float_to_bf16(v);
+}
+
+// Warp shuffles over the whole warp (HIP has no mask argument).
+#if defined(CONVTUNE_BACKEND_CUDA)
+CT_DEVICE float ct_shfl_down(float v, int delta) { return __shfl_down_sync(0xffffffffu, v, delta); }
+CT_DEVICE float ct_shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+CT_DEVICE float ct_shfl(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
+#else
+CT_DEVICE float ct_shfl_down(float v, int delta) { return __shfl_down(v, delta); }
+CT_DEVICE float ct_shfl_xor(float v, int mask) { return __shfl_xor(v, mask); }
+CT_DEVICE float ct_shfl(float v, int lane) { return __shfl(v, lane); }
+#endif
+
+// Sum over the warp; every lane gets the total.
+CT_DEVICE float ct_warp_sum(float v) {
+  for (int m = CT_WARP_SIZE / 2; m > 0; m /= 2) v += ct_shfl_xor(v, m);
+  return v;
+}
+
+// The flat index of this thread in a 1-D launch, as 64-bit.
+CT_DEVICE ct_i64 ct_global_index_x() {
+  return static_cast<ct_i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+#endif  // CONVTUNE_PRELUDE_CUH_

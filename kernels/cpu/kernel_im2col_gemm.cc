@@ -199,7 +199,10 @@ void RunGroup(const ConvGeom& g, int64_t n, int64_t grp, float* x, float* w,
   const float beta = n > 0 ? 1.f : 0.f;
   switch (g.p.direction) {
     case Direction::kForward:
-      if (nchw && HasAvx512Sgemm()) {
+      // Packing col straight from x pays off when the threads split its
+      // columns; when they split the filters instead, each would pack all of
+      // col, so it is written out once, in parallel, and read in place.
+      if (nchw && HasAvx512Sgemm() && os >= g.kg) {
         ParallelSgemmPackedB(
             g.kg, os, width, wg, width,
             [&](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* out) {

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "server/solvers/cpu_solvers.h"
+#include "server/solvers/gpu_solvers.h"
 
 namespace convtune {
 
@@ -12,6 +13,7 @@ const SolverRegistry& SolverRegistry::Default() {
   static const SolverRegistry* registry = [] {
     std::vector<std::unique_ptr<Solver>> all;
     for (auto& s : MakeCpuSolvers()) all.push_back(std::move(s));
+    for (auto& s : MakeGpuSolvers()) all.push_back(std::move(s));
     return new SolverRegistry(std::move(all));
   }();
   return *registry;

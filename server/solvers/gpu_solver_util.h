@@ -1,0 +1,74 @@
+// Pieces shared by the GPU solvers: the factories MakeGpuSolvers() collects,
+// plan building for run-time compiled kernels (sources, options, launch
+// geometry), and the implicit-GEMM plan that three solvers share.
+// Stateless; thread-safe.
+#ifndef CONVTUNE_SERVER_SOLVERS_GPU_SOLVER_UTIL_H_
+#define CONVTUNE_SERVER_SOLVERS_GPU_SOLVER_UTIL_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "convtune/v1/plan.pb.h"
+#include "kernels/problem.h"
+#include "server/solver.h"
+
+namespace convtune {
+
+std::unique_ptr<Solver> NewGpuDirectNaiveSolver();
+std::unique_ptr<Solver> NewGpuImplicitGemmSolver();
+std::unique_ptr<Solver> NewGpuImplicitGemmStaticSolver();
+std::unique_ptr<Solver> NewGpuDepthwiseSolver();
+std::unique_ptr<Solver> NewGpuTensorCoreIgemmSolver();
+
+class GpuSolver : public Solver {
+ public:
+  absl::string_view backend() const final { return "gpu"; }
+};
+
+// -DCT_TYPE, -DCT_DIR and -DCT_NHWC: what every conv kernel is compiled for.
+std::vector<std::string> ProblemOptions(const ConvProblem& p);
+
+// The index of (file, options) in plan.sources, added if new.
+int AddSource(v1::ExecutionPlan* plan, absl::string_view file,
+              const std::vector<std::string>& options);
+
+// Appends a GPU step running `kernel` of source `source` with that geometry.
+v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel, int source,
+                           std::array<int64_t, 3> grid, uint32_t block);
+
+// Appends the x, w, y buffers and the problem scalars: the conv kernels'
+// common leading arguments.
+void AddConvArgs(const ConvProblem& p, v1::KernelStep* step);
+
+// OK, or FailedPrecondition when a tensor (times `copies`) has more elements
+// than a 32-bit index reaches.
+absl::Status CheckIndex32(const ConvProblem& p, absl::string_view solver, int64_t copies = 1);
+
+// The implicit-GEMM kernel (conv_igemm.cu). A config is
+// {BM, BN, BK, TM, TN, splits} for the FMA core, or {BM, BN, BK, WM, WN,
+// splits} for the tensor-core core; splits > 1 only for backward weights.
+enum class IgemmCore { kFma, kMma };
+struct IgemmShape {
+  int64_t rows, cols, groups;  // the GEMM per group: M, N
+};
+IgemmShape IgemmGemmShape(const ConvProblem& p);
+
+std::vector<PerfConfig> IgemmConfigSpace(const ConvProblem& p, IgemmCore core);
+PerfConfig IgemmDefaultConfig(const ConvProblem& p, IgemmCore core);
+int64_t IgemmWorkspaceBytes(const ConvProblem& p);
+// FailedPrecondition naming the limit (32-bit indices, grid size).
+absl::Status IgemmApplicable(const ConvProblem& p, absl::string_view solver);
+// Adds the steps (and sources) of one config to `plan`. `specialise` compiles
+// every size in as -D options.
+void AddIgemmSteps(const ConvProblem& p, const PerfConfig& config, IgemmCore core,
+                   bool specialise, v1::ExecutionPlan* plan);
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_SOLVERS_GPU_SOLVER_UTIL_H_

@@ -1,0 +1,17 @@
+#include "server/solvers/gpu_solvers.h"
+
+#include "server/solvers/gpu_solver_util.h"
+
+namespace convtune {
+
+std::vector<std::unique_ptr<Solver>> MakeGpuSolvers() {
+  std::vector<std::unique_ptr<Solver>> all;
+  all.push_back(NewGpuDirectNaiveSolver());
+  all.push_back(NewGpuImplicitGemmSolver());
+  all.push_back(NewGpuImplicitGemmStaticSolver());
+  all.push_back(NewGpuDepthwiseSolver());
+  all.push_back(NewGpuTensorCoreIgemmSolver());
+  return all;
+}
+
+}  // namespace convtune

@@ -1,0 +1,24 @@
+// The GPU solvers: kernels written once for NVRTC (cuda) and hiprtc (hip),
+// compiled at run time from kernels/gpu/conv_*.cu. Stateless; thread-safe.
+#ifndef CONVTUNE_SERVER_SOLVERS_GPU_SOLVERS_H_
+#define CONVTUNE_SERVER_SOLVERS_GPU_SOLVERS_H_
+
+#include <memory>
+#include <vector>
+
+#include "server/solver.h"
+
+namespace convtune {
+
+// Solver ids of the GPU backends: 100-199. Never reuse an id.
+inline constexpr uint32_t kGpuDirectNaiveId = 101;
+inline constexpr uint32_t kGpuImplicitGemmId = 102;
+inline constexpr uint32_t kGpuImplicitGemmStaticId = 103;
+inline constexpr uint32_t kGpuDepthwiseId = 104;
+inline constexpr uint32_t kGpuTensorCoreIgemmId = 105;
+
+std::vector<std::unique_ptr<Solver>> MakeGpuSolvers();
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_SOLVERS_GPU_SOLVERS_H_

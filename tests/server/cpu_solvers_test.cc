@@ -70,6 +70,7 @@ std::vector<Shape> Shapes() {
       {"1x1 stride2", Conv2d(1, 6, 7, 7, 4, 1, 1, 0, 2)},
       {"resnet 3x3", Conv2d(1, 16, 14, 14, 16, 3, 3, 1)},
       {"resnet 1x1", Conv2d(1, 32, 7, 7, 16, 1, 1, 0)},
+      {"many filters, few outputs", Conv2d(1, 4, 5, 5, 40, 3, 3, 0)},
       {"large image", Conv2d(1, 3, 40, 41, 10, 3, 3, 1)},
       {"resnet 7x7 s2", Conv2d(1, 3, 24, 24, 8, 7, 7, 3, 2)},
       {"3d 3x3x3", Conv3d(1, 3, 5, 6, 5, 4, 3, 1)},

@@ -135,6 +135,21 @@ LearnedRanker::LearnedRanker(v1::HeuristicModel model, const SolverRegistry& reg
     }
   }
   for (const v1::HeuristicSolverModel& s : model_.solvers()) solver_ids_.push_back(s.solver_id());
+  BuildColumns();
+}
+
+void LearnedRanker::BuildColumns() {
+  const size_t n = model_.record_count();
+  columns_.clear();
+  if (kind_ != ModelKind::kKnn || model_.points_size() != static_cast<int64_t>(n) * kFeatureCount) {
+    return;
+  }
+  columns_.resize(n * kFeatureCount);
+  for (size_t i = 0; i < n; ++i) {
+    for (int j = 0; j < kFeatureCount; ++j) {
+      columns_[j * n + i] = model_.points(static_cast<int>(i * kFeatureCount + j));
+    }
+  }
 }
 
 absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::Train(
@@ -177,6 +192,7 @@ absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::Train(
     r->FitRidge(samples, z);
   } else {
     r->StoreKnn(samples, z);
+    r->BuildColumns();
   }
   r->solver_ids_.clear();
   for (const v1::HeuristicSolverModel& s : r->model_.solvers()) {
@@ -331,13 +347,12 @@ std::vector<float> LearnedRanker::Distances(const Features& z) const {
   std::vector<float> dist;
   if (kind_ != ModelKind::kKnn) return dist;
   const int n = static_cast<int>(model_.record_count());
-  dist.resize(n);
-  const float* pts = model_.points().data();
-  for (int i = 0; i < n; ++i) {
-    const float* row = pts + static_cast<size_t>(i) * kFeatureCount;
-    float d = 0;
-    for (int j = 0; j < kFeatureCount; ++j) d += (row[j] - z[j]) * (row[j] - z[j]);
-    dist[i] = d;
+  dist.assign(n, 0.0f);
+  float* d = dist.data();
+  for (int j = 0; j < kFeatureCount; ++j) {
+    const float* col = columns_.data() + static_cast<size_t>(j) * n;
+    const float zj = z[j];
+    for (int i = 0; i < n; ++i) d[i] += (col[i] - zj) * (col[i] - zj);
   }
   return dist;
 }

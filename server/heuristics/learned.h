@@ -96,6 +96,7 @@ class LearnedRanker final : public Ranker {
   int SolverIndex(uint32_t id) const;
   // Squared distances from z to every kNN training point (empty for ridge).
   std::vector<float> Distances(const Features& z) const;
+  void BuildColumns();
   // Predicted log2(ms) of solver model `index`; `dist` from Distances(z).
   double PredictLog2(int index, const Features& f, const Features& z,
                      const std::vector<float>& dist) const;
@@ -109,6 +110,9 @@ class LearnedRanker final : public Ranker {
   ModelKind kind_;
   Features mean_{}, scale_{}, min_{}, max_{};
   std::vector<uint32_t> solver_ids_;
+  // kNN points feature-major, so the distance loop runs over points and
+  // vectorizes.
+  std::vector<float> columns_;
 };
 
 }  // namespace convtune

@@ -24,6 +24,21 @@ absl::Status CheckSolutionId(uint64_t solution_id) {
   return absl::OkStatus();
 }
 
+// Names the solution in the daemon's answer about it (which speaks of
+// solvers), unless the answer is about reaching the daemon.
+absl::Status AboutSolution(absl::Status status, uint64_t solution_id) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+      return absl::Status(status.code(),
+                          absl::StrCat("solution ", solution_id, ": ",
+                                       status.message()));
+    default:
+      return status;
+  }
+}
+
 v1::SolutionRequest MakeSolutionRequest(const ConvProblem& problem,
                                         uint64_t solution_id) {
   v1::SolutionRequest request;
@@ -81,7 +96,7 @@ absl::StatusOr<int64_t> Client::GetSolutionWorkspaceSize(
   SetDeadline(&context, options_.call_timeout);
   grpc::Status status =
       stub_->GetSolutionWorkspaceSize(&context, request, &response);
-  if (!status.ok()) return CallError(status);
+  if (!status.ok()) return AboutSolution(CallError(status), solution_id);
   return response.workspace_bytes();
 }
 
@@ -99,7 +114,7 @@ absl::StatusOr<v1::CompileSolutionResponse> Client::CompileSolution(
     ++counters_.compile_rpcs;
   }
   grpc::Status status = stub_->CompileSolution(&context, request, &response);
-  if (!status.ok()) return CallError(status);
+  if (!status.ok()) return AboutSolution(CallError(status), solution_id);
   if (response.plan().solver_id() != solution_id) {
     return absl::InternalError(absl::StrCat(
         "convtuned compiled solver ", response.plan().solver_id(),
@@ -170,7 +185,11 @@ absl::Status Client::RunImmediate(const ConvProblem& problem,
                                   uint64_t solution_id,
                                   const PlanBuffers& buffers) {
   RETURN_IF_ERROR(CheckSolutionId(solution_id));
-  return Run(problem, static_cast<uint32_t>(solution_id), buffers);
+  absl::Status s = Run(problem, static_cast<uint32_t>(solution_id), buffers);
+  // Workspace and buffer errors are the caller's, not the solution's.
+  return s.code() == absl::StatusCode::kNotFound
+             ? AboutSolution(std::move(s), solution_id)
+             : s;
 }
 
 ClientCounters Client::counters() const {

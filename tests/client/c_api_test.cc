@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/convtune.h"
 #include "common/defaults.h"
@@ -153,6 +154,82 @@ TEST_F(CApiTest, NullPointersAreBadParm) {
                                  &zero, y_, &buf, nullptr, 0),
       convtuneStatusBadParm);
   EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("algo 4"));
+}
+
+TEST_F(CApiTest, ImmediateArgumentsAreCheckedFirst) {
+  SetLayer();
+  float buf = 0;
+  size_t count = 0;
+  convtuneConvSolution_t solutions[2];
+  EXPECT_EQ(convtuneConvolutionForwardGetSolutionCount(nullptr, w_, x_, conv_,
+                                                       y_, &count),
+            convtuneStatusBadParm);
+  EXPECT_EQ(convtuneConvolutionForwardGetSolutionCount(handle_, w_, x_, conv_,
+                                                       y_, nullptr),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("solutionCount is NULL"));
+  EXPECT_EQ(convtuneConvolutionBackwardDataGetSolution(
+                handle_, y_, w_, conv_, x_, 2, &count, nullptr),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("solutions is NULL"));
+  EXPECT_EQ(convtuneConvolutionBackwardWeightsGetSolution(
+                handle_, y_, x_, conv_, w_, 0, &count, solutions),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("maxSolutionCount"));
+  EXPECT_EQ(convtuneConvolutionForwardGetSolutionWorkspaceSize(
+                handle_, w_, x_, conv_, y_, 1, nullptr),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("workSpaceSize is NULL"));
+  EXPECT_EQ(convtuneConvolutionBackwardDataCompileSolution(handle_, y_, w_,
+                                                           nullptr, x_, 1),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("convDesc is NULL"));
+  EXPECT_EQ(convtuneConvolutionForwardImmediate(handle_, w_, nullptr, x_, &buf,
+                                                conv_, y_, &buf, nullptr, 0, 1),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("w is NULL"));
+  EXPECT_EQ(convtuneConvolutionBackwardDataImmediate(
+                handle_, y_, &buf, w_, &buf, conv_, x_, nullptr, nullptr, 0, 1),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("dx is NULL"));
+  EXPECT_EQ(convtuneConvolutionBackwardWeightsImmediate(
+                handle_, y_, &buf, x_, &buf, conv_, w_, &buf, nullptr, 64, 1),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_),
+              HasSubstr("workSpace is NULL but workSpaceSize is 64"));
+  // Descriptors are checked before the daemon is asked.
+  convtuneTensorDescriptor_t unset = nullptr;
+  ASSERT_EQ(convtuneCreateTensorDescriptor(&unset), convtuneStatusSuccess);
+  EXPECT_EQ(convtuneConvolutionForwardGetSolutionCount(handle_, w_, unset,
+                                                       conv_, y_, &count),
+            convtuneStatusNotInitialized);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("xDesc has not been set"));
+  convtuneDestroyTensorDescriptor(unset);
+  // Then the daemon, which nobody serves here.
+  EXPECT_EQ(convtuneConvolutionForwardGetSolutionCount(handle_, w_, x_, conv_,
+                                                       y_, &count),
+            convtuneStatusUnavailable);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr(address_));
+
+  convtuneFindMode_t mode;
+  EXPECT_EQ(convtuneSetFindMode(nullptr, convtuneFindModeFast),
+            convtuneStatusBadParm);
+  EXPECT_EQ(convtuneGetFindMode(handle_, nullptr), convtuneStatusBadParm);
+  for (int bad : {-1, 4, 8, 100}) {
+    EXPECT_EQ(convtuneSetFindMode(handle_, static_cast<convtuneFindMode_t>(bad)),
+              convtuneStatusBadParm)
+        << bad;
+    EXPECT_THAT(convtuneGetLastError(handle_),
+                HasSubstr(absl::StrCat("findMode ", bad)));
+  }
+  for (convtuneFindMode_t good :
+       {convtuneFindModeNormal, convtuneFindModeFast, convtuneFindModeHybrid,
+        convtuneFindModeDynamicHybrid, convtuneFindModeTrustVerify,
+        convtuneFindModeTrustVerifyFull, convtuneFindModeDefault}) {
+    ASSERT_EQ(convtuneSetFindMode(handle_, good), convtuneStatusSuccess);
+    ASSERT_EQ(convtuneGetFindMode(handle_, &mode), convtuneStatusSuccess);
+    EXPECT_EQ(mode, good);
+  }
 }
 
 TEST_F(CApiTest, TensorDescriptorValues) {

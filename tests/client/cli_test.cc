@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/driver_line.h"
+#include "tests/client/cli_util.h"
 #include "tests/client/process_util.h"
 
 namespace convtune {
@@ -20,43 +21,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::ProcessResult;
-
-ProcessResult Cli(std::vector<std::string> args) {
-  args.insert(args.begin(), CONVTUNE_CLI_PATH);
-  return testing::RunProcess(args);
-}
-
-// A random forward problem as MIOpenDriver arguments, and its key.
-std::vector<std::string> RandomDriverArgs(std::mt19937& rng, std::string* key) {
-  std::uniform_int_distribution<int> channels(2, 12), spatial(5, 16),
-      filter(0, 1);
-  const int f = filter(rng) ? 3 : 1;
-  std::vector<std::string> args = {"conv",
-                                   "-n",
-                                   "1",
-                                   "-c",
-                                   absl::StrCat(channels(rng)),
-                                   "-H",
-                                   absl::StrCat(spatial(rng)),
-                                   "-W",
-                                   absl::StrCat(spatial(rng)),
-                                   "-k",
-                                   absl::StrCat(channels(rng)),
-                                   "-y",
-                                   absl::StrCat(f),
-                                   "-x",
-                                   absl::StrCat(f),
-                                   "-p",
-                                   absl::StrCat(f / 2),
-                                   "-q",
-                                   absl::StrCat(f / 2),
-                                   "-F",
-                                   "1"};
-  auto problems = ParseDriverArgs(args);
-  EXPECT_TRUE(problems.ok() && problems->size() == 1);
-  *key = ProblemKey(problems->front());
-  return args;
-}
 
 TEST(CliUsageTest, HelpDescribesEverySubcommandAndFlag) {
   ProcessResult r = Cli({"--help"});

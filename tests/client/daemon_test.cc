@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/problem_proto.h"
 #include "kernels/reference.h"
+#include "tests/client/c_descriptors.h"
 #include "tests/client/process_util.h"
 
 namespace convtune {
@@ -207,39 +208,6 @@ TEST_F(DaemonTest, ExampleProgramPasses) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("PASS"));
 }
-
-// Descriptors for `p` (NCHW, 2-D) through the C API.
-struct CDescriptors {
-  explicit CDescriptors(const ConvProblem& p) {
-    const convtuneDataType_t type = p.type == DataType::kFp32 ? convtuneFloat
-                                    : p.type == DataType::kFp16
-                                        ? convtuneHalf
-                                        : convtuneBFloat16;
-    convtuneCreateTensorDescriptor(&x);
-    convtuneCreateTensorDescriptor(&w);
-    convtuneCreateTensorDescriptor(&y);
-    convtuneCreateConvolutionDescriptor(&conv);
-    ok = convtuneSet4dTensorDescriptor(x, type, p.n, p.c, p.in[1], p.in[2]) ==
-             0 &&
-         convtuneSet4dTensorDescriptor(w, type, p.k, p.c_per_group(),
-                                       p.filter[1], p.filter[2]) == 0 &&
-         convtuneSet4dTensorDescriptor(y, type, p.n, p.k, p.out(1), p.out(2)) ==
-             0 &&
-         convtuneInitConvolutionDescriptor(conv, convtuneConvolution, p.pad[1],
-                                           p.pad[2], p.stride[1], p.stride[2],
-                                           p.dilation[1], p.dilation[2]) == 0 &&
-         convtuneSetConvolutionGroupCount(conv, p.groups) == 0;
-  }
-  ~CDescriptors() {
-    convtuneDestroyTensorDescriptor(x);
-    convtuneDestroyTensorDescriptor(w);
-    convtuneDestroyTensorDescriptor(y);
-    convtuneDestroyConvolutionDescriptor(conv);
-  }
-  bool ok = false;
-  convtuneTensorDescriptor_t x = nullptr, w = nullptr, y = nullptr;
-  convtuneConvolutionDescriptor_t conv = nullptr;
-};
 
 class CApiDaemonTest : public DaemonTest {
  protected:

@@ -101,15 +101,18 @@ std::string ConvtunedPath() {
 
 Daemon::~Daemon() { Stop().IgnoreError(); }
 
-absl::Status Daemon::Start(const std::string& dir, const std::string& db_dir) {
+absl::Status Daemon::Start(const std::string& dir, const std::string& db_dir,
+                           const std::vector<std::string>& extra_args) {
   const std::string binary = ConvtunedPath();
   if (binary.empty())
     return absl::FailedPreconditionError("convtuned is not built");
   socket_path_ = dir + "/convtuned.sock";
   log_path_ = dir + "/convtuned.log";
-  pid_ = Spawn({binary, "--socket", socket_path_, "--db", db_dir, "--backend",
-                "cpu", "--compile-threads", "2"},
-               dir + "/convtuned.out", log_path_);
+  std::vector<std::string> argv = {binary,  "--socket", socket_path_,
+                                   "--db",  db_dir,     "--backend",
+                                   "cpu",   "--compile-threads", "2"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  pid_ = Spawn(argv, dir + "/convtuned.out", log_path_);
   if (pid_ < 0) return absl::InternalError("fork failed");
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < end) {

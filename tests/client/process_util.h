@@ -50,8 +50,10 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  // Starts the daemon and waits (up to 60 s) for its readiness line.
-  absl::Status Start(const std::string& dir, const std::string& db_dir);
+  // Starts the daemon (with `extra_args` after the usual flags) and waits
+  // (up to 60 s) for its readiness line.
+  absl::Status Start(const std::string& dir, const std::string& db_dir,
+                     const std::vector<std::string>& extra_args = {});
   // SIGTERM, then SIGKILL after 20 s. OK if it exited with status 0.
   absl::Status Stop();
 

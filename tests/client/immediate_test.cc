@@ -1,0 +1,535 @@
+// Immediate mode and find modes against a real convtuned: fallback solutions
+// on a miss, measured ones after a find, compile-then-run without a plan
+// round trip, solution workspace sizes, bad ids, the C API workflow in all
+// three directions, and the handle's find mode.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "client/convtune.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/reference.h"
+#include "tests/client/c_descriptors.h"
+#include "tests/client/process_util.h"
+
+namespace convtune {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+class ImmediateTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir;
+    daemon_ = new testing::Daemon;
+    start_status_ = daemon_->Start(dir_->path(), dir_->path() + "/db");
+  }
+  static void TearDownTestSuite() {
+    if (start_status_.ok()) {
+      absl::Status stopped = daemon_->Stop();
+      EXPECT_TRUE(stopped.ok()) << stopped;
+    }
+    delete daemon_;
+    delete dir_;
+  }
+  void SetUp() override {
+    if (testing::ConvtunedPath().empty())
+      GTEST_SKIP() << "convtuned is not part of this build";
+    ASSERT_TRUE(start_status_.ok()) << start_status_;
+    auto client = Client::Connect(daemon_->address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+    ASSERT_EQ(convtuneCreateWithAddress(&handle_, daemon_->address().c_str()),
+              convtuneStatusSuccess);
+  }
+  void TearDown() override {
+    if (handle_ != nullptr) convtuneDestroy(handle_);
+  }
+
+  // A random problem no test has asked for before (the daemon's database is
+  // fresh and the sizes are drawn per call).
+  ConvProblem RandomProblem(Direction direction) {
+    std::uniform_int_distribution<int> small(1, 2), channels(3, 11),
+        spatial(7, 17);
+    ConvProblem p;
+    p.n = small(rng_);
+    p.c = channels(rng_);
+    p.k = channels(rng_);
+    p.in = {1, spatial(rng_), spatial(rng_)};
+    const int64_t f = small(rng_) == 1 ? 1 : 3;
+    p.filter = {1, f, f};
+    p.pad = {0, f / 2, f / 2};
+    p.stride = {1, small(rng_), small(rng_)};
+    p.direction = direction;
+    EXPECT_TRUE(ValidateProblem(p).ok());
+    return p;
+  }
+
+  // The C API immediate workflow for `p`'s direction; checks every output
+  // element against the float64 reference.
+  void CImmediateWorkflow(const ConvProblem& p);
+
+  static testing::TempDir* dir_;
+  static testing::Daemon* daemon_;
+  static absl::Status start_status_;
+  std::unique_ptr<Client> client_;
+  convtuneHandle_t handle_ = nullptr;
+  std::mt19937 rng_{std::random_device{}()};
+  std::mt19937_64 rng64_{std::random_device{}()};
+};
+
+testing::TempDir* ImmediateTest::dir_ = nullptr;
+testing::Daemon* ImmediateTest::daemon_ = nullptr;
+absl::Status ImmediateTest::start_status_;
+
+bool IsFallbackSource(const std::string& source) {
+  return source == "estimate" || source == "heuristic";
+}
+
+// One direction's immediate calls with the descriptors and buffers bound, so
+// the workflow is written once.
+struct DirectionApi {
+  std::function<convtuneStatus_t(size_t*)> count;
+  std::function<convtuneStatus_t(size_t, size_t*, convtuneConvSolution_t*)>
+      get;
+  std::function<convtuneStatus_t(uint64_t, size_t*)> workspace;
+  std::function<convtuneStatus_t(uint64_t)> compile;
+  std::function<convtuneStatus_t(void*, size_t, uint64_t)> run;
+};
+
+DirectionApi BindApi(convtuneHandle_t h, const CDescriptors& d, Direction dir,
+                     void* x, void* w, void* y) {
+  DirectionApi api;
+  switch (dir) {
+    case Direction::kForward:
+      api.count = [=, &d](size_t* n) {
+        return convtuneConvolutionForwardGetSolutionCount(h, d.w, d.x, d.conv,
+                                                          d.y, n);
+      };
+      api.get = [=, &d](size_t max, size_t* n, convtuneConvSolution_t* s) {
+        return convtuneConvolutionForwardGetSolution(h, d.w, d.x, d.conv, d.y,
+                                                     max, n, s);
+      };
+      api.workspace = [=, &d](uint64_t id, size_t* size) {
+        return convtuneConvolutionForwardGetSolutionWorkspaceSize(
+            h, d.w, d.x, d.conv, d.y, id, size);
+      };
+      api.compile = [=, &d](uint64_t id) {
+        return convtuneConvolutionForwardCompileSolution(h, d.w, d.x, d.conv,
+                                                         d.y, id);
+      };
+      api.run = [=, &d](void* ws, size_t size, uint64_t id) {
+        return convtuneConvolutionForwardImmediate(h, d.w, w, d.x, x, d.conv,
+                                                   d.y, y, ws, size, id);
+      };
+      break;
+    case Direction::kBackwardData:
+      api.count = [=, &d](size_t* n) {
+        return convtuneConvolutionBackwardDataGetSolutionCount(h, d.y, d.w,
+                                                               d.conv, d.x, n);
+      };
+      api.get = [=, &d](size_t max, size_t* n, convtuneConvSolution_t* s) {
+        return convtuneConvolutionBackwardDataGetSolution(h, d.y, d.w, d.conv,
+                                                          d.x, max, n, s);
+      };
+      api.workspace = [=, &d](uint64_t id, size_t* size) {
+        return convtuneConvolutionBackwardDataGetSolutionWorkspaceSize(
+            h, d.y, d.w, d.conv, d.x, id, size);
+      };
+      api.compile = [=, &d](uint64_t id) {
+        return convtuneConvolutionBackwardDataCompileSolution(h, d.y, d.w,
+                                                              d.conv, d.x, id);
+      };
+      api.run = [=, &d](void* ws, size_t size, uint64_t id) {
+        return convtuneConvolutionBackwardDataImmediate(
+            h, d.y, y, d.w, w, d.conv, d.x, x, ws, size, id);
+      };
+      break;
+    case Direction::kBackwardWeights:
+      api.count = [=, &d](size_t* n) {
+        return convtuneConvolutionBackwardWeightsGetSolutionCount(
+            h, d.y, d.x, d.conv, d.w, n);
+      };
+      api.get = [=, &d](size_t max, size_t* n, convtuneConvSolution_t* s) {
+        return convtuneConvolutionBackwardWeightsGetSolution(
+            h, d.y, d.x, d.conv, d.w, max, n, s);
+      };
+      api.workspace = [=, &d](uint64_t id, size_t* size) {
+        return convtuneConvolutionBackwardWeightsGetSolutionWorkspaceSize(
+            h, d.y, d.x, d.conv, d.w, id, size);
+      };
+      api.compile = [=, &d](uint64_t id) {
+        return convtuneConvolutionBackwardWeightsCompileSolution(
+            h, d.y, d.x, d.conv, d.w, id);
+      };
+      api.run = [=, &d](void* ws, size_t size, uint64_t id) {
+        return convtuneConvolutionBackwardWeightsImmediate(
+            h, d.y, y, d.x, x, d.conv, d.w, w, ws, size, id);
+      };
+      break;
+  }
+  return api;
+}
+
+void ImmediateTest::CImmediateWorkflow(const ConvProblem& p) {
+  CDescriptors d(p);
+  ASSERT_TRUE(d.ok);
+  std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+  FillRandom(x.data(), p.type, p.x_elements(), rng64_);
+  FillRandom(w.data(), p.type, p.w_elements(), rng64_);
+  FillRandom(y.data(), p.type, p.y_elements(), rng64_);
+  void* out = p.direction == Direction::kForward        ? y.data()
+              : p.direction == Direction::kBackwardData ? x.data()
+                                                        : w.data();
+  const DirectionApi api =
+      BindApi(handle_, d, p.direction, x.data(), w.data(), y.data());
+
+  size_t count = 0;
+  ASSERT_EQ(api.count(&count), convtuneStatusSuccess)
+      << convtuneGetLastError(handle_);
+  ASSERT_GE(count, 1u);
+  std::vector<convtuneConvSolution_t> solutions(count);
+  size_t actual = 0;
+  ASSERT_EQ(api.get(count, &actual, solutions.data()), convtuneStatusSuccess)
+      << convtuneGetLastError(handle_);
+  ASSERT_EQ(actual, count);
+  absl::StatusOr<v1::GetSolutionsResponse> expected = client_->GetSolutions(p);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_EQ(static_cast<size_t>(expected->solutions_size()), count);
+  for (size_t i = 0; i < count; ++i) {
+    const v1::Solution& want = expected->solutions(static_cast<int>(i));
+    EXPECT_EQ(solutions[i].solution_id, want.solution_id());
+    EXPECT_STREQ(solutions[i].solver_name, want.solver_name().c_str());
+    EXPECT_EQ(solutions[i].measured, want.measured() ? 1 : 0);
+    EXPECT_EQ(static_cast<int64_t>(solutions[i].workspace_size),
+              want.workspace_bytes());
+  }
+  // Every solution runs, the best one after an explicit compile.
+  for (size_t i = 0; i < count; ++i) {
+    const convtuneConvSolution_t& s = solutions[i];
+    SCOPED_TRACE(s.solver_name);
+    size_t ws_size = 1;
+    ASSERT_EQ(api.workspace(s.solution_id, &ws_size), convtuneStatusSuccess)
+        << convtuneGetLastError(handle_);
+    EXPECT_EQ(ws_size, s.workspace_size);
+    std::vector<char> ws(ws_size);
+    if (i == 0) {
+      ASSERT_EQ(api.compile(s.solution_id), convtuneStatusSuccess)
+          << convtuneGetLastError(handle_);
+    }
+    FillNaN(out, p.type, OutputElements(p));
+    ASSERT_EQ(api.run(ws.data(), ws.size(), s.solution_id),
+              convtuneStatusSuccess)
+        << convtuneGetLastError(handle_);
+    HostTensors t{x.data(), w.data(), y.data()};
+    absl::Status check = CheckOutput(p, t, out, 0, rng64_);
+    EXPECT_TRUE(check.ok()) << DirectionName(p.direction) << " solution "
+                            << s.solution_id << ": " << check;
+  }
+}
+
+TEST_F(ImmediateTest, MissGivesEstimatedSolutionsAndTheCWorkflowRuns) {
+  for (Direction dir : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
+    SCOPED_TRACE(DirectionName(dir));
+    const ConvProblem p = RandomProblem(dir);
+    absl::StatusOr<v1::GetSolutionsResponse> r = client_->GetSolutions(p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(IsFallbackSource(r->source())) << r->source();
+    EXPECT_EQ(r->problem_key(), ProblemKey(p));
+    if (r->source() == "estimate") {
+      EXPECT_FALSE(r->fallback_reason().empty());
+    }
+    ASSERT_GT(r->solutions_size(), 0);
+    for (const v1::Solution& s : r->solutions()) {
+      EXPECT_FALSE(s.measured()) << s.solver_name();
+      EXPECT_GT(s.time_ms(), 0) << s.solver_name();
+    }
+    CImmediateWorkflow(p);
+    // Immediate mode never tunes: still a miss.
+    absl::StatusOr<v1::GetSolutionsResponse> again = client_->GetSolutions(p);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(IsFallbackSource(again->source())) << again->source();
+  }
+}
+
+TEST_F(ImmediateTest, AfterAFindSolutionsAreMeasuredInTheFindsOrder) {
+  for (Direction dir : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
+    SCOPED_TRACE(DirectionName(dir));
+    const ConvProblem p = RandomProblem(dir);
+    absl::StatusOr<v1::FindResponse> found = client_->Find(p);
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(found->source(), "tuned");
+    absl::StatusOr<v1::GetSolutionsResponse> r = client_->GetSolutions(p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->source(), "user_db");
+    EXPECT_TRUE(r->fallback_reason().empty());
+    ASSERT_EQ(r->solutions_size(), found->results_size());
+    for (int i = 0; i < r->solutions_size(); ++i) {
+      EXPECT_EQ(r->solutions(i).solution_id(), found->results(i).solver_id());
+      EXPECT_TRUE(r->solutions(i).measured());
+      EXPECT_DOUBLE_EQ(r->solutions(i).time_ms(), found->results(i).time_ms());
+    }
+    absl::StatusOr<v1::GetSolutionsResponse> first = client_->GetSolutions(p, 1);
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_EQ(first->solutions_size(), 1);
+    EXPECT_EQ(first->solutions(0).solution_id(), found->results(0).solver_id());
+    CImmediateWorkflow(p);
+  }
+}
+
+TEST_F(ImmediateTest, CompileThenRunMakesNoPlanCall) {
+  const ConvProblem p = RandomProblem(Direction::kForward);
+  absl::StatusOr<v1::GetSolutionsResponse> r = client_->GetSolutions(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GE(r->solutions_size(), 2);
+  const uint64_t compiled_id = r->solutions(0).solution_id();
+  const uint64_t other_id = r->solutions(1).solution_id();
+
+  std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+  FillRandom(x.data(), p.type, p.x_elements(), rng64_);
+  FillRandom(w.data(), p.type, p.w_elements(), rng64_);
+  auto run = [&](uint64_t id, int64_t ws_bytes) {
+    std::vector<char> ws(ws_bytes);
+    FillNaN(y.data(), p.type, p.y_elements());
+    PlanBuffers b{x.data(), w.data(), y.data(), ws.data(), ws_bytes};
+    absl::Status s = client_->RunImmediate(p, id, b);
+    ASSERT_TRUE(s.ok()) << s;
+    HostTensors t{x.data(), w.data(), nullptr};
+    absl::Status check = CheckOutput(p, t, y.data(), 0, rng64_);
+    EXPECT_TRUE(check.ok()) << "solution " << id << ": " << check;
+  };
+
+  const ClientCounters before = client_->counters();
+  absl::StatusOr<v1::CompileSolutionResponse> compiled =
+      client_->CompileSolution(p, compiled_id);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(compiled->plan().solver_id(), compiled_id);
+  EXPECT_EQ(compiled->compiled(), 0);  // CPU plans use built-in kernels
+  run(compiled_id, compiled->plan().workspace_bytes());
+  const ClientCounters after = client_->counters();
+  EXPECT_EQ(after.compile_rpcs, before.compile_rpcs + 1);
+  EXPECT_EQ(after.plan_rpcs, before.plan_rpcs);
+  EXPECT_EQ(after.plan_cache_hits, before.plan_cache_hits + 1);
+  // CPU plans carry no code objects, so none was fetched.
+  EXPECT_EQ(after.code_object_rpcs, before.code_object_rpcs);
+
+  // Without a compile, the first run fetches the plan once.
+  run(other_id, r->solutions(1).workspace_bytes());
+  run(other_id, r->solutions(1).workspace_bytes());
+  const ClientCounters last = client_->counters();
+  EXPECT_EQ(last.plan_rpcs, after.plan_rpcs + 1);
+  EXPECT_EQ(last.plan_cache_hits, after.plan_cache_hits + 1);
+}
+
+TEST_F(ImmediateTest, SolutionWorkspaceSizesMatchTheSolutions) {
+  for (Direction dir : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
+    const ConvProblem p = RandomProblem(dir);
+    absl::StatusOr<v1::GetSolutionsResponse> r = client_->GetSolutions(p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const v1::Solution& s : r->solutions()) {
+      absl::StatusOr<int64_t> ws =
+          client_->GetSolutionWorkspaceSize(p, s.solution_id());
+      ASSERT_TRUE(ws.ok()) << ws.status();
+      EXPECT_EQ(*ws, s.workspace_bytes()) << s.solver_name();
+    }
+    // A workspace limit leaves out the solutions that need more.
+    absl::StatusOr<v1::GetSolutionsResponse> none = client_->GetSolutions(p, 0, 0);
+    ASSERT_TRUE(none.ok()) << none.status();
+    for (const v1::Solution& s : none->solutions())
+      EXPECT_EQ(s.workspace_bytes(), 0) << s.solver_name();
+  }
+}
+
+TEST_F(ImmediateTest, BadSolutionIdsAreNotFoundWithAMessage) {
+  const ConvProblem p = RandomProblem(Direction::kForward);
+  absl::StatusOr<v1::ListSolversResponse> solvers = client_->ListSolvers();
+  ASSERT_TRUE(solvers.ok());
+  uint64_t unused = 1;
+  for (const v1::SolverInfo& s : solvers->solvers())
+    unused = std::max<uint64_t>(unused, s.id() + 1);
+  for (uint64_t bad : {unused + 1000, (uint64_t{1} << 32) + 1}) {
+    SCOPED_TRACE(bad);
+    absl::StatusOr<int64_t> ws = client_->GetSolutionWorkspaceSize(p, bad);
+    EXPECT_EQ(ws.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(std::string(ws.status().message()), HasSubstr("solution"));
+    EXPECT_EQ(client_->CompileSolution(p, bad).status().code(),
+              absl::StatusCode::kNotFound);
+    std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+    PlanBuffers b{x.data(), w.data(), y.data(), nullptr, 0};
+    EXPECT_EQ(client_->RunImmediate(p, bad, b).code(),
+              absl::StatusCode::kNotFound);
+
+    CDescriptors d(p);
+    ASSERT_TRUE(d.ok);
+    size_t size = 0;
+    EXPECT_EQ(convtuneConvolutionForwardGetSolutionWorkspaceSize(
+                  handle_, d.w, d.x, d.conv, d.y, bad, &size),
+              convtuneStatusNotFound);
+    EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("solution"));
+    EXPECT_EQ(convtuneConvolutionForwardCompileSolution(handle_, d.w, d.x,
+                                                        d.conv, d.y, bad),
+              convtuneStatusNotFound);
+    EXPECT_EQ(convtuneConvolutionForwardImmediate(
+                  handle_, d.w, w.data(), d.x, x.data(), d.conv, d.y, y.data(),
+                  nullptr, 0, bad),
+              convtuneStatusNotFound);
+    EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("solution"));
+  }
+}
+
+TEST_F(ImmediateTest, TooSmallWorkspaceIsResourceExhausted) {
+  const ConvProblem p = RandomProblem(Direction::kForward);
+  absl::StatusOr<v1::GetSolutionsResponse> r = client_->GetSolutions(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  CDescriptors d(p);
+  ASSERT_TRUE(d.ok);
+  std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+  int checked = 0;
+  for (const v1::Solution& s : r->solutions()) {
+    if (s.workspace_bytes() == 0) continue;
+    std::vector<char> ws(s.workspace_bytes() - 1);
+    EXPECT_EQ(convtuneConvolutionForwardImmediate(
+                  handle_, d.w, w.data(), d.x, x.data(), d.conv, d.y, y.data(),
+                  ws.data(), ws.size(), s.solution_id()),
+              convtuneStatusResourceExhausted)
+        << s.solver_name();
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no solution needs a workspace here";
+}
+
+TEST_F(ImmediateTest, CodeObjectsAreNotFoundOnTheCpu) {
+  absl::StatusOr<v1::GetCodeObjectResponse> r =
+      client_->GetCodeObject("0123456789abcdef");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->GetCodeObject("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->counters().code_object_rpcs, 1);
+}
+
+TEST_F(ImmediateTest, FastModeFallsBackWithoutTimingAndNormalTunes) {
+  const ConvProblem p = RandomProblem(Direction::kForward);
+  FindOptions fast;
+  fast.mode = v1::FAST;
+  absl::StatusOr<v1::FindResponse> fell_back = client_->Find(p, fast);
+  ASSERT_TRUE(fell_back.ok()) << fell_back.status();
+  EXPECT_EQ(fell_back->source(), "fallback");
+  EXPECT_EQ(fell_back->mode(), v1::FAST);
+  EXPECT_FALSE(fell_back->from_db());
+  ASSERT_GT(fell_back->results_size(), 0);
+  for (const v1::PerfResult& r : fell_back->results())
+    EXPECT_FALSE(r.measured()) << r.solver_name();
+  // A fallback is not stored.
+  absl::StatusOr<v1::GetSolutionsResponse> s = client_->GetSolutions(p);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(IsFallbackSource(s->source())) << s->source();
+
+  FindOptions normal;
+  normal.mode = v1::NORMAL;
+  absl::StatusOr<v1::FindResponse> tuned = client_->Find(p, normal);
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_EQ(tuned->source(), "tuned");
+  EXPECT_EQ(tuned->mode(), v1::NORMAL);
+  for (const v1::PerfResult& r : tuned->results())
+    EXPECT_TRUE(r.measured()) << r.solver_name();
+  // NORMAL ignores the FindDb: it tunes again.
+  absl::StatusOr<v1::FindResponse> again = client_->Find(p, normal);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source(), "tuned");
+  // Now FAST hits the FindDb.
+  absl::StatusOr<v1::FindResponse> hit = client_->Find(p, fast);
+  ASSERT_TRUE(hit.ok());
+  EXPECT_EQ(hit->source(), "user_db");
+  EXPECT_TRUE(hit->from_db());
+}
+
+TEST_F(ImmediateTest, HandleFindModeReachesTheDaemon) {
+  convtuneFindMode_t mode = convtuneFindModeNormal;
+  ASSERT_EQ(convtuneGetFindMode(handle_, &mode), convtuneStatusSuccess);
+  EXPECT_EQ(mode, convtuneFindModeDefault);
+  EXPECT_EQ(convtuneSetFindMode(handle_, static_cast<convtuneFindMode_t>(4)),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("reserved"));
+  EXPECT_EQ(convtuneSetFindMode(handle_, static_cast<convtuneFindMode_t>(8)),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("findMode 8"));
+  ASSERT_EQ(convtuneGetFindMode(handle_, &mode), convtuneStatusSuccess);
+  EXPECT_EQ(mode, convtuneFindModeDefault);
+
+  ASSERT_EQ(convtuneSetFindMode(handle_, convtuneFindModeFast),
+            convtuneStatusSuccess);
+  ASSERT_EQ(convtuneGetFindMode(handle_, &mode), convtuneStatusSuccess);
+  EXPECT_EQ(mode, convtuneFindModeFast);
+  const ConvProblem p = RandomProblem(Direction::kForward);
+  CDescriptors d(p);
+  ASSERT_TRUE(d.ok);
+  std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+  convtuneConvAlgoPerf_t perf[8];
+  int returned = 0;
+  ASSERT_EQ(convtuneFindConvolutionForwardAlgorithm(
+                handle_, d.x, x.data(), d.w, w.data(), d.conv, d.y, y.data(), 8,
+                &returned, perf, nullptr, 0, false),
+            convtuneStatusSuccess)
+      << convtuneGetLastError(handle_);
+  EXPECT_GT(returned, 0);
+  // FAST on a miss stores nothing; the daemon's default mode would have tuned.
+  absl::StatusOr<v1::GetSolutionsResponse> s = client_->GetSolutions(p);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(IsFallbackSource(s->source())) << s->source();
+
+  ASSERT_EQ(convtuneSetFindMode(handle_, convtuneFindModeNormal),
+            convtuneStatusSuccess);
+  ASSERT_EQ(convtuneFindConvolutionForwardAlgorithm(
+                handle_, d.x, x.data(), d.w, w.data(), d.conv, d.y, y.data(), 8,
+                &returned, perf, nullptr, 0, false),
+            convtuneStatusSuccess)
+      << convtuneGetLastError(handle_);
+  s = client_->GetSolutions(p);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->source(), "user_db");
+}
+
+TEST_F(ImmediateTest, TrainHeuristicTrainsOrIsNotImplementedYet) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(client_->Find(RandomProblem(Direction::kForward)).ok());
+  }
+  absl::StatusOr<v1::TrainHeuristicResponse> r = client_->TrainHeuristic();
+  if (!r.ok()) {
+    // The daemon may not serve TrainHeuristic yet.
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented)
+        << r.status();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("TrainHeuristic"));
+    return;
+  }
+  EXPECT_GT(r->records(), 0);
+  EXPECT_GE(r->train_accuracy(), 0.0);
+  EXPECT_LE(r->train_accuracy(), 1.0);
+}
+
+TEST(FindModeNameTest, NamesAndNumbers) {
+  EXPECT_EQ(*ParseFindMode("normal"), v1::NORMAL);
+  EXPECT_EQ(*ParseFindMode("2"), v1::FAST);
+  EXPECT_EQ(*ParseFindMode("Dynamic_Hybrid"), v1::DYNAMIC_HYBRID);
+  EXPECT_EQ(*ParseFindMode("7"), v1::TRUST_VERIFY_FULL);
+  for (const char* bad : {"4", "0", "8", "", "fastest", "FIND_MODE_UNSPECIFIED"}) {
+    absl::StatusOr<v1::FindMode> m = ParseFindMode(bad);
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_THAT(std::string(ParseFindMode("4").status().message()),
+              HasSubstr("reserved"));
+  EXPECT_EQ(FindModeName(v1::TRUST_VERIFY), "TRUST_VERIFY");
+  EXPECT_EQ(FindModeName(v1::FIND_MODE_UNSPECIFIED), "DEFAULT");
+}
+
+}  // namespace
+}  // namespace convtune

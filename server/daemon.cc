@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/defaults.h"
 #include "common/status_macros.h"
-#include "kernels/cpu_device.h"
+#include "server/backend.h"
 #include "server/solver_registry.h"
 #include "storage/records.h"
 
@@ -99,9 +99,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   if (!mode.ok()) return mode.status();
   options.find_mode = std::string(FindModeName(*mode));
   options.service.default_mode = *mode;
-  if (options.backend != "auto" && options.backend != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("backend: unknown '", options.backend, "' (expected auto or cpu)"));
+  if (options.backend != "auto" && options.backend != "cpu" && options.backend != "cuda" &&
+      options.backend != "hip") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend: unknown '", options.backend, "' (expected auto, cpu, cuda or hip)"));
   }
   std::unique_ptr<Daemon> d(new Daemon(std::move(options)));
   RETURN_IF_ERROR(d->Init());
@@ -117,8 +118,15 @@ absl::Status Daemon::Init() {
   }
   ASSIGN_OR_RETURN(store_, storage::OpenRocksDbStore(options_.db_dir));
   RETURN_IF_ERROR(storage::StampMeta(store_.get(), "convtuned"));
-  // Only the CPU backend is built so far; `auto` settles on it.
-  device_ = std::make_unique<CpuDevice>();
+  ASSIGN_OR_RETURN(SelectedBackend backend,
+                   SelectBackend(options_.backend, options_.device_ordinal));
+  device_ = std::move(backend.device);
+  compiler_ = std::move(backend.compiler);
+  backend_note_ = std::move(backend.note);
+  if (compiler_ != nullptr) {
+    kernel_builder_ =
+        std::make_unique<KernelBuilder>(device_.get(), *compiler_, *store_, device_->info().arch);
+  }
   if (!options_.system_db_dir.empty()) {
     absl::StatusOr<std::unique_ptr<SystemFindDb>> system =
         SystemFindDb::Open(options_.system_db_dir, device_->info().Key());
@@ -132,7 +140,7 @@ absl::Status Daemon::Init() {
   bench_queue_ = std::make_unique<ThreadPool>("ct-bench", 1);
   engine_ = std::make_unique<FindEngine>(*device_, SolverRegistry::Default(), *store_,
                                          *compile_pool_, *bench_queue_, options_.engine,
-                                         system_db_.get());
+                                         system_db_.get(), kernel_builder_.get());
   service_ = std::make_unique<ConvTuneService>(*engine_, *store_, options_.service);
 
   RETURN_IF_ERROR(PrepareSocketPath(options_.socket_path));

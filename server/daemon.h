@@ -12,7 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/device.h"
+#include "kernels/gpu/compiler.h"
 #include "server/find_engine.h"
+#include "server/kernel_builder.h"
 #include "server/service.h"
 #include "server/thread_pool.h"
 #include "storage/store.h"
@@ -26,8 +28,10 @@ struct DaemonOptions {
   std::string listen_address;
   // Database folder. Default: $XDG_STATE_HOME/convtune/db or ~/.local/state/convtune/db.
   std::string db_dir;
-  // "auto" (a GPU if present, else the CPU) or "cpu". Default: auto.
+  // "auto" (CUDA, then HIP, else the CPU), "cpu", "cuda" or "hip". Default: auto.
   std::string backend = "auto";
+  // The GPU's ordinal for cuda / hip. Default: 0.
+  int device_ordinal = 0;
   // Folder of system FindDb files ("<device_key>.ctsys"). Default: none.
   std::string system_db_dir;
   // The find mode of requests that name none. Default: $CONVTUNE_FIND_MODE,
@@ -61,6 +65,8 @@ class Daemon {
   const DaemonOptions& options() const { return options_; }
   FindEngine& engine() { return *engine_; }
   const std::string& device_key() const { return engine_->device_key(); }
+  // Which backend was chosen and why ("backend auto: no CUDA driver ...").
+  const std::string& backend_note() const { return backend_note_; }
   // A line about the system FindDb in use ("none" if there is none).
   std::string SystemDbSummary() const;
   // The TCP port bound for --listen (useful with port 0), or 0 without TCP.
@@ -73,6 +79,9 @@ class Daemon {
   DaemonOptions options_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<Device> device_;
+  std::unique_ptr<KernelCompiler> compiler_;  // null on the CPU
+  std::unique_ptr<KernelBuilder> kernel_builder_;
+  std::string backend_note_;
   std::unique_ptr<SystemFindDb> system_db_;
   std::unique_ptr<ThreadPool> compile_pool_;
   std::unique_ptr<ThreadPool> bench_queue_;

@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "kernels/plan_executor.h"
+#include "server/kernel_builder.h"
 #include "server/tuning.h"
 
 namespace convtune {
@@ -19,7 +20,7 @@ absl::Status ShuttingDown() { return absl::UnavailableError("convtuned is shutti
 
 FindEngine::FindEngine(Device& device, const SolverRegistry& registry, storage::Store& store,
                        ThreadPool& compile_pool, ThreadPool& bench_queue, Options options,
-                       const SystemFindDb* system_db)
+                       const SystemFindDb* system_db, KernelBuilder* kernel_builder)
     : device_(device),
       registry_(registry),
       store_(store),
@@ -27,6 +28,7 @@ FindEngine::FindEngine(Device& device, const SolverRegistry& registry, storage::
       bench_queue_(bench_queue),
       options_(options),
       system_db_(system_db),
+      kernel_builder_(kernel_builder),
       device_key_(device.info().Key()),
       find_db_(&store, device_key_),
       perf_db_(&store, device_key_),
@@ -44,6 +46,15 @@ EngineCounters FindEngine::counters() const {
 void FindEngine::Count(int64_t EngineCounters::*counter, int64_t n) {
   absl::MutexLock lock(&mu_);
   counters_.*counter += n;
+}
+
+absl::Status FindEngine::BuildKernels(v1::ExecutionPlan* plan) {
+  if (plan->sources_size() == 0) return absl::OkStatus();
+  if (kernel_builder_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "solver ", plan->solver_id(), " needs GPU kernels; ", device_key_, " compiles none"));
+  }
+  return kernel_builder_->BuildPlan(plan);
 }
 
 namespace {
@@ -232,7 +243,9 @@ absl::StatusOr<v1::ExecutionPlan> FindEngine::Plan(const ConvProblem& p, uint32_
   RETURN_IF_ERROR(s->IsApplicable(p));
   PerfConfig chosen = config.empty() ? ConfigsToTry(*s, p, false).front() : config;
   RETURN_IF_ERROR(s->ValidateConfig(p, chosen));
-  return s->MakePlan(p, chosen);
+  ASSIGN_OR_RETURN(v1::ExecutionPlan plan, s->MakePlan(p, chosen));
+  RETURN_IF_ERROR(BuildKernels(&plan));
+  return plan;
 }
 
 void FindEngine::Execute(v1::ExecutionPlan plan, std::shared_ptr<HostRun> tensors,
@@ -243,6 +256,10 @@ void FindEngine::Execute(v1::ExecutionPlan plan, std::shared_ptr<HostRun> tensor
   }
   bench_queue_.Schedule([this, plan = std::move(plan), tensors, done = std::move(done)] {
     auto run = [&]() -> absl::StatusOr<double> {
+      // The daemon compiles a wire plan's sources itself: hashes a client
+      // sent are never trusted.
+      v1::ExecutionPlan built = plan;
+      RETURN_IF_ERROR(BuildKernels(&built));
       std::string* host[3] = {&tensors->x, &tensors->w, &tensors->y};
       std::unique_ptr<DeviceBuffer> bufs[3];
       for (int i = 0; i < 3; ++i) {
@@ -251,7 +268,8 @@ void FindEngine::Execute(v1::ExecutionPlan plan, std::shared_ptr<HostRun> tensor
       }
       ASSIGN_OR_RETURN(auto ws, device_.Allocate(plan.workspace_bytes()));
       PlanBuffers b{bufs[0]->data(), bufs[1]->data(), bufs[2]->data(), ws->data(), ws->size()};
-      ASSIGN_OR_RETURN(double ms, device_.TimeMs([&] { return ExecutePlan(device_, plan, b); }));
+      ASSIGN_OR_RETURN(double ms,
+                       device_.TimeMs([&] { return ExecutePlan(device_, built, b); }));
       const int out = plan.problem().direction() == v1::FORWARD         ? 2
                       : plan.problem().direction() == v1::BACKWARD_DATA ? 0
                                                                         : 1;

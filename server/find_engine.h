@@ -31,6 +31,8 @@
 
 namespace convtune {
 
+class KernelBuilder;
+
 struct FindParams {
   FindMode mode = kDefaultFindMode;
   // Largest workspace the caller offers; negative: no limit.
@@ -99,9 +101,10 @@ class FindEngine {
 
   // All references must outlive the engine. The engine times only on
   // `bench_queue`, which must have exactly one thread. `system_db` may be null.
+  // `kernel_builder` compiles the sources of GPU plans; null on the CPU.
   FindEngine(Device& device, const SolverRegistry& registry, storage::Store& store,
              ThreadPool& compile_pool, ThreadPool& bench_queue, Options options,
-             const SystemFindDb* system_db = nullptr);
+             const SystemFindDb* system_db = nullptr, KernelBuilder* kernel_builder = nullptr);
   ~FindEngine();
 
   using Done = std::function<void(absl::StatusOr<FindOutcome>)>;
@@ -176,6 +179,9 @@ class FindEngine {
   std::vector<const Solver*> Candidates(const ConvProblem& p, int64_t workspace_limit,
                                         bool dynamic_only, bool* over_limit) const;
   void Count(int64_t EngineCounters::*counter, int64_t n = 1);
+  // Compiles a GPU plan's sources and stamps its steps with code object
+  // hashes; nothing to do for a plan without sources.
+  absl::Status BuildKernels(v1::ExecutionPlan* plan);
 
   Device& device_;
   const SolverRegistry& registry_;
@@ -184,6 +190,7 @@ class FindEngine {
   ThreadPool& bench_queue_;
   const Options options_;
   const SystemFindDb* const system_db_;
+  KernelBuilder* const kernel_builder_;
   const std::string device_key_;
   storage::FindDb find_db_;
   storage::PerfDb perf_db_;

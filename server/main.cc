@@ -31,8 +31,11 @@ flags:
   --listen HOST:PORT     also serve on TCP (e.g. 127.0.0.1:7345). default: off
   --db DIR               database folder (RocksDB). default:
                          $XDG_STATE_HOME/convtune/db, else ~/.local/state/convtune/db
-  --backend auto|cpu     device backend; auto picks a GPU when one is present,
-                         else the CPU. default: auto
+  --backend auto|cpu|cuda|hip
+                         device backend; auto tries CUDA, then HIP, else uses
+                         the CPU and says why. An explicit GPU backend that
+                         cannot be opened is an error. default: auto
+  --device N             GPU ordinal for cuda / hip. default: 0
   --system-db DIR        folder of system FindDb files (<device_key>.ctsys, made
                          by convtune db export --system); consulted after the
                          database. default: none
@@ -101,6 +104,11 @@ int main(int argc, char** argv) {
       options.find_mode = value;
     } else if (flag == "--backend") {
       options.backend = value;
+    } else if (flag == "--device") {
+      if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1024) {
+        return UsageError(absl::StrCat("--device: expected 0 to 1024, got '", value, "'"));
+      }
+      options.device_ordinal = static_cast<int>(n);
     } else if (flag == "--compile-threads") {
       if (!ParseInt64(value, &n) || n > 1024) {
         return UsageError(absl::StrCat("--compile-threads: expected 1 to 1024, got '", value, "'"));
@@ -142,6 +150,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const convtune::DaemonOptions& o = (*daemon)->options();
+  std::cerr << "convtuned: " << (*daemon)->backend_note() << std::endl;
   std::cerr << "convtuned: serving on unix:" << o.socket_path
             << (o.listen_address.empty()
                     ? ""

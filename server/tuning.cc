@@ -94,6 +94,9 @@ void FindEngine::StartTuning(std::shared_ptr<Tuning> t) {
       Candidate& c = t->candidates[i];
       for (const PerfConfig& config : c.configs) {
         absl::StatusOr<v1::ExecutionPlan> plan = c.solver->MakePlan(t->problem, config);
+        if (plan.ok()) {
+          if (absl::Status built = BuildKernels(&*plan); !built.ok()) plan = built;
+        }
         if (!plan.ok()) {
           c.status = plan.status();
           break;

@@ -123,7 +123,8 @@ class HiprtcCompiler final : public KernelCompiler {
     absl::StatusOr<std::string> out;
     if (r != HIPRTC_SUCCESS) {
       out = absl::InternalError(absl::StrCat("hiprtc cannot compile ", req.file, " for ", req.arch,
-                                             " (", absl::StrJoin(req.options, " "), "): ",
+                                             req.options.empty() ? "" : " with ",
+                                             absl::StrJoin(req.options, " "), ": ",
                                              api_->GetErrorString(r), "\n", Log(prog)));
     } else {
       size_t size = 0;

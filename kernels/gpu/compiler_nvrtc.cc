@@ -89,7 +89,7 @@ class NvrtcCompiler final : public KernelCompiler {
       return absl::InternalError(
           absl::StrCat("nvrtcCreateProgram(", req.file, "): ", api_->GetErrorString(r)));
     }
-    std::vector<std::string> options = {absl::StrCat("--gpu-arch=", req.arch), "-default-device",
+    std::vector<std::string> options = {absl::StrCat("--gpu-architecture=", req.arch), "-default-device",
                                         "-std=c++17"};
     options.insert(options.end(), req.options.begin(), req.options.end());
     std::vector<const char*> argv;
@@ -98,7 +98,8 @@ class NvrtcCompiler final : public KernelCompiler {
     absl::StatusOr<std::string> out;
     if (r != NVRTC_SUCCESS) {
       out = absl::InternalError(absl::StrCat("NVRTC cannot compile ", req.file, " for ", req.arch,
-                                             " (", absl::StrJoin(req.options, " "), "): ",
+                                             req.options.empty() ? "" : " with ",
+                                             absl::StrJoin(req.options, " "), ": ",
                                              api_->GetErrorString(r), "\n", Log(prog)));
     } else {
       size_t size = 0;

@@ -1,0 +1,128 @@
+#include "server/kernel_builder.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+#include "kernels/gpu/sources.h"
+
+namespace convtune {
+
+struct KernelBuilder::InFlight {
+  absl::Notification done;
+  absl::StatusOr<CodeObject> result;
+};
+
+KernelBuilder::KernelBuilder(Device* device, const KernelCompiler& compiler,
+                             storage::Store& store, std::string arch)
+    : device_(device), compiler_(compiler), cache_(&store), arch_(std::move(arch)) {}
+
+BuildStats KernelBuilder::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan) {
+  if (plan->sources_size() == 0) return absl::OkStatus();
+  if (plan->backend() != compiler_.backend()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan of solver ", plan->solver_id(),
+                                                   " is for backend '", plan->backend(),
+                                                   "'; this builder compiles for '",
+                                                   compiler_.backend(), "'"));
+  }
+  for (const v1::KernelStep& step : plan->steps()) {
+    if (step.source_index() < 0 || step.source_index() >= plan->sources_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", step.kernel(), ": source_index ", step.source_index(),
+                       " out of range (the plan has ", plan->sources_size(), " sources)"));
+    }
+  }
+  std::vector<std::string> hashes;
+  hashes.reserve(plan->sources_size());
+  for (const v1::KernelSource& source : plan->sources()) {
+    ASSIGN_OR_RETURN(std::string hash, BuildSource(source));
+    hashes.push_back(std::move(hash));
+  }
+  for (v1::KernelStep& step : *plan->mutable_steps()) {
+    step.set_code_object_hash(hashes[step.source_index()]);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> KernelBuilder::BuildSource(const v1::KernelSource& source) {
+  CompileRequest req;
+  req.file = source.file();
+  ASSIGN_OR_RETURN(req.source, KernelSourceText(source.file(), compiler_.backend()));
+  req.options.assign(source.options().begin(), source.options().end());
+  req.arch = arch_;
+  std::string hash =
+      CodeObjectHash(compiler_.backend(), arch_, req.source, req.options, compiler_.version());
+  ASSIGN_OR_RETURN(CodeObject code, Lookup(hash, req));
+  if (device_ != nullptr && !device_->HasCodeObject(hash)) {
+    RETURN_IF_ERROR(device_->LoadCodeObject(hash, *code));
+    absl::MutexLock lock(&mu_);
+    ++stats_.loaded;
+  }
+  return hash;
+}
+
+absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(const std::string& hash,
+                                                                const CompileRequest& req) {
+  std::shared_ptr<InFlight> flight;
+  bool owner = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = memory_.find(hash); it != memory_.end()) {
+      ++stats_.memory_hits;
+      return it->second;
+    }
+    auto [it, inserted] = in_flight_.try_emplace(hash);
+    if (inserted) it->second = std::make_shared<InFlight>();
+    flight = it->second;
+    owner = inserted;
+  }
+  if (!owner) {
+    flight->done.WaitForNotification();
+    if (flight->result.ok()) {
+      absl::MutexLock lock(&mu_);
+      ++stats_.memory_hits;
+    }
+    return flight->result;
+  }
+  flight->result = FetchOrCompile(hash, req);
+  {
+    absl::MutexLock lock(&mu_);
+    // A failure is not remembered: a later build tries again.
+    if (flight->result.ok()) memory_.emplace(hash, *flight->result);
+    in_flight_.erase(hash);
+  }
+  flight->done.Notify();
+  return flight->result;
+}
+
+absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::FetchOrCompile(
+    const std::string& hash, const CompileRequest& req) {
+  absl::StatusOr<v1::KernelCacheRecord> stored = cache_.Get(hash);
+  if (stored.ok() && stored->backend() == compiler_.backend() && stored->arch() == arch_ &&
+      !stored->code_object().empty()) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.store_hits;
+    return std::make_shared<const std::string>(std::move(*stored->mutable_code_object()));
+  }
+  // NotFound and DataLoss (the record was dropped) both mean: compile again.
+  if (!stored.ok() && !absl::IsNotFound(stored.status()) && !absl::IsDataLoss(stored.status())) {
+    return stored.status();
+  }
+  ASSIGN_OR_RETURN(std::string code, compiler_.Compile(req));
+  v1::KernelCacheRecord record;
+  record.set_backend(std::string(compiler_.backend()));
+  record.set_arch(arch_);
+  record.set_code_object(code);
+  RETURN_IF_ERROR(cache_.Put(hash, record));
+  absl::MutexLock lock(&mu_);
+  ++stats_.compiled;
+  return std::make_shared<const std::string>(std::move(code));
+}
+
+}  // namespace convtune

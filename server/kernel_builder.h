@@ -1,0 +1,73 @@
+// Compiles the GPU kernel sources a plan needs, through the kernel cache: an
+// in-memory map, then the store's kernel_cache column, then the run-time
+// compiler (storing what it compiles). Loads code objects into the device and
+// stamps each step with its code object's hash. A kernel compiled once is not
+// compiled again on that device key, across restarts. Thread-safe: concurrent
+// builds of one hash compile it once.
+#ifndef CONVTUNE_SERVER_KERNEL_BUILDER_H_
+#define CONVTUNE_SERVER_KERNEL_BUILDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "convtune/v1/plan.pb.h"
+#include "kernels/device.h"
+#include "kernels/gpu/compiler.h"
+#include "storage/records.h"
+
+namespace convtune {
+
+struct BuildStats {
+  int64_t compiled = 0;     // compiler runs that succeeded
+  int64_t memory_hits = 0;  // found in memory (or compiled by a concurrent build)
+  int64_t store_hits = 0;   // read from the kernel_cache column
+  int64_t loaded = 0;       // code objects loaded into the device
+};
+
+class KernelBuilder {
+ public:
+  // `device` may be null (compile-only: nothing is loaded). `arch` is the
+  // target ("sm_90", "gfx90a"). References must outlive the builder.
+  KernelBuilder(Device* device, const KernelCompiler& compiler, storage::Store& store,
+                std::string arch);
+
+  // Compiles (or finds) every source of `plan` and sets code_object_hash on
+  // every step. InvalidArgument when the plan is for another backend or a
+  // step's source_index is out of range; NotFound for an unknown source
+  // file; Internal with the compiler's log when a source does not compile.
+  // Idempotent: after Device::Reset it re-loads what the device lost.
+  absl::Status BuildPlan(v1::ExecutionPlan* plan);
+
+  // Compiles (or finds) one source and loads it; returns its hash.
+  absl::StatusOr<std::string> BuildSource(const v1::KernelSource& source);
+
+  BuildStats stats() const;
+  const std::string& arch() const { return arch_; }
+  const KernelCompiler& compiler() const { return compiler_; }
+
+ private:
+  using CodeObject = std::shared_ptr<const std::string>;
+  struct InFlight;
+
+  absl::StatusOr<CodeObject> Lookup(const std::string& hash, const CompileRequest& req);
+  absl::StatusOr<CodeObject> FetchOrCompile(const std::string& hash, const CompileRequest& req);
+
+  Device* const device_;
+  const KernelCompiler& compiler_;
+  storage::KernelCache cache_;
+  const std::string arch_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, CodeObject> memory_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_ ABSL_GUARDED_BY(mu_);
+  BuildStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_KERNEL_BUILDER_H_

@@ -1,0 +1,254 @@
+// The GPU runtime pieces that need no GPU: embedded sources, the code object
+// hash, NVRTC and hiprtc compiling every embedded source for a named arch,
+// the kernel builder over a real RocksDB kernel cache, the compile-only tool,
+// and device opening failing cleanly where there is no device.
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda_device.h"
+#include "kernels/gpu/compiler.h"
+#include "kernels/gpu/sha256.h"
+#include "kernels/gpu/sources.h"
+#include "kernels/hip_device.h"
+#include "server/backend.h"
+#include "server/kernel_builder.h"
+#include "storage/store.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace convtune {
+namespace {
+
+using storage::testing::TempDir;
+
+std::string RandomDefine() {
+  std::mt19937 rng(std::random_device{}());
+  return absl::StrCat("-DCT_TEST_SALT=", rng() % 1000000000);
+}
+
+bool IsElf(const std::string& code) { return code.size() > 64 && code.compare(0, 4, "\x7f" "ELF") == 0; }
+
+TEST(Sha256Test, KnownVectors) {
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // 56 bytes: the length no longer fits the first padded block.
+  EXPECT_EQ(Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(Sha256Hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(CodeObjectHashTest, EveryFieldCounts) {
+  const std::string base = CodeObjectHash("cuda", "sm_90", "src", {"-DA=1"}, "nvrtc13.0");
+  EXPECT_EQ(base.size(), 64u);
+  EXPECT_EQ(base, CodeObjectHash("cuda", "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash("hip", "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash("cuda", "sm_80", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash("cuda", "sm_90", "src2", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash("cuda", "sm_90", "src", {"-DA=2"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash("cuda", "sm_90", "src", {"-DA=1"}, "nvrtc13.1"));
+  // Field boundaries are part of the hash.
+  EXPECT_NE(CodeObjectHash("cuda", "sm_90", "s", {"ab"}, "v"),
+            CodeObjectHash("cuda", "sm_90", "s", {"a", "b"}, "v"));
+  EXPECT_NE(CodeObjectHash("cuda", "sm_9", "0s", {}, "v"),
+            CodeObjectHash("cuda", "sm_90", "s", {}, "v"));
+}
+
+TEST(KernelSourcesTest, PreludePerBackend) {
+  const std::vector<std::string> files = KernelSourceFiles();
+  ASSERT_NE(std::find(files.begin(), files.end(), "fill_test.cu"), files.end());
+  absl::StatusOr<std::string> cuda = KernelSourceText("fill_test.cu", "cuda");
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_TRUE(absl::StartsWith(*cuda, "#define CONVTUNE_BACKEND_CUDA 1\n"));
+  EXPECT_TRUE(absl::StrContains(*cuda, "CT_KERNEL void fill_i64"));
+  absl::StatusOr<std::string> hip = KernelSourceText("fill_test.cu", "hip");
+  ASSERT_TRUE(hip.ok()) << hip.status();
+  EXPECT_TRUE(absl::StartsWith(*hip, "#define CONVTUNE_BACKEND_HIP 1\n"));
+  EXPECT_EQ(KernelSourceText("no_such.cu", "cuda").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(KernelSourceText("fill_test.cu", "cpu").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeCompiler("cpu").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Compiles every embedded source for `arch`; a broken source must give
+// Internal with the compiler's log, an unknown arch InvalidArgument.
+void CompileEverything(const KernelCompiler& compiler, const std::string& arch,
+                       const std::string& wrong_arch) {
+  for (const std::string& file : KernelSourceFiles()) {
+    CompileRequest req{file, *KernelSourceText(file, compiler.backend()), {RandomDefine()}, arch};
+    absl::StatusOr<std::string> code = compiler.Compile(req);
+    // Every embedded source must compile with no options (compile-only mode
+    // and convtune-compile rely on it), so its tunables need defaults.
+    EXPECT_TRUE(code.ok()) << file << " for " << arch << ": " << code.status();
+    if (!code.ok()) continue;
+    EXPECT_TRUE(IsElf(*code)) << file << ": " << code->size() << " bytes, not an ELF code object";
+  }
+  std::string broken = *KernelSourceText("fill_test.cu", compiler.backend());
+  broken += "\nCT_KERNEL void broken(float* out) { out[0] = undeclared_name_xyz; }\n";
+  absl::StatusOr<std::string> bad = compiler.Compile({"broken.cu", broken, {}, arch});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "undeclared_name_xyz")) << bad.status();
+
+  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", compiler.backend()), {},
+                     wrong_arch};
+  EXPECT_EQ(compiler.Compile(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(NvrtcTest, CompilesEveryEmbeddedSourceForSm90) {
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+  EXPECT_EQ((*nvrtc)->backend(), "cuda");
+  EXPECT_TRUE(absl::StartsWith((*nvrtc)->version(), "nvrtc")) << (*nvrtc)->version();
+  CompileEverything(**nvrtc, "sm_90", "gfx90a");
+  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", "cuda"), {}, "sm_7"};
+  EXPECT_EQ((*nvrtc)->Compile(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HiprtcTest, CompilesEveryEmbeddedSourceForGfx90aWithoutADevice) {
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> hiprtc = MakeHiprtcCompiler();
+  ASSERT_TRUE(hiprtc.ok()) << hiprtc.status();
+  EXPECT_EQ((*hiprtc)->backend(), "hip");
+  CompileEverything(**hiprtc, "gfx90a", "sm_90");
+  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", "hip"), {}, "gfx90a:xnack-"};
+  absl::StatusOr<std::string> code = (*hiprtc)->Compile(req);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_TRUE(IsElf(*code));
+}
+
+TEST(DeviceOpenTest, MissingGpuIsUnavailable) {
+  // On a GPU machine Open succeeds; anywhere else it must fail cleanly.
+  absl::StatusOr<std::unique_ptr<CudaDevice>> cuda = CudaDevice::Open(0);
+  if (!cuda.ok()) {
+    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable) << cuda.status();
+  }
+  absl::StatusOr<std::unique_ptr<HipDevice>> hip = HipDevice::Open(0);
+  if (!hip.ok()) {
+    EXPECT_EQ(hip.status().code(), absl::StatusCode::kUnavailable) << hip.status();
+  }
+  EXPECT_EQ(CudaDevice::Open(4096).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HipDevice::Open(4096).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(BackendTest, AutoFallsBackToCpuAndSaysWhy) {
+  absl::StatusOr<SelectedBackend> any = SelectBackend("auto", 0);
+  ASSERT_TRUE(any.ok()) << any.status();
+  if (any->device->info().backend == "cpu") {
+    EXPECT_TRUE(absl::StrContains(any->note, "using cpu")) << any->note;
+    EXPECT_TRUE(absl::StrContains(any->note, "CUDA")) << any->note;
+    EXPECT_EQ(any->compiler, nullptr);
+    EXPECT_EQ(SelectBackend("cuda", 0).status().code(), absl::StatusCode::kUnavailable);
+  } else {
+    EXPECT_NE(any->compiler, nullptr);
+  }
+  EXPECT_EQ(SelectBackend("hip", 4096).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SelectBackend("opencl", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SelectBackend("cpu", -1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A one-step plan over fill_test.cu, with a fresh option so every test run
+// really compiles.
+v1::ExecutionPlan FillPlan(const std::string& backend, const std::string& salt) {
+  v1::ExecutionPlan plan;
+  plan.set_backend(backend);
+  v1::KernelSource* src = plan.add_sources();
+  src->set_file("fill_test.cu");
+  src->add_options(salt);
+  v1::KernelStep* step = plan.add_steps();
+  step->set_kernel("fill_i64");
+  step->set_source_index(0);
+  return plan;
+}
+
+TEST(KernelBuilderTest, CompiledOnceAcrossRestartsAndConcurrentBuilds) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+  const std::string salt = RandomDefine();
+  std::string hash;
+  {
+    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+    ASSERT_TRUE(store.ok()) << store.status();
+    KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
+    std::vector<std::thread> threads;
+    std::vector<v1::ExecutionPlan> plans(4, FillPlan("cuda", salt));
+    std::atomic<int> failures{0};
+    for (v1::ExecutionPlan& plan : plans) {
+      threads.emplace_back([&] { failures += !builder.BuildPlan(&plan).ok(); });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(failures, 0);
+    EXPECT_EQ(builder.stats().compiled, 1);
+    EXPECT_EQ(builder.stats().memory_hits, 3);
+    hash = plans[0].steps(0).code_object_hash();
+    EXPECT_EQ(hash.size(), 64u);
+    for (const v1::ExecutionPlan& plan : plans) EXPECT_EQ(plan.steps(0).code_object_hash(), hash);
+    EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 1);
+  }
+  // A restart: a new builder on the reopened store reads, never compiles.
+  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  ASSERT_TRUE(store.ok()) << store.status();
+  KernelBuilder again(nullptr, **nvrtc, **store, "sm_90");
+  v1::ExecutionPlan plan = FillPlan("cuda", salt);
+  ASSERT_TRUE(again.BuildPlan(&plan).ok());
+  EXPECT_EQ(plan.steps(0).code_object_hash(), hash);
+  EXPECT_EQ(again.stats().compiled, 0);
+  EXPECT_EQ(again.stats().store_hits, 1);
+  // Another arch is another code object.
+  KernelBuilder other_arch(nullptr, **nvrtc, **store, "sm_80");
+  v1::ExecutionPlan plan80 = FillPlan("cuda", salt);
+  ASSERT_TRUE(other_arch.BuildPlan(&plan80).ok());
+  EXPECT_NE(plan80.steps(0).code_object_hash(), hash);
+  EXPECT_EQ(other_arch.stats().compiled, 1);
+}
+
+TEST(KernelBuilderTest, RejectsBadPlans) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  ASSERT_TRUE(store.ok()) << store.status();
+  KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
+  v1::ExecutionPlan hip_plan = FillPlan("hip", RandomDefine());
+  EXPECT_EQ(builder.BuildPlan(&hip_plan).code(), absl::StatusCode::kInvalidArgument);
+  v1::ExecutionPlan out_of_range = FillPlan("cuda", RandomDefine());
+  out_of_range.mutable_steps(0)->set_source_index(1);
+  EXPECT_EQ(builder.BuildPlan(&out_of_range).code(), absl::StatusCode::kInvalidArgument);
+  v1::ExecutionPlan missing = FillPlan("cuda", RandomDefine());
+  missing.mutable_sources(0)->set_file("no_such.cu");
+  EXPECT_EQ(builder.BuildPlan(&missing).code(), absl::StatusCode::kNotFound);
+  v1::ExecutionPlan broken = FillPlan("cuda", "-DCT_TEST_SALT=");
+  broken.mutable_sources(0)->add_options("--no-such-nvrtc-option");
+  EXPECT_EQ(builder.BuildPlan(&broken).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(builder.stats().compiled, 0);
+  EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 0);
+}
+
+int RunTool(const std::string& args) {
+  const std::string cmd =
+      absl::StrCat(CONVTUNE_BINARY_DIR, "/server/convtune-compile ", args, " >/dev/null 2>&1");
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(CompileToolTest, FillsAKernelCacheWithoutADevice) {
+  TempDir dir;
+  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --file fill_test.cu")), 0);
+  EXPECT_EQ(RunTool(absl::StrCat("--target gfx90a --db ", dir.db(), " --file fill_test.cu")), 0);
+  EXPECT_EQ(RunTool(absl::StrCat("--target sm_1 --db ", dir.db(), " --file fill_test.cu")), 1);
+  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --file nope.cu")), 1);
+  EXPECT_EQ(RunTool(absl::StrCat("--target vulkan --db ", dir.db())), 2);
+  EXPECT_EQ(RunTool("--target sm_90"), 2);
+  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 2);
+}
+
+}  // namespace
+}  // namespace convtune

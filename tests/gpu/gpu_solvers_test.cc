@@ -1,0 +1,276 @@
+// Every GPU solver, in every direction and type, on a CUDA device against the
+// float64 reference: layers from the MIOpen perf-model lists (batch cut to at
+// most 2; grouped and depthwise among them) plus small 3-D and NHWC problems.
+// Fresh random inputs, NaN-poisoned outputs and workspace. Skips where no
+// CUDA device is present.
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda_device.h"
+#include "kernels/driver_line.h"
+#include "kernels/gpu/compiler.h"
+#include "kernels/plan_executor.h"
+#include "kernels/reference.h"
+#include "server/kernel_builder.h"
+#include "server/solver_registry.h"
+#include "server/solvers/gpu_solvers.h"
+#include "storage/store.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace convtune {
+namespace {
+
+constexpr int kSamples = 256;
+constexpr int64_t kMaxBatch = 2;
+
+// Lines picked by what they exercise: {file, 1-based line}.
+struct PerfLine {
+  const char* file;
+  int line;
+};
+constexpr PerfLine kPerfLines[] = {
+    {"Resnet50_v1_FP32_BS128.txt", 1},  {"Resnet50_v1_FP32_BS128.txt", 5},
+    {"Alexnet_v1_FP32_BS4.txt", 1},     {"Inception3_v1_FP32_BS128.txt", 20},
+    {"Googlenet_v1_FP32_BS128.txt", 3}, {"VGG16_v1_FP32_BS4.txt", 2},
+    {"Mobilenet_v1_FP32_BS4.txt", 2},   {"SSD_v1_FP32_BS128.txt", 4},
+};
+// Shufflenet's grouped and depthwise layers, found by their group count.
+constexpr int kGroupedLines = 4;
+
+std::string SharedDir() {
+  const char* env = std::getenv("CONVTUNE_SHARED_DIR");
+  return env != nullptr ? env : CONVTUNE_SHARED_DIR;
+}
+
+std::vector<std::string> ReadLines(const std::string& file) {
+  std::ifstream in(SharedDir() + "/problems/miopen-perf-models/" + file);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty()) lines.push_back(l);
+  }
+  return lines;
+}
+
+// The forward problem of a driver line with the batch cut down.
+std::optional<ConvProblem> FromLine(const std::string& line) {
+  absl::StatusOr<std::vector<ConvProblem>> ps = ParseDriverLine(line);
+  if (!ps.ok() || ps->empty()) return std::nullopt;
+  ConvProblem p = ps->front();
+  p.n = std::min(p.n, kMaxBatch);
+  return p;
+}
+
+ConvProblem Small(int dims, int64_t c, std::array<int64_t, 3> in, int64_t k, int64_t f,
+                  int64_t stride, int64_t groups, Layout layout) {
+  ConvProblem p;
+  p.spatial_dims = dims;
+  p.n = 2, p.c = c, p.k = k, p.groups = groups, p.layout = layout;
+  p.in = in;
+  p.filter = {dims == 3 ? f : 1, f, f};
+  p.pad = {dims == 3 ? f / 2 : 0, f / 2, f / 2};
+  p.stride = {dims == 3 ? stride : 1, stride, stride};
+  return p;
+}
+
+struct Case {
+  std::string name;
+  ConvProblem p;
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  for (const PerfLine& pl : kPerfLines) {
+    const std::vector<std::string> lines = ReadLines(pl.file);
+    if (static_cast<int>(lines.size()) < pl.line) continue;
+    if (auto p = FromLine(lines[pl.line - 1])) {
+      cases.push_back({absl::StrCat(pl.file, ":", pl.line), *p});
+    }
+  }
+  int grouped = 0;
+  const std::vector<std::string> shuffle = ReadLines("Shufflenet_v2_FP16_BS128.txt");
+  for (size_t i = 0; i < shuffle.size() && grouped < kGroupedLines; ++i) {
+    auto p = FromLine(shuffle[i]);
+    if (p && p->groups > 1) {
+      p->type = DataType::kFp32;
+      cases.push_back({absl::StrCat("Shufflenet_v2_FP16_BS128.txt:", i + 1), *p});
+      ++grouped;
+    }
+  }
+  // Every other perf-model layer also in NHWC.
+  for (size_t i = 0, n = cases.size(); i < n; i += 2) {
+    Case c = cases[i];
+    c.name += " NHWC";
+    c.p.layout = Layout::kNHWC;
+    cases.push_back(c);
+  }
+  for (Layout l : {Layout::kNCHW, Layout::kNHWC}) {
+    const std::string suffix = l == Layout::kNHWC ? " NHWC" : " NCHW";
+    cases.push_back({"3d 3x3x3" + suffix, Small(3, 8, {5, 9, 8}, 12, 3, 1, 1, l)});
+    cases.push_back({"3d stride2 grouped" + suffix, Small(3, 8, {6, 7, 7}, 8, 3, 2, 4, l)});
+    cases.push_back({"3d depthwise" + suffix, Small(3, 6, {4, 6, 6}, 6, 3, 1, 6, l)});
+    cases.push_back({"odd channels" + suffix, Small(2, 13, {1, 11, 9}, 19, 3, 1, 1, l)});
+    cases.push_back({"multiplier 2" + suffix, Small(2, 8, {1, 10, 10}, 16, 5, 2, 8, l)});
+  }
+  return cases;
+}
+
+struct Combo {
+  uint32_t solver_id;
+  Direction direction;
+  DataType type;
+};
+
+std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
+  return absl::StrCat("solver", info.param.solver_id, "_", DirectionName(info.param.direction),
+                      "_", DataTypeName(info.param.type));
+}
+
+class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
+    if (!device.ok()) {
+      ASSERT_EQ(device.status().code(), absl::StatusCode::kUnavailable) << device.status();
+      GTEST_SKIP() << "no CUDA device here: " << device.status().message();
+    }
+    device_ = *std::move(device);
+    absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+    ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+    compiler_ = *std::move(nvrtc);
+    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir_.db());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    builder_ = std::make_unique<KernelBuilder>(device_.get(), *compiler_, *store_,
+                                               device_->info().arch);
+  }
+
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Upload(const std::vector<char>& host) {
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> buf,
+                     device_->Allocate(std::max<int64_t>(host.size(), 1)));
+    RETURN_IF_ERROR(device_->CopyToDevice(buf.get(), host.data(), host.size()));
+    return buf;
+  }
+
+  void RunAndCheck(const ConvProblem& p, const Solver& solver, const PerfConfig& config,
+                   std::mt19937_64& rng);
+
+  storage::testing::TempDir dir_;
+  std::unique_ptr<CudaDevice> device_;
+  std::unique_ptr<KernelCompiler> compiler_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<KernelBuilder> builder_;
+};
+
+void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p, const Solver& solver,
+                                       const PerfConfig& config, std::mt19937_64& rng) {
+  SCOPED_TRACE(absl::StrCat("config [", PerfConfigString(config), "]"));
+  const int64_t es = ElementBytes(p.type);
+  std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+  FillRandom(x.data(), p.type, p.x_elements(), rng);
+  FillRandom(w.data(), p.type, p.w_elements(), rng);
+  FillRandom(y.data(), p.type, p.y_elements(), rng);
+  std::vector<char>* out = p.direction == Direction::kForward        ? &y
+                           : p.direction == Direction::kBackwardData ? &x
+                                                                     : &w;
+  FillNaN(out->data(), p.type, out->size() / es);
+
+  absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->workspace_bytes(), solver.WorkspaceBytes(p));
+  // A "gpu" plan runs on whichever GPU backend builds it.
+  plan->set_backend(device_->info().backend);
+  ASSERT_EQ(builder_->BuildPlan(&*plan), absl::OkStatus());
+
+  std::vector<char> ws(plan->workspace_bytes());
+  FillNaN(ws.data(), DataType::kFp32, ws.size() / sizeof(float));
+  auto dx = Upload(x), dw = Upload(w), dy = Upload(y), dws = Upload(ws);
+  for (auto* b : {&dx, &dw, &dy, &dws}) ASSERT_TRUE(b->ok()) << b->status();
+  PlanBuffers buffers{(*dx)->data(), (*dw)->data(), (*dy)->data(),
+                      ws.empty() ? nullptr : (*dws)->data(), plan->workspace_bytes()};
+  ASSERT_EQ(ExecutePlan(*device_, *plan, buffers), absl::OkStatus());
+  ASSERT_EQ(device_->Synchronize(), absl::OkStatus());
+  const DeviceBuffer& result = p.direction == Direction::kForward        ? **dy
+                               : p.direction == Direction::kBackwardData ? **dx
+                                                                         : **dw;
+  std::vector<char> got(out->size());
+  ASSERT_EQ(device_->CopyFromDevice(got.data(), result, got.size()), absl::OkStatus());
+  EXPECT_EQ(CheckOutput(p, HostTensors{x.data(), w.data(), y.data()}, got.data(), kSamples, rng),
+            absl::OkStatus());
+}
+
+TEST_P(GpuSolverCorrectness, MatchesReference) {
+  const Combo combo = GetParam();
+  const Solver* solver = SolverRegistry::Default().Find(combo.solver_id);
+  ASSERT_NE(solver, nullptr);
+  if (!SolverRegistry::Runs(*solver, device_->info())) {
+    GTEST_SKIP() << solver->name() << " does not run on " << device_->info().arch;
+  }
+  std::random_device seeds;
+  int applicable = 0, grouped = 0;
+  const std::vector<Case> cases = Cases();
+  ASSERT_GE(cases.size(), 20u) << "perf-model lists not found under " << SharedDir();
+  for (const Case& c : cases) {
+    ConvProblem p = c.p;
+    p.direction = combo.direction;
+    p.type = combo.type;
+    ASSERT_EQ(ValidateProblem(p), absl::OkStatus()) << c.name;
+    const absl::Status applies = solver->IsApplicable(p);
+    if (!applies.ok()) {
+      EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition) << applies;
+      continue;
+    }
+    ++applicable;
+    grouped += p.groups > 1;
+    const uint64_t seed = (uint64_t{seeds()} << 32) | seeds();
+    std::mt19937_64 rng(seed);
+    SCOPED_TRACE(absl::StrCat(c.name, ": ", DescribeProblem(p), " seed ", seed));
+    // The default, and the largest and smallest tiles of dynamic solvers.
+    std::vector<PerfConfig> configs = {solver->DefaultConfig(p)};
+    const std::vector<PerfConfig> space = solver->ConfigSpace(p);
+    if (solver->dynamic()) {
+      for (const PerfConfig& extra : {space.front(), space.back()}) {
+        if (std::find(configs.begin(), configs.end(), extra) == configs.end()) {
+          configs.push_back(extra);
+        }
+      }
+    }
+    for (const PerfConfig& config : configs) {
+      ASSERT_EQ(solver->ValidateConfig(p, config), absl::OkStatus());
+      RunAndCheck(p, *solver, config, rng);
+      if (HasFatalFailure()) return;
+    }
+  }
+  EXPECT_GE(applicable, 4) << "too few problems apply to " << solver->name();
+  EXPECT_GE(grouped, 2) << "too few grouped problems apply to " << solver->name();
+}
+
+std::vector<Combo> AllCombos() {
+  std::vector<Combo> combos;
+  for (uint32_t id : {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
+                      kGpuDepthwiseId, kGpuTensorCoreIgemmId}) {
+    for (Direction d :
+         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+      for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
+        if (id == kGpuTensorCoreIgemmId && t == DataType::kFp32) continue;
+        combos.push_back({id, d, t});
+      }
+    }
+  }
+  return combos;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSolvers, GpuSolverCorrectness, ::testing::ValuesIn(AllCombos()),
+                         ComboName);
+
+}  // namespace
+}  // namespace convtune

@@ -62,8 +62,8 @@ convtuneStatus_t GetSolutions(convtuneHandle_t handle, const Descs& d,
     }
     ConvProblem p;
     if (convtuneStatus_t s = Problem(handle, d, &p); s) return s;
-    const int32_t request = static_cast<int32_t>(std::min<size_t>(
-        max_count, std::numeric_limits<int32_t>::max()));
+    const int32_t request = static_cast<int32_t>(
+        std::min<size_t>(max_count, std::numeric_limits<int32_t>::max()));
     absl::StatusOr<v1::GetSolutionsResponse> r =
         handle->client->GetSolutions(p, request);
     if (!r.ok()) return FailWith(handle, r.status());
@@ -137,8 +137,8 @@ convtuneStatus_t Immediate(convtuneHandle_t handle, const Descs& d,
     ConvProblem p;
     if (convtuneStatus_t s = Problem(handle, d, &p); s) return s;
     buffers.workspace = workspace;
-    buffers.workspace_bytes = static_cast<int64_t>(std::min<size_t>(
-        workspace_size, std::numeric_limits<int64_t>::max()));
+    buffers.workspace_bytes = static_cast<int64_t>(
+        std::min<size_t>(workspace_size, std::numeric_limits<int64_t>::max()));
     absl::Status s = handle->client->RunImmediate(p, solution_id, buffers);
     if (!s.ok()) return FailWith(handle, s);
     return convtuneStatusSuccess;
@@ -155,14 +155,14 @@ using namespace convtune::capi;  // NOLINT: the C entry points below are thin.
 // Descriptor sets in forward roles (x, w, y) per direction.
 #define CONVTUNE_FWD_DESCS \
   Descs { Direction::kForward, kFwdNames, xDesc, wDesc, yDesc, convDesc }
-#define CONVTUNE_BWD_DATA_DESCS                                            \
-  Descs {                                                                  \
+#define CONVTUNE_BWD_DATA_DESCS                                              \
+  Descs {                                                                    \
     Direction::kBackwardData, kBwdDataNames, dxDesc, wDesc, dyDesc, convDesc \
   }
-#define CONVTUNE_BWD_WEIGHTS_DESCS                                         \
-  Descs {                                                                  \
-    Direction::kBackwardWeights, kBwdWeightsNames, xDesc, dwDesc, dyDesc,  \
-        convDesc                                                           \
+#define CONVTUNE_BWD_WEIGHTS_DESCS                                        \
+  Descs {                                                                 \
+    Direction::kBackwardWeights, kBwdWeightsNames, xDesc, dwDesc, dyDesc, \
+        convDesc                                                          \
   }
 
 extern "C" {
@@ -174,11 +174,11 @@ convtuneStatus_t convtuneSetFindMode(convtuneHandle_t handle,
   const int mode = static_cast<int>(findMode);
   if (!ValidFindMode(mode)) {
     return Fail(handle, convtuneStatusBadParm,
-                absl::StrCat("findMode ", mode,
-                             mode == 4 ? " is reserved"
-                                       : " is not a convtuneFindMode_t",
-                             " (use 1, 2, 3, 5, 6 or 7, or 0 for the "
-                             "daemon's default)"));
+                absl::StrCat(
+                    "findMode ", mode,
+                    mode == 4 ? " is reserved" : " is not a convtuneFindMode_t",
+                    " (use 1, 2, 3, 5, 6 or 7, or 0 for the "
+                    "daemon's default)"));
   }
   handle->find_mode = mode;
   return convtuneStatusSuccess;
@@ -281,10 +281,10 @@ convtuneStatus_t convtuneConvolutionBackwardDataImmediate(
     const convtuneConvolutionDescriptor_t convDesc,
     const convtuneTensorDescriptor_t dxDesc, void* dx, void* workSpace,
     size_t workSpaceSize, uint64_t solution_id) {
-  return Immediate(
-      handle, CONVTUNE_BWD_DATA_DESCS, {{dy, "dy"}, {w, "w"}, {dx, "dx"}},
-      PlanBuffers{dx, const_cast<void*>(w), const_cast<void*>(dy)}, workSpace,
-      workSpaceSize, solution_id);
+  return Immediate(handle, CONVTUNE_BWD_DATA_DESCS,
+                   {{dy, "dy"}, {w, "w"}, {dx, "dx"}},
+                   PlanBuffers{dx, const_cast<void*>(w), const_cast<void*>(dy)},
+                   workSpace, workSpaceSize, solution_id);
 }
 
 convtuneStatus_t convtuneConvolutionBackwardWeightsGetSolutionCount(
@@ -329,10 +329,10 @@ convtuneStatus_t convtuneConvolutionBackwardWeightsImmediate(
     const convtuneConvolutionDescriptor_t convDesc,
     const convtuneTensorDescriptor_t dwDesc, void* dw, void* workSpace,
     size_t workSpaceSize, uint64_t solution_id) {
-  return Immediate(
-      handle, CONVTUNE_BWD_WEIGHTS_DESCS, {{dy, "dy"}, {x, "x"}, {dw, "dw"}},
-      PlanBuffers{const_cast<void*>(x), dw, const_cast<void*>(dy)}, workSpace,
-      workSpaceSize, solution_id);
+  return Immediate(handle, CONVTUNE_BWD_WEIGHTS_DESCS,
+                   {{dy, "dy"}, {x, "x"}, {dw, "dw"}},
+                   PlanBuffers{const_cast<void*>(x), dw, const_cast<void*>(dy)},
+                   workSpace, workSpaceSize, solution_id);
 }
 
 }  // extern "C"

@@ -1,12 +1,13 @@
 // What the C API's opaque handles hold, and the helpers its two source files
-// share: error reporting, argument checks, algorithm numbers and the problem a set of descriptors describes.
-// A handle is used by one thread at a time (as convtune.h says).
+// share: error reporting, argument checks, algorithm numbers and the problem a
+// set of descriptors describes. A handle is used by one thread at a time (as
+// convtune.h says).
 #ifndef CONVTUNE_CLIENT_C_API_INTERNAL_H_
 #define CONVTUNE_CLIENT_C_API_INTERNAL_H_
 
 #include <array>
-#include <initializer_list>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <new>

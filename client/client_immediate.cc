@@ -18,8 +18,9 @@ namespace {
 // larger id can name no solver, and the daemon must not see it truncated.
 absl::Status CheckSolutionId(uint64_t solution_id) {
   if (solution_id > std::numeric_limits<uint32_t>::max()) {
-    return absl::NotFoundError(absl::StrCat(
-        "solution_id: no solution ", solution_id, " (ids are solver ids, < 2^32)"));
+    return absl::NotFoundError(absl::StrCat("solution_id: no solution ",
+                                            solution_id,
+                                            " (ids are solver ids, < 2^32)"));
   }
   return absl::OkStatus();
 }
@@ -31,9 +32,8 @@ absl::Status AboutSolution(absl::Status status, uint64_t solution_id) {
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
-      return absl::Status(status.code(),
-                          absl::StrCat("solution ", solution_id, ": ",
-                                       status.message()));
+      return absl::Status(status.code(), absl::StrCat("solution ", solution_id,
+                                                      ": ", status.message()));
     default:
       return status;
   }
@@ -116,9 +116,9 @@ absl::StatusOr<v1::CompileSolutionResponse> Client::CompileSolution(
   grpc::Status status = stub_->CompileSolution(&context, request, &response);
   if (!status.ok()) return AboutSolution(CallError(status), solution_id);
   if (response.plan().solver_id() != solution_id) {
-    return absl::InternalError(absl::StrCat(
-        "convtuned compiled solver ", response.plan().solver_id(),
-        " when asked for solution ", solution_id));
+    return absl::InternalError(
+        absl::StrCat("convtuned compiled solver ", response.plan().solver_id(),
+                     " when asked for solution ", solution_id));
   }
   RETURN_IF_ERROR(LoadCodeObjects(response.plan()));
   absl::MutexLock lock(&mu_);
@@ -167,15 +167,14 @@ absl::StatusOr<v1::TrainHeuristicResponse> Client::TrainHeuristic() {
   grpc::ClientContext context;
   // Training reads every FindDb record of the device.
   SetDeadline(&context, options_.find_timeout);
-  grpc::Status status = stub_->TrainHeuristic(
-      &context, v1::TrainHeuristicRequest(), &response);
+  grpc::Status status =
+      stub_->TrainHeuristic(&context, v1::TrainHeuristicRequest(), &response);
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    return absl::UnimplementedError(
-        absl::StrCat("convtuned at ", target_,
-                     " cannot train its heuristic (TrainHeuristic is not "
-                     "implemented there)",
-                     status.error_message().empty() ? "" : ": ",
-                     status.error_message()));
+    return absl::UnimplementedError(absl::StrCat(
+        "convtuned at ", target_,
+        " cannot train its heuristic (TrainHeuristic is not "
+        "implemented there)",
+        status.error_message().empty() ? "" : ": ", status.error_message()));
   }
   if (!status.ok()) return CallError(status);
   return response;

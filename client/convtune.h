@@ -1,8 +1,9 @@
 /* The convtune C API: MIOpen's find workflow (descriptors, workspace size,
  * find, convolution) and immediate workflow (solution count, solutions,
  * solution workspace, compile, immediate run) answered by the convtuned
- * daemon, with the chosen plan run here on host buffers. C99. A handle must not be used by two threads at once;
- * distinct handles and descriptors are independent. */
+ * daemon, with the chosen plan run here on host buffers. C99. A handle must not
+ * be used by two threads at once; distinct handles and descriptors are
+ * independent. */
 #ifndef CONVTUNE_CLIENT_CONVTUNE_H_
 #define CONVTUNE_CLIENT_CONVTUNE_H_
 

@@ -114,8 +114,8 @@ int DbStats(Context& context, const std::vector<std::string>& args) {
 absl::Status CheckDeviceKeyAsName(const std::string& key) {
   if (key.empty() || key == "." || key == ".." ||
       key.find('/') != std::string::npos) {
-    return absl::InternalError(absl::StrCat(
-        "convtuned answered an unusable device key '", key, "'"));
+    return absl::InternalError(
+        absl::StrCat("convtuned answered an unusable device key '", key, "'"));
   }
   return absl::OkStatus();
 }
@@ -138,9 +138,9 @@ int DbExportSystem(Context& context, const std::string& dir) {
     ReportError(context, s);
     return kExitFailed;
   }
-  std::cout << "exported a system FindDb of " << exported->device_key()
-            << ": " << exported->entries() << " record(s), "
-            << exported->file().size() << " bytes, to " << path << "\n";
+  std::cout << "exported a system FindDb of " << exported->device_key() << ": "
+            << exported->entries() << " record(s), " << exported->file().size()
+            << " bytes, to " << path << "\n";
   return kExitOk;
 }
 

@@ -81,8 +81,8 @@ absl::StatusOr<v1::ExportFile> MergeExportFiles(
     ++stats->files;
     for (v1::ExportEntry& e : *file.mutable_entries()) {
       ++stats->entries_in;
-      auto [it, added] = merged.try_emplace(
-          {e.column_family(), e.key()}, std::move(*e.mutable_value()));
+      auto [it, added] = merged.try_emplace({e.column_family(), e.key()},
+                                            std::move(*e.mutable_value()));
       if (added) continue;
       const std::string& incoming = e.value();  // not moved: not added
       if (it->second == incoming) {

@@ -21,10 +21,10 @@ struct MergeStats {
   int64_t files = 0;
   int64_t entries_in = 0;
   int64_t entries_out = 0;
-  int64_t identical = 0;        // same family, key and bytes seen again
-  int64_t find_replaced = 0;    // a newer find record won over an earlier one
-  int64_t find_kept = 0;        // an older (or as old) find record lost
-  int64_t conflicts = 0;        // other families: differing values, first kept
+  int64_t identical = 0;      // same family, key and bytes seen again
+  int64_t find_replaced = 0;  // a newer find record won over an earlier one
+  int64_t find_kept = 0;      // an older (or as old) find record lost
+  int64_t conflicts = 0;      // other families: differing values, first kept
 };
 
 // The union of the inputs' entries, one per (column family, key): for

@@ -167,9 +167,10 @@ TEST_F(CApiTest, ImmediateArgumentsAreCheckedFirst) {
   EXPECT_EQ(convtuneConvolutionForwardGetSolutionCount(handle_, w_, x_, conv_,
                                                        y_, nullptr),
             convtuneStatusBadParm);
-  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("solutionCount is NULL"));
-  EXPECT_EQ(convtuneConvolutionBackwardDataGetSolution(
-                handle_, y_, w_, conv_, x_, 2, &count, nullptr),
+  EXPECT_THAT(convtuneGetLastError(handle_),
+              HasSubstr("solutionCount is NULL"));
+  EXPECT_EQ(convtuneConvolutionBackwardDataGetSolution(handle_, y_, w_, conv_,
+                                                       x_, 2, &count, nullptr),
             convtuneStatusBadParm);
   EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("solutions is NULL"));
   EXPECT_EQ(convtuneConvolutionBackwardWeightsGetSolution(
@@ -179,7 +180,8 @@ TEST_F(CApiTest, ImmediateArgumentsAreCheckedFirst) {
   EXPECT_EQ(convtuneConvolutionForwardGetSolutionWorkspaceSize(
                 handle_, w_, x_, conv_, y_, 1, nullptr),
             convtuneStatusBadParm);
-  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("workSpaceSize is NULL"));
+  EXPECT_THAT(convtuneGetLastError(handle_),
+              HasSubstr("workSpaceSize is NULL"));
   EXPECT_EQ(convtuneConvolutionBackwardDataCompileSolution(handle_, y_, w_,
                                                            nullptr, x_, 1),
             convtuneStatusBadParm);
@@ -203,7 +205,8 @@ TEST_F(CApiTest, ImmediateArgumentsAreCheckedFirst) {
   EXPECT_EQ(convtuneConvolutionForwardGetSolutionCount(handle_, w_, unset,
                                                        conv_, y_, &count),
             convtuneStatusNotInitialized);
-  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("xDesc has not been set"));
+  EXPECT_THAT(convtuneGetLastError(handle_),
+              HasSubstr("xDesc has not been set"));
   convtuneDestroyTensorDescriptor(unset);
   // Then the daemon, which nobody serves here.
   EXPECT_EQ(convtuneConvolutionForwardGetSolutionCount(handle_, w_, x_, conv_,
@@ -216,8 +219,9 @@ TEST_F(CApiTest, ImmediateArgumentsAreCheckedFirst) {
             convtuneStatusBadParm);
   EXPECT_EQ(convtuneGetFindMode(handle_, nullptr), convtuneStatusBadParm);
   for (int bad : {-1, 4, 8, 100}) {
-    EXPECT_EQ(convtuneSetFindMode(handle_, static_cast<convtuneFindMode_t>(bad)),
-              convtuneStatusBadParm)
+    EXPECT_EQ(
+        convtuneSetFindMode(handle_, static_cast<convtuneFindMode_t>(bad)),
+        convtuneStatusBadParm)
         << bad;
     EXPECT_THAT(convtuneGetLastError(handle_),
                 HasSubstr(absl::StrCat("findMode ", bad)));

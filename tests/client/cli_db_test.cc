@@ -53,8 +53,8 @@ TEST(CliModeUsageTest, ReservedAndUnknownModesAreUsageErrors) {
 TEST(CliModeUsageTest, HelpDescribesTheNewCommands) {
   ProcessResult r = Cli({"--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* word : {"immediate", "heuristic train", "db merge",
-                           "--system", "--mode"}) {
+  for (const char* word :
+       {"immediate", "heuristic train", "db merge", "--system", "--mode"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
   r = Cli({"find", "--help"});
@@ -62,8 +62,8 @@ TEST(CliModeUsageTest, HelpDescribesTheNewCommands) {
     EXPECT_THAT(r.out, HasSubstr(word));
   r = Cli({"immediate", "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* word : {"--json", "--workspace-limit", "--count",
-                           "estimated", "Examples"}) {
+  for (const char* word :
+       {"--json", "--workspace-limit", "--count", "estimated", "Examples"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
   r = Cli({"db", "--help"});
@@ -188,8 +188,7 @@ TEST_F(CliFindDbTest, SystemFindDbRoundTrip) {
   ASSERT_TRUE(client.ok());
   absl::StatusOr<v1::DbStatsResponse> stats = (*client)->DbStats();
   ASSERT_TRUE(stats.ok());
-  const std::string path =
-      system_dir + "/" + stats->device_key() + ".ctsys";
+  const std::string path = system_dir + "/" + stats->device_key() + ".ctsys";
   EXPECT_THAT(exported.out, HasSubstr("to " + path));
   const v1::ExportFile file = ReadExport(path);
   EXPECT_EQ(file.device_key(), stats->device_key());
@@ -257,12 +256,12 @@ TEST_F(CliFindDbTest, MergeKeepsTheNewerFindRecord) {
     ProcessResult r = Cli({"db", "merge", out, a_first ? file_a : file_b,
                            a_first ? file_b : file_a});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("merged 2 file(s): ", in,
-                                              " entries in, ", keys.size(),
-                                              " out")));
-    EXPECT_THAT(r.out, HasSubstr(a_first
-                                     ? "1 find record(s) replaced by a newer"
-                                     : "1 older find record(s) dropped"));
+    EXPECT_THAT(
+        r.out, HasSubstr(absl::StrCat("merged 2 file(s): ", in, " entries in, ",
+                                      keys.size(), " out")));
+    EXPECT_THAT(r.out,
+                HasSubstr(a_first ? "1 find record(s) replaced by a newer"
+                                  : "1 older find record(s) dropped"));
     const v1::ExportFile merged = ReadExport(out);
     EXPECT_EQ(merged.entries_size(), static_cast<int>(keys.size()));
     EXPECT_TRUE(merged.device_key().empty());

@@ -103,11 +103,12 @@ TEST_F(CliDaemonTest, FindWithFlagsTunesThenAnswersFromDb) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_THAT(first.out, HasSubstr("problem " + key));
   EXPECT_THAT(first.out, HasSubstr("tuned in"));
+  EXPECT_THAT(first.out, HasSubstr("; source tuned, mode "));
   EXPECT_THAT(first.out,
               HasSubstr("1 problem(s): 0 from FindDb, 1 tuned, 0 failed"));
   ProcessResult second = Run(args);
   ASSERT_EQ(second.exit_code, 0) << second.err;
-  EXPECT_THAT(second.out, HasSubstr("(from FindDb)"));
+  EXPECT_THAT(second.out, HasSubstr("(from FindDb; source user_db, mode "));
   EXPECT_THAT(second.out,
               HasSubstr("1 problem(s): 1 from FindDb, 0 tuned, 0 failed"));
 }

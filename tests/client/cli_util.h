@@ -21,7 +21,8 @@ inline testing::ProcessResult Cli(std::vector<std::string> args) {
 }
 
 // A random forward problem as MIOpenDriver arguments, and its key.
-inline std::vector<std::string> RandomDriverArgs(std::mt19937& rng, std::string* key) {
+inline std::vector<std::string> RandomDriverArgs(std::mt19937& rng,
+                                                 std::string* key) {
   std::uniform_int_distribution<int> channels(2, 12), spatial(5, 16),
       filter(0, 1);
   const int f = filter(rng) ? 3 : 1;

@@ -97,8 +97,7 @@ bool IsFallbackSource(const std::string& source) {
 // the workflow is written once.
 struct DirectionApi {
   std::function<convtuneStatus_t(size_t*)> count;
-  std::function<convtuneStatus_t(size_t, size_t*, convtuneConvSolution_t*)>
-      get;
+  std::function<convtuneStatus_t(size_t, size_t*, convtuneConvSolution_t*)> get;
   std::function<convtuneStatus_t(uint64_t, size_t*)> workspace;
   std::function<convtuneStatus_t(uint64_t)> compile;
   std::function<convtuneStatus_t(void*, size_t, uint64_t)> run;
@@ -278,7 +277,8 @@ TEST_F(ImmediateTest, AfterAFindSolutionsAreMeasuredInTheFindsOrder) {
       EXPECT_TRUE(r->solutions(i).measured());
       EXPECT_DOUBLE_EQ(r->solutions(i).time_ms(), found->results(i).time_ms());
     }
-    absl::StatusOr<v1::GetSolutionsResponse> first = client_->GetSolutions(p, 1);
+    absl::StatusOr<v1::GetSolutionsResponse> first =
+        client_->GetSolutions(p, 1);
     ASSERT_TRUE(first.ok()) << first.status();
     ASSERT_EQ(first->solutions_size(), 1);
     EXPECT_EQ(first->solutions(0).solution_id(), found->results(0).solver_id());
@@ -343,7 +343,8 @@ TEST_F(ImmediateTest, SolutionWorkspaceSizesMatchTheSolutions) {
       EXPECT_EQ(*ws, s.workspace_bytes()) << s.solver_name();
     }
     // A workspace limit leaves out the solutions that need more.
-    absl::StatusOr<v1::GetSolutionsResponse> none = client_->GetSolutions(p, 0, 0);
+    absl::StatusOr<v1::GetSolutionsResponse> none =
+        client_->GetSolutions(p, 0, 0);
     ASSERT_TRUE(none.ok()) << none.status();
     for (const v1::Solution& s : none->solutions())
       EXPECT_EQ(s.workspace_bytes(), 0) << s.solver_name();
@@ -379,9 +380,9 @@ TEST_F(ImmediateTest, BadSolutionIdsAreNotFoundWithAMessage) {
     EXPECT_EQ(convtuneConvolutionForwardCompileSolution(handle_, d.w, d.x,
                                                         d.conv, d.y, bad),
               convtuneStatusNotFound);
-    EXPECT_EQ(convtuneConvolutionForwardImmediate(
-                  handle_, d.w, w.data(), d.x, x.data(), d.conv, d.y, y.data(),
-                  nullptr, 0, bad),
+    EXPECT_EQ(convtuneConvolutionForwardImmediate(handle_, d.w, w.data(), d.x,
+                                                  x.data(), d.conv, d.y,
+                                                  y.data(), nullptr, 0, bad),
               convtuneStatusNotFound);
     EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("solution"));
   }
@@ -483,7 +484,8 @@ TEST_F(ImmediateTest, HandleFindModeReachesTheDaemon) {
       << convtuneGetLastError(handle_);
   EXPECT_GT(returned, 0);
   // FAST on a miss stores nothing; the daemon's default mode would have tuned.
-  absl::StatusOr<v1::GetSolutionsResponse> s = client_->GetSolutions(p);
+  // (The find offered no workspace, so its record is the one for limit 0.)
+  absl::StatusOr<v1::GetSolutionsResponse> s = client_->GetSolutions(p, 0, 0);
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE(IsFallbackSource(s->source())) << s->source();
 
@@ -494,7 +496,7 @@ TEST_F(ImmediateTest, HandleFindModeReachesTheDaemon) {
                 &returned, perf, nullptr, 0, false),
             convtuneStatusSuccess)
       << convtuneGetLastError(handle_);
-  s = client_->GetSolutions(p);
+  s = client_->GetSolutions(p, 0, 0);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->source(), "user_db");
 }
@@ -521,7 +523,8 @@ TEST(FindModeNameTest, NamesAndNumbers) {
   EXPECT_EQ(*ParseFindMode("2"), v1::FAST);
   EXPECT_EQ(*ParseFindMode("Dynamic_Hybrid"), v1::DYNAMIC_HYBRID);
   EXPECT_EQ(*ParseFindMode("7"), v1::TRUST_VERIFY_FULL);
-  for (const char* bad : {"4", "0", "8", "", "fastest", "FIND_MODE_UNSPECIFIED"}) {
+  for (const char* bad :
+       {"4", "0", "8", "", "fastest", "FIND_MODE_UNSPECIFIED"}) {
     absl::StatusOr<v1::FindMode> m = ParseFindMode(bad);
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }

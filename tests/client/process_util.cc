@@ -108,9 +108,9 @@ absl::Status Daemon::Start(const std::string& dir, const std::string& db_dir,
     return absl::FailedPreconditionError("convtuned is not built");
   socket_path_ = dir + "/convtuned.sock";
   log_path_ = dir + "/convtuned.log";
-  std::vector<std::string> argv = {binary,  "--socket", socket_path_,
-                                   "--db",  db_dir,     "--backend",
-                                   "cpu",   "--compile-threads", "2"};
+  std::vector<std::string> argv = {
+      binary,      "--socket", socket_path_,        "--db", db_dir,
+      "--backend", "cpu",      "--compile-threads", "2"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   pid_ = Spawn(argv, dir + "/convtuned.out", log_path_);
   if (pid_ < 0) return absl::InternalError("fork failed");

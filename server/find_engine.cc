@@ -38,6 +38,14 @@ FindEngine::~FindEngine() = default;
 
 void FindEngine::Shutdown() { stopping_ = true; }
 
+void FindEngine::TrainHeuristics(std::function<void(absl::StatusOr<TrainReport>)> done) {
+  if (stopping_) {
+    done(ShuttingDown());
+    return;
+  }
+  compile_pool_.Schedule([this, done = std::move(done)] { done(heuristics_->Train()); });
+}
+
 EngineCounters FindEngine::counters() const {
   absl::MutexLock lock(&mu_);
   return counters_;

@@ -141,6 +141,11 @@ class FindEngine {
   void Execute(v1::ExecutionPlan plan, std::shared_ptr<HostRun> tensors,
                std::function<void(absl::StatusOr<double>)> done);
 
+  // Trains the learned heuristic on this device's FindDb records, on the
+  // compile pool; `done` gets the report (FailedPrecondition with too few
+  // records).
+  void TrainHeuristics(std::function<void(absl::StatusOr<TrainReport>)> done);
+
   // Makes every later Find and Execute, and every tuning not yet timed,
   // finish with Unavailable. Idempotent.
   void Shutdown();

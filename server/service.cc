@@ -283,6 +283,24 @@ grpc::ServerUnaryReactor* ConvTuneService::CompileSolution(grpc::CallbackServerC
   return Finish(ctx, absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* ConvTuneService::TrainHeuristic(grpc::CallbackServerContext* ctx,
+                                                          const v1::TrainHeuristicRequest* req,
+                                                          v1::TrainHeuristicResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const std::string device_key = engine_.device_key();
+  engine_.TrainHeuristics([reactor, resp, device_key](absl::StatusOr<TrainReport> report) {
+    if (!report.ok()) {
+      reactor->Finish(ToGrpcStatus(report.status()));
+      return;
+    }
+    resp->set_records(report->records);
+    resp->set_train_accuracy(report->train_accuracy);
+    resp->set_device_key(device_key);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* ConvTuneService::GetCodeObject(grpc::CallbackServerContext* ctx,
                                                          const v1::GetCodeObjectRequest* req,
                                                          v1::GetCodeObjectResponse* resp) {

@@ -59,6 +59,9 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   grpc::ServerUnaryReactor* CompileSolution(grpc::CallbackServerContext* ctx,
                                             const v1::SolutionRequest* req,
                                             v1::CompileSolutionResponse* resp) override;
+  grpc::ServerUnaryReactor* TrainHeuristic(grpc::CallbackServerContext* ctx,
+                                           const v1::TrainHeuristicRequest* req,
+                                           v1::TrainHeuristicResponse* resp) override;
   grpc::ServerUnaryReactor* GetCodeObject(grpc::CallbackServerContext* ctx,
                                           const v1::GetCodeObjectRequest* req,
                                           v1::GetCodeObjectResponse* resp) override;

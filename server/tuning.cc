@@ -123,6 +123,7 @@ void FindEngine::TimeCandidates(std::shared_ptr<Tuning> t) {
   absl::Status put = find_db_.Put(stored);
   if (put.ok()) {
     Count(&EngineCounters::records_stored);
+    heuristics_->NoteRecordStored(compile_pool_);
   } else {
     std::cerr << "convtuned: could not store find record " << stored.problem_key() << ": "
               << put << "\n";
@@ -236,7 +237,10 @@ void FindEngine::Verify(const ConvProblem& p, const FindParams& params, FindOutc
     if (ms.ok() && *ms <= best.time_ms() * (1 + options_.verify_tolerance)) {
       system.timed_solvers = {best.solver_id()};
       system.stored = find_db_.Put(system.record).ok();
-      if (system.stored) Count(&EngineCounters::records_stored);
+      if (system.stored) {
+        Count(&EngineCounters::records_stored);
+        heuristics_->NoteRecordStored(compile_pool_);
+      }
       done(std::move(system));
       return;
     }

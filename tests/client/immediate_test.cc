@@ -501,21 +501,21 @@ TEST_F(ImmediateTest, HandleFindModeReachesTheDaemon) {
   EXPECT_EQ(s->source(), "user_db");
 }
 
-TEST_F(ImmediateTest, TrainHeuristicTrainsOrIsNotImplementedYet) {
+TEST_F(ImmediateTest, TrainHeuristicNeedsRecordsThenTrains) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(client_->Find(RandomProblem(Direction::kForward)).ok());
   }
-  absl::StatusOr<v1::TrainHeuristicResponse> r = client_->TrainHeuristic();
-  if (!r.ok()) {
-    // The daemon may not serve TrainHeuristic yet.
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented)
-        << r.status();
-    EXPECT_THAT(std::string(r.status().message()), HasSubstr("TrainHeuristic"));
-    return;
+  absl::StatusOr<v1::TrainHeuristicResponse> few = client_->TrainHeuristic();
+  EXPECT_EQ(few.status().code(), absl::StatusCode::kFailedPrecondition) << few.status();
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(client_->Find(RandomProblem(Direction::kForward)).ok());
   }
-  EXPECT_GT(r->records(), 0);
+  absl::StatusOr<v1::TrainHeuristicResponse> r = client_->TrainHeuristic();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GE(r->records(), 8);
   EXPECT_GE(r->train_accuracy(), 0.0);
   EXPECT_LE(r->train_accuracy(), 1.0);
+  EXPECT_FALSE(r->device_key().empty());
 }
 
 TEST(FindModeNameTest, NamesAndNumbers) {

@@ -57,6 +57,8 @@ void FindEngine::Count(int64_t EngineCounters::*counter, int64_t n) {
 }
 
 absl::Status FindEngine::BuildKernels(v1::ExecutionPlan* plan) {
+  // A "gpu" solver's plan runs on whichever GPU backend this device has.
+  plan->set_backend(device_.info().backend);
   if (plan->sources_size() == 0) return absl::OkStatus();
   if (kernel_builder_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

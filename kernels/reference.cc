@@ -57,7 +57,12 @@ void StoreElement(void* data, DataType type, int64_t i, double v) {
 
 void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  for (int64_t i = 0; i < count; ++i) StoreElement(data, type, i, dist(rng));
+  for (int64_t i = 0; i < count; ++i) {
+    // Redraw until the stored value is non-zero (fp16 flushes tiny values).
+    do {
+      StoreElement(data, type, i, dist(rng));
+    } while (LoadElement(data, type, i) == 0);
+  }
 }
 
 void FillNaN(void* data, DataType type, int64_t count) {

@@ -37,7 +37,7 @@ double LoadElement(const void* data, DataType type, int64_t index);
 // Writes `v` rounded to `type`.
 void StoreElement(void* data, DataType type, int64_t index, double v);
 
-// Fills `count` elements uniformly in [-1, 1] (never all zero).
+// Fills `count` elements uniformly in [-1, 1], none of them zero.
 void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng);
 // Fills with NaN, so an output element a kernel forgets to write is caught.
 void FillNaN(void* data, DataType type, int64_t count);

@@ -4,20 +4,13 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/reference.h"
 #include "kernels/numeric.h"
 
 namespace convtune::reference {
 
 double LoadAsDouble(DataType type, const void* data, int64_t i) {
-  switch (type) {
-    case DataType::kFp32:
-      return static_cast<const float*>(data)[i];
-    case DataType::kFp16:
-      return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kBf16:
-      return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
-  }
-  return NAN;
+  return LoadElement(data, type, i);
 }
 
 // Every direction is the same sum of x[n,c,i] * w[k,c,f] over the pairs that
@@ -26,9 +19,7 @@ double LoadAsDouble(DataType type, const void* data, int64_t i) {
 ReferenceOutput ReferenceConv(const ConvProblem& p, const void* x,
                               const void* w, const void* y) {
   const Strides xs = XStrides(p), ws = WStrides(p), ys = YStrides(p);
-  int64_t out_elements = p.y_elements();
-  if (p.direction == Direction::kBackwardData) out_elements = p.x_elements();
-  if (p.direction == Direction::kBackwardWeights) out_elements = p.w_elements();
+  const int64_t out_elements = OutputElements(p);
   ReferenceOutput out{std::vector<double>(out_elements, 0.0),
                       std::vector<double>(out_elements, 0.0)};
   const int64_t cg = p.c_per_group(), kg = p.k_per_group();
@@ -82,51 +73,15 @@ ReferenceOutput ReferenceConv(const ConvProblem& p, const void* x,
   return out;
 }
 
-std::vector<char> RandomTensor(DataType type, int64_t count,
-                               std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+std::vector<char> RandomTensor(DataType type, int64_t count, std::mt19937_64& rng) {
   std::vector<char> out(count * ElementBytes(type));
-  for (int64_t i = 0; i < count; ++i) {
-    float v = 0.f;
-    uint16_t h = 0;
-    // Redraw until the stored value is non-zero (fp16 flushes tiny values).
-    for (;;) {
-      v = dist(rng);
-      if (type == DataType::kFp32 && v != 0.f) break;
-      h = type == DataType::kFp16 ? FloatToHalf(v) : FloatToBf16(v);
-      if (type != DataType::kFp32 && (h & 0x7fff) != 0) break;
-    }
-    if (type == DataType::kFp32) {
-      std::memcpy(out.data() + i * 4, &v, 4);
-    } else {
-      std::memcpy(out.data() + i * 2, &h, 2);
-    }
-  }
+  FillRandom(out.data(), type, count, rng);
   return out;
 }
 
-void PoisonNaN(DataType type, void* data, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    if (type == DataType::kFp32) {
-      static_cast<float*>(data)[i] = NAN;
-    } else {
-      static_cast<uint16_t*>(data)[i] =
-          type == DataType::kFp16 ? 0x7e00 : 0x7fc0;
-    }
-  }
-}
+void PoisonNaN(DataType type, void* data, int64_t count) { FillNaN(data, type, count); }
 
-double RelativeTolerance(DataType type) {
-  switch (type) {
-    case DataType::kFp32:
-      return 1e-4;
-    case DataType::kFp16:
-      return 1e-2;
-    case DataType::kBf16:
-      return 3e-2;
-  }
-  return 0;
-}
+double RelativeTolerance(DataType type) { return Tolerance(type); }
 
 std::string CompareWithReference(const ConvProblem& p, const void* out,
                                  const ReferenceOutput& ref) {

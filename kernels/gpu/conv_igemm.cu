@@ -13,6 +13,33 @@
 // 16-bit types only). CT_STATIC=1 with CT_S_<size> compiles every size in.
 // Scalars: the problem (plan_args order), then the number of K splits.
 
+// Defaults, so the source also compiles on its own (compile-only checks);
+// the solvers always pass every option.
+#ifndef CT_TYPE
+#define CT_TYPE 1
+#endif
+#ifndef CT_DIR
+#define CT_DIR 1
+#endif
+#ifndef CT_NHWC
+#define CT_NHWC 0
+#endif
+#ifndef BM
+#define BM 64
+#endif
+#ifndef BN
+#define BN 64
+#endif
+#ifndef BK
+#define BK 8
+#endif
+#ifndef TM
+#define TM 4
+#endif
+#ifndef TN
+#define TN 4
+#endif
+
 #if CT_TYPE == 1
 typedef float ct_t;
 #elif CT_TYPE == 2

@@ -197,11 +197,11 @@ grpc::ServerUnaryReactor* ConvTuneService::DbExport(grpc::CallbackServerContext*
                                                     v1::DbExportResponse* resp) {
   storage::ExportOptions options;
   if (req->system()) options.system_device_key = engine_.device_key();
-  absl::StatusOr<std::string> file = storage::ExportStore(store_, options);
+  int64_t entries = 0;
+  absl::StatusOr<std::string> file = storage::ExportStore(store_, options, &entries);
   if (!file.ok()) return Finish(ctx, file.status());
   resp->set_device_key(engine_.device_key());
-  v1::ExportFile parsed;
-  if (parsed.ParseFromString(*file)) resp->set_entries(parsed.entries_size());
+  resp->set_entries(entries);
   resp->set_file(*std::move(file));
   return Finish(ctx, absl::OkStatus());
 }

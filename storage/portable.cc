@@ -71,7 +71,8 @@ std::string SystemDbFileName(absl::string_view device_key) {
   return absl::StrCat(device_key, ".ctsys");
 }
 
-absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options) {
+absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options,
+                                        int64_t* entries) {
   v1::ExportFile file;
   file.set_magic(std::string(kExportMagic));
   file.set_schema_version(kSchemaVersion);
@@ -94,6 +95,7 @@ absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& optio
       return true;
     }));
   }
+  if (entries != nullptr) *entries = file.entries_size();
   return file.SerializeAsString();
 }
 

@@ -30,8 +30,10 @@ struct ExportOptions {
 std::string SystemDbFileName(absl::string_view device_key);
 
 // Every pair of find_db, perf_db and kernel_cache (and meta if asked), bytes
-// as stored, in column then key order. Errors are the Store's.
-absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options = {});
+// as stored, in column then key order; *entries (if given) gets their count.
+// Errors are the Store's.
+absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options = {},
+                                        int64_t* entries = nullptr);
 
 struct ImportOptions {
   // Replace an existing record whose value differs. Default: false, so an

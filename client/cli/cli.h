@@ -46,6 +46,11 @@ int HeuristicCommand(Context& context, const std::vector<std::string>& args);
 // false if any line was bad or the file cannot be read.
 bool ReadProblemFile(const std::string& path,
                      std::vector<ConvProblem>* problems);
+// The problems of `--file FILE` (when `file` is set) or of one MIOpenDriver
+// line. Returns kExitOk, or a usage error for a bad driver line; *input_ok
+// is false when some line of the file was bad (the others are still loaded).
+int LoadProblems(const std::string& file, const std::vector<std::string>& driver_args,
+                 std::vector<ConvProblem>* problems, bool* input_ok);
 // `s` as a JSON string literal, quotes included.
 std::string JsonString(absl::string_view s);
 

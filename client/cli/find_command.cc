@@ -42,6 +42,19 @@ bool ReadProblemFile(const std::string& path,
   return ok;
 }
 
+int LoadProblems(const std::string& file, const std::vector<std::string>& driver_args,
+                 std::vector<ConvProblem>* problems, bool* input_ok) {
+  *input_ok = true;
+  if (!file.empty()) {
+    *input_ok = ReadProblemFile(file, problems);
+    return kExitOk;
+  }
+  absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverArgs(driver_args);
+  if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
+  *problems = *std::move(parsed);
+  return kExitOk;
+}
+
 std::string JsonString(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -210,13 +223,9 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
   if (int rc = ParseFindFlags(args, &flags); rc != kExitOk) return rc;
   std::vector<ConvProblem> problems;
   bool input_ok = true;
-  if (!flags.file.empty()) {
-    input_ok = ReadProblemFile(flags.file, &problems);
-  } else {
-    absl::StatusOr<std::vector<ConvProblem>> parsed =
-        ParseDriverArgs(flags.driver_args);
-    if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
-    problems = *std::move(parsed);
+  if (int rc = LoadProblems(flags.file, flags.driver_args, &problems, &input_ok);
+      rc != kExitOk) {
+    return rc;
   }
   std::vector<Outcome> outcomes;
   bool request_ok = true;

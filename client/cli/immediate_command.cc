@@ -136,13 +136,9 @@ int ImmediateCommand(Context& context, const std::vector<std::string>& args) {
   if (int rc = ParseImmediateFlags(args, &flags); rc != kExitOk) return rc;
   std::vector<ConvProblem> problems;
   bool input_ok = true;
-  if (!flags.file.empty()) {
-    input_ok = ReadProblemFile(flags.file, &problems);
-  } else {
-    absl::StatusOr<std::vector<ConvProblem>> parsed =
-        ParseDriverArgs(flags.driver_args);
-    if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
-    problems = *std::move(parsed);
+  if (int rc = LoadProblems(flags.file, flags.driver_args, &problems, &input_ok);
+      rc != kExitOk) {
+    return rc;
   }
   std::vector<Answer> answers;
   bool request_ok = true;

@@ -246,6 +246,17 @@ convtuneStatus_t RunConvolution(convtuneHandle_t handle, const ConvProblem& p,
   std::unique_ptr<char[]> temp;
   void* out = buffers.*out_role;
   if (a != 1.0f || b != 0.0f) {
+    // The blend runs on the host; device memory cannot take it.
+    absl::StatusOr<v1::ExecutionPlan> plan =
+        handle->client->GetPlan(p, solver_id);
+    if (!plan.ok()) return FailWith(handle, plan.status());
+    if (plan->backend() != "cpu") {
+      return Fail(handle, convtuneStatusNotImplemented,
+                  absl::StrCat("alpha ", a, " and beta ", b, ": solver ",
+                               solver_id, " has a ", plan->backend(),
+                               " plan, which runs with alpha 1 and beta 0 "
+                               "only"));
+    }
     temp.reset(new (std::nothrow) char[count * ElementBytes(p.type)]);
     if (temp == nullptr) {
       return Fail(handle, convtuneStatusAllocFailed,

@@ -1,7 +1,9 @@
 // The C API's errors, handle and descriptors.
+#include <cstdlib>
 #include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/c_api_internal.h"
 #include "client/convtune.h"
@@ -163,7 +165,18 @@ convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle,
     if (handle == nullptr)
       return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
     *handle = nullptr;
-    auto client = convtune::Client::Connect(address == nullptr ? "" : address);
+    convtune::ClientOptions options;
+    if (const char* ordinal = std::getenv("CONVTUNE_DEVICE");
+        ordinal != nullptr && *ordinal != '\0') {
+      if (!absl::SimpleAtoi(ordinal, &options.device_ordinal) ||
+          options.device_ordinal < 0) {
+        return Fail(nullptr, convtuneStatusBadParm,
+                    absl::StrCat("CONVTUNE_DEVICE: expected a GPU ordinal "
+                                 ">= 0, got '", ordinal, "'"));
+      }
+    }
+    auto client = convtune::Client::Connect(address == nullptr ? "" : address,
+                                            options);
     if (!client.ok()) return convtune::capi::FailWith(nullptr, client.status());
     auto* h = new (std::nothrow) convtuneHandle;
     if (h == nullptr)

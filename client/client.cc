@@ -9,6 +9,8 @@
 #include "common/defaults.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "kernels/cuda_device.h"
+#include "kernels/hip_device.h"
 #include "kernels/problem_proto.h"
 
 namespace convtune {
@@ -190,16 +192,51 @@ absl::StatusOr<v1::DbImportResponse> Client::DbImport(std::string file,
   return response;
 }
 
+absl::StatusOr<Device*> Client::DeviceFor(const std::string& backend) {
+  if (backend == cpu_.info().backend) return &cpu_;
+  absl::MutexLock lock(&device_mu_);
+  auto it = gpus_.find(backend);
+  if (it == gpus_.end()) {
+    absl::StatusOr<std::unique_ptr<Device>> opened;
+    if (backend == "cuda") {
+      absl::StatusOr<std::unique_ptr<CudaDevice>> d =
+          CudaDevice::Open(options_.device_ordinal);
+      if (d.ok()) opened = std::unique_ptr<Device>(*std::move(d));
+      else opened = d.status();
+    } else if (backend == "hip") {
+      absl::StatusOr<std::unique_ptr<HipDevice>> d =
+          HipDevice::Open(options_.device_ordinal);
+      if (d.ok()) opened = std::unique_ptr<Device>(*std::move(d));
+      else opened = d.status();
+    } else {
+      opened = absl::UnimplementedError(
+          absl::StrCat("unknown backend '", backend, "'"));
+    }
+    it = gpus_.emplace(backend, std::move(opened)).first;
+  }
+  if (!it->second.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this client cannot run ", backend, " plans: ",
+                     it->second.status().message()));
+  }
+  return it->second->get();
+}
+
 absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
                          const PlanBuffers& buffers) {
   ASSIGN_OR_RETURN(v1::ExecutionPlan plan, GetPlan(problem, solver_id));
-  if (plan.backend() != device_.info().backend) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "solver ", solver_id, " has a ", plan.backend(),
-        " plan; this client runs ", device_.info().backend, " plans only"));
+  absl::StatusOr<Device*> device = DeviceFor(plan.backend());
+  if (!device.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("solver ", solver_id, " has a ", plan.backend(),
+                     " plan; ", device.status().message()));
   }
-  RETURN_IF_ERROR(LoadCodeObjects(plan));
-  return ExecutePlan(device_, plan, buffers);
+  RETURN_IF_ERROR(LoadCodeObjects(plan, **device));
+  RETURN_IF_ERROR(ExecutePlan(**device, plan, buffers));
+  // GPU steps are queued on the device's stream: the output is the
+  // caller's once they are done.
+  if (*device != &cpu_) return (*device)->Synchronize();
+  return absl::OkStatus();
 }
 
 }  // namespace convtune

@@ -1,7 +1,8 @@
 // The C++ client of convtuned: problems go to the daemon over gRPC, plans (and
-// GPU code objects) come back and run here on host buffers. A Client is
-// thread-safe: gRPC stubs are, and the in-process caches and counters are
-// guarded by a mutex.
+// GPU code objects) come back and run here: cpu plans on host buffers, cuda
+// and hip plans on this process's GPU (device memory, the same device the
+// daemon tuned). A Client is thread-safe: gRPC stubs are, and the in-process
+// caches, devices and counters are guarded by a mutex.
 #ifndef CONVTUNE_CLIENT_CLIENT_H_
 #define CONVTUNE_CLIENT_CLIENT_H_
 
@@ -32,6 +33,8 @@ struct ClientOptions {
   absl::Duration find_timeout = absl::Minutes(10);
   // Deadline of every other call.
   absl::Duration call_timeout = absl::Seconds(30);
+  // The GPU that cuda and hip plans run on (opened on the first such plan).
+  int device_ordinal = 0;
 };
 
 struct FindOptions {
@@ -120,10 +123,13 @@ class Client {
 
   ClientCounters counters() const;
 
-  // Fetches (or reuses) the plan and runs it here on the CPU. Buffers follow
+  // Fetches (or reuses) the plan and runs it here. Buffers follow
   // PlanBuffers' roles: for backward data x is written, for backward weights
-  // w is. FailedPrecondition if the plan is for a backend this client cannot
-  // run; ResourceExhausted if the workspace is too small.
+  // w is. A cpu plan takes host addresses; a cuda or hip plan takes device
+  // addresses on ClientOptions::device_ordinal (CUdeviceptr / hipMalloc
+  // memory of the primary context) and returns once the output is written.
+  // FailedPrecondition if this process cannot open the plan's backend;
+  // ResourceExhausted if the workspace is too small.
   absl::Status Run(const ConvProblem& problem, uint32_t solver_id,
                    const PlanBuffers& buffers);
 
@@ -134,14 +140,22 @@ class Client {
   // Converts a failed call's status, naming the target when unreachable.
   absl::Status CallError(const grpc::Status& status) const;
   void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) const;
-  // Makes every code object `plan` names loadable on device_.
-  absl::Status LoadCodeObjects(const v1::ExecutionPlan& plan);
+  // The device that runs `backend`'s plans here, opened on first use.
+  // FailedPrecondition, saying why, when this process cannot open it.
+  absl::StatusOr<Device*> DeviceFor(const std::string& backend);
+  // Makes every code object `plan` names loadable on `device`.
+  absl::Status LoadCodeObjects(const v1::ExecutionPlan& plan, Device& device);
 
   const std::string target_;
   const ClientOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::ConvTune::Stub> stub_;
-  CpuDevice device_;
+  CpuDevice cpu_;
+
+  absl::Mutex device_mu_;
+  // By backend name; a failed open is remembered, not retried per call.
+  std::map<std::string, absl::StatusOr<std::unique_ptr<Device>>> gpus_
+      ABSL_GUARDED_BY(device_mu_);
 
   mutable absl::Mutex mu_;
   std::map<std::pair<std::string, uint32_t>, v1::ExecutionPlan> plans_

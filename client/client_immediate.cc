@@ -120,7 +120,12 @@ absl::StatusOr<v1::CompileSolutionResponse> Client::CompileSolution(
         absl::StrCat("convtuned compiled solver ", response.plan().solver_id(),
                      " when asked for solution ", solution_id));
   }
-  RETURN_IF_ERROR(LoadCodeObjects(response.plan()));
+  // Fetches the code objects now when this process can run the plan, so
+  // that the first immediate run sends no RPC; Run reports it otherwise.
+  if (absl::StatusOr<Device*> device = DeviceFor(response.plan().backend());
+      device.ok()) {
+    RETURN_IF_ERROR(LoadCodeObjects(response.plan(), **device));
+  }
   absl::MutexLock lock(&mu_);
   plans_[{ProblemKey(problem), static_cast<uint32_t>(solution_id)}] =
       response.plan();
@@ -150,14 +155,13 @@ absl::StatusOr<v1::GetCodeObjectResponse> Client::GetCodeObject(
   return code_objects_.emplace(hash, std::move(response)).first->second;
 }
 
-absl::Status Client::LoadCodeObjects(const v1::ExecutionPlan& plan) {
-  // Only plans for this client's device can be loaded; Run refuses others.
-  if (plan.backend() != device_.info().backend) return absl::OkStatus();
+absl::Status Client::LoadCodeObjects(const v1::ExecutionPlan& plan,
+                                     Device& device) {
   for (const v1::KernelStep& step : plan.steps()) {
     const std::string& hash = step.code_object_hash();
-    if (hash.empty() || device_.HasCodeObject(hash)) continue;
+    if (hash.empty() || device.HasCodeObject(hash)) continue;
     ASSIGN_OR_RETURN(v1::GetCodeObjectResponse object, GetCodeObject(hash));
-    RETURN_IF_ERROR(device_.LoadCodeObject(hash, object.code_object()));
+    RETURN_IF_ERROR(device.LoadCodeObject(hash, object.code_object()));
   }
   return absl::OkStatus();
 }

@@ -1,9 +1,11 @@
 /* The convtune C API: MIOpen's find workflow (descriptors, workspace size,
  * find, convolution) and immediate workflow (solution count, solutions,
  * solution workspace, compile, immediate run) answered by the convtuned
- * daemon, with the chosen plan run here on host buffers. C99. A handle must not
- * be used by two threads at once; distinct handles and descriptors are
- * independent. */
+ * daemon, with the chosen plan run here: on host buffers when the daemon runs
+ * on the CPU, on device memory of the same GPU (the primary context of
+ * CONVTUNE_DEVICE's ordinal, default 0) when it runs on cuda or hip; the
+ * calls return once the output is written. C99. A handle must not be used by
+ * two threads at once; distinct handles and descriptors are independent. */
 #ifndef CONVTUNE_CLIENT_CONVTUNE_H_
 #define CONVTUNE_CLIENT_CONVTUNE_H_
 
@@ -227,9 +229,9 @@ convtuneStatus_t convtuneFindConvolutionBackwardWeightsAlgorithm(
     bool exhaustiveSearch);
 
 /* Runs the fastest solution of `algo`'s family that fits in workSpaceSize
- * (from this handle's find results, else the daemon's FindDb) on the host
+ * (from this handle's find results, else the daemon's FindDb) on the
  * buffers here: out = alpha * conv + beta * out, alpha and beta pointing to
- * floats. ResourceExhausted when no solution of the family fits the
+ * host floats (GPU plans: 1 and 0 only, else NotImplemented). ResourceExhausted when no solution of the family fits the
  * workspace; NotFound when the family has no solution for the problem. */
 convtuneStatus_t convtuneConvolutionForward(
     convtuneHandle_t handle, const void* alpha,

@@ -189,6 +189,13 @@ grpc::ServerUnaryReactor* ConvTuneService::DbStats(grpc::CallbackServerContext* 
   for (const auto& [device, count] : stats->find_per_device) {
     (*resp->mutable_find_records_per_device())[device] = count;
   }
+  if (const SystemFindDb* system = engine_.system_db(); system != nullptr) {
+    v1::SystemDbStats* out = resp->mutable_system_db();
+    out->set_path(system->path());
+    out->set_records(system->size());
+    out->set_source_device_key(system->source_device_key());
+    out->set_exact(system->exact());
+  }
   return Finish(ctx, absl::OkStatus());
 }
 

@@ -107,6 +107,18 @@ int DbStats(Context& context, const std::vector<std::string>& args) {
       std::cout << absl::StrFormat("  %-40s %d\n", device, count);
     }
   }
+  if (!stats->has_system_db()) {
+    std::cout << "system FindDb: none\n";
+  } else {
+    const v1::SystemDbStats& system = stats->system_db();
+    std::cout << "system FindDb: " << system.path() << "\n"
+              << absl::StrFormat("  %-16s %d record(s)\n", "find_db",
+                                 system.records());
+    if (!system.exact()) {
+      std::cout << "  tuned on " << system.source_device_key()
+                << " (the nearest compute-unit count of this arch)\n";
+    }
+  }
   return kExitOk;
 }
 

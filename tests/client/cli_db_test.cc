@@ -200,6 +200,14 @@ TEST_F(CliFindDbTest, SystemFindDbRoundTrip) {
   ASSERT_TRUE(started.ok()) << started;
   EXPECT_THAT(b.Log(), HasSubstr("convtuned: system FindDb: "));
   EXPECT_THAT(b.Log(), HasSubstr(".ctsys"));
+  // Both databases in the stats: a has no system FindDb, b has a's records.
+  EXPECT_THAT(RunOn(a_, {"db", "stats"}).out, HasSubstr("system FindDb: none"));
+  ProcessResult b_stats = RunOn(b, {"db", "stats"});
+  ASSERT_EQ(b_stats.exit_code, 0) << b_stats.err;
+  EXPECT_THAT(b_stats.out, HasSubstr("system FindDb: " + path));
+  EXPECT_THAT(b_stats.out, HasSubstr(absl::StrCat(
+                               "find_db", std::string(10, ' '),
+                               stats->records().at("find_db"), " record(s)")));
   EXPECT_THAT(FindJson(b, p1), HasSubstr("\"source\": \"system_db\""));
   // A plain hit of the system FindDb is not copied to the user FindDb.
   EXPECT_THAT(FindJson(b, p1), HasSubstr("\"source\": \"system_db\""));

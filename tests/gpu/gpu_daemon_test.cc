@@ -1,17 +1,21 @@
-// convtuned end to end on the GPU: find, store, restart, hit. Skips with a
+// convtuned end to end on the GPU: find, store, restart, hit; and the client
+// running the daemon's GPU solutions on its own device memory. Skips with a
 // message where there is no CUDA device.
 #include <signal.h>
 
 #include <filesystem>
+#include <random>
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "client/client.h"
 #include "common/defaults.h"
 #include "convtune/v1/service.grpc.pb.h"
 #include "kernels/cuda_device.h"
 #include "kernels/problem_proto.h"
+#include "kernels/reference.h"
 #include "tests/server/daemon_process.h"
 
 namespace convtune {
@@ -88,6 +92,84 @@ TEST_F(GpuDaemonTest, FindStoreRestartHit) {
     EXPECT_EQ(again.results(0).solver_id(), first[i].results(0).solver_id());
     ++i;
   }
+  EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
+}
+
+// Immediate mode with a GPU daemon: every solution of each direction is
+// compiled by the daemon and run by the client on device memory, and the
+// output matches the float64 reference.
+TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
+  const std::string socket = dir_ + "/d.sock";
+  DaemonProcess d;
+  ASSERT_TRUE(d.Start(Convtuned(),
+                      {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db"},
+                      dir_ + "/immediate.log"));
+  ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(socket);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(0);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  std::mt19937_64 rng(20261129);
+  int runs = 0;
+  for (Direction dir :
+       {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+    ConvProblem p;
+    p.direction = dir;
+    p.n = 2;
+    p.c = 16;
+    p.k = 24;
+    p.in = {1, 14, 14};
+    p.filter = {1, 3, 3};
+    p.pad = {0, 1, 1};
+    absl::StatusOr<v1::GetSolutionsResponse> solutions = (*client)->GetSolutions(p);
+    ASSERT_TRUE(solutions.ok()) << solutions.status();
+    ASSERT_GT(solutions->solutions_size(), 1);
+    std::vector<float> x(p.x_elements()), w(p.w_elements()), y(p.y_elements());
+    FillRandom(x.data(), p.type, x.size(), rng);
+    FillRandom(w.data(), p.type, w.size(), rng);
+    FillRandom(y.data(), p.type, y.size(), rng);
+    std::vector<float>& out = dir == Direction::kForward        ? y
+                              : dir == Direction::kBackwardData ? x
+                                                                : w;
+    for (const v1::Solution& s : solutions->solutions()) {
+      SCOPED_TRACE(absl::StrCat(DirectionName(dir), " solution ", s.solution_id()));
+      absl::StatusOr<v1::CompileSolutionResponse> compiled =
+          (*client)->CompileSolution(p, s.solution_id());
+      ASSERT_TRUE(compiled.ok()) << compiled.status();
+      EXPECT_EQ(compiled->plan().backend(), "cuda");
+      absl::StatusOr<int64_t> ws = (*client)->GetSolutionWorkspaceSize(p, s.solution_id());
+      ASSERT_TRUE(ws.ok()) << ws.status();
+      auto dx = (*dev)->Allocate(x.size() * 4);
+      auto dw = (*dev)->Allocate(w.size() * 4);
+      auto dy = (*dev)->Allocate(y.size() * 4);
+      auto dws = (*dev)->Allocate(std::max<int64_t>(*ws, 4));
+      ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok() && dws.ok());
+      std::vector<float> poisoned(out.size());
+      FillNaN(poisoned.data(), p.type, poisoned.size());
+      for (auto [buf, host] : {std::pair{dx->get(), &x}, {dw->get(), &w}, {dy->get(), &y}}) {
+        const void* src = host == &out ? poisoned.data() : host->data();
+        ASSERT_TRUE((*dev)->CopyToDevice(buf, src, host->size() * 4).ok());
+      }
+      const ClientCounters before = (*client)->counters();
+      PlanBuffers b{(*dx)->data(), (*dw)->data(), (*dy)->data(), (*dws)->data(), *ws};
+      absl::Status run = (*client)->RunImmediate(p, s.solution_id(), b);
+      ASSERT_TRUE(run.ok()) << run;
+      // Compiled before: neither a plan nor a code object is fetched now.
+      const ClientCounters after = (*client)->counters();
+      EXPECT_EQ(after.plan_rpcs, before.plan_rpcs);
+      EXPECT_EQ(after.code_object_rpcs, before.code_object_rpcs);
+      std::vector<float> result(out.size());
+      DeviceBuffer* out_buf = dir == Direction::kForward        ? dy->get()
+                              : dir == Direction::kBackwardData ? dx->get()
+                                                                : dw->get();
+      ASSERT_TRUE((*dev)->CopyFromDevice(result.data(), *out_buf, result.size() * 4).ok());
+      HostTensors t{x.data(), w.data(), y.data()};
+      EXPECT_TRUE(CheckOutput(p, t, result.data(), 0, rng).ok())
+          << CheckOutput(p, t, result.data(), 0, rng);
+      ++runs;
+    }
+  }
+  EXPECT_GE(runs, 6);
   EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
 }
 

@@ -141,14 +141,26 @@ LearnedRanker::LearnedRanker(v1::HeuristicModel model, const SolverRegistry& reg
 void LearnedRanker::BuildColumns() {
   const size_t n = model_.record_count();
   columns_.clear();
+  category_.clear();
+  categories_.clear();
+  slot_.clear();
   if (kind_ != ModelKind::kKnn || model_.points_size() != static_cast<int64_t>(n) * kFeatureCount) {
     return;
   }
-  columns_.resize(n * kFeatureCount);
+  columns_.resize(n * kFirstBinaryFeature);
+  category_.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    for (int j = 0; j < kFeatureCount; ++j) {
-      columns_[j * n + i] = model_.points(static_cast<int>(i * kFeatureCount + j));
-    }
+    const float* row = model_.points().data() + i * kFeatureCount;
+    for (int j = 0; j < kFirstBinaryFeature; ++j) columns_[j * n + i] = row[j];
+    std::array<float, kFeatureCount - kFirstBinaryFeature> binary;
+    std::copy(row + kFirstBinaryFeature, row + kFeatureCount, binary.begin());
+    auto it = std::find(categories_.begin(), categories_.end(), binary);
+    if (it == categories_.end()) it = categories_.insert(categories_.end(), binary);
+    category_[i] = static_cast<uint16_t>(it - categories_.begin());
+  }
+  for (const v1::HeuristicSolverModel& s : model_.solvers()) {
+    std::vector<int32_t>& slot = slot_.emplace_back(n, -1);
+    for (int i = 0; i < s.point_index_size(); ++i) slot[s.point_index(i)] = i;
   }
 }
 
@@ -343,22 +355,59 @@ absl::Status LearnedRanker::IsApplicable(const ConvProblem& p) const {
   return absl::OkStatus();
 }
 
-std::vector<float> LearnedRanker::Distances(const Features& z) const {
-  std::vector<float> dist;
-  if (kind_ != ModelKind::kKnn) return dist;
+namespace {
+
+// Points examined in distance order before a solver's neighbours are
+// searched among all of its points.
+constexpr int kNearestPoints = 64;
+
+}  // namespace
+
+LearnedRanker::Neighbourhood LearnedRanker::Neighbours(const Features& z) const {
+  Neighbourhood hood;
+  if (kind_ != ModelKind::kKnn) return hood;
   const int n = static_cast<int>(model_.record_count());
-  dist.assign(n, 0.0f);
-  float* d = dist.data();
-  for (int j = 0; j < kFeatureCount; ++j) {
+  // The binary features take one value per category: their part of the
+  // distance is computed once per category.
+  std::vector<float> penalty(categories_.size());
+  for (size_t c = 0; c < categories_.size(); ++c) {
+    float sum = 0;
+    for (int j = kFirstBinaryFeature; j < kFeatureCount; ++j) {
+      const float d = categories_[c][j - kFirstBinaryFeature] - z[j];
+      sum += d * d;
+    }
+    penalty[c] = sum;
+  }
+  hood.dist.resize(n);
+  float* d = hood.dist.data();
+  for (int i = 0; i < n; ++i) d[i] = penalty[category_[i]];
+  for (int j = 0; j < kFirstBinaryFeature; ++j) {
     const float* col = columns_.data() + static_cast<size_t>(j) * n;
     const float zj = z[j];
     for (int i = 0; i < n; ++i) d[i] += (col[i] - zj) * (col[i] - zj);
   }
-  return dist;
+  // The nearest points, through a max-heap whose top is the farthest kept.
+  std::vector<std::pair<float, int>> heap;
+  const int keep = std::min(n, kNearestPoints);
+  heap.reserve(keep);
+  for (int i = 0; i < n; ++i) {
+    if (static_cast<int>(heap.size()) < keep) {
+      heap.emplace_back(d[i], i);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (d[i] < heap.front().first) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = {d[i], i};
+      std::push_heap(heap.begin(), heap.end());
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end());
+  hood.nearest.reserve(heap.size());
+  for (const auto& [dist, i] : heap) hood.nearest.push_back(i);
+  return hood;
 }
 
 double LearnedRanker::PredictLog2(int index, const Features& f, const Features& z,
-                                  const std::vector<float>& dist) const {
+                                  const Neighbourhood& hood) const {
   const v1::HeuristicSolverModel& s = model_.solvers(index);
   if (kind_ == ModelKind::kRidge) {
     double y = s.weights(0);
@@ -367,21 +416,29 @@ double LearnedRanker::PredictLog2(int index, const Features& f, const Features& 
   }
   // The k nearest points where this solver was measured; each neighbour's
   // time is scaled by the ratio of multiply-accumulates, then averaged by
-  // inverse distance.
+  // inverse distance. Usually all k lie among the nearest points overall;
+  // otherwise every point of the solver is searched.
   const int m = s.point_index_size();
-  const int k = std::min<int>(static_cast<int>(model_.knn_k()), m);
+  const int k = std::min({static_cast<int>(model_.knn_k()), m, 16});
   std::pair<float, int> best[16];
-  const int keep = std::min(k, 16);
   int have = 0;
-  for (int i = 0; i < m; ++i) {
-    const float d = dist[s.point_index(i)];
-    if (have < keep) {
-      best[have++] = {d, i};
-      std::push_heap(best, best + have);
-    } else if (d < best[0].first) {
-      std::pop_heap(best, best + have);
-      best[have - 1] = {d, i};
-      std::push_heap(best, best + have);
+  const std::vector<int32_t>& slot = slot_[index];
+  for (int point : hood.nearest) {
+    if (have == k) break;
+    if (slot[point] >= 0) best[have++] = {hood.dist[point], slot[point]};
+  }
+  if (have < k) {
+    have = 0;
+    for (int i = 0; i < m; ++i) {
+      const float d = hood.dist[s.point_index(i)];
+      if (have < k) {
+        best[have++] = {d, i};
+        std::push_heap(best, best + have);
+      } else if (d < best[0].first) {
+        std::pop_heap(best, best + have);
+        best[have - 1] = {d, i};
+        std::push_heap(best, best + have);
+      }
     }
   }
   double wsum = 0, ysum = 0;
@@ -400,7 +457,7 @@ std::vector<Estimate> LearnedRanker::Rank(const ConvProblem& p,
                                           const std::vector<const Solver*>& candidates) const {
   const Features f = ProblemFeatures(p);
   const Features z = Standardize(f);
-  const std::vector<float> dist = Distances(z);
+  const Neighbourhood hood = Neighbours(z);
   std::vector<Estimate> known, unknown;
   known.reserve(candidates.size());
   for (const Solver* s : candidates) {
@@ -408,7 +465,7 @@ std::vector<Estimate> LearnedRanker::Rank(const ConvProblem& p,
     if (index < 0) {
       unknown.push_back({s, wti_.EstimateMs(*s, p)});
     } else {
-      known.push_back({s, std::exp2(PredictLog2(index, f, z, dist))});
+      known.push_back({s, std::exp2(PredictLog2(index, f, z, hood))});
     }
   }
   auto by_time = [](const Estimate& a, const Estimate& b) { return a.time_ms < b.time_ms; };
@@ -428,7 +485,7 @@ double LearnedRanker::Accuracy(const std::vector<TrainingSample>& samples) const
   for (const TrainingSample& s : samples) {
     const Features f = ProblemFeatures(s.problem);
     const Features z = Standardize(f);
-    const std::vector<float> dist = Distances(z);
+    const Neighbourhood hood = Neighbours(z);
     uint32_t measured_best = 0, predicted_best = 0;
     double best_ms = 0, best_pred = 0;
     bool first = true, any_pred = false;
@@ -437,7 +494,7 @@ double LearnedRanker::Accuracy(const std::vector<TrainingSample>& samples) const
       first = false;
       const int index = SolverIndex(id);
       if (index < 0) continue;
-      const double pred = PredictLog2(index, f, z, dist);
+      const double pred = PredictLog2(index, f, z, hood);
       if (!any_pred || pred < best_pred) predicted_best = id, best_pred = pred;
       any_pred = true;
     }

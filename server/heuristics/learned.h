@@ -94,12 +94,17 @@ class LearnedRanker final : public Ranker {
   Features Standardize(const Features& f) const;
   // Index into model_.solvers(), or -1.
   int SolverIndex(uint32_t id) const;
-  // Squared distances from z to every kNN training point (empty for ridge).
-  std::vector<float> Distances(const Features& z) const;
+  // The kNN query of one problem: squared distances from z to every
+  // training point, and the points nearest z, closest first. Empty for ridge.
+  struct Neighbourhood {
+    std::vector<float> dist;
+    std::vector<int> nearest;
+  };
+  Neighbourhood Neighbours(const Features& z) const;
   void BuildColumns();
-  // Predicted log2(ms) of solver model `index`; `dist` from Distances(z).
+  // Predicted log2(ms) of solver model `index`; `hood` from Neighbours(z).
   double PredictLog2(int index, const Features& f, const Features& z,
-                     const std::vector<float>& dist) const;
+                     const Neighbourhood& hood) const;
   void FitRidge(const std::vector<TrainingSample>& samples, const std::vector<Features>& z);
   void StoreKnn(const std::vector<TrainingSample>& samples, const std::vector<Features>& z);
 
@@ -110,9 +115,15 @@ class LearnedRanker final : public Ranker {
   ModelKind kind_;
   Features mean_{}, scale_{}, min_{}, max_{};
   std::vector<uint32_t> solver_ids_;
-  // kNN points feature-major, so the distance loop runs over points and
-  // vectorizes.
+  // kNN points: the size features feature-major, so the distance loop runs
+  // over points and vectorizes; the binary features as an index into
+  // categories_ (the distinct direction/type/layout/3-D combinations, few).
   std::vector<float> columns_;
+  std::vector<uint16_t> category_;
+  std::vector<std::array<float, kFeatureCount - kFirstBinaryFeature>> categories_;
+  // Per solver model: each training point's index among the solver's own
+  // points, or -1 where the solver was not measured.
+  std::vector<std::vector<int32_t>> slot_;
 };
 
 }  // namespace convtune

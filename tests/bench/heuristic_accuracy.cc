@@ -7,7 +7,8 @@
 //
 // usage: bench_heuristic_accuracy [--max_per_network=16] [--directions=F]
 //          [--budget_ms=20] [--db=DIR (keep the finds for a re-run)]
-//          [--verbose]
+//          [--backend=cpu|cuda|hip|auto] [--verbose]
+// The problem lists are read from $CONVTUNE_SHARED_DIR when set.
 #include <stdlib.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -27,6 +29,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/cpu_device.h"
+#include "server/backend.h"
+#include "server/kernel_builder.h"
 #include "kernels/driver_line.h"
 #include "server/find_engine.h"
 #include "server/heuristics/learned.h"
@@ -41,6 +45,7 @@ struct Flags {
   std::string directions = "F";
   double budget_ms = 20;
   std::string db;
+  std::string backend = "cpu";
   bool verbose = false;  // list each miss on stderr
 };
 
@@ -52,8 +57,10 @@ struct Layer {
 
 // Network name: the file name before "_v" ("Resnet50_v1.5_FP32_BS256.txt").
 std::map<std::string, std::vector<ConvProblem>> ReadNetworks(const Flags& flags) {
+  const char* shared = std::getenv("CONVTUNE_SHARED_DIR");
   const std::filesystem::path dir =
-      std::filesystem::path(CONVTUNE_SHARED_DIR) / "problems" / "miopen-perf-models";
+      std::filesystem::path(shared != nullptr && *shared != '\0' ? shared : CONVTUNE_SHARED_DIR) /
+      "problems" / "miopen-perf-models";
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
   std::sort(files.begin(), files.end());
@@ -130,12 +137,25 @@ int Run(const Flags& flags) {
     std::cerr << store.status() << "\n";
     return 1;
   }
-  CpuDevice device;
-  ThreadPool compile("compile", 2), bench("bench", 1);
+  absl::StatusOr<SelectedBackend> backend = SelectBackend(flags.backend, 0);
+  if (!backend.ok()) {
+    std::cerr << backend.status() << "\n";
+    return 1;
+  }
+  std::cerr << backend->note << "\n";
+  Device& device = *backend->device;
+  std::unique_ptr<KernelBuilder> builder;
+  if (backend->compiler != nullptr) {
+    builder = std::make_unique<KernelBuilder>(&device, *backend->compiler, **store,
+                                              device.info().arch);
+  }
+  ThreadPool compile("compile", std::max(2u, std::thread::hardware_concurrency())),
+      bench("bench", 1);
   FindEngine::Options options;
   options.timing.min_repeats = 2;
   options.timing.budget_ms = flags.budget_ms;
-  FindEngine engine(device, SolverRegistry::Default(), **store, compile, bench, options);
+  FindEngine engine(device, SolverRegistry::Default(), **store, compile, bench, options,
+                    /*system_db=*/nullptr, builder.get());
   std::map<std::string, std::vector<Layer>> layers;
   const auto start = std::chrono::steady_clock::now();
   int total = 0;
@@ -243,6 +263,8 @@ int main(int argc, char** argv) {
       flags.directions = v;
     } else if (const char* v = value("--budget_ms=")) {
       if (!absl::SimpleAtod(v, &flags.budget_ms)) return 2;
+    } else if (const char* v = value("--backend=")) {
+      flags.backend = v;
     } else if (a == "--verbose") {
       flags.verbose = true;
     } else if (const char* v = value("--db=")) {

@@ -1,5 +1,6 @@
 #include "kernels/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -55,19 +56,70 @@ void StoreElement(void* data, DataType type, int64_t i, double v) {
   }
 }
 
-void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+namespace {
+
+// splitmix64: a full-period 64-bit sequence, fast enough for tensors of
+// hundreds of millions of elements.
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in (-1, 1) from 24 random bits: (2u + 1 - 2^24) / 2^24 has an odd
+// numerator, so it is never zero and exact in fp32.
+float UnitFloat(uint32_t bits24) {
+  return static_cast<float>(2 * static_cast<int32_t>(bits24) + 1 - (1 << 24)) * 0x1p-24f;
+}
+
+template <typename T, typename Convert>
+void FillTyped(T* out, int64_t count, uint64_t state, Convert convert) {
   for (int64_t i = 0; i < count; ++i) {
     // Redraw until the stored value is non-zero (fp16 flushes tiny values).
+    T v;
     do {
-      StoreElement(data, type, i, dist(rng));
-    } while (LoadElement(data, type, i) == 0);
+      v = convert(UnitFloat(static_cast<uint32_t>(SplitMix64(state) >> 40)));
+    } while (convert.IsZero(v));
+    out[i] = v;
+  }
+}
+
+struct ToFp32 {
+  float operator()(float f) const { return f; }
+  bool IsZero(float v) const { return v == 0; }
+};
+struct ToFp16 {
+  uint16_t operator()(float f) const { return FloatToHalf(f); }
+  bool IsZero(uint16_t v) const { return (v & 0x7fff) == 0; }
+};
+struct ToBf16 {
+  uint16_t operator()(float f) const { return FloatToBf16(f); }
+  bool IsZero(uint16_t v) const { return (v & 0x7fff) == 0; }
+};
+
+}  // namespace
+
+void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng) {
+  const uint64_t seed = rng();
+  switch (type) {
+    case DataType::kFp32: FillTyped(static_cast<float*>(data), count, seed, ToFp32()); break;
+    case DataType::kFp16: FillTyped(static_cast<uint16_t*>(data), count, seed, ToFp16()); break;
+    case DataType::kBf16: FillTyped(static_cast<uint16_t*>(data), count, seed, ToBf16()); break;
   }
 }
 
 void FillNaN(void* data, DataType type, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    StoreElement(data, type, i, std::numeric_limits<double>::quiet_NaN());
+  switch (type) {
+    case DataType::kFp32:
+      std::fill_n(static_cast<float*>(data), count, std::numeric_limits<float>::quiet_NaN());
+      break;
+    case DataType::kFp16:  // sign 0, exponent all ones, quiet bit
+      std::fill_n(static_cast<uint16_t*>(data), count, uint16_t{0x7e00});
+      break;
+    case DataType::kBf16:
+      std::fill_n(static_cast<uint16_t*>(data), count, uint16_t{0x7fc0});
+      break;
   }
 }
 

@@ -3,9 +3,11 @@
 // the input, and the layout changes storage order, not values.
 #include "tests/kernels/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -158,11 +160,27 @@ TEST(Reference, RandomTensorsHaveNoZerosInAnyType) {
   std::mt19937_64 rng(std::random_device{}());
   for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
     const std::vector<char> v = RandomTensor(t, 4096, rng);
+    double sum = 0, lo = 1, hi = -1;
+    std::set<double> distinct;
     for (int64_t i = 0; i < 4096; ++i) {
       const double d = LoadAsDouble(t, v.data(), i);
       ASSERT_NE(d, 0.0);
       ASSERT_LE(std::fabs(d), 1.0);
+      sum += d;
+      lo = std::min(lo, d);
+      hi = std::max(hi, d);
+      distinct.insert(d);
     }
+    // Uniform over [-1, 1]: centred, spread over the range, rarely repeated.
+    EXPECT_LT(std::fabs(sum / 4096), 0.05);
+    EXPECT_LT(lo, -0.95);
+    EXPECT_GT(hi, 0.95);
+    EXPECT_GT(distinct.size(), 1000u);
+    // Two draws from one generator differ.
+    EXPECT_NE(v, RandomTensor(t, 4096, rng));
+    std::vector<char> poisoned = v;
+    PoisonNaN(t, poisoned.data(), 4096);
+    for (int64_t i = 0; i < 4096; ++i) ASSERT_TRUE(std::isnan(LoadAsDouble(t, poisoned.data(), i)));
   }
 }
 

@@ -5,15 +5,20 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_device.h"
+#include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/sha256.h"
 #include "kernels/gpu/sources.h"
@@ -230,6 +235,84 @@ TEST(KernelBuilderTest, RejectsBadPlans) {
   EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 0);
 }
 
+TEST(KernelBuilderTest, LeavesLibraryStepsAlone) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  ASSERT_TRUE(store.ok()) << store.status();
+  KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
+  // A library step has no source: its source_index means nothing.
+  v1::ExecutionPlan plan = FillPlan("cuda", RandomDefine());
+  v1::KernelStep* gemm = plan.add_steps();
+  gpu::SetBlasGemm(gpu::BlasGemm(), gemm);
+  gemm->set_source_index(7);
+  ASSERT_EQ(builder.BuildPlan(&plan), absl::OkStatus());
+  EXPECT_EQ(plan.steps(0).code_object_hash().size(), 64u);
+  EXPECT_TRUE(plan.steps(1).code_object_hash().empty());
+  // A plan of library steps alone compiles nothing.
+  v1::ExecutionPlan only_blas;
+  only_blas.set_backend("cuda");
+  gpu::SetBlasGemm(gpu::BlasGemm(), only_blas.add_steps());
+  ASSERT_EQ(builder.BuildPlan(&only_blas), absl::OkStatus());
+  EXPECT_TRUE(only_blas.steps(0).code_object_hash().empty());
+  EXPECT_EQ(builder.stats().compiled, 1);
+}
+
+TEST(BlasStepTest, RoundTripsAndChecksItsScalars) {
+  gpu::BlasGemm g;
+  g.trans_a = true, g.m = 5, g.n = 7, g.k = 3, g.lda = 6, g.ldb = 9, g.ldc = 8;
+  g.stride_a = 100, g.stride_b = 0, g.stride_c = 8, g.batch = 4;
+  g.ab_type = DataType::kBf16, g.c_type = DataType::kFp32, g.beta = 1;
+  v1::KernelStep step;
+  gpu::SetBlasGemm(g, &step);
+  for (int i = 0; i < 3; ++i) step.add_buffers()->set_role(v1::BUFFER_X);
+  EXPECT_EQ(step.kernel(), gpu::kBlasGemmKernel);
+  EXPECT_TRUE(gpu::IsLibraryStep(step));
+  absl::StatusOr<gpu::BlasGemm> back = gpu::DecodeBlasGemm(step);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->trans_a && !back->trans_b);
+  EXPECT_EQ(back->m * 100 + back->n * 10 + back->k, 573);
+  EXPECT_EQ(back->lda * 100 + back->ldb * 10 + back->ldc, 698);
+  EXPECT_EQ(back->stride_a + back->stride_b + back->stride_c, 108);
+  EXPECT_EQ(back->batch, 4);
+  EXPECT_EQ(back->ab_type, DataType::kBf16);
+  EXPECT_EQ(back->c_type, DataType::kFp32);
+  EXPECT_EQ(back->beta, 1);
+
+  // Column-major: C^T = op(B)^T op(A)^T, so the operands and m, n swap.
+  const gpu::ColumnMajorGemm c = gpu::ToColumnMajor(*back);
+  EXPECT_EQ(c.first_buffer, gpu::kBlasB);
+  EXPECT_EQ(c.second_buffer, gpu::kBlasA);
+  EXPECT_FALSE(c.trans_first);
+  EXPECT_TRUE(c.trans_second);
+  EXPECT_EQ(c.m, 7);
+  EXPECT_EQ(c.n, 5);
+  EXPECT_EQ(c.ld_first, 9);
+  EXPECT_EQ(c.ld_second, 6);
+  EXPECT_EQ(c.stride_first, 0);
+  EXPECT_EQ(c.stride_second, 100);
+
+  auto with = [&](int index, int64_t value) {
+    v1::KernelStep bad = step;
+    bad.set_scalars(index, value);
+    return gpu::DecodeBlasGemm(bad).status().code();
+  };
+  EXPECT_EQ(with(5, 4), absl::StatusCode::kInvalidArgument);   // lda < m (A transposed)
+  EXPECT_EQ(with(7, 6), absl::StatusCode::kInvalidArgument);   // ldc < n
+  EXPECT_EQ(with(2, int64_t{1} << 31), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(11, 0), absl::StatusCode::kInvalidArgument);  // no batch
+  EXPECT_EQ(with(8, -1), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(13, 2), absl::StatusCode::kInvalidArgument);  // bf16 A, B -> fp16 C
+  EXPECT_EQ(with(14, 2), absl::StatusCode::kInvalidArgument);  // beta
+  v1::KernelStep two_buffers = step;
+  two_buffers.mutable_buffers()->RemoveLast();
+  EXPECT_EQ(gpu::DecodeBlasGemm(two_buffers).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::KernelStep fill;
+  fill.set_kernel("fill_i64");
+  EXPECT_FALSE(gpu::IsLibraryStep(fill));
+}
+
 int RunTool(const std::string& args) {
   const std::string cmd =
       absl::StrCat(CONVTUNE_BINARY_DIR, "/server/convtune-compile ", args, " >/dev/null 2>&1");
@@ -248,6 +331,63 @@ TEST(CompileToolTest, FillsAKernelCacheWithoutADevice) {
   absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 2);
+}
+
+// Runs convtune-compile and returns its exit code and standard output.
+std::pair<int, std::string> RunToolOutput(const std::string& args) {
+  const std::string cmd =
+      absl::StrCat(CONVTUNE_BINARY_DIR, "/server/convtune-compile ", args, " 2>&1");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  const int rc = pclose(pipe);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+TEST(CompileToolTest, CompilesTheSolversOfAProblemListOnce) {
+  TempDir dir;
+  const std::string list = dir.path() + "/problems.txt";
+  {
+    std::ofstream out(list);
+    out << "# a forward and a backward-weights problem\n"
+        << "convfp16 -n 2 -c 16 -H 14 -W 14 -k 32 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -F 5\n";
+  }
+  auto [rc, out] = RunToolOutput(
+      absl::StrCat("--target sm_90 --db ", dir.db(), " --problems ", list, " --jobs 2"));
+  ASSERT_EQ(rc, 0) << out;
+  // Dynamic and size-specialised solvers, and the fp16 tensor-core kernels.
+  EXPECT_TRUE(absl::StrContains(out, "gpu_implicit_gemm_static")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "gpu_tensor_core_igemm")) << out;
+  EXPECT_FALSE(absl::StrContains(out, " 0 compiled")) << out;
+  int64_t cached = 0;
+  {
+    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+    ASSERT_TRUE(store.ok()) << store.status();
+    cached = *storage::KernelCache(store->get()).Count();
+    EXPECT_GT(cached, 2);
+  }
+  // Everything is cached now: nothing is compiled again.
+  std::tie(rc, out) = RunToolOutput(
+      absl::StrCat("--target sm_90 --db ", dir.db(), " --problems ", list));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, " 0 compiled, ")) << out;
+  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*storage::KernelCache(store->get()).Count(), cached);
+
+  // Bad input names the flag or the line.
+  {
+    std::ofstream out(list);
+    out << "conv -n 2 -c 16\nconv -n 0 -c 16\n";
+  }
+  std::tie(rc, out) = RunToolOutput(absl::StrCat("--target sm_90 --db ", dir.path(),
+                                                 "/other --problems ", list));
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(absl::StrContains(out, "problems.txt:2")) << out;
+  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --all-configs")), 2);
+  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --jobs 0")), 2);
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ absl::Status BenchmarkSession::Run(const v1::ExecutionPlan& plan) {
 }
 
 absl::StatusOr<Measurement> BenchmarkSession::Measure(const v1::ExecutionPlan& plan,
-                                                      const TimingOptions& options) {
+                                                      const TimingOptions& options,
+                                                      double cutoff_ms) {
   DeviceBuffer* out = output_buffer();
   const int64_t out_bytes = out->size();
   host_out_.resize(out_bytes);
@@ -59,11 +60,14 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(const v1::ExecutionPlan& p
   RETURN_IF_ERROR(device_->CopyFromDevice(host_out_.data(), *out, out_bytes));
   HostTensors t{host_x_.data(), host_w_.data(), host_y_.data()};
   RETURN_IF_ERROR(CheckOutput(problem_, t, host_out_.data(), options.verify_samples, rng_));
-  return TimeOnly(plan, options);
+  TimingOptions warm = options;
+  warm.warmup_runs = 0;
+  return TimeOnly(plan, warm, cutoff_ms);
 }
 
 absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(const v1::ExecutionPlan& plan,
-                                                       const TimingOptions& options) {
+                                                       const TimingOptions& options,
+                                                       double cutoff_ms) {
   for (int i = 0; i < options.warmup_runs; ++i) {
     ASSIGN_OR_RETURN(double ignored, device_->TimeMs([&] { return Run(plan); }));
     (void)ignored;
@@ -75,6 +79,7 @@ absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(const v1::ExecutionPlan& 
     ASSIGN_OR_RETURN(double ms, device_->TimeMs([&] { return Run(plan); }));
     times.push_back(ms);
     spent += ms;
+    if (ms > cutoff_ms) break;
   }
   std::sort(times.begin(), times.end());
   const size_t n = times.size();

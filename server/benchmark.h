@@ -6,6 +6,7 @@
 #define CONVTUNE_SERVER_BENCHMARK_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -25,6 +26,10 @@ struct TimingOptions {
   double budget_ms = 150;
   // Output elements compared with the float64 reference per solver.
   int verify_samples = 48;
+  // A run slower than this many times the fastest plan of the same find
+  // ends that plan's timing: the one run is its time. 0: time every plan in
+  // full. A plan that slow cannot win; repeats would only cost the find time.
+  double slow_factor = 10;
 };
 
 struct Measurement {
@@ -43,12 +48,17 @@ class BenchmarkSession {
                                                                   uint64_t seed);
 
   // Runs `plan` once on a poisoned output and checks it (Internal naming the
-  // wrong element if it disagrees with the reference), then times it.
-  absl::StatusOr<Measurement> Measure(const v1::ExecutionPlan& plan, const TimingOptions& options);
+  // wrong element if it disagrees with the reference), then times it; the
+  // checked run is its warm-up. Timing stops after the first run longer than
+  // `cutoff_ms`.
+  absl::StatusOr<Measurement> Measure(
+      const v1::ExecutionPlan& plan, const TimingOptions& options,
+      double cutoff_ms = std::numeric_limits<double>::infinity());
 
   // Times without checking (for re-measuring configs already checked).
-  absl::StatusOr<Measurement> TimeOnly(const v1::ExecutionPlan& plan,
-                                       const TimingOptions& options);
+  absl::StatusOr<Measurement> TimeOnly(
+      const v1::ExecutionPlan& plan, const TimingOptions& options,
+      double cutoff_ms = std::numeric_limits<double>::infinity());
 
  private:
   BenchmarkSession(Device* device, const ConvProblem& p) : device_(device), problem_(p) {}

@@ -2,6 +2,7 @@
 // TRUST_VERIFY's verification, and completion of the waiting finds.
 #include <algorithm>
 #include <iostream>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -142,9 +143,13 @@ absl::StatusOr<FindEngine::Timed> FindEngine::TimeCandidate(Tuning& t, Benchmark
         (MsSince(t.started) > options_.max_tuning_ms || since_improvement >= options_.patience)) {
       break;
     }
-    ASSIGN_OR_RETURN(Measurement m, session.Measure(c.plans[i], options_.timing));
+    const double cutoff_ms = t.best_ms > 0 && options_.timing.slow_factor > 0
+                                 ? t.best_ms * options_.timing.slow_factor
+                                 : std::numeric_limits<double>::infinity();
+    ASSIGN_OR_RETURN(Measurement m, session.Measure(c.plans[i], options_.timing, cutoff_ms));
     Count(&EngineCounters::plans_timed);
     t.timed.push_back(c.solver->id());
+    if (t.best_ms == 0 || m.median_ms < t.best_ms) t.best_ms = m.median_ms;
     const bool better = timed.empty() || m.median_ms < std::min_element(
         timed.begin(), timed.end(), [](const Timed& a, const Timed& b) { return a.ms < b.ms; })->ms;
     since_improvement = better ? 0 : since_improvement + 1;
@@ -173,6 +178,12 @@ absl::StatusOr<v1::FindRecord> FindEngine::RunTimings(Tuning& t) {
   }
   ASSIGN_OR_RETURN(auto session,
                    BenchmarkSession::Create(&device_, t.problem, max_ws, seed_.fetch_add(1)));
+  // The likely fastest first, so that the slow-plan cutoff is set early.
+  auto estimate = [&](const Candidate& c) {
+    return c.solver->EstimatedFlops(t.problem) / std::max(1e-6, c.solver->Efficiency(t.problem));
+  };
+  std::stable_sort(t.candidates.begin(), t.candidates.end(),
+                   [&](const Candidate& a, const Candidate& b) { return estimate(a) < estimate(b); });
   v1::FindRecord record;
   record.set_device_key(device_key_);
   record.set_problem_key(t.problem_key);

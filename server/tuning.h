@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct FindEngine::Tuning {
   std::vector<uint32_t> timed;
   std::atomic<int> to_compile{0};
   std::chrono::steady_clock::time_point started;
+  // The fastest median timed so far in this tuning (bench queue only).
+  double best_ms = 0;
 };
 
 }  // namespace convtune

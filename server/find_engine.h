@@ -73,6 +73,11 @@ struct EngineCounters {
   int64_t solver_failures = 0;
   int64_t records_stored = 0;
   int64_t records_dropped = 0;  // corrupt records removed (DataLoss)
+  // Where tuning time goes: milliseconds from a tuning's start until its
+  // plans were built (kernels compiled, in parallel), and milliseconds its
+  // timing held the device, summed over tunings.
+  int64_t compile_stage_ms = 0;
+  int64_t timing_stage_ms = 0;
 };
 
 struct SolverReport {

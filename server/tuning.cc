@@ -89,6 +89,7 @@ void FindEngine::StartTuning(std::shared_ptr<Tuning> t) {
     return;
   }
   t->to_compile = static_cast<int>(t->candidates.size());
+  t->compile_started = std::chrono::steady_clock::now();
   for (size_t i = 0; i < t->candidates.size(); ++i) {
     // Plans are built (and, on GPUs, compiled) in parallel; timing waits for all.
     compile_pool_.Schedule([this, t, i] {
@@ -104,7 +105,11 @@ void FindEngine::StartTuning(std::shared_ptr<Tuning> t) {
         }
         c.plans.push_back(*std::move(plan));
       }
-      if (--t->to_compile == 0) bench_queue_.Schedule([this, t] { TimeCandidates(t); });
+      if (--t->to_compile == 0) {
+        Count(&EngineCounters::compile_stage_ms,
+              static_cast<int64_t>(MsSince(t->compile_started)));
+        bench_queue_.Schedule([this, t] { TimeCandidates(t); });
+      }
     });
   }
 }
@@ -113,6 +118,7 @@ void FindEngine::TimeCandidates(std::shared_ptr<Tuning> t) {
   t->started = std::chrono::steady_clock::now();
   absl::StatusOr<v1::FindRecord> record =
       stopping_ ? absl::StatusOr<v1::FindRecord>(ShuttingDown()) : RunTimings(*t);
+  Count(&EngineCounters::timing_stage_ms, static_cast<int64_t>(MsSince(t->started)));
   if (!record.ok()) {
     Complete(t->dedup_key, record.status());
     return;

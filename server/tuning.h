@@ -27,6 +27,7 @@ struct FindEngine::Tuning {
   std::vector<Candidate> candidates;
   std::vector<uint32_t> timed;
   std::atomic<int> to_compile{0};
+  std::chrono::steady_clock::time_point compile_started;
   std::chrono::steady_clock::time_point started;
   // The fastest median timed so far in this tuning (bench queue only).
   double best_ms = 0;

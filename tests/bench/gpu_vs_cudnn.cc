@@ -4,7 +4,10 @@
 // find time (compile + benchmark) and the warm find time (FindDb hit).
 // Prints Markdown. Needs an NVIDIA GPU.
 //
-// usage: bench_gpu_vs_cudnn [--max-layers N] [--repeats N] FILE...
+// usage: bench_gpu_vs_cudnn [--max-layers N] [--repeats N] [--max-seconds S]
+//                           [--exhaustive] FILE...
+// --max-seconds starts no layer after S seconds; --exhaustive makes
+// convtune's find search every tunable solver's configs.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -165,13 +168,15 @@ struct Bench {
   FindEngine* engine;
   cudnnHandle_t cudnn;
   int repeats;
+  bool exhaustive = false;
   std::mt19937_64 rng{std::random_device{}()};
 
   absl::StatusOr<Row> Layer(const ConvProblem& p) {
     Row row;
     row.key = ProblemKey(p);
     const auto t0 = Clock::now();
-    ASSIGN_OR_RETURN(FindOutcome cold, engine->FindBlocking(p, {.mode = FindMode::kNormal}));
+    ASSIGN_OR_RETURN(FindOutcome cold, engine->FindBlocking(
+                                         p, {.mode = FindMode::kNormal, .exhaustive = exhaustive}));
     row.cold_s = std::chrono::duration<double>(Clock::now() - t0).count();
     const auto t1 = Clock::now();
     ASSIGN_OR_RETURN(FindOutcome warm, engine->FindBlocking(p, {}));
@@ -225,11 +230,17 @@ struct Bench {
 
 int Main(int argc, char** argv) {
   int max_layers = 1000, repeats = 10;
+  bool exhaustive = false;
+  double max_seconds = 1e9;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--max-layers" && i + 1 < argc) {
       max_layers = std::atoi(argv[++i]);
+    } else if (a == "--exhaustive") {
+      exhaustive = true;
+    } else if (a == "--max-seconds" && i + 1 < argc) {
+      max_seconds = std::atof(argv[++i]);
     } else if (a == "--repeats" && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
     } else {
@@ -253,10 +264,14 @@ int Main(int argc, char** argv) {
                     nullptr, &builder);
   cudnnHandle_t cudnn;
   if (cudnnCreate(&cudnn) != CUDNN_STATUS_SUCCESS) return 1;
-  Bench bench{&dev, &engine, cudnn, repeats};
+  Bench bench{&dev, &engine, cudnn, repeats, exhaustive};
   std::printf("device %s, cuDNN %zu\n\n", dev.info().Key().c_str(), cudnnGetVersion());
-  std::map<std::string, std::vector<double>> ratios;  // "F FP32" -> cudnn/ours
+  const auto bench_start = Clock::now();
+  auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - bench_start).count(); };
   for (const std::string& file : files) {
+    std::map<std::string, std::vector<double>> ratios;  // "F FP32" -> cudnn/ours
+    const EngineCounters counters_before = engine.counters();
+    const BuildStats build_before = builder.stats();
     std::printf("## %s\n\n| layer | convtune solver | convtune ms | cuDNN algo | cuDNN ms | "
                 "cuDNN/convtune | cold find s | warm find us | max rel diff |\n"
                 "|---|---|---|---|---|---|---|---|---|\n",
@@ -266,7 +281,7 @@ int Main(int argc, char** argv) {
     std::set<std::string> seen;
     double cold_total = 0;
     int layers = 0;
-    while (std::getline(in, line) && layers < max_layers) {
+    while (std::getline(in, line) && layers < max_layers && elapsed_s() < max_seconds) {
       auto problems = ParseDriverLine(line);
       if (!problems.ok()) continue;
       for (const ConvProblem& p : *problems) {
@@ -289,14 +304,24 @@ int Main(int argc, char** argv) {
         std::fflush(stdout);
       }
     }
-    std::printf("\ncold find of all %d layers: %.1f s\n\n", layers, cold_total);
-  }
-  std::printf("## Geometric mean of cuDNN time / convtune time\n\n| group | layers | geomean |\n"
-              "|---|---|---|\n");
-  for (const auto& [group, v] : ratios) {
-    double log_sum = 0;
-    for (double r : v) log_sum += std::log(r);
-    std::printf("| %s | %zu | %.3f |\n", group.c_str(), v.size(), std::exp(log_sum / v.size()));
+    const EngineCounters c = engine.counters();
+    const BuildStats b = builder.stats();
+    std::printf("\ncold find of all %d layers: %.1f s (compile stage %.1f s, timing %.1f s, "
+                "%lld kernels compiled)%s\n\n",
+                layers, cold_total, (c.compile_stage_ms - counters_before.compile_stage_ms) / 1e3,
+                (c.timing_stage_ms - counters_before.timing_stage_ms) / 1e3,
+                static_cast<long long>(b.compiled - build_before.compiled),
+                elapsed_s() >= max_seconds ? "; stopped at --max-seconds" : "");
+    std::printf("Geometric mean of cuDNN time / convtune time, %s\n\n| group | layers | geomean |\n"
+                "|---|---|---|\n",
+                std::filesystem::path(file).filename().c_str());
+    for (const auto& [group, v] : ratios) {
+      double log_sum = 0;
+      for (double r : v) log_sum += std::log(r);
+      std::printf("| %s | %zu | %.3f |\n", group.c_str(), v.size(), std::exp(log_sum / v.size()));
+    }
+    std::printf("\n");
+    std::fflush(stdout);
   }
   cudnnDestroy(cudnn);
   std::filesystem::remove_all(dir);

@@ -141,6 +141,14 @@ absl::Status Daemon::Init() {
   engine_ = std::make_unique<FindEngine>(*device_, SolverRegistry::Default(), *store_,
                                          *compile_pool_, *bench_queue_, options_.engine,
                                          system_db_.get(), kernel_builder_.get());
+  engine_->SetDeviceLostHandler([this](const std::string& why) {
+    std::cerr << "convtuned: device lost: " << why
+              << "; stopping (exit status 3) so that a supervisor restarts convtuned" << std::endl;
+    absl::MutexLock lock(&mu_);
+    device_lost_ = why;
+    // Not on the benchmark queue: Shutdown waits for calls in flight.
+    if (!lost_shutdown_.joinable()) lost_shutdown_ = std::thread([this] { Shutdown(); });
+  });
   service_ = std::make_unique<ConvTuneService>(*engine_, *store_, options_.service);
 
   RETURN_IF_ERROR(PrepareSocketPath(options_.socket_path));
@@ -198,12 +206,19 @@ void Daemon::Wait() {
   mu_.Await(absl::Condition(&shut_down_));
 }
 
+std::string Daemon::device_lost() const {
+  absl::MutexLock lock(&mu_);
+  return device_lost_;
+}
+
 Daemon::~Daemon() {
   Shutdown();
   // The pools drain first: their tasks finish calls on the server and use
-  // the engine, so both must still exist.
+  // the engine, so both must still exist. With the benchmark queue gone no
+  // device-loss handler can start a thread any more.
   compile_pool_.reset();
   bench_queue_.reset();
+  if (lost_shutdown_.joinable()) lost_shutdown_.join();
   server_.reset();
   service_.reset();
   engine_.reset();

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "kernels/device.h"
@@ -71,6 +72,9 @@ class Daemon {
   std::string SystemDbSummary() const;
   // The TCP port bound for --listen (useful with port 0), or 0 without TCP.
   int tcp_port() const { return tcp_port_; }
+  // Why the device was lost (a kernel fault it could not be reset from),
+  // after which the daemon shuts itself down; empty while it is fine.
+  std::string device_lost() const;
 
  private:
   explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
@@ -88,8 +92,10 @@ class Daemon {
   std::unique_ptr<FindEngine> engine_;
   std::unique_ptr<ConvTuneService> service_;
   std::unique_ptr<grpc::Server> server_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::string device_lost_ ABSL_GUARDED_BY(mu_);
+  std::thread lost_shutdown_;  // runs Shutdown after a device loss
   bool owns_socket_ = false;  // the socket file is ours to remove
   int tcp_port_ = 0;
 };

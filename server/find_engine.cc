@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "kernels/plan_executor.h"
 #include "server/kernel_builder.h"
+#include "storage/records.h"
 #include "server/tuning.h"
 
 namespace convtune {
@@ -32,11 +36,79 @@ FindEngine::FindEngine(Device& device, const SolverRegistry& registry, storage::
       device_key_(device.info().Key()),
       find_db_(&store, device_key_),
       perf_db_(&store, device_key_),
-      heuristics_(std::make_unique<Heuristics>(store, registry, device.info())) {}
+      heuristics_(std::make_unique<Heuristics>(store, registry, device.info())) {
+  LoadQuarantine();
+}
 
 FindEngine::~FindEngine() = default;
 
 void FindEngine::Shutdown() { stopping_ = true; }
+
+void FindEngine::SetDeviceLostHandler(std::function<void(const std::string&)> handler) {
+  on_device_lost_ = std::move(handler);
+}
+
+namespace {
+
+std::string QuarantineName(absl::string_view device_key, absl::string_view problem_key) {
+  return absl::StrCat("quarantine/", device_key, "/", problem_key);
+}
+
+}  // namespace
+
+void FindEngine::LoadQuarantine() {
+  const std::string prefix = QuarantineName(device_key_, "");
+  std::vector<std::string> names;
+  absl::Status scanned = store_.Scan(storage::Column::kMeta, prefix,
+                                     [&](absl::string_view key, absl::string_view) {
+                                       names.emplace_back(key);
+                                       return true;
+                                     });
+  if (!scanned.ok()) std::cerr << "convtuned: cannot read the quarantine: " << scanned << "\n";
+  absl::MutexLock lock(&mu_);
+  for (const std::string& name : names) {
+    absl::StatusOr<std::string> value = storage::Meta(&store_).Get(name);
+    if (!value.ok()) continue;
+    std::vector<uint32_t>& ids = quarantine_[name.substr(prefix.size())];
+    for (absl::string_view part : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+      uint32_t id = 0;
+      if (absl::SimpleAtoi(part, &id)) ids.push_back(id);
+    }
+  }
+}
+
+std::vector<uint32_t> FindEngine::Quarantined(const std::string& problem_key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = quarantine_.find(problem_key);
+  return it == quarantine_.end() ? std::vector<uint32_t>() : it->second;
+}
+
+absl::StatusOr<bool> FindEngine::RecoverDevice(const std::string& problem_key,
+                                               const Solver& solver, const absl::Status& failure) {
+  if (device_.Synchronize().ok()) return false;
+  // The solver broke the device: it is not run on this problem again.
+  std::vector<uint32_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<uint32_t>& q = quarantine_[problem_key];
+    if (std::find(q.begin(), q.end(), solver.id()) == q.end()) q.push_back(solver.id());
+    ids = q;
+  }
+  absl::Status put =
+      storage::Meta(&store_).Put(QuarantineName(device_key_, problem_key), absl::StrJoin(ids, ","));
+  Count(&EngineCounters::solvers_quarantined);
+  std::cerr << "convtuned: " << solver.name() << " left " << device_key_ << " unusable on "
+            << problem_key << " (" << failure.message() << "); quarantined for that problem"
+            << (put.ok() ? "" : absl::StrCat(" in memory only: ", put.message())) << "\n";
+  Count(&EngineCounters::device_resets);
+  absl::Status reset = device_.Reset();
+  if (reset.ok()) return true;
+  const std::string why = absl::StrCat(solver.name(), " faulted on ", problem_key, " (",
+                                       failure.message(), ") and the device could not be reset (",
+                                       reset.message(), ")");
+  if (!stopping_.exchange(true) && on_device_lost_) on_device_lost_(why);
+  return absl::UnavailableError(absl::StrCat("device ", device_key_, " lost: ", why));
+}
 
 void FindEngine::TrainHeuristics(std::function<void(absl::StatusOr<TrainReport>)> done) {
   if (stopping_) {
@@ -179,9 +251,11 @@ FindOutcome FindEngine::Fallback(const ConvProblem& p, const Solutions& s) {
 std::vector<const Solver*> FindEngine::Candidates(const ConvProblem& p, int64_t limit,
                                                   bool dynamic_only, bool* over_limit) const {
   std::vector<const Solver*> out;
+  const std::vector<uint32_t> quarantined = Quarantined(ProblemKey(p));
   for (const Solver* s : registry_.ForDevice(device_.info())) {
     if (!s->IsApplicable(p).ok()) continue;
     if (dynamic_only && !s->dynamic()) continue;
+    if (std::find(quarantined.begin(), quarantined.end(), s->id()) != quarantined.end()) continue;
     if (limit >= 0 && s->WorkspaceBytes(p) > limit) {
       if (over_limit != nullptr) *over_limit = true;
       continue;

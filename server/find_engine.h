@@ -78,6 +78,8 @@ struct EngineCounters {
   // timing held the device, summed over tunings.
   int64_t compile_stage_ms = 0;
   int64_t timing_stage_ms = 0;
+  int64_t device_resets = 0;      // resets after a solver left the device unusable
+  int64_t solvers_quarantined = 0;
 };
 
 struct SolverReport {
@@ -155,6 +157,18 @@ class FindEngine {
   // finish with Unavailable. Idempotent.
   void Shutdown();
 
+  // A GPU kernel fault can leave the device unusable for this process (a
+  // CUDA context is not re-created after an illegal address). When a solver
+  // fails while timing and the device does not answer afterwards, the
+  // engine resets it; the solver is quarantined for that problem on this
+  // device key (stored, so a restarted daemon skips it too). If the reset
+  // fails the device is lost: the tuning fails with Unavailable, the engine
+  // shuts down and `handler` is called once with the reason, from the
+  // benchmark queue. Set before the first Find.
+  void SetDeviceLostHandler(std::function<void(const std::string&)> handler);
+  // Solvers quarantined for `problem_key` on this device key.
+  std::vector<uint32_t> Quarantined(const std::string& problem_key) const;
+
   const std::string& device_key() const { return device_key_; }
   const SystemFindDb* system_db() const { return system_db_; }
   Heuristics& heuristics() { return *heuristics_; }
@@ -192,6 +206,12 @@ class FindEngine {
   // Compiles a GPU plan's sources and stamps its steps with code object
   // hashes; nothing to do for a plan without sources.
   absl::Status BuildKernels(v1::ExecutionPlan* plan);
+  // After `solver` failed on problem_key: false when the device still
+  // answers, true when it was reset (buffers allocated before are gone) with
+  // the solver quarantined, Unavailable when the device is lost.
+  void LoadQuarantine();
+  absl::StatusOr<bool> RecoverDevice(const std::string& problem_key, const Solver& solver,
+                                     const absl::Status& failure);
 
   Device& device_;
   const SolverRegistry& registry_;
@@ -211,6 +231,10 @@ class FindEngine {
   EngineCounters counters_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> seed_{0x5eed};
   std::atomic<bool> stopping_{false};
+  std::function<void(const std::string&)> on_device_lost_;
+  // Quarantined solver ids by problem key (this device key's, from the
+  // store's meta column and added as solvers fault).
+  absl::flat_hash_map<std::string, std::vector<uint32_t>> quarantine_ ABSL_GUARDED_BY(mu_);
 };
 
 // The FindDb key of a record tuned under a workspace limit that left solvers

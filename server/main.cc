@@ -51,6 +51,10 @@ flags:
 
 Stop it with SIGTERM or SIGINT (Ctrl-C); calls in flight get two seconds.
 
+A solver whose kernel faults the GPU is quarantined for that problem (kept in
+the database). If the GPU cannot be reset afterwards, convtuned stops with
+exit status 3 so that its supervisor (deploy/convtuned.service) restarts it.
+
 example:
   convtuned --socket /tmp/ct.sock --db ./state/db &
   convtune --socket /tmp/ct.sock find conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1
@@ -165,13 +169,22 @@ int main(int argc, char** argv) {
     unsigned char sig = 0;
     while (read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
+    if (sig == 0) return;  // the daemon stopped itself
     std::cerr << "convtuned: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", shutting down"
               << std::endl;
     (*daemon)->Shutdown();
   });
   (*daemon)->Wait();
+  const bool lost = !(*daemon)->device_lost().empty();
+  // The waiter blocks on the signal pipe: wake it when the daemon stopped
+  // itself.
+  if (lost) {
+    const unsigned char none = 0;
+    while (write(signal_pipe[1], &none, 1) < 0 && errno == EINTR) {
+    }
+  }
   waiter.join();
   daemon->reset();
   std::cerr << "convtuned: stopped" << std::endl;
-  return 0;
+  return lost ? 3 : 0;
 }

@@ -200,9 +200,16 @@ absl::StatusOr<v1::FindRecord> FindEngine::RunTimings(Tuning& t) {
     if (stopping_) return ShuttingDown();
     absl::StatusOr<Timed> best = TimeCandidate(t, *session, c);
     if (!best.ok()) {
-      // A failing solver is left out of this problem's answer; the rest go on.
+      // A failing solver is left out of this problem's answer; the rest go on
+      // (on fresh buffers if the device had to be reset).
       Count(&EngineCounters::solver_failures);
       absl::StrAppend(&failures, " ", c.solver->name(), ": ", best.status().ToString(), ";");
+      ASSIGN_OR_RETURN(const bool reset, RecoverDevice(t.problem_key, *c.solver, best.status()));
+      if (reset) {
+        session.reset();
+        ASSIGN_OR_RETURN(session, BenchmarkSession::Create(&device_, t.problem, max_ws,
+                                                           seed_.fetch_add(1)));
+      }
       continue;
     }
     const PerfConfig& config = c.configs[best->config];

@@ -2,7 +2,9 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -10,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+#include "kernels/cpu/kernel_conv.h"
 #include "kernels/cpu_device.h"
 #include "server/solvers/cpu_solvers.h"
 #include "storage/records.h"
@@ -220,6 +224,154 @@ TEST_F(FindEngineTest, ShutdownFailsNewFindsWithUnavailable) {
   engine_->Shutdown();
   auto r = engine_->FindBlocking(SmallProblem(), {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// A CPU device that behaves as a GPU after a kernel fault: launching
+// `fault_kernel` breaks it, and every call fails until a Reset, which
+// succeeds only if `resettable`. (A CUDA context faults this way; the CPU
+// kernels themselves cannot.)
+class FaultingDevice final : public Device {
+ public:
+  FaultingDevice(std::string fault_kernel, bool resettable)
+      : fault_kernel_(std::move(fault_kernel)), resettable_(resettable) {}
+  const DeviceInfo& info() const override { return cpu_.info(); }
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override {
+    RETURN_IF_ERROR(Usable());
+    return cpu_.Allocate(bytes);
+  }
+  absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override {
+    RETURN_IF_ERROR(Usable());
+    return cpu_.CopyToDevice(dst, src, bytes);
+  }
+  absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override {
+    RETURN_IF_ERROR(Usable());
+    return cpu_.CopyFromDevice(dst, src, bytes);
+  }
+  absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override {
+    RETURN_IF_ERROR(Usable());
+    if (step.kernel() == fault_kernel_) {
+      faulted_ = true;
+      return absl::InternalError("illegal address (injected)");
+    }
+    return cpu_.Launch(step, buffers);
+  }
+  absl::Status Synchronize() override { return Usable(); }
+  absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override {
+    RETURN_IF_ERROR(Usable());
+    return cpu_.TimeMs(work);
+  }
+  absl::Status Reset() override {
+    ++resets;
+    if (!resettable_) return absl::InternalError("reset refused (injected)");
+    faulted_ = false;
+    return absl::OkStatus();
+  }
+  std::atomic<int> resets{0};
+
+ private:
+  absl::Status Usable() const {
+    return faulted_ ? absl::InternalError("context faulted") : absl::OkStatus();
+  }
+  CpuDevice cpu_;
+  const std::string fault_kernel_;
+  const bool resettable_;
+  std::atomic<bool> faulted_{false};
+};
+
+class DeviceFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/convtune-fault-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // An engine over `device` on this test's database.
+  struct Engine {
+    std::unique_ptr<storage::Store> store;
+    std::unique_ptr<ThreadPool> compile, bench;
+    std::unique_ptr<FindEngine> engine;
+    ~Engine() {
+      engine.reset();
+      compile.reset();
+      bench.reset();
+    }
+  };
+  std::unique_ptr<Engine> Open(Device& device) {
+    auto e = std::make_unique<Engine>();
+    auto store = storage::OpenRocksDbStore(dir_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    e->store = *std::move(store);
+    e->compile = std::make_unique<ThreadPool>("compile", 2);
+    e->bench = std::make_unique<ThreadPool>("bench", 1);
+    FindEngine::Options options;
+    options.timing.min_repeats = 2;
+    options.timing.budget_ms = 5;
+    e->engine = std::make_unique<FindEngine>(device, SolverRegistry::Default(), *e->store,
+                                             *e->compile, *e->bench, options);
+    return e;
+  }
+  std::string dir_;
+};
+
+TEST_F(DeviceFaultTest, FaultingSolverIsQuarantinedAndTheRestAreTimedAfterAReset) {
+  const ConvProblem p = SmallProblem();
+  FaultingDevice device(std::string(cpu::kDirectNaiveKernel), /*resettable=*/true);
+  {
+    std::unique_ptr<Engine> e = Open(device);
+    absl::StatusOr<FindOutcome> r = e->engine->FindBlocking(p, {.mode = FindMode::kNormal});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(device.resets, 1);
+    EXPECT_EQ(e->engine->counters().solvers_quarantined, 1);
+    // Every other applicable solver was timed on fresh buffers and stored.
+    EXPECT_EQ(r->record.results_size(), ApplicableCount(p) - 1);
+    for (const v1::PerfResult& res : r->record.results()) {
+      EXPECT_NE(res.solver_id(), kCpuDirectNaiveId);
+    }
+    EXPECT_TRUE(r->stored);
+    EXPECT_THAT(e->engine->Quarantined(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
+  }
+  // After a restart the quarantine holds: an exhaustive find never runs it.
+  std::unique_ptr<Engine> e = Open(device);
+  EXPECT_THAT(e->engine->Quarantined(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
+  absl::StatusOr<FindOutcome> again =
+      e->engine->FindBlocking(p, {.mode = FindMode::kNormal, .exhaustive = true});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(again->timed_solvers, ::testing::Not(::testing::Contains(kCpuDirectNaiveId)));
+  EXPECT_EQ(device.resets, 1);
+  // Other problems still use the solver.
+  ConvProblem other = p;
+  other.k = 16;
+  absl::StatusOr<Solutions> solutions = e->engine->GetSolutions(other, -1);
+  ASSERT_TRUE(solutions.ok());
+  bool listed = false;
+  for (const v1::PerfResult& r : solutions->results) listed |= r.solver_id() == kCpuDirectNaiveId;
+  EXPECT_TRUE(listed);
+}
+
+TEST_F(DeviceFaultTest, DeviceThatCannotBeResetIsLostOnceAndNothingIsStored) {
+  const ConvProblem p = SmallProblem();
+  FaultingDevice device(std::string(cpu::kDirectNaiveKernel), /*resettable=*/false);
+  std::unique_ptr<Engine> e = Open(device);
+  std::atomic<int> lost{0};
+  std::string why;
+  e->engine->SetDeviceLostHandler([&](const std::string& reason) {
+    ++lost;
+    why = reason;
+  });
+  absl::StatusOr<FindOutcome> r = e->engine->FindBlocking(p, {.mode = FindMode::kNormal});
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("lost"));
+  EXPECT_EQ(lost, 1);
+  EXPECT_THAT(why, HasSubstr("cpu_direct_naive"));
+  EXPECT_THAT(why, HasSubstr("could not be reset"));
+  EXPECT_EQ(e->engine->counters().records_stored, 0);
+  // The engine refuses further work; the quarantine is on disk.
+  ConvProblem other = p;
+  other.k = 16;
+  EXPECT_EQ(e->engine->FindBlocking(other, {}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(lost, 1);
+  EXPECT_THAT(e->engine->Quarantined(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
 }
 
 }  // namespace

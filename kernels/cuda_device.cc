@@ -2,17 +2,22 @@
 
 #include <dlfcn.h>
 
+#include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/launch_args.h"
 
 #if CONVTUNE_HAVE_CUDA_HEADERS
+#include <cublas_api.h>
 #include <cuda.h>
 #endif
 
@@ -75,6 +80,97 @@ absl::StatusOr<const CudaApi*> LoadDriver() {
   return *api;
 }
 
+// cuBLAS, for library steps. Loaded once per process, never unloaded; only
+// its header's types are used at build time. Declared by hand rather than
+// with decltype: the C++ header overloads some of these names.
+struct CublasApi {
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t) = nullptr;
+  cublasStatus_t (*get_property)(libraryPropertyType, int*) = nullptr;
+  cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                         int, int, int, const void*, const void*, cudaDataType,
+                                         int, long long, const void*, cudaDataType, int,
+                                         long long, const void*, void*, cudaDataType, int,
+                                         long long, int, cublasComputeType_t,
+                                         cublasGemmAlgo_t) = nullptr;
+  const char* (*status_name)(cublasStatus_t) = nullptr;  // may be missing
+  std::string version;                                   // "cublas13.1.0"
+};
+
+// The CUDA 13 library first; an unversioned name where only that is installed.
+constexpr const char* kCublasLibraries[] = {"libcublas.so.13", "libcublas.so"};
+
+absl::StatusOr<const CublasApi*> LoadCublas() {
+  static const absl::StatusOr<const CublasApi*>* const api = []() {
+    using Result = absl::StatusOr<const CublasApi*>;
+    void* lib = nullptr;
+    std::string tried;
+    for (const char* name : kCublasLibraries) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib != nullptr) break;
+      absl::StrAppend(&tried, tried.empty() ? "" : "; ", dlerror());
+    }
+    if (lib == nullptr) {
+      return new Result(absl::UnavailableError(absl::StrCat("no cuBLAS: ", tried)));
+    }
+    auto* t = new CublasApi;
+    std::string missing;
+    const auto load = [&](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib, name));
+      if (*fn == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
+    };
+    load(&t->create, "cublasCreate_v2");
+    load(&t->destroy, "cublasDestroy_v2");
+    load(&t->set_stream, "cublasSetStream_v2");
+    load(&t->set_math_mode, "cublasSetMathMode");
+    load(&t->get_property, "cublasGetProperty");
+    load(&t->gemm_strided_batched, "cublasGemmStridedBatchedEx");
+    if (!missing.empty()) {
+      return new Result(absl::UnavailableError(absl::StrCat("cuBLAS lacks ", missing)));
+    }
+    t->status_name =
+        reinterpret_cast<decltype(t->status_name)>(dlsym(lib, "cublasGetStatusName"));
+    int v[3] = {0, 0, 0};
+    const libraryPropertyType parts[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+    for (int i = 0; i < 3; ++i) {
+      if (t->get_property(parts[i], &v[i]) != CUBLAS_STATUS_SUCCESS) {
+        return new Result(absl::UnavailableError("cuBLAS does not report its version"));
+      }
+    }
+    t->version = absl::StrCat("cublas", v[0], ".", v[1], ".", v[2]);
+    return new Result(t);
+  }();
+  return *api;
+}
+
+absl::Status CublasStatus(const CublasApi& api, cublasStatus_t r, absl::string_view what) {
+  if (r == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  const char* name = api.status_name != nullptr ? api.status_name(r) : nullptr;
+  const std::string msg =
+      absl::StrCat(what, ": ", name != nullptr ? name : absl::StrCat("cublasStatus_t ", r));
+  switch (r) {
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return absl::ResourceExhaustedError(msg);
+    case CUBLAS_STATUS_INVALID_VALUE:
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return absl::InvalidArgumentError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+cudaDataType CudaType(DataType t) {
+  switch (t) {
+    case DataType::kFp32: return CUDA_R_32F;
+    case DataType::kFp16: return CUDA_R_16F;
+    case DataType::kBf16: return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+
 std::string ErrorName(const CudaApi& api, CUresult r) {
   const char* name = nullptr;
   if (api.cuGetErrorName_(r, &name) != CUDA_SUCCESS || name == nullptr) {
@@ -130,8 +226,9 @@ int Fp32LanesPerSm(int major, int minor) {
 
 class CudaDevice::Impl {
  public:
-  Impl(const CudaApi* api, CUdevice dev, DeviceInfo info)
-      : api_(api), dev_(dev), info_(std::move(info)) {}
+  Impl(const CudaApi* api, CUdevice dev, DeviceInfo info, const CublasApi* blas,
+       std::string no_blas)
+      : api_(api), dev_(dev), info_(std::move(info)), blas_(blas), no_blas_(std::move(no_blas)) {}
   ~Impl() {
     absl::MutexLock lock(&mu_);
     DestroyContext(/*reset=*/false);
@@ -163,6 +260,10 @@ class CudaDevice::Impl {
     api_->cuCtxSetCurrent_(ctx_);
     if (start_ != nullptr) api_->cuEventDestroy_(start_);
     if (stop_ != nullptr) api_->cuEventDestroy_(stop_);
+    // After a fault the handle's device state is gone with the context; the
+    // handle itself is dropped rather than destroyed in a broken context.
+    if (blas_handle_ != nullptr && fault_.empty()) blas_->destroy(blas_handle_);
+    blas_handle_ = nullptr;
     if (stream_ != nullptr) api_->cuStreamDestroy_(stream_);
     start_ = stop_ = nullptr;
     stream_ = nullptr;
@@ -196,10 +297,17 @@ class CudaDevice::Impl {
   absl::StatusOr<CUfunction> Function(const std::string& hash, const std::string& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Runs a library step on the stream; the handle is created on first use.
+  absl::Status RunBlas(const v1::KernelStep& step, const std::vector<void*>& buffers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   const CudaApi* const api_;
   const CUdevice dev_;
   const DeviceInfo info_;
+  const CublasApi* const blas_;  // null when cuBLAS was not found
+  const std::string no_blas_;    // why, then
+  cublasHandle_t blas_handle_ ABSL_GUARDED_BY(mu_) = nullptr;
   CUcontext ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   CUstream stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   CUevent start_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -235,6 +343,50 @@ absl::StatusOr<CUfunction> CudaDevice::Impl::Function(const std::string& hash,
                         absl::StrCat("cuModuleGetFunction(", entry, ")")));
   functions_.emplace(key, fn);
   return fn;
+}
+
+absl::Status CudaDevice::Impl::RunBlas(const v1::KernelStep& step,
+                                       const std::vector<void*>& buffers) {
+  if (blas_ == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("step ", step.kernel(), ": ", info_.Key(), " has no BLAS (", no_blas_, ")"));
+  }
+  if (step.kernel() != gpu::kBlasGemmKernel) {
+    return absl::NotFoundError(absl::StrCat("no library step named '", step.kernel(), "'"));
+  }
+  ASSIGN_OR_RETURN(const gpu::BlasGemm g, gpu::DecodeBlasGemm(step));
+  if (buffers.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step.kernel(), ": ", buffers.size(), " buffers given, 3 needed"));
+  }
+  if (blas_handle_ == nullptr) {
+    cublasHandle_t h = nullptr;
+    RETURN_IF_ERROR(CublasStatus(*blas_, blas_->create(&h), "cublasCreate"));
+    // Default math: CUBLAS_COMPUTE_32F then never uses TF32. Reductions of a
+    // 16-bit output also stay in fp32.
+    const auto math = static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                                CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+    absl::Status s = CublasStatus(*blas_, blas_->set_math_mode(h, math), "cublasSetMathMode");
+    if (s.ok()) s = CublasStatus(*blas_, blas_->set_stream(h, stream_), "cublasSetStream");
+    if (!s.ok()) {
+      blas_->destroy(h);
+      return s;
+    }
+    blas_handle_ = h;
+  }
+  const gpu::ColumnMajorGemm c = gpu::ToColumnMajor(g);
+  const float alpha = 1.0f, beta = static_cast<float>(g.beta);
+  const auto op = [](bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; };
+  const cudaDataType ab = CudaType(g.ab_type);
+  return CublasStatus(
+      *blas_,
+      blas_->gemm_strided_batched(
+          blas_handle_, op(c.trans_first), op(c.trans_second), c.m, c.n, c.k, &alpha,
+          buffers[c.first_buffer], ab, c.ld_first, c.stride_first, buffers[c.second_buffer], ab,
+          c.ld_second, c.stride_second, &beta, buffers[gpu::kBlasC], CudaType(g.c_type), c.ldc,
+          c.stride_c, c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      absl::StrCat("cublasGemmStridedBatchedEx(m ", c.m, ", n ", c.n, ", k ", c.k, ", batch ",
+                   c.batch, ")"));
 }
 
 namespace {
@@ -326,7 +478,12 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
         absl::StrCat("CUDA device ", ordinal, " found but ", nvrtc.status().message()));
   }
   info->compiler_version = (*nvrtc)->version();
-  auto impl = std::make_unique<Impl>(api, dev, *std::move(info));
+  // Without cuBLAS the device still runs compiled kernels; the solvers that
+  // need the BLAS see an empty `blas` and stay away.
+  absl::StatusOr<const CublasApi*> blas = LoadCublas();
+  if (blas.ok()) info->blas = (*blas)->version;
+  auto impl = std::make_unique<Impl>(api, dev, *std::move(info), blas.ok() ? *blas : nullptr,
+                                     blas.ok() ? "" : std::string(blas.status().message()));
   {
     absl::MutexLock lock(&impl->mu_);
     if (absl::Status s = impl->CreateContext(); !s.ok()) {
@@ -369,6 +526,11 @@ absl::Status CudaDevice::CopyFromDevice(void* dst, const DeviceBuffer& src, int6
 }
 
 absl::Status CudaDevice::Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) {
+  if (gpu::IsLibraryStep(step)) {
+    absl::MutexLock lock(&impl_->mu_);
+    RETURN_IF_ERROR(impl_->Enter());
+    return impl_->RunBlas(step, buffers);
+  }
   ASSIGN_OR_RETURN(gpu::LaunchGeometry g, gpu::StepGeometry(step));
   gpu::KernelParams params(step, buffers);
   absl::MutexLock lock(&impl_->mu_);

@@ -1,5 +1,7 @@
 // The cuda backend: NVIDIA GPUs through the CUDA driver API, which is loaded
 // with dlopen (libcuda.so.1) so that binaries run on machines without it.
+// Library steps ("blas.gemm") run on cuBLAS (libcublas.so.13), also loaded
+// with dlopen when present; info().blas says whether it was found.
 // Thread-safe: one mutex guards the context, and every entry makes the
 // context current on the calling thread. Buffers must not outlive the device.
 #ifndef CONVTUNE_KERNELS_CUDA_DEVICE_H_
@@ -25,9 +27,10 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override;
   absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override;
   absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override;
-  // NotFound when the step's code object is not loaded or lacks the entry;
-  // InvalidArgument for bad geometry; Internal (naming the CUDA error) when
-  // the kernel faults, after which every call fails until Reset().
+  // NotFound when the step's code object is not loaded or lacks the entry,
+  // or for a library step without cuBLAS; InvalidArgument for bad geometry
+  // or GEMM arguments; Internal (naming the CUDA error) when the kernel
+  // faults, after which every call fails until Reset().
   absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override;
   absl::Status Synchronize() override;
   absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override;
@@ -36,7 +39,8 @@ class CudaDevice final : public Device {
   bool HasCodeObject(const std::string& hash) const override;
   // Destroys and re-creates the context. Buffers allocated before become
   // invalid (freeing them is safe); loaded code objects are kept as binaries
-  // and re-loaded on their next launch.
+  // and re-loaded on their next launch; the cuBLAS handle is re-created on
+  // the next library step.
   absl::Status Reset() override;
 
   class Impl;

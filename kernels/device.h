@@ -24,6 +24,10 @@ struct DeviceInfo {
   int64_t memory_bytes = 0;
   std::string driver_version;    // empty on the CPU
   std::string compiler_version;  // the kernel compiler / BLAS the timings depend on
+  // The vendor BLAS that runs library steps ("blas.gemm") on a GPU:
+  // "cublas13.1.0", "rocblas2.45.0". Empty when none was found (and on the
+  // CPU): the device then runs no library step. Not part of Key().
+  std::string blas;
   // Nominal fp32 peak and memory bandwidth, for estimates only.
   double peak_gflops = 0;
   double memory_gbps = 0;

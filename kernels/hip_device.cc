@@ -2,14 +2,19 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/launch_args.h"
 
@@ -68,6 +73,107 @@ absl::StatusOr<const HipApi*> LoadRuntime() {
   return *api;
 }
 
+// rocBLAS, for library steps: its C ABI as rocblas-types.h and
+// rocblas-functions.h define it, declared here so that its headers are not
+// needed to build. rocblas_int is 32-bit (the standard, non-ILP64 build),
+// rocblas_stride 64-bit, and the enums are passed as int with these values:
+constexpr int kRocblasSuccess = 0;                // rocblas_status_success
+constexpr int kRocblasOperationNone = 111;        // rocblas_operation_none
+constexpr int kRocblasOperationTranspose = 112;   // rocblas_operation_transpose
+constexpr int kRocblasF16 = 150;                  // rocblas_datatype_f16_r
+constexpr int kRocblasF32 = 151;                  // rocblas_datatype_f32_r
+constexpr int kRocblasBf16 = 168;                 // rocblas_datatype_bf16_r
+constexpr int kRocblasGemmAlgoStandard = 0;       // rocblas_gemm_algo_standard
+using RocblasHandle = struct RocblasHandleOpaque*;
+
+struct RocblasApi {
+  int (*create_handle)(RocblasHandle*) = nullptr;
+  int (*destroy_handle)(RocblasHandle) = nullptr;
+  int (*set_stream)(RocblasHandle, hipStream_t) = nullptr;
+  int (*get_version_string)(char*, size_t) = nullptr;
+  // D = alpha op(A) op(B) + beta C, column-major; C and D may be one matrix.
+  int (*gemm_strided_batched_ex)(RocblasHandle handle, int trans_a, int trans_b, int32_t m,
+                                 int32_t n, int32_t k, const void* alpha, const void* a,
+                                 int a_type, int32_t lda, int64_t stride_a, const void* b,
+                                 int b_type, int32_t ldb, int64_t stride_b, const void* beta,
+                                 const void* c, int c_type, int32_t ldc, int64_t stride_c,
+                                 void* d, int d_type, int32_t ldd, int64_t stride_d,
+                                 int32_t batch_count, int compute_type, int algo,
+                                 int32_t solution_index, uint32_t flags) = nullptr;
+  std::string version;  // "rocblas2.45.0.33575"
+};
+
+// ROCm 5's library (the HIP runtime loaded above is ROCm 5's), else the
+// unversioned name.
+constexpr const char* kRocblasLibraries[] = {"librocblas.so.0", "librocblas.so"};
+
+absl::StatusOr<const RocblasApi*> LoadRocblas() {
+  static const absl::StatusOr<const RocblasApi*>* const api = []() {
+    using Result = absl::StatusOr<const RocblasApi*>;
+    void* lib = nullptr;
+    std::string tried;
+    for (const char* name : kRocblasLibraries) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib != nullptr) break;
+      absl::StrAppend(&tried, tried.empty() ? "" : "; ", dlerror());
+    }
+    if (lib == nullptr) {
+      return new Result(absl::UnavailableError(absl::StrCat("no rocBLAS: ", tried)));
+    }
+    auto* t = new RocblasApi;
+    std::string missing;
+    const auto load = [&](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib, name));
+      if (*fn == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
+    };
+    load(&t->create_handle, "rocblas_create_handle");
+    load(&t->destroy_handle, "rocblas_destroy_handle");
+    load(&t->set_stream, "rocblas_set_stream");
+    load(&t->get_version_string, "rocblas_get_version_string");
+    load(&t->gemm_strided_batched_ex, "rocblas_gemm_strided_batched_ex");
+    if (!missing.empty()) {
+      return new Result(absl::UnavailableError(absl::StrCat("rocBLAS lacks ", missing)));
+    }
+    char buf[256] = {};
+    if (t->get_version_string(buf, sizeof(buf)) != kRocblasSuccess) {
+      return new Result(absl::UnavailableError("rocBLAS does not report its version"));
+    }
+    // "2.45.0.33575-a5a7a3d4" -> "rocblas2.45.0.33575"
+    const std::string v(buf, strnlen(buf, sizeof(buf)));
+    t->version = absl::StrCat("rocblas", v.substr(0, v.find('-')));
+    return new Result(t);
+  }();
+  return *api;
+}
+
+// rocblas_status values 1..13 (rocblas-types.h): 5 is a failed allocation;
+// 1, 3, 4 and 11 are bad arguments; 2 means not implemented for these types.
+absl::Status RocblasStatus(int r, absl::string_view what) {
+  if (r == kRocblasSuccess) return absl::OkStatus();
+  const std::string msg = absl::StrCat(what, ": rocblas_status ", r);
+  switch (r) {
+    case 5:
+      return absl::ResourceExhaustedError(msg);
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 11:
+      return absl::InvalidArgumentError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+int RocblasType(DataType t) {
+  switch (t) {
+    case DataType::kFp32: return kRocblasF32;
+    case DataType::kFp16: return kRocblasF16;
+    case DataType::kBf16: return kRocblasBf16;
+  }
+  return kRocblasF32;
+}
+
 std::string ErrorName(const HipApi& api, hipError_t r) {
   const char* name = api.hipGetErrorName_(r);
   return name != nullptr ? name : absl::StrCat("hipError_t ", static_cast<int>(r));
@@ -109,8 +215,13 @@ absl::Status HipStatus(const HipApi& api, hipError_t r, absl::string_view what) 
 
 class HipDevice::Impl {
  public:
-  Impl(const HipApi* api, int ordinal, DeviceInfo info)
-      : api_(api), ordinal_(ordinal), info_(std::move(info)) {}
+  Impl(const HipApi* api, int ordinal, DeviceInfo info, const RocblasApi* blas,
+       std::string no_blas)
+      : api_(api),
+        ordinal_(ordinal),
+        info_(std::move(info)),
+        blas_(blas),
+        no_blas_(std::move(no_blas)) {}
   ~Impl() {
     absl::MutexLock lock(&mu_);
     DestroyStream();
@@ -133,6 +244,10 @@ class HipDevice::Impl {
     (void)api_->hipSetDevice_(ordinal_);
     if (start_ != nullptr) (void)api_->hipEventDestroy_(start_);
     if (stop_ != nullptr) (void)api_->hipEventDestroy_(stop_);
+    // After a fault the handle is dropped rather than destroyed on a broken
+    // device; the reset that follows frees its memory.
+    if (blas_handle_ != nullptr && fault_.empty()) (void)blas_->destroy_handle(blas_handle_);
+    blas_handle_ = nullptr;
     if (stream_ != nullptr) (void)api_->hipStreamDestroy_(stream_);
     start_ = stop_ = nullptr;
     stream_ = nullptr;
@@ -162,10 +277,17 @@ class HipDevice::Impl {
   absl::StatusOr<hipFunction_t> Function(const std::string& hash, const std::string& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Runs a library step on the stream; the handle is created on first use.
+  absl::Status RunBlas(const v1::KernelStep& step, const std::vector<void*>& buffers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   const HipApi* const api_;
   const int ordinal_;
   const DeviceInfo info_;
+  const RocblasApi* const blas_;  // null when rocBLAS was not found
+  const std::string no_blas_;     // why, then
+  RocblasHandle blas_handle_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool live_ ABSL_GUARDED_BY(mu_) = false;
   hipStream_t stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   hipEvent_t start_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -200,6 +322,48 @@ absl::StatusOr<hipFunction_t> HipDevice::Impl::Function(const std::string& hash,
                         absl::StrCat("hipModuleGetFunction(", entry, ")")));
   functions_.emplace(key, fn);
   return fn;
+}
+
+absl::Status HipDevice::Impl::RunBlas(const v1::KernelStep& step,
+                                      const std::vector<void*>& buffers) {
+  if (blas_ == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("step ", step.kernel(), ": ", info_.Key(), " has no BLAS (", no_blas_, ")"));
+  }
+  if (step.kernel() != gpu::kBlasGemmKernel) {
+    return absl::NotFoundError(absl::StrCat("no library step named '", step.kernel(), "'"));
+  }
+  ASSIGN_OR_RETURN(const gpu::BlasGemm g, gpu::DecodeBlasGemm(step));
+  if (buffers.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step.kernel(), ": ", buffers.size(), " buffers given, 3 needed"));
+  }
+  if (blas_handle_ == nullptr) {
+    RocblasHandle h = nullptr;
+    RETURN_IF_ERROR(RocblasStatus(blas_->create_handle(&h), "rocblas_create_handle"));
+    // The default math mode: fp32 products stay fp32 (no XF32).
+    if (absl::Status s = RocblasStatus(blas_->set_stream(h, stream_), "rocblas_set_stream");
+        !s.ok()) {
+      (void)blas_->destroy_handle(h);
+      return s;
+    }
+    blas_handle_ = h;
+  }
+  const gpu::ColumnMajorGemm c = gpu::ToColumnMajor(g);
+  const float alpha = 1.0f, beta = static_cast<float>(g.beta);
+  const auto op = [](bool t) { return t ? kRocblasOperationTranspose : kRocblasOperationNone; };
+  const int ab = RocblasType(g.ab_type), ct = RocblasType(g.c_type);
+  void* out = buffers[gpu::kBlasC];
+  // C and D are the same matrix: the product is written in place.
+  return RocblasStatus(
+      blas_->gemm_strided_batched_ex(blas_handle_, op(c.trans_first), op(c.trans_second), c.m,
+                                     c.n, c.k, &alpha, buffers[c.first_buffer], ab, c.ld_first,
+                                     c.stride_first, buffers[c.second_buffer], ab, c.ld_second,
+                                     c.stride_second, &beta, out, ct, c.ldc, c.stride_c, out, ct,
+                                     c.ldc, c.stride_c, c.batch, kRocblasF32,
+                                     kRocblasGemmAlgoStandard, 0, 0),
+      absl::StrCat("rocblas_gemm_strided_batched_ex(m ", c.m, ", n ", c.n, ", k ", c.k,
+                   ", batch ", c.batch, ")"));
 }
 
 namespace {
@@ -282,7 +446,12 @@ absl::StatusOr<std::unique_ptr<HipDevice>> HipDevice::Open(int ordinal) {
         absl::StrCat("HIP device ", ordinal, " found but ", hiprtc.status().message()));
   }
   info->compiler_version = (*hiprtc)->version();
-  auto impl = std::make_unique<Impl>(api, ordinal, *std::move(info));
+  // Without rocBLAS the device still runs compiled kernels; the solvers that
+  // need the BLAS see an empty `blas` and stay away.
+  absl::StatusOr<const RocblasApi*> blas = LoadRocblas();
+  if (blas.ok()) info->blas = (*blas)->version;
+  auto impl = std::make_unique<Impl>(api, ordinal, *std::move(info), blas.ok() ? *blas : nullptr,
+                                     blas.ok() ? "" : std::string(blas.status().message()));
   {
     absl::MutexLock lock(&impl->mu_);
     if (absl::Status s = impl->CreateStream(); !s.ok()) {
@@ -332,6 +501,11 @@ absl::Status HipDevice::CopyFromDevice(void* dst, const DeviceBuffer& src, int64
 }
 
 absl::Status HipDevice::Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) {
+  if (gpu::IsLibraryStep(step)) {
+    absl::MutexLock lock(&impl_->mu_);
+    RETURN_IF_ERROR(impl_->Enter());
+    return impl_->RunBlas(step, buffers);
+  }
   ASSIGN_OR_RETURN(gpu::LaunchGeometry g, gpu::StepGeometry(step));
   gpu::KernelParams params(step, buffers);
   absl::MutexLock lock(&impl_->mu_);

@@ -1,5 +1,7 @@
 // The hip backend: AMD GPUs through the HIP runtime API, which is loaded with
 // dlopen (libamdhip64.so.5) so that binaries run on machines without it.
+// Library steps ("blas.gemm") run on rocBLAS (librocblas.so.0), also loaded
+// with dlopen when present; info().blas says whether it was found.
 // Thread-safe: one mutex guards the device, and every entry makes it current
 // on the calling thread (hipSetDevice). Buffers must not outlive the device.
 #ifndef CONVTUNE_KERNELS_HIP_DEVICE_H_
@@ -25,9 +27,10 @@ class HipDevice final : public Device {
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override;
   absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override;
   absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override;
-  // NotFound when the step's code object is not loaded or lacks the entry;
-  // InvalidArgument for bad geometry; Internal (naming the HIP error) when
-  // the kernel faults, after which every call fails until Reset().
+  // NotFound when the step's code object is not loaded or lacks the entry,
+  // or for a library step without rocBLAS; InvalidArgument for bad geometry
+  // or GEMM arguments; Internal (naming the HIP error) when the kernel
+  // faults, after which every call fails until Reset().
   absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override;
   absl::Status Synchronize() override;
   absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
+#include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/sources.h"
 
 namespace convtune {
@@ -32,6 +33,7 @@ absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan) {
                                                    compiler_.backend(), "'"));
   }
   for (const v1::KernelStep& step : plan->steps()) {
+    if (gpu::IsLibraryStep(step)) continue;
     if (step.source_index() < 0 || step.source_index() >= plan->sources_size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("step ", step.kernel(), ": source_index ", step.source_index(),
@@ -45,6 +47,8 @@ absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan) {
     hashes.push_back(std::move(hash));
   }
   for (v1::KernelStep& step : *plan->mutable_steps()) {
+    // Library steps run on the device's BLAS: they have no code object.
+    if (gpu::IsLibraryStep(step)) continue;
     step.set_code_object_hash(hashes[step.source_index()]);
   }
   return absl::OkStatus();

@@ -37,9 +37,10 @@ class KernelBuilder {
                 std::string arch);
 
   // Compiles (or finds) every source of `plan` and sets code_object_hash on
-  // every step. InvalidArgument when the plan is for another backend or a
-  // step's source_index is out of range; NotFound for an unknown source
-  // file; Internal with the compiler's log when a source does not compile.
+  // every step but library steps ("blas.*"), which keep none. InvalidArgument
+  // when the plan is for another backend or a compiled step's source_index
+  // is out of range; NotFound for an unknown source file; Internal with the
+  // compiler's log when a source does not compile.
   // Idempotent: after Device::Reset it re-loads what the device lost.
   absl::Status BuildPlan(v1::ExecutionPlan* plan);
 

@@ -25,6 +25,10 @@ std::unique_ptr<Solver> NewGpuImplicitGemmSolver();
 std::unique_ptr<Solver> NewGpuImplicitGemmStaticSolver();
 std::unique_ptr<Solver> NewGpuDepthwiseSolver();
 std::unique_ptr<Solver> NewGpuTensorCoreIgemmSolver();
+std::unique_ptr<Solver> NewGpuIm2colGemmBlasSolver();
+std::unique_ptr<Solver> NewGpuGemm1x1BlasSolver();
+std::unique_ptr<Solver> NewGpuWinogradF2x3Solver();
+std::unique_ptr<Solver> NewGpuDirectTiledSolver();
 
 class GpuSolver : public Solver {
  public:

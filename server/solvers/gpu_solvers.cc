@@ -11,6 +11,10 @@ std::vector<std::unique_ptr<Solver>> MakeGpuSolvers() {
   all.push_back(NewGpuImplicitGemmStaticSolver());
   all.push_back(NewGpuDepthwiseSolver());
   all.push_back(NewGpuTensorCoreIgemmSolver());
+  all.push_back(NewGpuIm2colGemmBlasSolver());
+  all.push_back(NewGpuGemm1x1BlasSolver());
+  all.push_back(NewGpuWinogradF2x3Solver());
+  all.push_back(NewGpuDirectTiledSolver());
   return all;
 }
 

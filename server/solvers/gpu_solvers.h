@@ -16,6 +16,10 @@ inline constexpr uint32_t kGpuImplicitGemmId = 102;
 inline constexpr uint32_t kGpuImplicitGemmStaticId = 103;
 inline constexpr uint32_t kGpuDepthwiseId = 104;
 inline constexpr uint32_t kGpuTensorCoreIgemmId = 105;
+inline constexpr uint32_t kGpuIm2colGemmBlasId = 106;
+inline constexpr uint32_t kGpuGemm1x1BlasId = 107;
+inline constexpr uint32_t kGpuWinogradF2x3Id = 108;
+inline constexpr uint32_t kGpuDirectTiledId = 109;
 
 std::vector<std::unique_ptr<Solver>> MakeGpuSolvers();
 

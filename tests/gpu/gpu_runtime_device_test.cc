@@ -1,18 +1,23 @@
 // The cuda backend on a real GPU: device key, kernels compiled through the
-// kernel builder and run by the plan executor, event timing, and recovery
-// from a faulting kernel. Skips where no CUDA device is present.
+// kernel builder and run by the plan executor, cuBLAS library steps, event
+// timing, and recovery from a faulting kernel. Skips where no CUDA device is
+// present.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_device.h"
+#include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/plan_executor.h"
+#include "kernels/reference.h"
 #include "server/kernel_builder.h"
 #include "storage/store.h"
 #include "tests/storage/storage_test_util.h"
@@ -165,6 +170,140 @@ TEST_F(CudaDeviceTest, ErrorsHaveTheirCodes) {
   EXPECT_EQ(device_->Launch(unloaded, {(*y)->data()}).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(device_->LoadCodeObject("bad", "not a cubin").code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Elements of a strided-batched operand: `batch` matrices of `rows` rows of
+// ld elements, `stride` apart.
+int64_t OperandElements(int64_t batch, int64_t stride, int64_t rows, int64_t ld) {
+  return (batch - 1) * stride + rows * ld;
+}
+
+// C as the step defines it, from the host copies, and the scale of each
+// element's rounding error (the sum of |products|, plus |C| for beta 1).
+std::vector<std::pair<double, double>> HostGemm(const gpu::BlasGemm& g, const void* a,
+                                                const void* b, const void* c0) {
+  std::vector<std::pair<double, double>> out(g.batch * g.m * g.n);
+  for (int64_t t = 0; t < g.batch; ++t) {
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        double sum = 0, scale = 0;
+        for (int64_t l = 0; l < g.k; ++l) {
+          const int64_t ai = t * g.stride_a + (g.trans_a ? l * g.lda + i : i * g.lda + l);
+          const int64_t bi = t * g.stride_b + (g.trans_b ? j * g.ldb + l : l * g.ldb + j);
+          const double prod = LoadElement(a, g.ab_type, ai) * LoadElement(b, g.ab_type, bi);
+          sum += prod;
+          scale += std::fabs(prod);
+        }
+        if (g.beta == 1) {
+          const double c = LoadElement(c0, g.c_type, t * g.stride_c + i * g.ldc + j);
+          sum += c;
+          scale += std::fabs(c);
+        }
+        out[(t * g.m + i) * g.n + j] = {sum, scale};
+      }
+    }
+  }
+  return out;
+}
+
+// One "blas.gemm" step through the kernel builder and the plan executor, on
+// random matrices with padded leading dimensions and gaps between the batch's
+// matrices, against a float64 GEMM on the host: every type pair, transpose
+// and beta. Elements of C outside its matrices must stay untouched.
+TEST_F(CudaDeviceTest, BlasGemmMatchesAHostGemm) {
+  const DeviceInfo& info = device_->info();
+  ASSERT_TRUE(absl::StartsWith(info.blas, "cublas"))
+      << "cuBLAS not found (libcublas.so.13): the BLAS solvers cannot run on " << info.Key();
+  std::mt19937_64 rng(std::random_device{}());
+  const std::pair<DataType, DataType> types[] = {{DataType::kFp32, DataType::kFp32},
+                                                 {DataType::kFp16, DataType::kFp16},
+                                                 {DataType::kBf16, DataType::kBf16},
+                                                 {DataType::kFp16, DataType::kFp32},
+                                                 {DataType::kBf16, DataType::kFp32}};
+  for (const auto& [ab_type, c_type] : types) {
+    for (int variant = 0; variant < 8; ++variant) {
+      gpu::BlasGemm g;
+      g.trans_a = variant & 1, g.trans_b = (variant >> 1) & 1, g.beta = (variant >> 2) & 1;
+      g.m = 37, g.n = 29, g.k = 53, g.batch = 3;
+      g.ab_type = ab_type, g.c_type = c_type;
+      const int64_t a_rows = g.trans_a ? g.k : g.m, b_rows = g.trans_b ? g.n : g.k;
+      g.lda = (g.trans_a ? g.m : g.k) + 3;
+      g.ldb = (g.trans_b ? g.k : g.n) + 2;
+      g.ldc = g.n + 5;
+      g.stride_a = a_rows * g.lda + 7, g.stride_b = b_rows * g.ldb, g.stride_c = g.m * g.ldc + 11;
+      SCOPED_TRACE(absl::StrCat(DataTypeName(ab_type), " -> ", DataTypeName(c_type), " trans ",
+                                g.trans_a, g.trans_b, " beta ", g.beta));
+      const int64_t na = OperandElements(g.batch, g.stride_a, a_rows, g.lda);
+      const int64_t nb = OperandElements(g.batch, g.stride_b, b_rows, g.ldb);
+      const int64_t nc = OperandElements(g.batch, g.stride_c, g.m, g.ldc);
+      std::vector<char> a(na * ElementBytes(ab_type)), b(nb * ElementBytes(ab_type));
+      std::vector<char> c(nc * ElementBytes(c_type));
+      FillRandom(a.data(), ab_type, na, rng);
+      FillRandom(b.data(), ab_type, nb, rng);
+      // With beta 0 the BLAS must not read C: NaN there must not show.
+      if (g.beta == 1) {
+        FillRandom(c.data(), c_type, nc, rng);
+      } else {
+        FillNaN(c.data(), c_type, nc);
+      }
+      const std::vector<std::pair<double, double>> want = HostGemm(g, a.data(), b.data(), c.data());
+
+      v1::ExecutionPlan plan;
+      plan.set_backend("cuda");
+      v1::KernelStep* step = plan.add_steps();
+      gpu::SetBlasGemm(g, step);
+      step->add_buffers()->set_role(v1::BUFFER_X);
+      step->add_buffers()->set_role(v1::BUFFER_W);
+      step->add_buffers()->set_role(v1::BUFFER_Y);
+      ASSERT_EQ(builder_->BuildPlan(&plan), absl::OkStatus());
+      auto da = device_->Allocate(a.size()), db = device_->Allocate(b.size());
+      auto dc = device_->Allocate(c.size());
+      ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
+      ASSERT_EQ(device_->CopyToDevice(da->get(), a.data(), a.size()), absl::OkStatus());
+      ASSERT_EQ(device_->CopyToDevice(db->get(), b.data(), b.size()), absl::OkStatus());
+      ASSERT_EQ(device_->CopyToDevice(dc->get(), c.data(), c.size()), absl::OkStatus());
+      PlanBuffers buffers;
+      buffers.x = (*da)->data(), buffers.w = (*db)->data(), buffers.y = (*dc)->data();
+      ASSERT_EQ(ExecutePlan(*device_, plan, buffers), absl::OkStatus());
+      ASSERT_EQ(device_->Synchronize(), absl::OkStatus());
+      std::vector<char> got(c.size());
+      ASSERT_EQ(device_->CopyFromDevice(got.data(), **dc, got.size()), absl::OkStatus());
+
+      const int64_t es = ElementBytes(c_type);
+      const double tol = Tolerance(c_type);
+      int bad = 0;
+      for (int64_t idx = 0; idx < nc && bad < 5; ++idx) {
+        const int64_t t = idx / g.stride_c, i = (idx % g.stride_c) / g.ldc;
+        const int64_t j = (idx % g.stride_c) % g.ldc;
+        if (i >= g.m || j >= g.n) {
+          // Outside every matrix: bit for bit what was uploaded.
+          if (std::memcmp(&got[idx * es], &c[idx * es], es) != 0) {
+            ++bad;
+            ADD_FAILURE() << "element " << idx << " outside the matrices was written";
+          }
+          continue;
+        }
+        const auto [value, scale] = want[(t * g.m + i) * g.n + j];
+        const double v = LoadElement(got.data(), c_type, idx);
+        if (!(std::fabs(v - value) <= tol * (scale + std::fabs(value)) + 1e-30)) {
+          ++bad;
+          ADD_FAILURE() << "C[" << t << "][" << i << "][" << j << "] is " << v << ", want "
+                        << value;
+        }
+      }
+    }
+  }
+  // A step that breaks the layout's rules is refused before cuBLAS sees it.
+  gpu::BlasGemm bad;
+  bad.m = 4, bad.n = 4, bad.k = 4, bad.lda = 4, bad.ldb = 4, bad.ldc = 2;
+  v1::KernelStep step;
+  gpu::SetBlasGemm(bad, &step);
+  for (int i = 0; i < 3; ++i) step.add_buffers()->set_role(v1::BUFFER_X);
+  auto scratch = device_->Allocate(256);
+  ASSERT_TRUE(scratch.ok());
+  void* p = (*scratch)->data();
+  EXPECT_EQ(device_->Launch(step, {p, p, p}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(device_->Synchronize(), absl::OkStatus());
 }
 
 // A faulting kernel must never take the process down: the fault is reported

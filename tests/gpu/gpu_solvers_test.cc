@@ -120,6 +120,15 @@ std::vector<Case> Cases() {
     cases.push_back({"3d depthwise" + suffix, Small(3, 6, {4, 6, 6}, 6, 3, 1, 6, l)});
     cases.push_back({"odd channels" + suffix, Small(2, 13, {1, 11, 9}, 19, 3, 1, 1, l)});
     cases.push_back({"multiplier 2" + suffix, Small(2, 8, {1, 10, 10}, 16, 5, 2, 8, l)});
+    // Grouped 1x1 stride 1 (BLAS 1x1), 2-D and 3-D.
+    cases.push_back({"grouped 1x1" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 1, 3, l)});
+    cases.push_back({"3d grouped 1x1" + suffix, Small(3, 6, {3, 5, 4}, 9, 1, 1, 3, l)});
+    // 3x3 stride 1 (Winograd): grouped with odd sizes, and unequal pads,
+    // which backward data turns into 0 and 2.
+    cases.push_back({"grouped 3x3" + suffix, Small(2, 16, {1, 9, 11}, 24, 3, 1, 4, l)});
+    ConvProblem pads = Small(2, 6, {1, 7, 9}, 10, 3, 1, 1, l);
+    pads.pad = {0, 2, 0};
+    cases.push_back({"3x3 pads 2,0" + suffix, pads});
   }
   return cases;
 }
@@ -257,7 +266,8 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
 std::vector<Combo> AllCombos() {
   std::vector<Combo> combos;
   for (uint32_t id : {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
-                      kGpuDepthwiseId, kGpuTensorCoreIgemmId}) {
+                      kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
+                      kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId}) {
     for (Direction d :
          {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/sources.h"
 #include "kernels/problem.h"
@@ -38,7 +39,8 @@ ConvProblem Conv(int dims, int64_t n, int64_t c, std::array<int64_t, 3> in, int6
 
 // Problems whose plans between them reach every kernel variant: 1x1 and
 // large filters, strides, dilation, groups, depthwise with a multiplier,
-// 3-D, and reductions long enough for backward-weights K splits.
+// 3-D, reductions long enough for backward-weights K splits, and a grouped
+// 1x1 with stride 1 (the BLAS 1x1 solver).
 std::vector<ConvProblem> Problems() {
   return {
       Conv(2, 2, 64, {1, 28, 28}, 64, {1, 3, 3}, {0, 1, 1}, 1, 1, 1),
@@ -50,6 +52,7 @@ std::vector<ConvProblem> Problems() {
       Conv(2, 1, 16, {1, 12, 12}, 32, {1, 5, 5}, {0, 2, 2}, 2, 1, 16),
       Conv(3, 1, 8, {6, 10, 10}, 16, {3, 3, 3}, {1, 1, 1}, 1, 1, 1),
       Conv(3, 1, 8, {6, 9, 9}, 8, {3, 3, 3}, {1, 1, 1}, 2, 1, 8),
+      Conv(2, 2, 64, {1, 14, 14}, 32, {1, 1, 1}, {0, 0, 0}, 1, 1, 2),
   };
 }
 
@@ -64,6 +67,16 @@ void CheckPlan(const Solver& solver, const ConvProblem& p, const v1::ExecutionPl
   ASSERT_FALSE(plan.steps().empty());
   for (const v1::KernelStep& step : plan.steps()) {
     ASSERT_FALSE(step.kernel().empty());
+    if (gpu::IsLibraryStep(step)) {
+      // Run by the device's BLAS: a well-formed GEMM, no source, no geometry.
+      EXPECT_EQ(gpu::DecodeBlasGemm(step).status(), absl::OkStatus());
+      EXPECT_TRUE(step.code_object_hash().empty());
+      EXPECT_TRUE(step.grid().empty());
+      for (const v1::BufferRef& b : step.buffers()) {
+        if (b.role() == v1::BUFFER_WORKSPACE) EXPECT_LT(b.offset_bytes(), plan.workspace_bytes());
+      }
+      continue;
+    }
     ASSERT_GE(step.source_index(), 0);
     ASSERT_LT(step.source_index(), plan.sources_size());
     ASSERT_EQ(step.grid_size(), 3);
@@ -171,14 +184,14 @@ TEST_P(GpuSolverCompile, EveryPlanSourceCompiles) {
 
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
   ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
-  DeviceInfo h200{.backend = "cuda", .arch = "sm_90"};
+  DeviceInfo h200{.backend = "cuda", .arch = "sm_90", .blas = "cublas13.0.0"};
   if (solver->SupportsDevice(h200)) {
     const std::vector<std::string> failed = CompileAll(**nvrtc, "sm_90", sources);
     EXPECT_TRUE(failed.empty()) << failed.size() << " of " << sources.size()
                                 << " sources fail on NVRTC:\n" << absl::StrJoin(failed, "\n");
   }
 
-  DeviceInfo mi200{.backend = "hip", .arch = "gfx90a"};
+  DeviceInfo mi200{.backend = "hip", .arch = "gfx90a", .blas = "rocblas2.45.0"};
   if (!solver->SupportsDevice(mi200)) return;
   absl::StatusOr<std::unique_ptr<KernelCompiler>> hiprtc = MakeHiprtcCompiler();
   if (!hiprtc.ok()) {
@@ -193,7 +206,9 @@ TEST_P(GpuSolverCompile, EveryPlanSourceCompiles) {
 INSTANTIATE_TEST_SUITE_P(AllGpuSolvers, GpuSolverCompile,
                          ::testing::Values(kGpuDirectNaiveId, kGpuImplicitGemmId,
                                            kGpuImplicitGemmStaticId, kGpuDepthwiseId,
-                                           kGpuTensorCoreIgemmId),
+                                           kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
+                                           kGpuGemm1x1BlasId, kGpuWinogradF2x3Id,
+                                           kGpuDirectTiledId),
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return absl::StrCat("solver", info.param);
                          });
@@ -203,7 +218,11 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
                                                 {102, "gpu_implicit_gemm"},
                                                 {103, "gpu_implicit_gemm_static"},
                                                 {104, "gpu_depthwise"},
-                                                {105, "gpu_tensor_core_igemm"}};
+                                                {105, "gpu_tensor_core_igemm"},
+                                                {106, "gpu_im2col_gemm_blas"},
+                                                {107, "gpu_gemm_1x1_blas"},
+                                                {108, "gpu_winograd_f2x3"},
+                                                {109, "gpu_direct_tiled"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
@@ -253,6 +272,219 @@ TEST(GpuSolvers, BackwardWeightsSplitsIntoWorkspace) {
   p.direction = Direction::kForward;
   EXPECT_EQ(s->WorkspaceBytes(p), 0);
   for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.back(), 1);
+}
+
+// The kernels of a plan, in order.
+std::vector<std::string> Kernels(const v1::ExecutionPlan& plan) {
+  std::vector<std::string> out;
+  for (const v1::KernelStep& step : plan.steps()) out.push_back(step.kernel());
+  return out;
+}
+
+TEST(GpuSolvers, BlasSolversRunWhereABlasIsFound) {
+  for (uint32_t id : {kGpuIm2colGemmBlasId, kGpuGemm1x1BlasId}) {
+    const Solver* s = SolverRegistry::Default().Find(id);
+    EXPECT_FALSE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90"})) << s->name();
+    EXPECT_TRUE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90", .blas = "cublas13.1.0"}));
+    EXPECT_TRUE(s->SupportsDevice({.backend = "hip", .arch = "gfx90a", .blas = "rocblas2.45.0"}));
+    EXPECT_FALSE(SolverRegistry::Runs(*s, {.backend = "cpu", .arch = "x86-64-v3"}));
+  }
+}
+
+TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuGemm1x1BlasId);
+  ConvProblem p;
+  p.n = 8, p.c = 64, p.k = 32, p.in = {1, 14, 14};
+  // One GEMM batched over the images.
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), std::vector<std::string>{gpu::kBlasGemmKernel});
+  EXPECT_EQ(plan->workspace_bytes(), 0);
+  EXPECT_TRUE(plan->sources().empty());
+  // Grouped NCHW: the fewer of one step per group and one per image.
+  p.groups = 4;
+  EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 4);
+  p.n = 2;
+  EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 2);
+  // NHWC: one step batched over the groups, in every direction.
+  p.layout = Layout::kNHWC;
+  for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                      Direction::kBackwardWeights}) {
+    p.direction = d;
+    EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 1) << DirectionName(d);
+  }
+  // NCHW dw: one GEMM per image summed in place for fp32, in an fp32
+  // workspace then converted for 16-bit types.
+  p.layout = Layout::kNCHW, p.n = 3;
+  EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 3);
+  EXPECT_EQ(s->WorkspaceBytes(p), 0);
+  p.type = DataType::kBf16;
+  plan = s->MakePlan(p, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->steps_size(), 4);
+  EXPECT_EQ(plan->steps(3).kernel(), "conv_f32_to_type");
+  EXPECT_EQ(plan->workspace_bytes(), p.w_elements() * 4);
+
+  p.filter = {1, 3, 3};
+  const absl::Status f = s->IsApplicable(p);
+  EXPECT_EQ(f.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(f.message().find("filter"), std::string::npos) << f;
+  p.filter = {1, 1, 1}, p.stride = {1, 2, 2};
+  EXPECT_EQ(s->IsApplicable(p).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(GpuSolvers, Im2colGemmBlasBoundsItsColumnMatrix) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuIm2colGemmBlasId);
+  ConvProblem p;
+  p.n = 64, p.c = 256, p.k = 256, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  // 28.9 MB of columns per image: 8 chunks of 8 images under 256 MiB.
+  const int64_t per_image = p.c * 9 * 56 * 56 * 4;
+  EXPECT_EQ(s->WorkspaceBytes(p), 8 * per_image);
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<std::string> want;
+  for (int i = 0; i < 8; ++i) {
+    want.push_back("conv_im2col");
+    want.push_back(gpu::kBlasGemmKernel);
+  }
+  EXPECT_EQ(Kernels(*plan), want);
+  // Backward data lowers after the GEMM, back into dx.
+  p.direction = Direction::kBackwardData;
+  EXPECT_EQ(Kernels(*s->MakePlan(p, {})).back(), "conv_col2im");
+  // fp16 dw over several chunks (4 of 16 images) sums in fp32 after the
+  // column matrix.
+  p.direction = Direction::kBackwardWeights, p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  plan = s->MakePlan(p, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan).back(), "conv_f32_to_type");
+  EXPECT_EQ(plan->workspace_bytes(), 8 * per_image + p.w_elements() * 4);
+  // One image's columns over the bound: not applicable.
+  p.n = 1, p.c = 512, p.in = {1, 128, 128}, p.type = DataType::kFp32;
+  const absl::Status big = s->IsApplicable(p);
+  EXPECT_EQ(big.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(big.message().find("column matrix"), std::string::npos) << big;
+}
+
+
+// Every wino_gemm operand lies inside the workspace, apart from the others.
+void ExpectGemmOperandsInWorkspace(const v1::ExecutionPlan& plan) {
+  const int64_t ws = plan.workspace_bytes();
+  for (const v1::KernelStep& step : plan.steps()) {
+    if (step.kernel() != "wino_gemm") continue;
+    ASSERT_EQ(step.buffers_size(), 3);
+    ASSERT_EQ(step.scalars_size(), 6);
+    const int64_t m = step.scalars(0), n = step.scalars(1), r = step.scalars(2);
+    const int64_t batch = step.scalars(3), splits = step.scalars(4);
+    const int64_t bytes[3] = {batch * m * r * 4, batch * r * n * 4, splits * batch * m * n * 4};
+    for (int i = 0; i < 3; ++i) {
+      const int64_t at = step.buffers(i).offset_bytes();
+      EXPECT_EQ(step.buffers(i).role(), v1::BUFFER_WORKSPACE);
+      EXPECT_LE(at + bytes[i], ws) << "operand " << i;
+      for (int j = 0; j < i; ++j) {
+        const int64_t other = step.buffers(j).offset_bytes();
+        EXPECT_TRUE(at + bytes[i] <= other || other + bytes[j] <= at)
+            << "operands " << j << " and " << i << " overlap";
+      }
+    }
+  }
+}
+
+TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
+  ConvProblem p;
+  p.n = 128, p.c = 256, p.k = 256, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  const Solver* s = SolverRegistry::Default().Find(kGpuWinogradF2x3Id);
+  for (Direction d :
+       {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+    p.direction = d;
+    SCOPED_TRACE(DescribeProblem(p));
+    ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+    EXPECT_LE(s->WorkspaceBytes(p), int64_t{512} << 20);
+    for (const PerfConfig& config : s->ConfigSpace(p)) {
+      absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, config);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ExpectGemmOperandsInWorkspace(*plan);
+      // The chunks' images follow each other and cover the batch; backward
+      // weights adds every chunk after the first to the partial sums.
+      int64_t next = 0;
+      int chunks = 0;
+      for (const v1::KernelStep& step : plan->steps()) {
+        if (step.kernel() == "wino_input") {
+          EXPECT_EQ(step.scalars(0), next);
+          EXPECT_GE(step.scalars(1), 1);
+          next += step.scalars(1);
+          ++chunks;
+        }
+        if (step.kernel() == "wino_gemm") {
+          EXPECT_EQ(step.scalars(5), d == Direction::kBackwardWeights && chunks > 1 ? 1 : 0);
+        }
+      }
+      EXPECT_EQ(next, p.n);
+      EXPECT_GT(chunks, 1) << "128 such images should not fit 512 MiB at once";
+    }
+  }
+}
+
+TEST(GpuSolvers, WinogradConstraintsAreNamed) {
+  ConvProblem p;
+  p.n = 2, p.c = 64, p.k = 64, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  const Solver* s = SolverRegistry::Default().Find(kGpuWinogradF2x3Id);
+  EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  p.pad = {0, 3, 0};
+  EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const auto fails = [&](const ConvProblem& q, const std::string& field) {
+    ASSERT_EQ(ValidateProblem(q), absl::OkStatus());
+    const absl::Status st = s->IsApplicable(q);
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << field;
+    EXPECT_EQ(st.message().substr(0, field.size()), field) << st;
+  };
+  ConvProblem q = p;
+  q.stride = {1, 2, 2};
+  fails(q, "stride");
+  q = p, q.filter = {1, 5, 5};
+  fails(q, "filter");
+  q = p, q.dilation = {1, 1, 2};
+  fails(q, "dilation");
+  q = p, q.spatial_dims = 3, q.in = {4, 56, 56}, q.filter = {3, 3, 3}, q.pad = {1, 1, 1};
+  fails(q, "spatial_dims");
+  // One image alone needs 16 x 2048 channels x 256^2 tiles of fp32 workspace.
+  q = p, q.n = 1, q.c = 1024, q.k = 1024, q.in = {1, 512, 512};
+  fails(q, "workspace");
+}
+
+TEST(GpuSolvers, DirectTiledSplitsBackwardWeightsIntoWorkspace) {
+  ConvProblem p;
+  p.n = 8, p.c = 64, p.k = 64, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.direction = Direction::kBackwardWeights;
+  const Solver* s = SolverRegistry::Default().Find(kGpuDirectTiledId);
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const int64_t partial = p.w_elements() * 4;
+  const int64_t ws = s->WorkspaceBytes(p);
+  ASSERT_GT(ws, partial) << "a long reduction over few dw tiles is split";
+  EXPECT_EQ(ws % partial, 0);
+  for (const PerfConfig& config : s->ConfigSpace(p)) {
+    absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, config);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->steps_size(), 2);
+    EXPECT_EQ(plan->steps(0).scalars().Get(plan->steps(0).scalars_size() - 1), ws / partial);
+    EXPECT_EQ(plan->steps(1).kernel(), "conv_tiled_reduce");
+    EXPECT_EQ(plan->steps(1).scalars(0), p.w_elements());
+    EXPECT_EQ(plan->steps(1).scalars(1), ws / partial);
+  }
+  p.direction = Direction::kForward;
+  EXPECT_EQ(s->WorkspaceBytes(p), 0);
+}
+
+TEST(GpuSolvers, DirectTiledNamesAPatchTooLargeForSharedMemory) {
+  ConvProblem p;
+  p.n = 1, p.c = 4, p.k = 4, p.in = {1, 500, 500}, p.filter = {1, 3, 3};
+  const Solver* s = SolverRegistry::Default().Find(kGpuDirectTiledId);
+  EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  // Dilation 200 spreads the taps of even a 4x16 tile over 404 x 416 inputs.
+  p.dilation = {1, 200, 200};
+  ASSERT_EQ(ValidateProblem(p), absl::OkStatus());
+  const absl::Status st = s->IsApplicable(p);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st;
 }
 
 }  // namespace

@@ -1,0 +1,170 @@
+// The lowering kernels of the BLAS GEMM solvers, one chunk of images (the
+// images [n0, n0 + nb)) and every group at a time:
+//   conv_im2col       gathers x into the chunk's column matrix, with zeros
+//                     where a filter tap falls into the padding.
+//   conv_col2im       gathers the column matrix back into dx: each dx element
+//                     of the chunk is written once, with the sum of the
+//                     column entries that came from it (0 if none), so dx
+//                     needs no clearing and no atomics.
+//   conv_f32_to_type  converts fp32 values (a dw summed in the workspace) to
+//                     the tensor type.
+// Column layouts, with FS = FD*FH*FW, OS = OD*OH*OW, width = C/G * FS, the
+// tap f = (fd*FH + fh)*FW + fw, the output position o = (od*OH + oh)*OW + ow
+// and i the image within the chunk:
+//   NCHW: col[((i*G + g)*width + c*FS + f)*OS + o]    a width x OS matrix
+//         per image and group; its rows follow w's (c, f) order.
+//   NHWC: col[((g*nb + i)*OS + o)*width + f*C/G + c]  an (nb*OS) x width
+//         matrix per group; its columns follow w's (f, c) order.
+// The solver keeps a chunk's column matrix, x and dx under 2^31 elements, so
+// offsets inside a chunk are 32-bit; the chunk's start is 64-bit.
+//
+// Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_NHWC. The kernels are the
+// same for every direction.
+// Scalars: conv_im2col and conv_col2im take the problem (plan_args order),
+// then n0 and nb; conv_f32_to_type takes the element count.
+
+// Defaults, so the source also compiles on its own (compile-only checks).
+#ifndef CT_TYPE
+#define CT_TYPE 1
+#endif
+#ifndef CT_NHWC
+#define CT_NHWC 0
+#endif
+
+#if CT_TYPE == 1
+typedef float ct_t;
+#elif CT_TYPE == 2
+typedef ct_half ct_t;
+#else
+typedef ct_bf16 ct_t;
+#endif
+
+#define CT_PROBLEM_PARAMS                                                                   \
+  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \
+      ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd, ct_i64 a_ph, ct_i64 a_pw,         \
+      ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw,         \
+      ct_i64 a_g, ct_i64 a_layout, ct_i64 a_type, ct_i64 a_dir
+#define CT_PROBLEM_ARGS                                                                    \
+  a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, a_dd, a_dh, \
+      a_dw, a_g
+
+// The problem's sizes in 32 bits; spatial arrays are (D, H, W).
+struct CtLower {
+  int c, g, cg;
+  int in[3], f[3], pad[3], st[3], dil[3], out[3];
+  int fs, os, is, width;
+};
+
+CT_DEVICE CtLower ct_lower(ct_i64 c, ct_i64 id, ct_i64 ih, ct_i64 iw, ct_i64 fd, ct_i64 fh,
+                           ct_i64 fw, ct_i64 pd, ct_i64 ph, ct_i64 pw, ct_i64 sd, ct_i64 sh,
+                           ct_i64 sw, ct_i64 dd, ct_i64 dh, ct_i64 dw, ct_i64 groups) {
+  CtLower q;
+  q.c = static_cast<int>(c), q.g = static_cast<int>(groups), q.cg = q.c / q.g;
+  const ct_i64 v[5][3] = {{id, ih, iw}, {fd, fh, fw}, {pd, ph, pw}, {sd, sh, sw}, {dd, dh, dw}};
+  for (int i = 0; i < 3; ++i) {
+    q.in[i] = static_cast<int>(v[0][i]), q.f[i] = static_cast<int>(v[1][i]);
+    q.pad[i] = static_cast<int>(v[2][i]), q.st[i] = static_cast<int>(v[3][i]);
+    q.dil[i] = static_cast<int>(v[4][i]);
+    q.out[i] = (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] + 1;
+  }
+  q.fs = q.f[0] * q.f[1] * q.f[2];
+  q.os = q.out[0] * q.out[1] * q.out[2];
+  q.is = q.in[0] * q.in[1] * q.in[2];
+  q.width = q.cg * q.fs;
+  return q;
+}
+
+CT_DEVICE ct_i64 ct_grid_stride() { return static_cast<ct_i64>(gridDim.x) * blockDim.x; }
+
+CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS, ct_i64 a_n0,
+                           ct_i64 a_nb) {
+  const CtLower q = ct_lower(CT_PROBLEM_ARGS);
+  const int nb = static_cast<int>(a_nb);
+  const ct_i64 total = static_cast<ct_i64>(nb) * q.g * q.width * q.os;
+  const ct_t* x = px + a_n0 * q.c * q.is;  // the chunk's first image
+  for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
+    int t = static_cast<int>(idx), i, g, c, f, o;
+#if CT_NHWC
+    c = t % q.cg, t /= q.cg;
+    f = t % q.fs, t /= q.fs;
+    o = t % q.os, t /= q.os;
+    i = t % nb, g = t / nb;
+#else
+    o = t % q.os, t /= q.os;
+    f = t % q.fs, t /= q.fs;
+    c = t % q.cg, t /= q.cg;
+    g = t % q.g, i = t / q.g;
+#endif
+    const int ow = o % q.out[2], oh = (o / q.out[2]) % q.out[1], od = o / (q.out[2] * q.out[1]);
+    const int fw = f % q.f[2], fh = (f / q.f[2]) % q.f[1], fd = f / (q.f[2] * q.f[1]);
+    const int d = od * q.st[0] - q.pad[0] + fd * q.dil[0];
+    const int h = oh * q.st[1] - q.pad[1] + fh * q.dil[1];
+    const int w = ow * q.st[2] - q.pad[2] + fw * q.dil[2];
+    ct_t v = ct_from_float<ct_t>(0.0f);
+    if (d >= 0 && d < q.in[0] && h >= 0 && h < q.in[1] && w >= 0 && w < q.in[2]) {
+      const int ch = g * q.cg + c;
+#if CT_NHWC
+      v = x[(((i * q.in[0] + d) * q.in[1] + h) * q.in[2] + w) * q.c + ch];
+#else
+      v = x[(((i * q.c + ch) * q.in[0] + d) * q.in[1] + h) * q.in[2] + w];
+#endif
+    }
+    col[idx] = v;
+  }
+}
+
+// The output position that padded input coordinate t reaches along an axis,
+// if any.
+CT_DEVICE bool ct_reaches(int t, int s, int lim, int& o) {
+  if (t < 0 || t % s != 0) return false;
+  o = t / s;
+  return o < lim;
+}
+
+CT_KERNEL void conv_col2im(const ct_t* col, ct_t* px, CT_PROBLEM_PARAMS, ct_i64 a_n0,
+                           ct_i64 a_nb) {
+  const CtLower q = ct_lower(CT_PROBLEM_ARGS);
+  const int nb = static_cast<int>(a_nb);
+  const ct_i64 total = static_cast<ct_i64>(nb) * q.c * q.is;
+  ct_t* x = px + a_n0 * q.c * q.is;  // the chunk's first image
+  for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
+    int t = static_cast<int>(idx), i, ch, d, h, w;
+#if CT_NHWC
+    ch = t % q.c, t /= q.c;
+    w = t % q.in[2], t /= q.in[2];
+    h = t % q.in[1], t /= q.in[1];
+    d = t % q.in[0], i = t / q.in[0];
+#else
+    w = t % q.in[2], t /= q.in[2];
+    h = t % q.in[1], t /= q.in[1];
+    d = t % q.in[0], t /= q.in[0];
+    ch = t % q.c, i = t / q.c;
+#endif
+    const int g = ch / q.cg, c = ch % q.cg;
+    float sum = 0.0f;
+    int od, oh, ow;
+    for (int fd = 0; fd < q.f[0]; ++fd) {
+      if (!ct_reaches(d + q.pad[0] - fd * q.dil[0], q.st[0], q.out[0], od)) continue;
+      for (int fh = 0; fh < q.f[1]; ++fh) {
+        if (!ct_reaches(h + q.pad[1] - fh * q.dil[1], q.st[1], q.out[1], oh)) continue;
+        for (int fw = 0; fw < q.f[2]; ++fw) {
+          if (!ct_reaches(w + q.pad[2] - fw * q.dil[2], q.st[2], q.out[2], ow)) continue;
+          const int f = (fd * q.f[1] + fh) * q.f[2] + fw;
+          const int o = (od * q.out[1] + oh) * q.out[2] + ow;
+#if CT_NHWC
+          sum += ct_to_float(col[((g * nb + i) * q.os + o) * q.width + f * q.cg + c]);
+#else
+          sum += ct_to_float(col[((i * q.g + g) * q.width + c * q.fs + f) * q.os + o]);
+#endif
+        }
+      }
+    }
+    x[idx] = ct_from_float<ct_t>(sum);
+  }
+}
+
+CT_KERNEL void conv_f32_to_type(const float* src, ct_t* dst, ct_i64 count) {
+  for (ct_i64 i = ct_global_index_x(); i < count; i += ct_grid_stride()) {
+    dst[i] = ct_from_float<ct_t>(src[i]);
+  }
+}

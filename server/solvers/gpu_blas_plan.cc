@@ -1,0 +1,123 @@
+#include "server/solvers/gpu_blas_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/plan_args.h"
+#include "server/solvers/gpu_solver_util.h"
+
+namespace convtune {
+namespace {
+
+constexpr int64_t kBlock = 256;
+// Blocks stride over larger ranges rather than growing the grid without end.
+constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+// cuBLAS and rocBLAS want matrices aligned at least this far for their
+// fastest kernels; workspace regions start on such a boundary.
+constexpr int64_t kWorkspaceAlign = 256;
+
+int64_t Blocks(int64_t threads) {
+  return std::clamp<int64_t>((threads + kBlock - 1) / kBlock, 1, kMaxBlocks);
+}
+
+// One "blas.gemm" step; a, b, c start at the given element offsets.
+void AddGemmStep(const gpu::BlasGemm& g, const GemmOperand& a, int64_t a_offset,
+                 const GemmOperand& b, int64_t b_offset, const GemmOperand& c,
+                 int64_t c_offset, v1::ExecutionPlan* plan) {
+  v1::KernelStep* step = plan->add_steps();
+  gpu::SetBlasGemm(g, step);
+  AddBuffer(step, a.role, a_offset * a.element_bytes);
+  AddBuffer(step, b.role, b_offset * b.element_bytes);
+  AddBuffer(step, c.role, c_offset * c.element_bytes);
+}
+
+v1::KernelStep* AddLoweringStep(const ConvProblem& p, absl::string_view kernel, int64_t threads,
+                                v1::ExecutionPlan* plan) {
+  return AddGpuStep(plan, kernel, AddLoweringSource(p, plan), {Blocks(threads), 1, 1}, kBlock);
+}
+
+}  // namespace
+
+void AddGemmsPerImage(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
+                      const GemmOperand& c, int64_t images, int64_t groups, bool sum_images,
+                      v1::ExecutionPlan* plan) {
+  gpu::BlasGemm s = g;
+  s.stride_a = a.group_stride, s.stride_b = b.group_stride, s.stride_c = c.group_stride;
+  s.batch = groups;
+  for (int64_t i = 0; i < images; ++i) {
+    if (sum_images && i > 0) s.beta = 1;
+    AddGemmStep(s, a, a.offset + i * a.image_stride, b, b.offset + i * b.image_stride, c,
+                c.offset + i * c.image_stride, plan);
+  }
+}
+
+void AddGroupedGemms(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
+                     const GemmOperand& c, int64_t images, int64_t groups,
+                     v1::ExecutionPlan* plan) {
+  if (groups > images) {
+    AddGemmsPerImage(g, a, b, c, images, groups, /*sum_images=*/false, plan);
+    return;
+  }
+  gpu::BlasGemm s = g;
+  s.stride_a = a.image_stride, s.stride_b = b.image_stride, s.stride_c = c.image_stride;
+  s.batch = images;
+  for (int64_t j = 0; j < groups; ++j) {
+    AddGemmStep(s, a, a.offset + j * a.group_stride, b, b.offset + j * b.group_stride, c,
+                c.offset + j * c.group_stride, plan);
+  }
+}
+
+int AddLoweringSource(const ConvProblem& p, v1::ExecutionPlan* plan) {
+  // The lowering kernels do not depend on the direction: one code object
+  // serves all three.
+  const std::vector<std::string> options = {
+      absl::StrCat("-DCT_TYPE=", static_cast<int>(p.type)),
+      absl::StrCat("-DCT_NHWC=", p.layout == Layout::kNHWC ? 1 : 0)};
+  return AddSource(plan, "conv_im2col.cu", options);
+}
+
+void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan) {
+  v1::KernelStep* step =
+      AddLoweringStep(p, "conv_im2col", nb * p.c * p.filter_spatial() * p.out_spatial(), plan);
+  AddBuffer(step, v1::BUFFER_X);
+  AddBuffer(step, v1::BUFFER_WORKSPACE);
+  AppendProblemScalars(p, step);
+  step->add_scalars(n0);
+  step->add_scalars(nb);
+}
+
+void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan) {
+  v1::KernelStep* step = AddLoweringStep(p, "conv_col2im", nb * p.c * p.in_spatial(), plan);
+  AddBuffer(step, v1::BUFFER_WORKSPACE);
+  AddBuffer(step, v1::BUFFER_X);
+  AppendProblemScalars(p, step);
+  step->add_scalars(n0);
+  step->add_scalars(nb);
+}
+
+void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan) {
+  v1::KernelStep* step = AddLoweringStep(p, "conv_f32_to_type", p.w_elements(), plan);
+  AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
+  AddBuffer(step, v1::BUFFER_W);
+  step->add_scalars(p.w_elements());
+}
+
+int64_t AlignWorkspace(int64_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
+absl::Status CheckBlasSizes(absl::string_view solver,
+                            std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+  for (const auto& [name, v] : sizes) {
+    if (v > std::numeric_limits<int32_t>::max()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          solver, " passes ", name, " to the BLAS as a 32-bit size: ", v, " exceeds 2^31 - 1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace convtune

@@ -1,0 +1,67 @@
+// Plan pieces the BLAS GEMM solvers share: "blas.gemm" steps over grouped
+// operands (kernels/gpu/blas_step.h defines the step), the lowering kernels
+// of conv_im2col.cu, and dw summed in an fp32 workspace for 16-bit types.
+// Stateless; thread-safe.
+#ifndef CONVTUNE_SERVER_SOLVERS_GPU_BLAS_PLAN_H_
+#define CONVTUNE_SERVER_SOLVERS_GPU_BLAS_PLAN_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "convtune/v1/plan.pb.h"
+#include "kernels/gpu/blas_step.h"
+#include "kernels/problem.h"
+
+namespace convtune {
+
+// One operand of a GEMM repeated over images and groups: where the matrix of
+// image 0, group 0 starts, and how far on the next image's and the next
+// group's are. In elements of the operand's type.
+struct GemmOperand {
+  v1::BufferRole role = v1::BUFFER_ROLE_UNSPECIFIED;
+  int64_t offset = 0;
+  int64_t image_stride = 0;
+  int64_t group_stride = 0;
+  int64_t element_bytes = 4;
+};
+
+// Appends, for each image in [0, images), one GEMM `g` batched over the
+// groups (image i's matrices start i image strides on). `g.beta` applies to
+// every step, or with `sum_images` to the first only: the images' products
+// are then summed into C, whose image stride must be 0.
+void AddGemmsPerImage(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
+                      const GemmOperand& c, int64_t images, int64_t groups, bool sum_images,
+                      v1::ExecutionPlan* plan);
+
+// Appends the GEMMs `g` for every image in [0, images) and group in
+// [0, groups) in the fewer steps of the two ways: one step per group batched
+// over the images, or one per image batched over the groups.
+void AddGroupedGemms(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
+                     const GemmOperand& c, int64_t images, int64_t groups,
+                     v1::ExecutionPlan* plan);
+
+// The index of conv_im2col.cu for p's type and layout in plan.sources.
+int AddLoweringSource(const ConvProblem& p, v1::ExecutionPlan* plan);
+
+// Appends conv_im2col (x -> column matrix at workspace offset 0) or
+// conv_col2im (column matrix -> dx) for the images [n0, n0 + nb).
+void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan);
+void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan);
+
+// Appends conv_f32_to_type: w = the fp32 dw at `workspace_offset` bytes.
+void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan);
+
+// `bytes` rounded up to the alignment workspace regions start at.
+int64_t AlignWorkspace(int64_t bytes);
+
+// OK, or FailedPrecondition naming the first of `sizes` (name, value) that
+// exceeds the 32-bit sizes the BLAS interfaces take.
+absl::Status CheckBlasSizes(absl::string_view solver,
+                            std::initializer_list<std::pair<const char*, int64_t>> sizes);
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_SOLVERS_GPU_BLAS_PLAN_H_

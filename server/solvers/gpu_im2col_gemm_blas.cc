@@ -1,0 +1,201 @@
+// gpu_im2col_gemm_blas: every problem lowered to a column matrix
+// (conv_im2col.cu) and multiplied by strided-batched GEMMs on the vendor BLAS
+// (cuBLAS, rocBLAS), a chunk of images at a time so that the column matrix in
+// the workspace stays under kMaxColumnBytes. With width = C/G * FD*FH*FW and
+// OS the output size, per image and group (row-major matrices):
+//   NCHW  col[i,g] is width x OS
+//         F  y[n,g]  (K/G x OS)    = w[g] (K/G x width) * col[i,g]
+//         B  col[i,g]              = w[g]^T * dy[n,g], then col2im into dx
+//         W  dw[g]   (K/G x width) = sum over n of dy[n,g] * col[i,g]^T
+//   NHWC  col[g] is (nb*OS) x width for the chunk's nb images
+//         F  y[chunk,g] (nb*OS x K/G) = col[g] * w[g]^T
+//         B  col[g]                   = dy[chunk,g] * w[g], then col2im
+//         W  dw[g]                    = sum over chunks of dy[chunk,g]^T * col[g]
+// NCHW F and B batch over the chunk's images or over the groups, whichever
+// takes fewer steps; NHWC is one step per chunk batched over the groups. dw
+// is summed in place for fp32; for fp16 and bf16 over more than one GEMM it is
+// summed in fp32 in the workspace and converted at the end.
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "server/solvers/gpu_blas_plan.h"
+#include "server/solvers/gpu_solver_util.h"
+#include "server/solvers/gpu_solvers.h"
+
+namespace convtune {
+namespace {
+
+// The column matrix is recomputed per chunk; past this size a chunk is big
+// enough to keep the GEMMs efficient and more memory buys nothing.
+constexpr int64_t kMaxColumnBytes = int64_t{256} << 20;
+constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
+
+// How the batch is cut into chunks of images.
+struct Chunking {
+  int64_t images = 1;  // per chunk (the last may have fewer)
+  int64_t count = 1;
+};
+
+int64_t ColumnElementsPerImage(const ConvProblem& p) {
+  return p.c * p.filter_spatial() * p.out_spatial();
+}
+
+// The lowering kernels index a chunk's column matrix, x and dx in 32 bits.
+int64_t MaxChunkImages(const ConvProblem& p) {
+  const int64_t col = ColumnElementsPerImage(p);
+  const int64_t by_bytes = kMaxColumnBytes / (col * ElementBytes(p.type));
+  const int64_t by_index = kMaxIndex32 / std::max(col, p.c * p.in_spatial());
+  return std::min({p.n, by_bytes, by_index});
+}
+
+// Chunks of equal size but the last, as few as the bound allows (one image
+// each where a single image is over it, which IsApplicable rules out).
+Chunking ChunksOf(const ConvProblem& p) {
+  const int64_t max_images = std::max<int64_t>(1, MaxChunkImages(p));
+  Chunking c;
+  c.count = (p.n + max_images - 1) / max_images;
+  c.images = (p.n + c.count - 1) / c.count;
+  return c;
+}
+
+// dw is summed over more than one GEMM in an fp32 workspace.
+bool SumsDwInWorkspace(const ConvProblem& p) {
+  if (p.direction != Direction::kBackwardWeights || p.type == DataType::kFp32) return false;
+  return p.layout == Layout::kNCHW ? p.n > 1 : ChunksOf(p).count > 1;
+}
+
+int64_t ColumnBytes(const ConvProblem& p) {
+  return ChunksOf(p).images * ColumnElementsPerImage(p) * ElementBytes(p.type);
+}
+
+class GpuIm2colGemmBlas final : public GpuSolver {
+ public:
+  uint32_t id() const override { return kGpuIm2colGemmBlasId; }
+  absl::string_view name() const override { return "gpu_im2col_gemm_blas"; }
+  AlgorithmFamily family() const override { return AlgorithmFamily::kGemm; }
+  bool dynamic() const override { return true; }
+  bool SupportsDevice(const DeviceInfo& device) const override { return !device.blas.empty(); }
+
+  absl::Status IsApplicable(const ConvProblem& p) const override {
+    const int64_t col = ColumnElementsPerImage(p) * ElementBytes(p.type);
+    if (col > kMaxColumnBytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gpu_im2col_gemm_blas lowers at least one image at a time: its column matrix of ", col,
+          " bytes exceeds the ", kMaxColumnBytes, "-byte bound"));
+    }
+    if (p.c * p.in_spatial() > kMaxIndex32) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gpu_im2col_gemm_blas indexes an image in 32 bits: ", p.c * p.in_spatial(),
+          " input elements exceed 2^31 - 1"));
+    }
+    return CheckBlasSizes(name(), {{"K", p.k}, {"output D*H*W", p.out_spatial()}});
+  }
+
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    const int64_t col = ColumnBytes(p);
+    if (!SumsDwInWorkspace(p)) return col;
+    return AlignWorkspace(col) + p.w_elements() * static_cast<int64_t>(sizeof(float));
+  }
+
+  // The column matrix is written once and read once per image.
+  double EstimatedBytes(const ConvProblem& p) const override {
+    return static_cast<double>(p.x_bytes() + p.w_bytes() + p.y_bytes()) +
+           2.0 * static_cast<double>(p.n * ColumnElementsPerImage(p) * ElementBytes(p.type));
+  }
+  // Relative to the fp32 peak the estimate scales by: the BLAS reaches most
+  // of it on the lowered GEMM (fp16 and bf16 beyond it, on tensor or matrix
+  // cores; the estimate caps this at 1).
+  double Efficiency(const ConvProblem& p) const override {
+    return p.type == DataType::kFp32 ? 0.6 : 1.0;
+  }
+
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
+                                             const PerfConfig& config) const override {
+    v1::ExecutionPlan plan = NewPlan(p, config);
+    const Chunking chunks = ChunksOf(p);
+    const bool in_workspace = SumsDwInWorkspace(p);
+    const int64_t dw_offset = in_workspace ? AlignWorkspace(ColumnBytes(p)) : 0;
+    for (int64_t i = 0; i < chunks.count; ++i) {
+      const int64_t n0 = i * chunks.images;
+      const int64_t nb = std::min(chunks.images, p.n - n0);
+      if (p.direction != Direction::kBackwardData) AddIm2colStep(p, n0, nb, &plan);
+      AddChunkGemms(p, n0, nb, dw_offset, in_workspace, &plan);
+      if (p.direction == Direction::kBackwardData) AddCol2imStep(p, n0, nb, &plan);
+    }
+    if (in_workspace) AddDwFromFp32Step(p, dw_offset, &plan);
+    return plan;
+  }
+
+ private:
+  // The GEMMs of images [n0, n0 + nb) against the column matrix at workspace
+  // offset 0. dw goes to the workspace at `dw_offset` bytes when
+  // `in_workspace`, else to w.
+  static void AddChunkGemms(const ConvProblem& p, int64_t n0, int64_t nb, int64_t dw_offset,
+                            bool in_workspace, v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), kg = p.k_per_group(), os = p.out_spatial();
+    const int64_t width = p.c_per_group() * p.filter_spatial();
+    const bool nhwc = p.layout == Layout::kNHWC;
+    gpu::BlasGemm g;
+    g.ab_type = g.c_type = p.type;
+    // The first chunk's GEMMs overwrite dw; later ones add to it.
+    g.beta = p.direction == Direction::kBackwardWeights && n0 > 0 ? 1 : 0;
+    GemmOperand w{v1::BUFFER_W, 0, 0, kg * width, es};
+    GemmOperand dw = w;
+    if (in_workspace) {
+      g.c_type = DataType::kFp32;
+      dw = {v1::BUFFER_WORKSPACE, dw_offset / static_cast<int64_t>(sizeof(float)), 0, kg * width,
+            sizeof(float)};
+    }
+    if (nhwc) {
+      const GemmOperand col{v1::BUFFER_WORKSPACE, 0, 0, nb * os * width, es};
+      const GemmOperand y{v1::BUFFER_Y, n0 * os * p.k, 0, kg, es};
+      const int64_t rows = nb * os;
+      switch (p.direction) {
+        case Direction::kForward:
+          g.m = rows, g.n = kg, g.k = width, g.trans_b = true;
+          g.lda = width, g.ldb = width, g.ldc = p.k;
+          AddGemmsPerImage(g, col, w, y, 1, p.groups, false, plan);
+          break;
+        case Direction::kBackwardData:
+          g.m = rows, g.n = width, g.k = kg;
+          g.lda = p.k, g.ldb = width, g.ldc = width;
+          AddGemmsPerImage(g, y, w, col, 1, p.groups, false, plan);
+          break;
+        case Direction::kBackwardWeights:
+          g.m = kg, g.n = width, g.k = rows, g.trans_a = true;
+          g.lda = p.k, g.ldb = width, g.ldc = width;
+          AddGemmsPerImage(g, y, col, dw, 1, p.groups, false, plan);
+          break;
+      }
+      return;
+    }
+    const GemmOperand col{v1::BUFFER_WORKSPACE, 0, p.groups * width * os, width * os, es};
+    const GemmOperand y{v1::BUFFER_Y, n0 * p.k * os, p.k * os, kg * os, es};
+    switch (p.direction) {
+      case Direction::kForward:
+        g.m = kg, g.n = os, g.k = width;
+        g.lda = width, g.ldb = os, g.ldc = os;
+        AddGroupedGemms(g, w, col, y, nb, p.groups, plan);
+        break;
+      case Direction::kBackwardData:
+        g.m = width, g.n = os, g.k = kg, g.trans_a = true;
+        g.lda = width, g.ldb = os, g.ldc = os;
+        AddGroupedGemms(g, w, y, col, nb, p.groups, plan);
+        break;
+      case Direction::kBackwardWeights:
+        g.m = kg, g.n = width, g.k = os, g.trans_b = true;
+        g.lda = os, g.ldb = os, g.ldc = width;
+        AddGemmsPerImage(g, y, col, dw, nb, p.groups, /*sum_images=*/true, plan);
+        break;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Solver> NewGpuIm2colGemmBlasSolver() {
+  return std::make_unique<GpuIm2colGemmBlas>();
+}
+
+}  // namespace convtune

@@ -94,6 +94,15 @@ absl::Status CpuDevice::CopyFromDevice(void* dst, const DeviceBuffer& src, int64
   return absl::OkStatus();
 }
 
+absl::Status CpuDevice::CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
+                                         int64_t bytes) {
+  if (offset < 0 || bytes < 0 || offset + bytes > src.size()) {
+    return absl::OutOfRangeError("copy past the end of the buffer");
+  }
+  std::memcpy(dst, static_cast<const char*>(const_cast<DeviceBuffer&>(src).data()) + offset, bytes);
+  return absl::OkStatus();
+}
+
 absl::Status CpuDevice::Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) {
   cpu::CpuKernelFn fn = cpu::FindCpuKernel(step.kernel());
   if (fn == nullptr) {

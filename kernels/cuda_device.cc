@@ -38,7 +38,7 @@ namespace {
   X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)         \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel)        \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                 \
-  X(cuEventElapsedTime) X(cuGetErrorName)
+  X(cuEventElapsedTime) X(cuGetErrorName) X(cuMemsetD32) X(cuMemsetD16)
 
 struct CudaApi {
 #define CT_DECLARE(fn) decltype(&fn) fn##_ = nullptr;
@@ -525,6 +525,34 @@ absl::Status CudaDevice::CopyFromDevice(void* dst, const DeviceBuffer& src, int6
   return impl_->Check(impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src), bytes), "cuMemcpyDtoH");
 }
 
+absl::Status CudaDevice::CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
+                                          int64_t bytes) {
+  if (offset < 0 || bytes < 0 || offset + bytes > src.size()) {
+    return absl::OutOfRangeError("copy past the end of the buffer");
+  }
+  absl::MutexLock lock(&impl_->mu_);
+  RETURN_IF_ERROR(impl_->Enter());
+  return impl_->Check(impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src) + offset, bytes),
+                      "cuMemcpyDtoH");
+}
+
+absl::Status CudaDevice::Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
+                              int64_t count) {
+  if ((element_bytes != 2 && element_bytes != 4) || count < 0 ||
+      count * element_bytes > dst->size()) {
+    return absl::OutOfRangeError("fill past the end of the buffer");
+  }
+  absl::MutexLock lock(&impl_->mu_);
+  RETURN_IF_ERROR(impl_->Enter());
+  // On the legacy stream, which the device's blocking stream waits for.
+  return element_bytes == 4
+             ? impl_->Check(impl_->api_->cuMemsetD32_(DevicePtr(*dst), pattern, count),
+                            "cuMemsetD32")
+             : impl_->Check(impl_->api_->cuMemsetD16_(DevicePtr(*dst),
+                                                      static_cast<uint16_t>(pattern), count),
+                            "cuMemsetD16");
+}
+
 absl::Status CudaDevice::Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) {
   if (gpu::IsLibraryStep(step)) {
     absl::MutexLock lock(&impl_->mu_);
@@ -627,6 +655,12 @@ absl::Status CudaDevice::CopyFromDevice(void*, const DeviceBuffer&, int64_t) {
   return absl::UnavailableError("no CUDA support");
 }
 absl::Status CudaDevice::Launch(const v1::KernelStep&, const std::vector<void*>&) {
+  return absl::UnavailableError("no CUDA support");
+}
+absl::Status CudaDevice::CopyFromDeviceAt(void*, const DeviceBuffer&, int64_t, int64_t) {
+  return absl::UnavailableError("no CUDA support");
+}
+absl::Status CudaDevice::Fill(DeviceBuffer*, uint32_t, int, int64_t) {
   return absl::UnavailableError("no CUDA support");
 }
 absl::Status CudaDevice::Synchronize() { return absl::UnavailableError("no CUDA support"); }

@@ -27,6 +27,10 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override;
   absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override;
   absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override;
+  absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
+                                int64_t bytes) override;
+  absl::Status Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
+                    int64_t count) override;
   // NotFound when the step's code object is not loaded or lacks the entry,
   // or for a library step without cuBLAS; InvalidArgument for bad geometry
   // or GEMM arguments; Internal (naming the CUDA error) when the kernel

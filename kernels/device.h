@@ -54,6 +54,16 @@ class Device {
   virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) = 0;
   virtual absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) = 0;
   virtual absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) = 0;
+  // Copies `bytes` starting `offset` bytes into `src` (a few elements of a
+  // large tensor). OutOfRange past its end. Default: through a host copy of
+  // the whole range before it.
+  virtual absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
+                                        int64_t bytes);
+  // Sets the first `count` elements of `element_bytes` (2 or 4) bytes each to
+  // `pattern` (a NaN, to poison an output). Ordered before later launches.
+  // Default: a host pattern copied over.
+  virtual absl::Status Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
+                            int64_t count);
 
   // Runs one plan step. `buffers[i]` is the resolved address of
   // step.buffers(i) (role base + offset). NotFound for an unknown kernel,

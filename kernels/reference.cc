@@ -109,17 +109,22 @@ void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng) 
   }
 }
 
-void FillNaN(void* data, DataType type, int64_t count) {
+uint32_t NaNBits(DataType type) {
+  // Sign 0, exponent all ones, the quiet bit.
   switch (type) {
-    case DataType::kFp32:
-      std::fill_n(static_cast<float*>(data), count, std::numeric_limits<float>::quiet_NaN());
-      break;
-    case DataType::kFp16:  // sign 0, exponent all ones, quiet bit
-      std::fill_n(static_cast<uint16_t*>(data), count, uint16_t{0x7e00});
-      break;
-    case DataType::kBf16:
-      std::fill_n(static_cast<uint16_t*>(data), count, uint16_t{0x7fc0});
-      break;
+    case DataType::kFp32: return 0x7fc00000u;
+    case DataType::kFp16: return 0x7e00u;
+    case DataType::kBf16: return 0x7fc0u;
+  }
+  return 0;
+}
+
+void FillNaN(void* data, DataType type, int64_t count) {
+  const uint32_t bits = NaNBits(type);
+  if (type == DataType::kFp32) {
+    std::fill_n(static_cast<uint32_t*>(data), count, bits);
+  } else {
+    std::fill_n(static_cast<uint16_t*>(data), count, static_cast<uint16_t>(bits));
   }
 }
 
@@ -206,23 +211,52 @@ ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int6
   return r;
 }
 
+namespace {
+
+absl::Status CheckElement(const ConvProblem& p, const HostTensors& t, int64_t index, double got) {
+  const ReferenceValue ref = ReferenceElement(p, t, index);
+  // The output's own rounding to 16 bits is part of the allowed error.
+  const double allowed = Tolerance(p.type) * (ref.abs_sum + std::fabs(ref.value)) + 1e-30;
+  if (!(std::fabs(got - ref.value) <= allowed)) {
+    return absl::InternalError(absl::StrCat("output element ", index, " is ", got,
+                                            "; the float64 reference is ", ref.value,
+                                            " (allowed error ", allowed, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void* output,
                          int samples, std::mt19937_64& rng) {
   const int64_t total = OutputElements(p);
   const bool all = samples <= 0 || samples >= total;
   std::uniform_int_distribution<int64_t> pick(0, total - 1);
-  const double tol = Tolerance(p.type);
   for (int64_t s = 0; s < (all ? total : samples); ++s) {
     const int64_t index = all ? s : pick(rng);
-    const ReferenceValue ref = ReferenceElement(p, t, index);
-    const double got = LoadElement(output, p.type, index);
-    // The output's own rounding to 16 bits is part of the allowed error.
-    const double allowed = tol * (ref.abs_sum + std::fabs(ref.value)) + 1e-30;
-    if (!(std::fabs(got - ref.value) <= allowed)) {
-      return absl::InternalError(absl::StrCat("output element ", index, " is ", got,
-                                              "; the float64 reference is ", ref.value,
-                                              " (allowed error ", allowed, ")"));
-    }
+    absl::Status st = CheckElement(p, t, index, LoadElement(output, p.type, index));
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> SampleOutputIndices(const ConvProblem& p, int samples,
+                                         std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> pick(0, OutputElements(p) - 1);
+  std::vector<int64_t> indices(std::max(samples, 0));
+  for (int64_t& i : indices) i = pick(rng);
+  return indices;
+}
+
+absl::Status CheckOutputElements(const ConvProblem& p, const HostTensors& t,
+                                 const std::vector<int64_t>& indices,
+                                 const std::vector<double>& values) {
+  if (indices.size() != values.size()) {
+    return absl::InvalidArgumentError("one value per output index");
+  }
+  for (size_t i = 0; i < indices.size(); ++i) {
+    absl::Status st = CheckElement(p, t, indices[i], values[i]);
+    if (!st.ok()) return st;
   }
   return absl::OkStatus();
 }

@@ -41,6 +41,9 @@ void StoreElement(void* data, DataType type, int64_t index, double v);
 void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng);
 // Fills with NaN, so an output element a kernel forgets to write is caught.
 void FillNaN(void* data, DataType type, int64_t count);
+// The bits of the quiet NaN FillNaN writes, in the type's width (a device
+// fill pattern).
+uint32_t NaNBits(DataType type);
 
 // Relative tolerance for `type` against ReferenceValue::abs_sum.
 double Tolerance(DataType type);
@@ -50,6 +53,15 @@ double Tolerance(DataType type);
 // Internal naming the element, or OK.
 absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void* output,
                          int samples, std::mt19937_64& rng);
+
+// The same check on `samples` (> 0) random output elements that the caller
+// fetched itself: SampleOutputIndices picks them, CheckOutputElements
+// compares values[i], element indices[i] of the output, with the reference.
+std::vector<int64_t> SampleOutputIndices(const ConvProblem& p, int samples,
+                                         std::mt19937_64& rng);
+absl::Status CheckOutputElements(const ConvProblem& p, const HostTensors& t,
+                                 const std::vector<int64_t>& indices,
+                                 const std::vector<double>& values);
 
 }  // namespace convtune
 

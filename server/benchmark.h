@@ -68,7 +68,7 @@ class BenchmarkSession {
   Device* device_;
   ConvProblem problem_;
   std::unique_ptr<DeviceBuffer> x_, w_, y_, workspace_;
-  std::vector<char> host_x_, host_w_, host_y_, host_out_;
+  std::vector<char> host_x_, host_w_, host_y_;
   std::mt19937_64 rng_;
 };
 

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "kernels/cpu/kernel_conv.h"
 #include "kernels/cpu_device.h"
+#include "server/solvers/cpu_solver_util.h"
 #include "server/solvers/cpu_solvers.h"
 #include "storage/records.h"
 
@@ -372,6 +373,47 @@ TEST_F(DeviceFaultTest, DeviceThatCannotBeResetIsLostOnceAndNothingIsStored) {
   EXPECT_EQ(e->engine->FindBlocking(other, {}).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(lost, 1);
   EXPECT_THAT(e->engine->Quarantined(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
+}
+
+// Runs the naive kernel as if the problem had half the output channels: a
+// solver that leaves half of y unwritten (and the rest in the wrong places).
+class HalfOutputSolver final : public Solver {
+ public:
+  uint32_t id() const override { return 90; }
+  absl::string_view name() const override { return "test_half_output"; }
+  AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
+  absl::string_view backend() const override { return "cpu"; }
+  bool dynamic() const override { return true; }
+  absl::Status IsApplicable(const ConvProblem&) const override { return absl::OkStatus(); }
+  int64_t WorkspaceBytes(const ConvProblem&) const override { return 0; }
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
+                                             const PerfConfig& config) const override {
+    v1::ExecutionPlan plan = NewPlan(p, config);
+    ConvProblem wrong = p;
+    wrong.k = p.k / 2;
+    v1::BufferRef x, w, y;
+    x.set_role(v1::BUFFER_X);
+    w.set_role(v1::BUFFER_W);
+    y.set_role(v1::BUFFER_Y);
+    *plan.add_steps() = cpu::MakeConvStep(cpu::kDirectNaiveKernel, wrong, {}, x, w, y);
+    return plan;
+  }
+};
+
+TEST_F(FindEngineTest, VerificationLeavesOutASolverWithWrongOutput) {
+  const ConvProblem p = SmallProblem();
+  std::vector<std::unique_ptr<Solver>> solvers;
+  solvers.push_back(std::make_unique<HalfOutputSolver>());
+  solvers.push_back(NewCpuDirectNaiveSolver());
+  SolverRegistry registry(std::move(solvers));
+  FindEngine::Options options;
+  options.timing.verify_samples = 200;
+  FindEngine engine(device_, registry, *store_, *compile_, *bench_, options);
+  absl::StatusOr<FindOutcome> r = engine.FindBlocking(p, {.mode = FindMode::kNormal});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->record.results_size(), 1);
+  EXPECT_EQ(r->record.results(0).solver_id(), kCpuDirectNaiveId);
+  EXPECT_EQ(engine.counters().solver_failures, 1);
 }
 
 }  // namespace

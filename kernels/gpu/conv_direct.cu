@@ -1,9 +1,6 @@
 // Direct convolution from the definition, one thread per output element of
 // the direction (y, dx or dw), for any problem:
 //   conv_naive      64-bit indices, every problem.
-//   conv_depthwise  32-bit indices, for groups with few channels each (F, B).
-//   conv_depthwise_wrw  one block per dw element, the (n, od, oh, ow) sum
-//                   shared by the block's threads (W).
 // Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_DIR (1 F, 2 B, 3 W), CT_NHWC.
 // Scalars: the problem, in plan_args order. Sizes are never compiled in.
 
@@ -218,33 +215,3 @@ CT_DEVICE void ct_direct(const ct_t* px, const ct_t* pw, const ct_t* py, const C
 CT_KERNEL void conv_naive(const ct_t* px, const ct_t* pw, const ct_t* py, CT_PROBLEM_PARAMS) {
   ct_direct<ct_i64>(px, pw, py, ct_geo<ct_i64>(CT_PROBLEM_ARGS));
 }
-
-// The solver admits only problems whose tensors index in 32 bits.
-CT_KERNEL void conv_depthwise(const ct_t* px, const ct_t* pw, const ct_t* py, CT_PROBLEM_PARAMS) {
-  ct_direct<int>(px, pw, py, ct_geo<int>(CT_PROBLEM_ARGS));
-}
-
-#if CT_DIR == 3
-// One block per dw element (blockIdx.x + gridDim.x * blockIdx.y): the long
-// (n, od, oh, ow) sum is spread over the block's threads.
-CT_KERNEL void conv_depthwise_wrw(const ct_t* px, ct_t* pw, const ct_t* py, CT_PROBLEM_PARAMS) {
-  const CtGeo<int> q = ct_geo<int>(CT_PROBLEM_ARGS);
-  const int idx = blockIdx.x + gridDim.x * blockIdx.y;
-  if (idx >= ct_total_outputs<int>(q)) return;  // uniform across the block
-  int kc[5], yb, xb;
-  ct_wrw_bases<int>(q, idx, kc, yb, xb);
-  const int red = q.n * q.out[0] * q.out[1] * q.out[2];
-  float sum = 0.0f;
-  for (int r = threadIdx.x; r < red; r += blockDim.x) sum += ct_wrw_term<int>(q, px, py, kc, yb, xb, r);
-  __shared__ float partial[1024 / CT_WARP_SIZE];
-  sum = ct_warp_sum(sum);
-  const int warp = threadIdx.x / CT_WARP_SIZE, lane = threadIdx.x % CT_WARP_SIZE;
-  if (lane == 0) partial[warp] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.0f;
-    for (int i = 0; i < static_cast<int>((blockDim.x + CT_WARP_SIZE - 1) / CT_WARP_SIZE); ++i) total += partial[i];
-    pw[idx] = ct_from_float<ct_t>(total);
-  }
-}
-#endif

@@ -1,11 +1,20 @@
-// gpu_depthwise: direct kernels for grouped convolutions with few channels
-// per group (depthwise, channel multipliers, ShuffleNet-style groups), where
-// implicit GEMM's tiles would be nearly empty. Backward weights sums each dw
-// element over (n, od, oh, ow) with a whole block.
+// gpu_depthwise: grouped convolutions with few channels per group (depthwise,
+// channel multipliers, ShuffleNet-style groups), where implicit GEMM's tiles
+// would be nearly empty. Kernels in conv_depthwise.cu stage tiles through
+// shared memory. A config is the tile {TH, TW, KB}: TH x TW positions of
+// KB channels (KB is 1 in NCHW, where threads run along w; in NHWC they run
+// along channels). Backward weights splits the (n, od, oh) rows into chunks
+// whose fp32 partials a second kernel adds up, the chunk count fixed by the
+// problem so that the workspace does not depend on the config.
 #include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/reference.h"
+#include "absl/types/span.h"
+#include "common/status_macros.h"
+#include "kernels/plan_args.h"
 #include "server/solvers/gpu_solver_util.h"
 #include "server/solvers/gpu_solvers.h"
 
@@ -14,8 +23,110 @@ namespace {
 
 // Channels per group (in and out) beyond which implicit GEMM does better.
 constexpr int64_t kMaxChannelsPerGroup = 8;
-constexpr int64_t kBlock = 256;
-constexpr int64_t kMaxGridX = 65535;
+// Dynamic shared memory a block may take without opting in (48 KiB).
+constexpr int64_t kMaxSharedBytes = 48 * 1024;
+constexpr int64_t kMaxThreads = 256;
+constexpr int64_t kMaxGridX = 2147483647;
+constexpr int64_t kMaxIndex32 = 2147483647;
+// CT_WSLOTS of conv_depthwise.cu, and the 32-lane groups a W block has at most.
+constexpr int64_t kWSlots = 4;
+constexpr int64_t kMaxWGroups = 16;
+// Blocks a launch should reach: about a wave of 256-thread blocks on a large GPU.
+constexpr int64_t kTargetBlocks = 1024;
+// Backward weights: chunks at most, and the output positions each keeps at least.
+constexpr int64_t kMaxChunks = 256;
+constexpr int64_t kMinChunkPositions = 1024;
+constexpr int64_t kReduceBlock = 256;
+constexpr int64_t kMaxReduceBlocks = 1024;
+
+// {TH, TW, KB}, preferred first.
+constexpr std::array<int64_t, 3> kNchwTiles[] = {{16, 32, 1}, {8, 32, 1},  {16, 16, 1},
+                                                 {32, 16, 1}, {8, 16, 1},  {32, 8, 1},
+                                                 {16, 8, 1},  {8, 8, 1},   {4, 32, 1}};
+constexpr std::array<int64_t, 3> kNhwcTiles[] = {{4, 8, 32}, {2, 8, 32}, {4, 4, 32},
+                                                 {8, 8, 16}, {4, 8, 16}, {8, 8, 8},
+                                                 {4, 8, 8},  {2, 4, 32}};
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Channels of the destination (y for F and W, dx for B) and per group.
+int64_t DstChannels(const ConvProblem& p) {
+  return p.direction == Direction::kBackwardData ? p.c : p.k;
+}
+int64_t DstPerGroup(const ConvProblem& p) {
+  return p.direction == Direction::kBackwardData ? p.c_per_group() : p.k_per_group();
+}
+
+// The destination's spatial size for F and B (dx for B), the output's for W.
+std::array<int64_t, 3> DstSpatial(const ConvProblem& p) {
+  if (p.direction == Direction::kBackwardData) return p.in;
+  return {p.out(0), p.out(1), p.out(2)};
+}
+
+// Groups that KB consecutive destination channels span, at most.
+int64_t GroupsSpanned(const ConvProblem& p, int64_t kb) {
+  const int64_t per = DstPerGroup(p);
+  return (kb + per - 2) / per + 1;
+}
+
+// Rows (or columns) of the source patch a tile of t positions reads in
+// dimension i (1 = h, 2 = w); B's bound covers every alignment of the tile.
+int64_t PatchSpan(const ConvProblem& p, int64_t t, int i) {
+  const int64_t reach = (p.filter[i] - 1) * p.dilation[i];
+  if (p.direction == Direction::kBackwardData) return (t - 1 + reach) / p.stride[i] + 2;
+  return (t - 1) * p.stride[i] + reach + 1;
+}
+
+// Backward weights' chunks of the (n, od, oh) rows, from the problem alone.
+int64_t WrwChunks(const ConvProblem& p) {
+  if (p.direction != Direction::kBackwardWeights) return 1;
+  const int64_t cblocks = p.layout == Layout::kNHWC ? CeilDiv(p.k, 32) : p.k;
+  const int64_t rows = p.n * p.out(0) * p.out(1);
+  const int64_t by_work = std::max<int64_t>(1, rows * p.out(2) / kMinChunkPositions);
+  return std::clamp<int64_t>(
+      std::min({CeilDiv(kTargetBlocks, cblocks), by_work, rows, kMaxChunks}), 1, kMaxChunks);
+}
+
+// 32-lane groups of a W block: taps split evenly over at most kMaxWGroups
+// groups of at most kWSlots taps each per pass.
+int64_t WrwGroups(const ConvProblem& p) {
+  const int64_t taps = p.filter[1] * p.filter[2];
+  const int64_t slots = std::min(kWSlots, CeilDiv(taps, kMaxWGroups));
+  return std::min(kMaxWGroups, CeilDiv(taps, slots));
+}
+
+struct Launch {
+  int64_t blocks = 0;
+  int64_t threads = 0;
+  int64_t shared_bytes = 0;
+};
+
+Launch DepthwiseLaunch(const ConvProblem& p, const PerfConfig& c) {
+  const int64_t th = c[0], tw = c[1], kb = c[2];
+  const int64_t taps = p.filter[1] * p.filter[2];
+  Launch l;
+  if (p.direction == Direction::kBackwardWeights) {
+    l.blocks = CeilDiv(p.k, kb) * WrwChunks(p);
+    l.threads = 32 * WrwGroups(p);
+    l.shared_bytes = (th * tw * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) *
+                                         PatchSpan(p, tw, 2)) *
+                     static_cast<int64_t>(sizeof(float));
+  } else {
+    const std::array<int64_t, 3> sp = DstSpatial(p);
+    l.blocks = p.n * sp[0] * CeilDiv(sp[1], th) * CeilDiv(sp[2], tw) *
+               CeilDiv(DstChannels(p), kb);
+    l.threads = std::min(kMaxThreads, th * tw * kb);
+    l.shared_bytes = (taps * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) *
+                                      PatchSpan(p, tw, 2)) *
+                     static_cast<int64_t>(sizeof(float));
+  }
+  return l;
+}
+
+bool Fits(const ConvProblem& p, const PerfConfig& c) {
+  const Launch l = DepthwiseLaunch(p, c);
+  return l.shared_bytes <= kMaxSharedBytes && l.blocks >= 1 && l.blocks <= kMaxGridX;
+}
 
 class GpuDepthwise final : public GpuSolver {
  public:
@@ -32,27 +143,114 @@ class GpuDepthwise final : public GpuSolver {
           kMaxChannelsPerGroup, " (got groups ", p.groups, ", C/G ", p.c_per_group(), ", K/G ",
           p.k_per_group(), ")"));
     }
-    return CheckIndex32(p, name());
+    RETURN_IF_ERROR(CheckIndex32(p, name()));
+    if (WrwChunks(p) * p.w_elements() > kMaxIndex32) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gpu_depthwise indexes its workspace in 32 bits: ", WrwChunks(p), " chunks of ",
+          p.w_elements(), " dw elements exceed 2^31 - 1"));
+    }
+    if (ConfigSpace(p).empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "filter: no gpu_depthwise tile fits ", kMaxSharedBytes / 1024,
+          " KiB of shared memory with filter ", p.filter[1], "x", p.filter[2], ", stride ",
+          p.stride[1], "x", p.stride[2], " and dilation ", p.dilation[1], "x", p.dilation[2]));
+    }
+    return absl::OkStatus();
   }
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return 0; }
-  // Memory bound: few multiply-adds per element read.
-  double Efficiency(const ConvProblem& p) const override { return 0.03; }
+
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    const int64_t chunks = WrwChunks(p);
+    return chunks > 1 ? chunks * p.w_elements() * static_cast<int64_t>(sizeof(float)) : 0;
+  }
+
+  std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
+    std::vector<PerfConfig> space;
+    const bool nhwc = p.layout == Layout::kNHWC;
+    for (const auto& t : nhwc ? absl::MakeConstSpan(kNhwcTiles) : absl::MakeConstSpan(kNchwTiles)) {
+      PerfConfig c(t.begin(), t.end());
+      if (Fits(p, c)) space.push_back(std::move(c));
+    }
+    return space;
+  }
+
+  // The tile with the least estimated cost per useful output: padding of the
+  // tile in h, w and channels, idle multiprocessors when the grid is small,
+  // and the patch's halo, which mostly hits in L2 and so counts half.
+  PerfConfig DefaultConfig(const ConvProblem& p) const override {
+    const std::array<int64_t, 3> sp = DstSpatial(p);
+    const int64_t channels = DstChannels(p);
+    const bool wrw = p.direction == Direction::kBackwardWeights;
+    PerfConfig best;
+    double best_cost = 0;
+    for (const PerfConfig& c : ConfigSpace(p)) {
+      const auto pad = [](int64_t size, int64_t t) {
+        return static_cast<double>(CeilDiv(size, t) * t) / static_cast<double>(size);
+      };
+      const double waste = (wrw ? 1.0 : pad(sp[1], c[0])) * pad(sp[2], c[1]) *
+                           pad(channels, c[2]);
+      const Launch l = DepthwiseLaunch(p, c);
+      const double idle =
+          std::max(1.0, static_cast<double>(kTargetBlocks) / static_cast<double>(l.blocks));
+      const double halo = static_cast<double>(PatchSpan(p, c[0], 1) * PatchSpan(p, c[1], 2)) /
+                          static_cast<double>(c[0] * c[1]);
+      const double cost = waste * idle * (1.0 + 0.5 * halo);
+      if (best.empty() || cost < best_cost) best = c, best_cost = cost;
+    }
+    return best.empty() ? PerfConfig{16, 16, 1} : best;
+  }
+
+  absl::Status ValidateConfig(const ConvProblem& p, const PerfConfig& config) const override {
+    for (const PerfConfig& c : ConfigSpace(p)) {
+      if (c == config) return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_depthwise: config [", PerfConfigString(config), "] is not a tile for this problem"));
+  }
+
+  // Shared-memory stencils: the multiply-adds per output (taps times the
+  // group's channels) set how close to the memory bound they run; loads
+  // from shared memory cap the fraction of the FMA peak.
+  double Efficiency(const ConvProblem& p) const override {
+    const int64_t red = p.direction == Direction::kBackwardData ? p.k_per_group()
+                                                                : p.c_per_group();
+    const double macs = static_cast<double>(red * p.filter_spatial());
+    const double e = std::clamp(0.005 * macs, 0.01, 0.1);
+    return p.direction == Direction::kBackwardWeights ? 0.8 * e : e;
+  }
 
   absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
                                              const PerfConfig& config) const override {
+    RETURN_IF_ERROR(ValidateConfig(p, config));
+    const Launch l = DepthwiseLaunch(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
-    const int source = AddSource(&plan, "conv_direct.cu", ProblemOptions(p));
-    const int64_t outputs = OutputElements(p);
-    if (p.direction == Direction::kBackwardWeights) {
-      // One block per dw element, on a 2-D grid past 65535 elements.
-      const int64_t x = std::min(outputs, kMaxGridX);
-      const int64_t reduction = p.n * p.out_spatial();
-      const int64_t block = std::min<int64_t>(kBlock, (reduction + 63) / 64 * 64);
-      AddConvArgs(p, AddGpuStep(&plan, "conv_depthwise_wrw", source, {x, (outputs + x - 1) / x, 1},
-                                static_cast<uint32_t>(block)));
-    } else {
-      const int64_t blocks = (outputs + kBlock - 1) / kBlock;
-      AddConvArgs(p, AddGpuStep(&plan, "conv_depthwise", source, {blocks, 1, 1}, kBlock));
+    const int64_t chunks = WrwChunks(p);
+    std::vector<std::string> options = ProblemOptions(p);
+    options.push_back(absl::StrCat("-DCT_TH=", config[0]));
+    options.push_back(absl::StrCat("-DCT_TW=", config[1]));
+    options.push_back(absl::StrCat("-DCT_KB=", config[2]));
+    const bool wrw = p.direction == Direction::kBackwardWeights;
+    if (!wrw) options.push_back(absl::StrCat("-DCT_THREADS=", l.threads));
+    if (chunks > 1) options.push_back("-DCT_WS_OUT=1");
+    const int source = AddSource(&plan, "conv_depthwise.cu", options);
+    v1::KernelStep* step =
+        AddGpuStep(&plan, wrw ? "conv_depthwise_wrw" : "conv_depthwise", source,
+                   {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
+    step->set_shared_bytes(static_cast<uint32_t>(l.shared_bytes));
+    AddBuffer(step, v1::BUFFER_X);
+    AddBuffer(step, v1::BUFFER_W);
+    AddBuffer(step, v1::BUFFER_Y);
+    if (chunks > 1) AddBuffer(step, v1::BUFFER_WORKSPACE);
+    AppendProblemScalars(p, step);
+    if (wrw) step->add_scalars(chunks);
+    if (chunks > 1) {
+      const int64_t count = p.w_elements();
+      v1::KernelStep* reduce = AddGpuStep(
+          &plan, "conv_depthwise_reduce", source,
+          {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1}, kReduceBlock);
+      AddBuffer(reduce, v1::BUFFER_WORKSPACE);
+      AddBuffer(reduce, v1::BUFFER_W);
+      reduce->add_scalars(count);
+      reduce->add_scalars(chunks);
     }
     return plan;
   }

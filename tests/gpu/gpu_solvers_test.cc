@@ -120,6 +120,11 @@ std::vector<Case> Cases() {
     cases.push_back({"3d depthwise" + suffix, Small(3, 6, {4, 6, 6}, 6, 3, 1, 6, l)});
     cases.push_back({"odd channels" + suffix, Small(2, 13, {1, 11, 9}, 19, 3, 1, 1, l)});
     cases.push_back({"multiplier 2" + suffix, Small(2, 8, {1, 10, 10}, 16, 5, 2, 8, l)});
+    // Depthwise with dilation, its backward-weights rows long enough to be
+    // split into chunks (gpu_depthwise's workspace and reduction).
+    ConvProblem dilated = Small(2, 8, {1, 40, 40}, 8, 3, 1, 8, l);
+    dilated.dilation = {1, 2, 2};
+    cases.push_back({"depthwise dilation 2" + suffix, dilated});
     // Grouped 1x1 stride 1 (BLAS 1x1), 2-D and 3-D.
     cases.push_back({"grouped 1x1" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 1, 3, l)});
     cases.push_back({"3d grouped 1x1" + suffix, Small(3, 6, {3, 5, 4}, 9, 1, 1, 3, l)});

@@ -1,0 +1,392 @@
+// Grouped convolution with few channels per group (depthwise, channel
+// multipliers, ShuffleNet-style groups), every direction, 2-D and 3-D, any
+// stride, padding and dilation. Tiles are staged through dynamic shared
+// memory, which the solver sizes (the step's shared_bytes) for the tile and
+// the filter.
+//   F, B  conv_depthwise: a block of CT_THREADS threads computes a CT_TH x
+//         CT_TW tile of one output plane (y for F, dx for B) for CT_KB
+//         consecutive channels: CT_KB is 1 in NCHW (threads run along w) and
+//         in NHWC the threads run along channels. Each stage (one reduction
+//         channel of the group and one filter depth) holds the source patch
+//         the tile reads, [row][column][group of the block], and the taps,
+//         [tap][CT_KB]. B gathers per dx element: a tap counts where the
+//         stride divides (the stencil of F with the filter flipped).
+//   W     conv_depthwise_wrw: a block owns CT_KB output channels and a chunk
+//         of the (n, od, oh) output rows, which it walks in CT_TH x CT_TW
+//         tiles, staging the dy tile and the x patch. Its threads form
+//         32-lane groups; group i owns taps i, i + groups, ... (at most
+//         CT_WSLOTS per pass) and its lanes split the tile's positions
+//         (NCHW) or run along the channels (NHWC, CT_KB lanes). Every block
+//         writes each of its dw elements once: with CT_WS_OUT=1 chunk c
+//         writes fp32 partials to workspace + c * |dw|, which
+//         conv_depthwise_reduce adds up into dw.
+// Indices are 32-bit: the solver admits only problems whose tensors (and the
+// workspace) index in 32 bits.
+//
+// Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_DIR (1 F, 2 B, 3 W), CT_NHWC,
+// CT_TH CT_TW CT_KB (the tile), CT_THREADS (F and B), CT_WS_OUT (W).
+// Scalars: the problem (plan_args order); W then the number of chunks.
+// Sizes are never compiled in.
+
+#ifndef CT_TYPE
+#define CT_TYPE 1
+#endif
+#ifndef CT_DIR
+#define CT_DIR 1
+#endif
+#ifndef CT_NHWC
+#define CT_NHWC 0
+#endif
+#ifndef CT_TH
+#define CT_TH 16
+#endif
+#ifndef CT_TW
+#define CT_TW 16
+#endif
+#ifndef CT_KB
+#define CT_KB 1
+#endif
+#ifndef CT_THREADS
+#define CT_THREADS 256
+#endif
+#ifndef CT_WS_OUT
+#define CT_WS_OUT 0
+#endif
+
+// Taps one 32-lane group of the W kernel sums per pass, at most.
+#define CT_WSLOTS 4
+// Tile items per thread of the F and B kernels.
+#define CT_PER (CT_TH * CT_TW * CT_KB / CT_THREADS)
+// Global loads a thread issues before it stores them to shared memory.
+#define CT_BATCH 4
+
+#if CT_TYPE == 1
+typedef float ct_t;
+#elif CT_TYPE == 2
+typedef ct_half ct_t;
+#else
+typedef ct_bf16 ct_t;
+#endif
+
+#define CT_PROBLEM_PARAMS                                                                   \
+  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \
+      ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd, ct_i64 a_ph, ct_i64 a_pw,         \
+      ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw,         \
+      ct_i64 a_g, ct_i64 a_layout, ct_i64 a_type, ct_i64 a_dir
+
+extern __shared__ float ct_dw_smem[];
+
+// The problem; spatial arrays are (D, H, W). Strides are in (outer, channel,
+// D, H, W) order for the compiled layout: xs and ys of the activations, ws
+// of the filter (outer = output channel, channel = channel in the group).
+struct CtDw {
+  int n, g, cg, kg, c, k;
+  int in[3], f[3], pad[3], st[3], dil[3], out[3];
+  int xs[5], ws[5], ys[5];
+};
+
+CT_DEVICE void ct_dw_strides(int* s, int inner, const int* sp) {
+#if CT_NHWC
+  s[0] = sp[0] * sp[1] * sp[2] * inner, s[1] = 1, s[2] = sp[1] * sp[2] * inner;
+  s[3] = sp[2] * inner, s[4] = inner;
+#else
+  s[0] = inner * sp[0] * sp[1] * sp[2], s[1] = sp[0] * sp[1] * sp[2], s[2] = sp[1] * sp[2];
+  s[3] = sp[2], s[4] = 1;
+#endif
+}
+
+#define CT_MAKE_DW(q)                                                                   \
+  CtDw q;                                                                               \
+  {                                                                                     \
+    const ct_i64 v[5][3] = {{a_id, a_ih, a_iw}, {a_fd, a_fh, a_fw}, {a_pd, a_ph, a_pw}, \
+                            {a_sd, a_sh, a_sw}, {a_dd, a_dh, a_dw}};                    \
+    q.n = static_cast<int>(a_n), q.g = static_cast<int>(a_g);                           \
+    q.c = static_cast<int>(a_c), q.k = static_cast<int>(a_k);                           \
+    q.cg = q.c / q.g, q.kg = q.k / q.g;                                                 \
+    for (int i = 0; i < 3; ++i) {                                                       \
+      q.in[i] = static_cast<int>(v[0][i]), q.f[i] = static_cast<int>(v[1][i]);          \
+      q.pad[i] = static_cast<int>(v[2][i]), q.st[i] = static_cast<int>(v[3][i]);        \
+      q.dil[i] = static_cast<int>(v[4][i]);                                             \
+      q.out[i] = (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] + 1;  \
+    }                                                                                   \
+    ct_dw_strides(q.xs, q.c, q.in);                                                     \
+    ct_dw_strides(q.ws, q.cg, q.f);                                                     \
+    ct_dw_strides(q.ys, q.k, q.out);                                                    \
+  }
+
+CT_DEVICE int ct_dw_min(int a, int b) { return a < b ? a : b; }
+CT_DEVICE int ct_dw_floor_div(int a, int b) { return a >= 0 ? a / b : -((b - 1 - a) / b); }
+
+// Stages a [rows][cols][ng] patch of a tensor into shared memory: element
+// (r, c, gl) is channel ch0 + gl * ch_step at (d, h0 + r, w0 + c), zero
+// outside the tensor (sp its spatial size, s its strides, n already in base).
+CT_DEVICE void ct_dw_stage(float* dst, const ct_t* src, int base, int ch0, int ch_step, int ng,
+                           int d, int h0, int w0, int rows, int cols, const int* sp,
+                           const int* s, int tid, int threads) {
+  const int total = ng * rows * cols;
+  const int b = base + ch0 * s[1] + d * s[2];
+  for (int e0 = tid; e0 < total; e0 += CT_BATCH * threads) {
+    float v[CT_BATCH];
+#pragma unroll
+    for (int u = 0; u < CT_BATCH; ++u) {
+      const int e = e0 + u * threads;
+      v[u] = 0.0f;
+      if (e < total) {
+        const int gl = e % ng, rest = e / ng;
+        const int h = h0 + rest / cols, w = w0 + rest % cols;
+        if (h >= 0 && h < sp[1] && w >= 0 && w < sp[2]) {
+          v[u] = ct_to_float(src[b + gl * ch_step * s[1] + h * s[3] + w * s[4]]);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < CT_BATCH; ++u) {
+      const int e = e0 + u * threads;
+      if (e < total) dst[e] = v[u];
+    }
+  }
+}
+
+#if CT_DIR != 3
+// F: the source is x, the destination y; B: the source is dy, the
+// destination dx. `red` source channels of each group feed every destination
+// channel of the group.
+CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PARAMS) {
+  CT_MAKE_DW(q);
+#if CT_DIR == 1
+  const int dpg = q.kg, spg = q.cg, dch = q.k;
+  const int *dsp = q.out, *ssp = q.in, *dst = q.ys, *sst = q.xs;
+  ct_t* out = py;
+  const ct_t* src = px;
+#else
+  const int dpg = q.cg, spg = q.kg, dch = q.c;
+  const int *dsp = q.in, *ssp = q.out, *dst = q.xs, *sst = q.ys;
+  ct_t* out = px;
+  const ct_t* src = py;
+#endif
+  const int tid = threadIdx.x;
+  const int tiles_w = (dsp[2] + CT_TW - 1) / CT_TW, tiles_h = (dsp[1] + CT_TH - 1) / CT_TH;
+  const int cblocks = (dch + CT_KB - 1) / CT_KB;
+  int b = blockIdx.x;
+  const int w0 = (b % tiles_w) * CT_TW;
+  b /= tiles_w;
+  const int h0 = (b % tiles_h) * CT_TH;
+  b /= tiles_h;
+  const int dz = b % dsp[0];
+  b /= dsp[0];
+  const int k0 = (b % cblocks) * CT_KB, n = b / cblocks;
+  const int g0 = k0 / dpg, ng = (ct_dw_min(k0 + CT_KB, dch) - 1) / dpg - g0 + 1;
+  const int sh = q.st[1], sw = q.st[2], dh = q.dil[1], dw = q.dil[2];
+  const int fh_n = q.f[1], fw_n = q.f[2], taps = fh_n * fw_n;
+#if CT_DIR == 1
+  const int org_h = h0 * sh - q.pad[1], org_w = w0 * sw - q.pad[2];
+  const int rows = (CT_TH - 1) * sh + (fh_n - 1) * dh + 1;
+  const int cols = (CT_TW - 1) * sw + (fw_n - 1) * dw + 1;
+#else
+  // The dy rows (columns) the tile's taps reach, and where dx row h0 falls
+  // in the patch, in input units: a tap (fh) of row h0 + r reads patch
+  // row (r + base_h - fh * dh) / sh where that divides.
+  const int org_h = ct_dw_floor_div(h0 + q.pad[1] - (fh_n - 1) * dh, sh);
+  const int org_w = ct_dw_floor_div(w0 + q.pad[2] - (fw_n - 1) * dw, sw);
+  const int rows = ct_dw_floor_div(h0 + CT_TH - 1 + q.pad[1], sh) - org_h + 1;
+  const int cols = ct_dw_floor_div(w0 + CT_TW - 1 + q.pad[2], sw) - org_w + 1;
+  const int base_h = h0 + q.pad[1] - org_h * sh, base_w = w0 + q.pad[2] - org_w * sw;
+#endif
+  float* wsm = ct_dw_smem;
+  float* patch = ct_dw_smem + taps * CT_KB;
+
+  float acc[CT_PER];
+#pragma unroll
+  for (int j = 0; j < CT_PER; ++j) acc[j] = 0.0f;
+
+  for (int r = 0; r < spg; ++r) {
+    for (int fd = 0; fd < q.f[0]; ++fd) {
+#if CT_DIR == 1
+      const int sd = dz * q.st[0] - q.pad[0] + fd * q.dil[0];
+      if (sd < 0 || sd >= ssp[0]) continue;
+#else
+      const int t = dz + q.pad[0] - fd * q.dil[0];
+      if (t < 0 || t % q.st[0] != 0 || t / q.st[0] >= ssp[0]) continue;
+      const int sd = t / q.st[0];
+#endif
+      __syncthreads();
+      for (int e = tid; e < taps * CT_KB; e += CT_THREADS) {
+        const int oc = k0 + e % CT_KB, tap = e / CT_KB;
+        const int tw = (tap % fw_n) * q.ws[4] + (tap / fw_n) * q.ws[3] + fd * q.ws[2];
+        float v = 0.0f;
+        if (oc < dch) {
+#if CT_DIR == 1
+          v = ct_to_float(pw[oc * q.ws[0] + r * q.ws[1] + tw]);
+#else
+          v = ct_to_float(pw[((oc / q.cg) * q.kg + r) * q.ws[0] + (oc % q.cg) * q.ws[1] + tw]);
+#endif
+        }
+        wsm[e] = v;
+      }
+      ct_dw_stage(patch, src, n * sst[0], g0 * spg + r, spg, ng, sd, org_h, org_w, rows, cols,
+                  ssp, sst, tid, CT_THREADS);
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < CT_PER; ++j) {
+        const int e = tid + j * CT_THREADS;
+        const int kl = e % CT_KB, pos = e / CT_KB;
+        const int oc = k0 + kl;
+        if (oc >= dch) continue;
+        const int rr = pos / CT_TW, cc = pos % CT_TW, gl = oc / dpg - g0;
+        const float* wk = wsm + kl;
+        float s = 0.0f;
+#if CT_DIR == 1
+        const float* p0 = patch + (rr * sh * cols + cc * sw) * ng + gl;
+        for (int fh = 0; fh < fh_n; ++fh) {
+          const float* prow = p0 + fh * dh * cols * ng;
+          const float* wrow = wk + fh * fw_n * CT_KB;
+          for (int fw = 0; fw < fw_n; ++fw) s += prow[fw * dw * ng] * wrow[fw * CT_KB];
+        }
+#else
+        if (sh == 1 && sw == 1) {
+          const float* p0 = patch + ((rr + base_h) * cols + cc + base_w) * ng + gl;
+          for (int fh = 0; fh < fh_n; ++fh) {
+            const float* prow = p0 - fh * dh * cols * ng;
+            const float* wrow = wk + fh * fw_n * CT_KB;
+            for (int fw = 0; fw < fw_n; ++fw) s += prow[-fw * dw * ng] * wrow[fw * CT_KB];
+          }
+        } else {
+          for (int fh = 0; fh < fh_n; ++fh) {
+            const int relh = rr + base_h - fh * dh;
+            if (relh % sh != 0) continue;
+            const float* prow = patch + (relh / sh) * cols * ng + gl;
+            const float* wrow = wk + fh * fw_n * CT_KB;
+            for (int fw = 0; fw < fw_n; ++fw) {
+              const int relw = cc + base_w - fw * dw;
+              if (relw % sw == 0) s += prow[(relw / sw) * ng] * wrow[fw * CT_KB];
+            }
+          }
+        }
+#endif
+        acc[j] += s;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int j = 0; j < CT_PER; ++j) {
+    const int e = tid + j * CT_THREADS;
+    const int oc = k0 + e % CT_KB, pos = e / CT_KB;
+    const int oh = h0 + pos / CT_TW, ow = w0 + pos % CT_TW;
+    if (oc < dch && oh < dsp[1] && ow < dsp[2]) {
+      out[n * dst[0] + oc * dst[1] + dz * dst[2] + oh * dst[3] + ow * dst[4]] =
+          ct_from_float<ct_t>(acc[j]);
+    }
+  }
+}
+#endif
+
+#if CT_DIR == 3
+// Blocks are (channel block, chunk), the channel block fastest; blockDim.x
+// is a multiple of 32. dw's fh, fw taps go CT_WSLOTS * (blockDim.x / 32) per
+// pass over the chunk.
+CT_KERNEL void conv_depthwise_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
+#if CT_WS_OUT
+                                  float* pws,
+#endif
+                                  CT_PROBLEM_PARAMS, ct_i64 a_chunks) {
+  CT_MAKE_DW(q);
+  const int chunks = static_cast<int>(a_chunks);
+  const int cblocks = (q.k + CT_KB - 1) / CT_KB;
+  const int k0 = (blockIdx.x % cblocks) * CT_KB, chunk = blockIdx.x / cblocks;
+  const int g0 = k0 / q.kg, ng = (ct_dw_min(k0 + CT_KB, q.k) - 1) / q.kg - g0 + 1;
+  const int rows_total = q.n * q.out[0] * q.out[1];
+  const int per_chunk = (rows_total + chunks - 1) / chunks;
+  const int r_begin = ct_dw_min(rows_total, chunk * per_chunk);
+  const int r_end = ct_dw_min(rows_total, r_begin + per_chunk);
+
+  const int tid = threadIdx.x, threads = blockDim.x;
+  const int lane = tid % 32, grp = tid / 32, groups = threads / 32;
+  const int kl = lane % CT_KB, pl = lane / CT_KB;
+  const int k = k0 + kl;
+  const bool k_ok = k < q.k;
+  const int gl = k_ok ? k / q.kg - g0 : 0;
+  const int sh = q.st[1], sw = q.st[2], dh = q.dil[1], dw = q.dil[2];
+  const int fw_n = q.f[2], taps = q.f[1] * fw_n;
+  const int cols = (CT_TW - 1) * sw + (fw_n - 1) * dw + 1;
+  float* dys = ct_dw_smem;
+  float* xp = ct_dw_smem + CT_TH * CT_TW * CT_KB;
+#if CT_WS_OUT
+  const int w_count = q.k * q.cg * q.f[0] * taps;
+#endif
+
+  for (int c = 0; c < q.cg; ++c) {
+    for (int fd = 0; fd < q.f[0]; ++fd) {
+      for (int tb = 0; tb < taps; tb += groups * CT_WSLOTS) {
+        float acc[CT_WSLOTS];
+#pragma unroll
+        for (int s = 0; s < CT_WSLOTS; ++s) acc[s] = 0.0f;
+        for (int r = r_begin; r < r_end;) {
+          const int plane = r / q.out[1], oh0 = r % q.out[1];
+          const int nr = ct_dw_min(ct_dw_min(CT_TH, q.out[1] - oh0), r_end - r);
+          r += nr;
+          const int n = plane / q.out[0], od = plane % q.out[0];
+          const int id = od * q.st[0] - q.pad[0] + fd * q.dil[0];
+          if (id < 0 || id >= q.in[0]) continue;
+          const int rows = (nr - 1) * sh + (q.f[1] - 1) * dh + 1;
+          for (int w0 = 0; w0 < q.out[2]; w0 += CT_TW) {
+            __syncthreads();
+            for (int e = tid; e < CT_TH * CT_TW * CT_KB; e += threads) {
+              const int kk = k0 + e % CT_KB, pos = e / CT_KB;
+              const int rr = pos / CT_TW, ow = w0 + pos % CT_TW;
+              float v = 0.0f;
+              if (kk < q.k && rr < nr && ow < q.out[2]) {
+                v = ct_to_float(py[n * q.ys[0] + kk * q.ys[1] + od * q.ys[2] +
+                                   (oh0 + rr) * q.ys[3] + ow * q.ys[4]]);
+              }
+              dys[e] = v;
+            }
+            ct_dw_stage(xp, px, n * q.xs[0], g0 * q.cg + c, q.cg, ng, id, oh0 * sh - q.pad[1],
+                        w0 * sw - q.pad[2], rows, cols, q.in, q.xs, tid, threads);
+            __syncthreads();
+#pragma unroll
+            for (int s = 0; s < CT_WSLOTS; ++s) {
+              const int t = tb + s * groups + grp;
+              if (t >= taps || !k_ok) continue;
+              const float* xb = xp + ((t / fw_n) * dh * cols + (t % fw_n) * dw) * ng + gl;
+              float a = 0.0f;
+              for (int p = pl; p < nr * CT_TW; p += 32 / CT_KB) {
+                const int rr = p / CT_TW, cc = p % CT_TW;
+                a += dys[p * CT_KB + kl] * xb[(rr * sh * cols + cc * sw) * ng];
+              }
+              acc[s] += a;
+            }
+          }
+        }
+#pragma unroll
+        for (int s = 0; s < CT_WSLOTS; ++s) {
+          float v = acc[s];
+          // The position lanes of a channel are lanes kl, kl + CT_KB, ... of
+          // the same 32-lane group, which xor masks below 32 keep together.
+          for (int m = 16; m >= CT_KB; m /= 2) v += ct_shfl_xor(v, m);
+          const int t = tb + s * groups + grp;
+          if (pl == 0 && k_ok && t < taps) {
+            const int idx = k * q.ws[0] + c * q.ws[1] + fd * q.ws[2] + (t / fw_n) * q.ws[3] +
+                            (t % fw_n) * q.ws[4];
+#if CT_WS_OUT
+            pws[chunk * w_count + idx] = v;
+#else
+            pw[idx] = ct_from_float<ct_t>(v);
+#endif
+          }
+        }
+      }
+    }
+  }
+}
+
+// dw[i] = the sum of the chunks' fp32 partials workspace[c * count + i].
+CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count, ct_i64 a_chunks) {
+  const int count = static_cast<int>(a_count), chunks = static_cast<int>(a_chunks);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    float s = 0.0f;
+    for (int c = 0; c < chunks; ++c) s += pws[c * count + i];
+    pw[i] = ct_from_float<ct_t>(s);
+  }
+}
+#endif

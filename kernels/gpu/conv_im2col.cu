@@ -8,20 +8,37 @@
 //                     needs no clearing and no atomics.
 //   conv_f32_to_type  converts fp32 values (a dw summed in the workspace) to
 //                     the tensor type.
+//   conv_pack         copies a chunk of a tensor (x or dy), sampled every
+//                     stride-th position, into a dense chunk.
+//   conv_unpack       writes every element of a chunk of dx once: the dense
+//                     chunk's value at the sampled positions, 0 elsewhere.
 // Column layouts, with FS = FD*FH*FW, OS = OD*OH*OW, width = C/G * FS, the
 // tap f = (fd*FH + fh)*FW + fw, the output position o = (od*OH + oh)*OW + ow
 // and i the image within the chunk:
 //   NCHW: col[((i*G + g)*width + c*FS + f)*OS + o]    a width x OS matrix
 //         per image and group; its rows follow w's (c, f) order.
+//   NCHW, images inner (for dw):
+//         col[((g*width + c*FS + f)*nb + i)*OS + o]  a width x (nb*OS)
+//         matrix per group, the chunk's (image, position) pairs contiguous.
 //   NHWC: col[((g*nb + i)*OS + o)*width + f*C/G + c]  an (nb*OS) x width
 //         matrix per group; its columns follow w's (f, c) order.
-// The solver keeps a chunk's column matrix, x and dx under 2^31 elements, so
-// offsets inside a chunk are 32-bit; the chunk's start is 64-bit.
+// Dense chunks of conv_pack and conv_unpack, with CH channels, OS the
+// sampled size and ch the channel:
+//   image-major     NCHW: dense[(i*CH + ch)*OS + o]; NHWC: dense[(i*OS + o)*CH + ch]
+//   channel-major   dense[(ch*nb + i)*OS + o] (NCHW only): a CH x (nb*OS)
+//                   matrix.
+// The solver keeps a chunk's column matrix, dense chunk, x, dx and dy under
+// 2^31 elements, so offsets inside a chunk are 32-bit; the chunk's start is
+// 64-bit.
 //
 // Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_NHWC. The kernels are the
 // same for every direction.
-// Scalars: conv_im2col and conv_col2im take the problem (plan_args order),
-// then n0 and nb; conv_f32_to_type takes the element count.
+// Scalars: conv_im2col takes the problem (plan_args order), then n0, nb and
+// images_inner (0 or 1, NCHW only); conv_col2im the problem, n0 and nb;
+// conv_f32_to_type the element count; conv_pack CH, the source's ID, IH, IW,
+// the sampled OD, OH, OW, the strides SD, SH, SW, n0, nb and channel_major
+// (0 or 1); conv_unpack CH, dx's ID, IH, IW, the sampled OD, OH, OW, SD, SH,
+// SW, n0 and nb.
 
 // Defaults, so the source also compiles on its own (compile-only checks).
 #ifndef CT_TYPE
@@ -77,9 +94,12 @@ CT_DEVICE CtLower ct_lower(ct_i64 c, ct_i64 id, ct_i64 ih, ct_i64 iw, ct_i64 fd,
 CT_DEVICE ct_i64 ct_grid_stride() { return static_cast<ct_i64>(gridDim.x) * blockDim.x; }
 
 CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS, ct_i64 a_n0,
-                           ct_i64 a_nb) {
+                           ct_i64 a_nb, ct_i64 a_images_inner) {
   const CtLower q = ct_lower(CT_PROBLEM_ARGS);
   const int nb = static_cast<int>(a_nb);
+#if !CT_NHWC
+  const bool images_inner = a_images_inner != 0;
+#endif
   const ct_i64 total = static_cast<ct_i64>(nb) * q.g * q.width * q.os;
   const ct_t* x = px + a_n0 * q.c * q.is;  // the chunk's first image
   for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
@@ -91,9 +111,15 @@ CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS, ct_i64 
     i = t % nb, g = t / nb;
 #else
     o = t % q.os, t /= q.os;
-    f = t % q.fs, t /= q.fs;
-    c = t % q.cg, t /= q.cg;
-    g = t % q.g, i = t / q.g;
+    if (images_inner) {
+      i = t % nb, t /= nb;
+      f = t % q.fs, t /= q.fs;
+      c = t % q.cg, g = t / q.cg;
+    } else {
+      f = t % q.fs, t /= q.fs;
+      c = t % q.cg, t /= q.cg;
+      g = t % q.g, i = t / q.g;
+    }
 #endif
     const int ow = o % q.out[2], oh = (o / q.out[2]) % q.out[1], od = o / (q.out[2] * q.out[1]);
     const int fw = f % q.f[2], fh = (f / q.f[2]) % q.f[1], fd = f / (q.f[2] * q.f[1]);
@@ -166,5 +192,84 @@ CT_KERNEL void conv_col2im(const ct_t* col, ct_t* px, CT_PROBLEM_PARAMS, ct_i64 
 CT_KERNEL void conv_f32_to_type(const float* src, ct_t* dst, ct_i64 count) {
   for (ct_i64 i = ct_global_index_x(); i < count; i += ct_grid_stride()) {
     dst[i] = ct_from_float<ct_t>(src[i]);
+  }
+}
+
+// Spatial sizes (D, H, W) in 32 bits.
+struct CtDims {
+  int d, h, w;
+};
+
+CT_DEVICE CtDims ct_dims(ct_i64 d, ct_i64 h, ct_i64 w) {
+  return {static_cast<int>(d), static_cast<int>(h), static_cast<int>(w)};
+}
+
+CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i64 a_id,
+                         ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
+                         ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
+                         ct_i64 a_channel_major) {
+  const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
+  const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
+  const CtDims st = ct_dims(a_sd, a_sh, a_sw);
+  const int os = out.d * out.h * out.w;
+  const ct_i64 total = static_cast<ct_i64>(nb) * ch_count * os;
+  const ct_t* src = psrc + a_n0 * ch_count * (in.d * in.h * in.w);  // the chunk's first image
+  for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
+    int t = static_cast<int>(idx), i, ch, o;
+#if CT_NHWC
+    ch = t % ch_count, t /= ch_count;
+    o = t % os, i = t / os;
+#else
+    o = t % os, t /= os;
+    if (a_channel_major != 0) {
+      i = t % nb, ch = t / nb;
+    } else {
+      ch = t % ch_count, i = t / ch_count;
+    }
+#endif
+    const int ow = o % out.w, oh = (o / out.w) % out.h, od = o / (out.w * out.h);
+    const int s = (od * st.d * in.h + oh * st.h) * in.w + ow * st.w;
+#if CT_NHWC
+    dense[idx] = src[(i * (in.d * in.h * in.w) + s) * ch_count + ch];
+#else
+    dense[idx] = src[(i * ch_count + ch) * (in.d * in.h * in.w) + s];
+#endif
+  }
+}
+
+CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i64 a_id,
+                           ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
+                           ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb) {
+  const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
+  const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
+  const CtDims st = ct_dims(a_sd, a_sh, a_sw);
+  const int os = out.d * out.h * out.w;
+  const ct_i64 total = static_cast<ct_i64>(nb) * ch_count * (in.d * in.h * in.w);
+  ct_t* dx = pdx + a_n0 * ch_count * (in.d * in.h * in.w);  // the chunk's first image
+  for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
+    int t = static_cast<int>(idx), i, ch, d, h, w;
+#if CT_NHWC
+    ch = t % ch_count, t /= ch_count;
+    w = t % in.w, t /= in.w;
+    h = t % in.h, t /= in.h;
+    d = t % in.d, i = t / in.d;
+#else
+    w = t % in.w, t /= in.w;
+    h = t % in.h, t /= in.h;
+    d = t % in.d, t /= in.d;
+    ch = t % ch_count, i = t / ch_count;
+#endif
+    ct_t v = ct_from_float<ct_t>(0.0f);
+    int od, oh, ow;
+    if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh) &&
+        ct_reaches(w, st.w, out.w, ow)) {
+      const int o = (od * out.h + oh) * out.w + ow;
+#if CT_NHWC
+      v = dense[(i * os + o) * ch_count + ch];
+#else
+      v = dense[(i * ch_count + ch) * os + o];
+#endif
+    }
+    dx[idx] = v;
   }
 }

@@ -39,6 +39,15 @@ v1::KernelStep* AddLoweringStep(const ConvProblem& p, absl::string_view kernel, 
   return AddGpuStep(plan, kernel, AddLoweringSource(p, plan), {Blocks(threads), 1, 1}, kBlock);
 }
 
+// The channels, sizes and strides of `t` (conv_pack's and conv_unpack's
+// leading scalars).
+void AddSampledScalars(const SampledTensor& t, v1::KernelStep* step) {
+  step->add_scalars(t.channels);
+  for (const auto* dims : {&t.in, &t.out, &t.stride}) {
+    for (int64_t v : *dims) step->add_scalars(v);
+  }
+}
+
 }  // namespace
 
 void AddGemmsPerImage(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
@@ -79,7 +88,8 @@ int AddLoweringSource(const ConvProblem& p, v1::ExecutionPlan* plan) {
   return AddSource(plan, "conv_im2col.cu", options);
 }
 
-void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan) {
+void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan,
+                   bool images_inner) {
   v1::KernelStep* step =
       AddLoweringStep(p, "conv_im2col", nb * p.c * p.filter_spatial() * p.out_spatial(), plan);
   AddBuffer(step, v1::BUFFER_X);
@@ -87,6 +97,7 @@ void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPl
   AppendProblemScalars(p, step);
   step->add_scalars(n0);
   step->add_scalars(nb);
+  step->add_scalars(images_inner ? 1 : 0);
 }
 
 void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan) {
@@ -94,6 +105,39 @@ void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPl
   AddBuffer(step, v1::BUFFER_WORKSPACE);
   AddBuffer(step, v1::BUFFER_X);
   AppendProblemScalars(p, step);
+  step->add_scalars(n0);
+  step->add_scalars(nb);
+}
+
+SampledTensor StridedX(const ConvProblem& p) {
+  return {p.c, p.in, {p.out(0), p.out(1), p.out(2)}, p.stride};
+}
+
+SampledTensor DenseY(const ConvProblem& p) {
+  const std::array<int64_t, 3> out = {p.out(0), p.out(1), p.out(2)};
+  return {p.k, out, out, {1, 1, 1}};
+}
+
+void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& t, int64_t n0,
+                 int64_t nb, bool channel_major, int64_t workspace_offset,
+                 v1::ExecutionPlan* plan) {
+  const int64_t os = t.out[0] * t.out[1] * t.out[2];
+  v1::KernelStep* step = AddLoweringStep(p, "conv_pack", nb * t.channels * os, plan);
+  AddBuffer(step, src);
+  AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
+  AddSampledScalars(t, step);
+  step->add_scalars(n0);
+  step->add_scalars(nb);
+  step->add_scalars(channel_major ? 1 : 0);
+}
+
+void AddUnpackStep(const ConvProblem& p, int64_t n0, int64_t nb, int64_t workspace_offset,
+                   v1::ExecutionPlan* plan) {
+  const SampledTensor t = StridedX(p);
+  v1::KernelStep* step = AddLoweringStep(p, "conv_unpack", nb * p.c * p.in_spatial(), plan);
+  AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
+  AddBuffer(step, v1::BUFFER_X);
+  AddSampledScalars(t, step);
   step->add_scalars(n0);
   step->add_scalars(nb);
 }

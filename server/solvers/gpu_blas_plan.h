@@ -5,6 +5,7 @@
 #ifndef CONVTUNE_SERVER_SOLVERS_GPU_BLAS_PLAN_H_
 #define CONVTUNE_SERVER_SOLVERS_GPU_BLAS_PLAN_H_
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <utility>
@@ -46,10 +47,37 @@ void AddGroupedGemms(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOpe
 // The index of conv_im2col.cu for p's type and layout in plan.sources.
 int AddLoweringSource(const ConvProblem& p, v1::ExecutionPlan* plan);
 
-// Appends conv_im2col (x -> column matrix at workspace offset 0) or
-// conv_col2im (column matrix -> dx) for the images [n0, n0 + nb).
-void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan);
+// Appends conv_im2col (x -> column matrix at workspace offset 0, with the
+// images inner when `images_inner`, NCHW only) or conv_col2im (column matrix
+// -> dx) for the images [n0, n0 + nb).
+void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan,
+                   bool images_inner = false);
 void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan);
+
+// A tensor of the problem's layout as conv_pack and conv_unpack see it:
+// `channels` channels of spatial size `in`, sampled every `stride` positions
+// to the size `out`.
+struct SampledTensor {
+  int64_t channels = 1;
+  std::array<int64_t, 3> in = {1, 1, 1};
+  std::array<int64_t, 3> out = {1, 1, 1};
+  std::array<int64_t, 3> stride = {1, 1, 1};
+};
+// x sampled at p's strides (p has a 1x1 filter and pad 0), and dy.
+SampledTensor StridedX(const ConvProblem& p);
+SampledTensor DenseY(const ConvProblem& p);
+
+// Appends conv_pack: the images [n0, n0 + nb) of `t` in buffer `src` to the
+// dense chunk at workspace byte `workspace_offset`, channel-major or
+// image-major (conv_im2col.cu defines both).
+void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& t, int64_t n0,
+                 int64_t nb, bool channel_major, int64_t workspace_offset,
+                 v1::ExecutionPlan* plan);
+
+// Appends conv_unpack: dx of the images [n0, n0 + nb) from the image-major
+// dense chunk of StridedX(p) at workspace byte `workspace_offset`.
+void AddUnpackStep(const ConvProblem& p, int64_t n0, int64_t nb, int64_t workspace_offset,
+                   v1::ExecutionPlan* plan);
 
 // Appends conv_f32_to_type: w = the fp32 dw at `workspace_offset` bytes.
 void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan);

@@ -1,18 +1,26 @@
-// gpu_gemm_1x1_blas: a 1x1 convolution with stride 1 and no padding as
-// strided-batched GEMMs on the vendor BLAS (cuBLAS, rocBLAS), straight on the
-// tensors. With S the spatial size, per group g (row-major matrices):
+// gpu_gemm_1x1_blas: a 1x1 convolution with no padding as strided-batched
+// GEMMs on the vendor BLAS (cuBLAS, rocBLAS). With S the output size, per
+// group g (row-major matrices):
 //   NCHW  F  y[n,g]  (K/G x S)   = w[g] (K/G x C/G) * x[n,g] (C/G x S)
 //         B  dx[n,g] (C/G x S)   = w[g]^T * dy[n,g]
-//         W  dw[g]   (K/G x C/G) = sum over n of dy[n,g] * x[n,g]^T
+//         W  dw[g]   (K/G x C/G) = dy[g] (K/G x N*S) * x[g]^T, one GEMM over
+//            a chunk's images: dy and x are packed channel-major (conv_pack)
+//            into the workspace so that (image, position) is contiguous
 //   NHWC  the batch is one (N*S) x C matrix, a group's channels a column block:
 //         F  y[:,g]  (N*S x K/G) = x[:,g] (N*S x C/G) * w[g]^T
 //         B  dx[:,g] (N*S x C/G) = dy[:,g] * w[g]
 //         W  dw[g]   (K/G x C/G) = dy[:,g]^T * x[:,g]
-// NCHW F and B batch over the images or over the groups, whichever takes
-// fewer steps; NHWC is one step batched over the groups. NCHW W sums one
-// GEMM per image into dw: in place for fp32, in an fp32 workspace converted
-// at the end for fp16 and bf16 (rounding every partial sum to 16 bits would
-// lose precision as the batch grows).
+// With stride 1, F, B and NHWC W run on the tensors in place. With a larger
+// stride, F and W first gather the sampled x into a dense chunk in the
+// workspace, and B computes the dense dx of the sampled positions there and
+// then writes all of dx (conv_unpack: 0 where nothing was sampled).
+// The workspace is bounded by taking the images a chunk at a time; dw summed
+// over more than one chunk accumulates in place for fp32, in an fp32
+// workspace converted at the end for fp16 and bf16 (rounding every partial
+// sum to 16 bits would lose precision as the batch grows).
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "server/solvers/cpu_solver_util.h"
 #include "server/solvers/gpu_blas_plan.h"
@@ -22,10 +30,73 @@
 namespace convtune {
 namespace {
 
-// dw is summed over more than one GEMM in an fp32 workspace.
-bool SumsDwInWorkspace(const ConvProblem& p) {
-  return p.direction == Direction::kBackwardWeights && p.layout == Layout::kNCHW &&
-         p.type != DataType::kFp32 && p.n > 1;
+// Past this many bytes of packed operands per chunk the GEMMs are large
+// enough to run efficiently and more memory buys nothing.
+constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
+constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
+
+bool Strided(const ConvProblem& p) {
+  return p.stride[0] != 1 || p.stride[1] != 1 || p.stride[2] != 1;
+}
+
+// How a plan stages its operands in the workspace, one chunk of images at a
+// time. Offsets are in bytes; a region is used only where its flag is set.
+struct Staging {
+  int64_t chunk_images = 1;  // per chunk (the last may have fewer)
+  int64_t chunk_count = 1;
+  bool x_dense = false;  // x or dx of the sampled positions, a chunk of it
+  bool y_packed = false;  // dy channel-major (NCHW W)
+  bool dw_fp32 = false;
+  int64_t x_offset = 0, y_offset = 0, dw_offset = 0;
+  int64_t bytes = 0;
+};
+
+// Bytes of one image's dense x region and, for NCHW W, its packed dy.
+int64_t DenseXBytes(const ConvProblem& p) {
+  return p.c * p.out_spatial() * ElementBytes(p.type);
+}
+bool PacksNchwDw(const ConvProblem& p) {
+  return p.direction == Direction::kBackwardWeights && p.layout == Layout::kNCHW;
+}
+
+// The images of one chunk: as many as the byte bound and the conv_pack and
+// conv_unpack 32-bit offsets allow, at least 1.
+int64_t MaxChunkImages(const ConvProblem& p) {
+  int64_t per_image = DenseXBytes(p);
+  if (PacksNchwDw(p)) per_image += p.k * p.out_spatial() * ElementBytes(p.type);
+  const int64_t by_index = kMaxIndex32 / std::max(p.c * p.in_spatial(), p.k * p.out_spatial());
+  return std::max<int64_t>(1, std::min({p.n, kMaxChunkBytes / per_image, by_index}));
+}
+
+Staging StagingOf(const ConvProblem& p) {
+  Staging s;
+  const bool nchw_dw = PacksNchwDw(p);
+  if (!Strided(p) && !(nchw_dw && p.n > 1)) {
+    // In place on the tensors, the whole batch at once.
+    s.chunk_images = p.n;
+    return s;
+  }
+  const int64_t max_images = MaxChunkImages(p);
+  s.chunk_count = (p.n + max_images - 1) / max_images;
+  s.chunk_images = (p.n + s.chunk_count - 1) / s.chunk_count;
+  // A chunk of one image is already in the packed order.
+  s.y_packed = nchw_dw && s.chunk_images > 1;
+  s.x_dense = Strided(p) || s.y_packed;
+  s.dw_fp32 = p.direction == Direction::kBackwardWeights && p.type != DataType::kFp32 &&
+              s.chunk_count > 1;
+  const int64_t es = ElementBytes(p.type);
+  int64_t end = 0;
+  if (s.x_dense) end = s.chunk_images * p.c * p.out_spatial() * es;
+  if (s.y_packed) {
+    s.y_offset = AlignWorkspace(end);
+    end = s.y_offset + s.chunk_images * p.k * p.out_spatial() * es;
+  }
+  if (s.dw_fp32) {
+    s.dw_offset = AlignWorkspace(end);
+    end = s.dw_offset + p.w_elements() * static_cast<int64_t>(sizeof(float));
+  }
+  s.bytes = end;
+  return s;
 }
 
 class GpuGemm1x1Blas final : public GpuSolver {
@@ -41,29 +112,41 @@ class GpuGemm1x1Blas final : public GpuSolver {
       return absl::FailedPreconditionError(
           absl::StrCat("filter: gpu_gemm_1x1_blas needs a 1x1 filter, got ", FilterString(p)));
     }
+    // Dilation moves no tap of a 1x1 filter: any is accepted.
     for (int i = 0; i < 3; ++i) {
       if (p.pad[i] != 0) {
         return absl::FailedPreconditionError("pad: gpu_gemm_1x1_blas needs pad 0");
       }
-      if (p.stride[i] != 1) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("stride: gpu_gemm_1x1_blas needs stride 1, got ", p.stride[i]));
+    }
+    if (Strided(p)) {
+      // At least one image's sampled x goes through the workspace.
+      if (DenseXBytes(p) > kMaxChunkBytes) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "stride: gpu_gemm_1x1_blas gathers at least one image's sampled x of ",
+            DenseXBytes(p), " bytes, over its ", kMaxChunkBytes, "-byte workspace bound"));
+      }
+      if (p.c * p.in_spatial() > kMaxIndex32) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "stride: gpu_gemm_1x1_blas indexes an image in 32 bits: ", p.c * p.in_spatial(),
+            " input elements exceed 2^31 - 1"));
       }
     }
-    const int64_t rows = p.layout == Layout::kNHWC ? p.n * p.in_spatial() : p.in_spatial();
-    return CheckBlasSizes(name(), {{"the GEMM rows (N*D*H*W or D*H*W)", rows},
+    const Staging s = StagingOf(p);
+    const int64_t os = p.out_spatial();
+    // NHWC GEMMs and the NCHW dw GEMM run over a chunk's images at once.
+    const bool over_images = p.layout == Layout::kNHWC || PacksNchwDw(p);
+    const int64_t rows = over_images ? s.chunk_images * os : os;
+    return CheckBlasSizes(name(), {{"the GEMM rows (output N*D*H*W of a chunk, or D*H*W)", rows},
                                    {"C", p.c},
                                    {"K", p.k},
                                    {"N", p.n}});
   }
 
-  int64_t WorkspaceBytes(const ConvProblem& p) const override {
-    return SumsDwInWorkspace(p) ? p.w_elements() * static_cast<int64_t>(sizeof(float)) : 0;
-  }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override { return StagingOf(p).bytes; }
 
   // Relative to the fp32 peak the estimate scales by: a BLAS GEMM on the
-  // tensors in place reaches most of it; fp16 and bf16 run on tensor or
-  // matrix cores, faster than the fp32 peak (the estimate caps this at 1).
+  // tensors reaches most of it; fp16 and bf16 run on tensor or matrix cores,
+  // faster than the fp32 peak (the estimate caps this at 1).
   double Efficiency(const ConvProblem& p) const override {
     return p.type == DataType::kFp32 ? 0.7 : 1.0;
   }
@@ -71,19 +154,57 @@ class GpuGemm1x1Blas final : public GpuSolver {
   absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
                                              const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
-    if (p.layout == Layout::kNHWC) {
-      AddNhwcSteps(p, &plan);
-    } else {
-      AddNchwSteps(p, &plan);
+    const Staging s = StagingOf(p);
+    for (int64_t i = 0; i < s.chunk_count; ++i) {
+      const int64_t n0 = i * s.chunk_images;
+      const int64_t nb = std::min(s.chunk_images, p.n - n0);
+      AddChunkSteps(p, s, n0, nb, &plan);
     }
+    if (s.dw_fp32) AddDwFromFp32Step(p, s.dw_offset, &plan);
     return plan;
   }
 
  private:
-  static void AddNhwcSteps(const ConvProblem& p, v1::ExecutionPlan* plan) {
+  // The steps of the images [n0, n0 + nb).
+  static void AddChunkSteps(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
+                            v1::ExecutionPlan* plan) {
+    const bool nchw = p.layout == Layout::kNCHW;
+    const Direction d = p.direction;
+    if (s.x_dense && d != Direction::kBackwardData) {
+      // Only NCHW dw runs over (image, position) pairs; F keeps the images apart.
+      AddPackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, /*channel_major=*/PacksNchwDw(p),
+                  s.x_offset, plan);
+    }
+    if (s.y_packed) {
+      AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, s.y_offset, plan);
+    }
+    if (nchw) {
+      AddNchwGemms(p, s, n0, nb, plan);
+    } else {
+      AddNhwcGemms(p, s, n0, nb, plan);
+    }
+    if (s.x_dense && d == Direction::kBackwardData) AddUnpackStep(p, n0, nb, s.x_offset, plan);
+  }
+
+  // dw, in w or in the fp32 workspace; the first chunk's GEMM overwrites it,
+  // later ones add to it.
+  static GemmOperand Dw(const ConvProblem& p, const Staging& s, int64_t n0, gpu::BlasGemm* g) {
+    const int64_t kg = p.k_per_group(), cg = p.c_per_group();
+    g->beta = n0 > 0 ? 1 : 0;
+    if (!s.dw_fp32) return {v1::BUFFER_W, 0, 0, kg * cg, ElementBytes(p.type)};
+    g->c_type = DataType::kFp32;
+    return {v1::BUFFER_WORKSPACE, s.dw_offset / static_cast<int64_t>(sizeof(float)), 0, kg * cg,
+            sizeof(float)};
+  }
+
+  static void AddNhwcGemms(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
+                           v1::ExecutionPlan* plan) {
     const int64_t es = ElementBytes(p.type), cg = p.c_per_group(), kg = p.k_per_group();
-    const int64_t rows = p.n * p.in_spatial();
-    const GemmOperand x{v1::BUFFER_X, 0, 0, cg, es}, y{v1::BUFFER_Y, 0, 0, kg, es};
+    const int64_t os = p.out_spatial(), rows = nb * os;
+    // x, dx: the chunk's rows of the tensor, or of the dense chunk.
+    const GemmOperand x = s.x_dense ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, 0, cg, es}
+                                    : GemmOperand{v1::BUFFER_X, n0 * os * p.c, 0, cg, es};
+    const GemmOperand y{v1::BUFFER_Y, n0 * os * p.k, 0, kg, es};
     const GemmOperand w{v1::BUFFER_W, 0, 0, kg * cg, es};
     gpu::BlasGemm g;
     g.ab_type = g.c_type = p.type;
@@ -98,46 +219,51 @@ class GpuGemm1x1Blas final : public GpuSolver {
         g.lda = p.k, g.ldb = cg, g.ldc = p.c;
         AddGemmsPerImage(g, y, w, x, 1, p.groups, false, plan);
         break;
-      case Direction::kBackwardWeights:
+      case Direction::kBackwardWeights: {
+        const GemmOperand dw = Dw(p, s, n0, &g);
         g.m = kg, g.n = cg, g.k = rows, g.trans_a = true;
         g.lda = p.k, g.ldb = p.c, g.ldc = cg;
-        AddGemmsPerImage(g, y, x, w, 1, p.groups, false, plan);
+        AddGemmsPerImage(g, y, x, dw, 1, p.groups, false, plan);
         break;
+      }
     }
   }
 
-  static void AddNchwSteps(const ConvProblem& p, v1::ExecutionPlan* plan) {
+  static void AddNchwGemms(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
+                           v1::ExecutionPlan* plan) {
     const int64_t es = ElementBytes(p.type), cg = p.c_per_group(), kg = p.k_per_group();
-    const int64_t s = p.in_spatial();
-    const GemmOperand x{v1::BUFFER_X, 0, p.c * s, cg * s, es};
-    const GemmOperand y{v1::BUFFER_Y, 0, p.k * s, kg * s, es};
+    const int64_t os = p.out_spatial(), is = p.in_spatial();
     const GemmOperand w{v1::BUFFER_W, 0, 0, kg * cg, es};
     gpu::BlasGemm g;
     g.ab_type = g.c_type = p.type;
-    switch (p.direction) {
-      case Direction::kForward:
-        g.m = kg, g.n = s, g.k = cg;
-        g.lda = cg, g.ldb = s, g.ldc = s;
-        AddGroupedGemms(g, w, x, y, p.n, p.groups, plan);
-        break;
-      case Direction::kBackwardData:
-        g.m = cg, g.n = s, g.k = kg, g.trans_a = true;
-        g.lda = cg, g.ldb = s, g.ldc = s;
-        AddGroupedGemms(g, w, y, x, p.n, p.groups, plan);
-        break;
-      case Direction::kBackwardWeights: {
-        g.m = kg, g.n = cg, g.k = s, g.trans_b = true;
-        g.lda = s, g.ldb = s, g.ldc = cg;
-        const bool in_workspace = SumsDwInWorkspace(p);
-        GemmOperand dw = w;
-        if (in_workspace) {
-          g.c_type = DataType::kFp32;
-          dw = {v1::BUFFER_WORKSPACE, 0, 0, kg * cg, sizeof(float)};
-        }
-        AddGemmsPerImage(g, y, x, dw, p.n, p.groups, /*sum_images=*/true, plan);
-        if (in_workspace) AddDwFromFp32Step(p, 0, plan);
-        break;
-      }
+    if (p.direction == Direction::kBackwardWeights) {
+      // One GEMM over the chunk: k runs over its (image, position) pairs.
+      const int64_t k = nb * os;
+      const GemmOperand y = s.y_packed
+                                ? GemmOperand{v1::BUFFER_WORKSPACE, s.y_offset / es, 0, kg * k, es}
+                                : GemmOperand{v1::BUFFER_Y, n0 * p.k * os, 0, kg * os, es};
+      const GemmOperand x = s.x_dense
+                                ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, 0, cg * k, es}
+                                : GemmOperand{v1::BUFFER_X, n0 * p.c * is, 0, cg * is, es};
+      const GemmOperand dw = Dw(p, s, n0, &g);
+      g.m = kg, g.n = cg, g.k = k, g.trans_b = true;
+      g.lda = k, g.ldb = k, g.ldc = cg;
+      AddGemmsPerImage(g, y, x, dw, 1, p.groups, false, plan);
+      return;
+    }
+    // x, dx: the tensor, or the chunk's dense images.
+    const GemmOperand x =
+        s.x_dense ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, p.c * os, cg * os, es}
+                  : GemmOperand{v1::BUFFER_X, n0 * p.c * is, p.c * is, cg * is, es};
+    const GemmOperand y{v1::BUFFER_Y, n0 * p.k * os, p.k * os, kg * os, es};
+    if (p.direction == Direction::kForward) {
+      g.m = kg, g.n = os, g.k = cg;
+      g.lda = cg, g.ldb = os, g.ldc = os;
+      AddGroupedGemms(g, w, x, y, nb, p.groups, plan);
+    } else {
+      g.m = cg, g.n = os, g.k = kg, g.trans_a = true;
+      g.lda = cg, g.ldb = os, g.ldc = os;
+      AddGroupedGemms(g, w, y, x, nb, p.groups, plan);
     }
   }
 };

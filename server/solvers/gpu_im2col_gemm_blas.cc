@@ -6,15 +6,18 @@
 //   NCHW  col[i,g] is width x OS
 //         F  y[n,g]  (K/G x OS)    = w[g] (K/G x width) * col[i,g]
 //         B  col[i,g]              = w[g]^T * dy[n,g], then col2im into dx
-//         W  dw[g]   (K/G x width) = sum over n of dy[n,g] * col[i,g]^T
+//         W  col[g] is width x (nb*OS), the chunk's images inner, and dy is
+//            packed alike (conv_pack) into dyp[g] (K/G x nb*OS):
+//            dw[g] (K/G x width) = sum over chunks of dyp[g] * col[g]^T
 //   NHWC  col[g] is (nb*OS) x width for the chunk's nb images
 //         F  y[chunk,g] (nb*OS x K/G) = col[g] * w[g]^T
 //         B  col[g]                   = dy[chunk,g] * w[g], then col2im
 //         W  dw[g]                    = sum over chunks of dy[chunk,g]^T * col[g]
 // NCHW F and B batch over the chunk's images or over the groups, whichever
-// takes fewer steps; NHWC is one step per chunk batched over the groups. dw
-// is summed in place for fp32; for fp16 and bf16 over more than one GEMM it is
-// summed in fp32 in the workspace and converted at the end.
+// takes fewer steps; W, and every NHWC direction, is one step per chunk
+// batched over the groups. dw is summed in place for fp32; for fp16 and bf16
+// over more than one chunk it is summed in fp32 in the workspace and
+// converted at the end.
 #include <algorithm>
 #include <limits>
 
@@ -26,8 +29,9 @@
 namespace convtune {
 namespace {
 
-// The column matrix is recomputed per chunk; past this size a chunk is big
-// enough to keep the GEMMs efficient and more memory buys nothing.
+// The column matrix is recomputed per chunk; past this size (with NCHW dw's
+// packed dy) a chunk is big enough to keep the GEMMs efficient and more
+// memory buys nothing.
 constexpr int64_t kMaxColumnBytes = int64_t{256} << 20;
 constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
 
@@ -41,11 +45,18 @@ int64_t ColumnElementsPerImage(const ConvProblem& p) {
   return p.c * p.filter_spatial() * p.out_spatial();
 }
 
-// The lowering kernels index a chunk's column matrix, x and dx in 32 bits.
+// NCHW dw packs a chunk's dy next to its column matrix.
+bool NchwDw(const ConvProblem& p) {
+  return p.direction == Direction::kBackwardWeights && p.layout == Layout::kNCHW;
+}
+
+// The lowering kernels index a chunk's column matrix, packed dy, x and dx in
+// 32 bits.
 int64_t MaxChunkImages(const ConvProblem& p) {
   const int64_t col = ColumnElementsPerImage(p);
-  const int64_t by_bytes = kMaxColumnBytes / (col * ElementBytes(p.type));
-  const int64_t by_index = kMaxIndex32 / std::max(col, p.c * p.in_spatial());
+  const int64_t dy = NchwDw(p) ? p.k * p.out_spatial() : 0;
+  const int64_t by_bytes = kMaxColumnBytes / ((col + dy) * ElementBytes(p.type));
+  const int64_t by_index = kMaxIndex32 / std::max({col, dy, p.c * p.in_spatial()});
   return std::min({p.n, by_bytes, by_index});
 }
 
@@ -59,14 +70,38 @@ Chunking ChunksOf(const ConvProblem& p) {
   return c;
 }
 
-// dw is summed over more than one GEMM in an fp32 workspace.
+// dw is summed over more than one chunk's GEMM in an fp32 workspace.
 bool SumsDwInWorkspace(const ConvProblem& p) {
   if (p.direction != Direction::kBackwardWeights || p.type == DataType::kFp32) return false;
-  return p.layout == Layout::kNCHW ? p.n > 1 : ChunksOf(p).count > 1;
+  return ChunksOf(p).count > 1;
 }
+
+// NCHW dw packs dy unless a chunk is one image, whose dy is already in the
+// packed order.
+bool PacksDy(const ConvProblem& p) { return NchwDw(p) && ChunksOf(p).images > 1; }
 
 int64_t ColumnBytes(const ConvProblem& p) {
   return ChunksOf(p).images * ColumnElementsPerImage(p) * ElementBytes(p.type);
+}
+
+// Workspace regions in bytes: the column matrix at 0, then the packed dy
+// (PacksDy) and the fp32 dw (SumsDwInWorkspace) where used.
+struct Regions {
+  int64_t dy_offset = 0, dw_offset = 0, bytes = 0;
+};
+
+Regions RegionsOf(const ConvProblem& p) {
+  Regions r;
+  r.bytes = ColumnBytes(p);
+  if (PacksDy(p)) {
+    r.dy_offset = AlignWorkspace(r.bytes);
+    r.bytes = r.dy_offset + ChunksOf(p).images * p.k * p.out_spatial() * ElementBytes(p.type);
+  }
+  if (SumsDwInWorkspace(p)) {
+    r.dw_offset = AlignWorkspace(r.bytes);
+    r.bytes = r.dw_offset + p.w_elements() * static_cast<int64_t>(sizeof(float));
+  }
+  return r;
 }
 
 class GpuIm2colGemmBlas final : public GpuSolver {
@@ -92,11 +127,7 @@ class GpuIm2colGemmBlas final : public GpuSolver {
     return CheckBlasSizes(name(), {{"K", p.k}, {"output D*H*W", p.out_spatial()}});
   }
 
-  int64_t WorkspaceBytes(const ConvProblem& p) const override {
-    const int64_t col = ColumnBytes(p);
-    if (!SumsDwInWorkspace(p)) return col;
-    return AlignWorkspace(col) + p.w_elements() * static_cast<int64_t>(sizeof(float));
-  }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override { return RegionsOf(p).bytes; }
 
   // The column matrix is written once and read once per image.
   double EstimatedBytes(const ConvProblem& p) const override {
@@ -114,16 +145,26 @@ class GpuIm2colGemmBlas final : public GpuSolver {
                                              const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     const Chunking chunks = ChunksOf(p);
-    const bool in_workspace = SumsDwInWorkspace(p);
-    const int64_t dw_offset = in_workspace ? AlignWorkspace(ColumnBytes(p)) : 0;
+    const Regions r = RegionsOf(p);
+    const bool in_workspace = SumsDwInWorkspace(p), packs_dy = PacksDy(p);
     for (int64_t i = 0; i < chunks.count; ++i) {
       const int64_t n0 = i * chunks.images;
       const int64_t nb = std::min(chunks.images, p.n - n0);
-      if (p.direction != Direction::kBackwardData) AddIm2colStep(p, n0, nb, &plan);
-      AddChunkGemms(p, n0, nb, dw_offset, in_workspace, &plan);
+      if (p.direction != Direction::kBackwardData) {
+        AddIm2colStep(p, n0, nb, &plan, /*images_inner=*/NchwDw(p));
+      }
+      if (packs_dy) {
+        AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, r.dy_offset,
+                    &plan);
+      }
+      if (NchwDw(p)) {
+        AddNchwDwGemm(p, n0, nb, r, in_workspace, packs_dy, &plan);
+      } else {
+        AddChunkGemms(p, n0, nb, r.dw_offset, in_workspace, &plan);
+      }
       if (p.direction == Direction::kBackwardData) AddCol2imStep(p, n0, nb, &plan);
     }
-    if (in_workspace) AddDwFromFp32Step(p, dw_offset, &plan);
+    if (in_workspace) AddDwFromFp32Step(p, r.dw_offset, &plan);
     return plan;
   }
 
@@ -184,11 +225,35 @@ class GpuIm2colGemmBlas final : public GpuSolver {
         AddGroupedGemms(g, w, y, col, nb, p.groups, plan);
         break;
       case Direction::kBackwardWeights:
-        g.m = kg, g.n = width, g.k = os, g.trans_b = true;
-        g.lda = os, g.ldb = os, g.ldc = width;
-        AddGemmsPerImage(g, y, col, dw, nb, p.groups, /*sum_images=*/true, plan);
-        break;
+        break;  // AddNchwDwGemm
     }
+  }
+
+  // NCHW dw of the images [n0, n0 + nb): one GEMM batched over the groups,
+  // k running over the chunk's (image, position) pairs of the column matrix
+  // (images inner) and of dy (packed at r.dy_offset when `packs_dy`, else
+  // the chunk's one image in place).
+  static void AddNchwDwGemm(const ConvProblem& p, int64_t n0, int64_t nb, const Regions& r,
+                            bool in_workspace, bool packs_dy, v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), kg = p.k_per_group(), os = p.out_spatial();
+    const int64_t width = p.c_per_group() * p.filter_spatial(), k = nb * os;
+    gpu::BlasGemm g;
+    g.ab_type = g.c_type = p.type;
+    // The first chunk's GEMM overwrites dw; later ones add to it.
+    g.beta = n0 > 0 ? 1 : 0;
+    GemmOperand dw{v1::BUFFER_W, 0, 0, kg * width, es};
+    if (in_workspace) {
+      g.c_type = DataType::kFp32;
+      dw = {v1::BUFFER_WORKSPACE, r.dw_offset / static_cast<int64_t>(sizeof(float)), 0,
+            kg * width, sizeof(float)};
+    }
+    const GemmOperand y = packs_dy
+                              ? GemmOperand{v1::BUFFER_WORKSPACE, r.dy_offset / es, 0, kg * k, es}
+                              : GemmOperand{v1::BUFFER_Y, n0 * p.k * os, 0, kg * os, es};
+    const GemmOperand col{v1::BUFFER_WORKSPACE, 0, 0, width * k, es};
+    g.m = kg, g.n = width, g.k = k, g.trans_b = true;
+    g.lda = k, g.ldb = k, g.ldc = width;
+    AddGemmsPerImage(g, y, col, dw, 1, p.groups, false, plan);
   }
 };
 

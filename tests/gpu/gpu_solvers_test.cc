@@ -128,6 +128,13 @@ std::vector<Case> Cases() {
     // Grouped 1x1 stride 1 (BLAS 1x1), 2-D and 3-D.
     cases.push_back({"grouped 1x1" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 1, 3, l)});
     cases.push_back({"3d grouped 1x1" + suffix, Small(3, 6, {3, 5, 4}, 9, 1, 1, 3, l)});
+    // Strided 1x1 (BLAS 1x1 gathers x, writes dx whole), 2-D and 3-D,
+    // grouped, and more images for dw's one GEMM over them.
+    ConvProblem strided = Small(2, 12, {1, 9, 8}, 10, 1, 2, 1, l);
+    strided.n = 5;
+    cases.push_back({"1x1 stride 2 n5" + suffix, strided});
+    cases.push_back({"grouped 1x1 stride 2" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 2, 3, l)});
+    cases.push_back({"3d 1x1 stride 2" + suffix, Small(3, 6, {5, 5, 4}, 9, 1, 2, 3, l)});
     // 3x3 stride 1 (Winograd): grouped with odd sizes, and unequal pads,
     // which backward data turns into 0 and 2.
     cases.push_back({"grouped 3x3" + suffix, Small(2, 16, {1, 9, 11}, 24, 3, 1, 4, l)});

@@ -313,23 +313,38 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
     p.direction = d;
     EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 1) << DirectionName(d);
   }
-  // NCHW dw: one GEMM per image summed in place for fp32, in an fp32
-  // workspace then converted for 16-bit types.
+  // NCHW dw: dy and x packed channel-major, then one GEMM over the images;
+  // one chunk, so even 16-bit types need no fp32 sum.
   p.layout = Layout::kNCHW, p.n = 3;
-  EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 3);
-  EXPECT_EQ(s->WorkspaceBytes(p), 0);
+  const std::vector<std::string> packed = {"conv_pack", "conv_pack", gpu::kBlasGemmKernel};
+  EXPECT_EQ(Kernels(*s->MakePlan(p, {})), packed);
+  EXPECT_EQ(s->WorkspaceBytes(p), 3 * (64 + 32) * 196 * 4);
   p.type = DataType::kBf16;
   plan = s->MakePlan(p, {});
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->steps_size(), 4);
-  EXPECT_EQ(plan->steps(3).kernel(), "conv_f32_to_type");
-  EXPECT_EQ(plan->workspace_bytes(), p.w_elements() * 4);
+  EXPECT_EQ(Kernels(*plan), packed);
+  EXPECT_EQ(plan->workspace_bytes(), 3 * (64 + 32) * 196 * 2);
+  // One image: nothing to pack.
+  p.n = 1;
+  EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 1);
+  EXPECT_EQ(s->WorkspaceBytes(p), 0);
 
-  p.filter = {1, 3, 3};
+  // Stride 2: x gathered densely for F (and W), dx written whole after the
+  // GEMM for B.
+  p.stride = {1, 2, 2}, p.n = 2, p.type = DataType::kFp32;
+  EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  p.direction = Direction::kForward;
+  EXPECT_EQ(Kernels(*s->MakePlan(p, {})).front(), "conv_pack");
+  EXPECT_EQ(s->WorkspaceBytes(p), 2 * 64 * 49 * 4);
+  p.direction = Direction::kBackwardData;
+  EXPECT_EQ(Kernels(*s->MakePlan(p, {})).back(), "conv_unpack");
+  EXPECT_EQ(s->WorkspaceBytes(p), 2 * 64 * 49 * 4);
+
+  p.stride = {1, 1, 1}, p.filter = {1, 3, 3};
   const absl::Status f = s->IsApplicable(p);
   EXPECT_EQ(f.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(f.message().find("filter"), std::string::npos) << f;
-  p.filter = {1, 1, 1}, p.stride = {1, 2, 2};
+  p.filter = {1, 1, 1}, p.pad = {0, 1, 1};
   EXPECT_EQ(s->IsApplicable(p).code(), absl::StatusCode::kFailedPrecondition);
 }
 

@@ -28,9 +28,6 @@
 // Scalars: the problem (plan_args order); W then the number of chunks.
 // Sizes are never compiled in.
 
-#ifndef CT_TYPE
-#define CT_TYPE 1
-#endif
 #ifndef CT_DIR
 #define CT_DIR 1
 #endif
@@ -59,20 +56,6 @@
 #define CT_PER (CT_TH * CT_TW * CT_KB / CT_THREADS)
 // Global loads a thread issues before it stores them to shared memory.
 #define CT_BATCH 4
-
-#if CT_TYPE == 1
-typedef float ct_t;
-#elif CT_TYPE == 2
-typedef ct_half ct_t;
-#else
-typedef ct_bf16 ct_t;
-#endif
-
-#define CT_PROBLEM_PARAMS                                                                   \
-  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \
-      ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd, ct_i64 a_ph, ct_i64 a_pw,         \
-      ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw,         \
-      ct_i64 a_g, ct_i64 a_layout, ct_i64 a_type, ct_i64 a_dir
 
 extern __shared__ float ct_dw_smem[];
 

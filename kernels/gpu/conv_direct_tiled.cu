@@ -23,9 +23,6 @@
 // Scalars: the problem (plan_args order), then for F and B `cc`, for W `tc`
 // and the number of splits. Sizes are never compiled in.
 
-#ifndef CT_TYPE
-#define CT_TYPE 1
-#endif
 #ifndef CT_DIR
 #define CT_DIR 1
 #endif
@@ -50,20 +47,6 @@
 // dw elements a thread of the W kernel owns, at most; the solver sizes tc to it.
 #define CT_WSLOTS 8
 #define CT_THREADS (CT_TH * CT_TW)
-
-#if CT_TYPE == 1
-typedef float ct_t;
-#elif CT_TYPE == 2
-typedef ct_half ct_t;
-#else
-typedef ct_bf16 ct_t;
-#endif
-
-#define CT_PROBLEM_PARAMS                                                                   \
-  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \
-      ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd, ct_i64 a_ph, ct_i64 a_pw,         \
-      ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw,         \
-      ct_i64 a_g, ct_i64 a_layout, ct_i64 a_type, ct_i64 a_dir
 
 // The problem; spatial arrays are (D, H, W).
 struct CtTiled {

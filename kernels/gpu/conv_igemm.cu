@@ -15,9 +15,6 @@
 
 // Defaults, so the source also compiles on its own (compile-only checks);
 // the solvers always pass every option.
-#ifndef CT_TYPE
-#define CT_TYPE 1
-#endif
 #ifndef CT_DIR
 #define CT_DIR 1
 #endif
@@ -38,14 +35,6 @@
 #endif
 #ifndef TN
 #define TN 4
-#endif
-
-#if CT_TYPE == 1
-typedef float ct_t;
-#elif CT_TYPE == 2
-typedef ct_half ct_t;
-#else
-typedef ct_bf16 ct_t;
 #endif
 
 #ifndef CT_MMA
@@ -91,12 +80,6 @@ typedef float smem_t;
 #else
 #define CT_ARG(name, a) (static_cast<int>(a))
 #endif
-
-#define CT_PROBLEM_PARAMS                                                                   \
-  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \
-      ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd, ct_i64 a_ph, ct_i64 a_pw,         \
-      ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw,         \
-      ct_i64 a_g, ct_i64 a_layout, ct_i64 a_type, ct_i64 a_dir
 
 // The problem in 32-bit (the solver checks every tensor fits) and dense
 // strides in (outer, inner, D, H, W) order for the compiled layout.

@@ -41,26 +41,10 @@
 // SW, n0 and nb.
 
 // Defaults, so the source also compiles on its own (compile-only checks).
-#ifndef CT_TYPE
-#define CT_TYPE 1
-#endif
 #ifndef CT_NHWC
 #define CT_NHWC 0
 #endif
 
-#if CT_TYPE == 1
-typedef float ct_t;
-#elif CT_TYPE == 2
-typedef ct_half ct_t;
-#else
-typedef ct_bf16 ct_t;
-#endif
-
-#define CT_PROBLEM_PARAMS                                                                   \
-  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \
-      ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd, ct_i64 a_ph, ct_i64 a_pw,         \
-      ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw,         \
-      ct_i64 a_g, ct_i64 a_layout, ct_i64 a_type, ct_i64 a_dir
 #define CT_PROBLEM_ARGS                                                                    \
   a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, a_dd, a_dh, \
       a_dw, a_g

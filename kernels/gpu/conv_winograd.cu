@@ -24,9 +24,6 @@
 // CT_BM CT_BN CT_BK (GEMM block tile) and CT_TM CT_TN (per-thread tile).
 // Scalars: each kernel's own, listed with it; sizes are never compiled in.
 
-#ifndef CT_TYPE
-#define CT_TYPE 1
-#endif
 #ifndef CT_DIR
 #define CT_DIR 1
 #endif
@@ -47,14 +44,6 @@
 #endif
 #ifndef CT_TN
 #define CT_TN 4
-#endif
-
-#if CT_TYPE == 1
-typedef float ct_t;
-#elif CT_TYPE == 2
-typedef ct_half ct_t;
-#else
-typedef ct_bf16 ct_t;
 #endif
 
 // Element (n, c, h, w) of an activation tensor with `chans` channels.

@@ -119,4 +119,24 @@ CT_DEVICE ct_i64 ct_global_index_x() {
   return static_cast<ct_i64>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
+// What every conv kernel shares: its element type, from -DCT_TYPE (1 fp32,
+// the default; 2 fp16; 3 bf16), and its leading problem scalars, in
+// plan_args order.
+#ifndef CT_TYPE
+#define CT_TYPE 1
+#endif
+#if CT_TYPE == 1
+typedef float ct_t;
+#elif CT_TYPE == 2
+typedef ct_half ct_t;
+#else
+typedef ct_bf16 ct_t;
+#endif
+
+#define CT_PROBLEM_PARAMS                                                                   \
+  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \
+      ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd, ct_i64 a_ph, ct_i64 a_pw,         \
+      ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw,         \
+      ct_i64 a_g, ct_i64 a_layout, ct_i64 a_type, ct_i64 a_dir
+
 #endif  // CONVTUNE_PRELUDE_CUH_

@@ -197,22 +197,17 @@ absl::StatusOr<Device*> Client::DeviceFor(const std::string& backend) {
   absl::MutexLock lock(&device_mu_);
   auto it = gpus_.find(backend);
   if (it == gpus_.end()) {
-    absl::StatusOr<std::unique_ptr<Device>> opened;
-    if (backend == "cuda") {
-      absl::StatusOr<std::unique_ptr<CudaDevice>> d =
-          CudaDevice::Open(options_.device_ordinal);
-      if (d.ok()) opened = std::unique_ptr<Device>(*std::move(d));
-      else opened = d.status();
-    } else if (backend == "hip") {
-      absl::StatusOr<std::unique_ptr<HipDevice>> d =
-          HipDevice::Open(options_.device_ordinal);
-      if (d.ok()) opened = std::unique_ptr<Device>(*std::move(d));
-      else opened = d.status();
-    } else {
-      opened = absl::UnimplementedError(
-          absl::StrCat("unknown backend '", backend, "'"));
-    }
-    it = gpus_.emplace(backend, std::move(opened)).first;
+    // Any GPU device as a Device, or the reason it cannot be opened.
+    auto open = [&](auto opened) -> absl::StatusOr<std::unique_ptr<Device>> {
+      if (!opened.ok()) return opened.status();
+      return std::unique_ptr<Device>(*std::move(opened));
+    };
+    absl::StatusOr<std::unique_ptr<Device>> device =
+        backend == "cuda"  ? open(CudaDevice::Open(options_.device_ordinal))
+        : backend == "hip" ? open(HipDevice::Open(options_.device_ordinal))
+                           : absl::UnimplementedError(
+                                 absl::StrCat("unknown backend '", backend, "'"));
+    it = gpus_.emplace(backend, std::move(device)).first;
   }
   if (!it->second.ok()) {
     return absl::FailedPreconditionError(

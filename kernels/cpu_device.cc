@@ -103,6 +103,20 @@ absl::Status CpuDevice::CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int
   return absl::OkStatus();
 }
 
+absl::Status CpuDevice::Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
+                             int64_t count) {
+  if ((element_bytes != 2 && element_bytes != 4) || count < 0 ||
+      count * element_bytes > dst->size()) {
+    return absl::OutOfRangeError("fill past the end of the buffer");
+  }
+  if (element_bytes == 4) {
+    std::fill_n(static_cast<uint32_t*>(dst->data()), count, pattern);
+  } else {
+    std::fill_n(static_cast<uint16_t*>(dst->data()), count, static_cast<uint16_t>(pattern));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuDevice::Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) {
   cpu::CpuKernelFn fn = cpu::FindCpuKernel(step.kernel());
   if (fn == nullptr) {

@@ -19,6 +19,8 @@ class CpuDevice final : public Device {
   absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override;
   absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
                                 int64_t bytes) override;
+  absl::Status Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
+                    int64_t count) override;
   absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
   absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override;

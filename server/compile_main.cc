@@ -5,7 +5,7 @@
 #include <atomic>
 #include <fstream>
 #include <iostream>
-#include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -150,12 +150,12 @@ std::vector<Job> PlanJobs(const DeviceInfo& device, const std::vector<ConvProble
 // Drops plans whose sources are all in an earlier plan: one build per
 // distinct (file, options) set.
 std::vector<Job> DistinctSources(std::vector<Job> jobs) {
-  std::map<std::string, int> seen;
+  std::set<std::string> seen;
   std::vector<Job> out;
   for (Job& job : jobs) {
     bool fresh = false;
     for (const v1::KernelSource& source : job.plan.sources()) {
-      fresh |= seen.emplace(source.SerializeAsString(), 0).second;
+      fresh |= seen.insert(source.SerializeAsString()).second;
     }
     if (fresh) out.push_back(std::move(job));
   }

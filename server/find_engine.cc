@@ -251,7 +251,16 @@ FindOutcome FindEngine::Fallback(const ConvProblem& p, const Solutions& s) {
 std::vector<const Solver*> FindEngine::Candidates(const ConvProblem& p, int64_t limit,
                                                   bool dynamic_only, bool* over_limit) const {
   std::vector<const Solver*> out;
-  const std::vector<uint32_t> quarantined = Quarantined(ProblemKey(p));
+  std::vector<uint32_t> quarantined;
+  {
+    // The key is built only when something is quarantined at all: this runs
+    // on every immediate-mode miss.
+    absl::MutexLock lock(&mu_);
+    if (!quarantine_.empty()) {
+      auto it = quarantine_.find(ProblemKey(p));
+      if (it != quarantine_.end()) quarantined = it->second;
+    }
+  }
   for (const Solver* s : registry_.ForDevice(device_.info())) {
     if (!s->IsApplicable(p).ok()) continue;
     if (dynamic_only && !s->dynamic()) continue;

@@ -28,12 +28,6 @@
 // Scalars: the problem (plan_args order); W then the number of chunks.
 // Sizes are never compiled in.
 
-#ifndef CT_DIR
-#define CT_DIR 1
-#endif
-#ifndef CT_NHWC
-#define CT_NHWC 0
-#endif
 #ifndef CT_TH
 #define CT_TH 16
 #endif

@@ -23,12 +23,6 @@
 // Scalars: the problem (plan_args order), then for F and B `cc`, for W `tc`
 // and the number of splits. Sizes are never compiled in.
 
-#ifndef CT_DIR
-#define CT_DIR 1
-#endif
-#ifndef CT_NHWC
-#define CT_NHWC 0
-#endif
 #ifndef CT_TH
 #define CT_TH 8
 #endif

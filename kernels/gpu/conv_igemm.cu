@@ -15,12 +15,6 @@
 
 // Defaults, so the source also compiles on its own (compile-only checks);
 // the solvers always pass every option.
-#ifndef CT_DIR
-#define CT_DIR 1
-#endif
-#ifndef CT_NHWC
-#define CT_NHWC 0
-#endif
 #ifndef BM
 #define BM 64
 #endif

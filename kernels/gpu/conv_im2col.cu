@@ -40,11 +40,6 @@
 // (0 or 1); conv_unpack CH, dx's ID, IH, IW, the sampled OD, OH, OW, SD, SH,
 // SW, n0 and nb.
 
-// Defaults, so the source also compiles on its own (compile-only checks).
-#ifndef CT_NHWC
-#define CT_NHWC 0
-#endif
-
 #define CT_PROBLEM_ARGS                                                                    \
   a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, a_dd, a_dh, \
       a_dw, a_g

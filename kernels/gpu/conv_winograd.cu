@@ -24,12 +24,6 @@
 // CT_BM CT_BN CT_BK (GEMM block tile) and CT_TM CT_TN (per-thread tile).
 // Scalars: each kernel's own, listed with it; sizes are never compiled in.
 
-#ifndef CT_DIR
-#define CT_DIR 1
-#endif
-#ifndef CT_NHWC
-#define CT_NHWC 0
-#endif
 #ifndef CT_BM
 #define CT_BM 64
 #endif

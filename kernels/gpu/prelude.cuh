@@ -119,11 +119,18 @@ CT_DEVICE ct_i64 ct_global_index_x() {
   return static_cast<ct_i64>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
-// What every conv kernel shares: its element type, from -DCT_TYPE (1 fp32,
-// the default; 2 fp16; 3 bf16), and its leading problem scalars, in
-// plan_args order.
+// What every conv kernel shares: the options it is compiled with (defaults
+// so that a source compiles on its own): -DCT_TYPE (1 fp32, 2 fp16, 3 bf16),
+// -DCT_DIR (1 F, 2 B, 3 W), -DCT_NHWC (0 or 1); its element type; and its
+// leading problem scalars, in plan_args order.
 #ifndef CT_TYPE
 #define CT_TYPE 1
+#endif
+#ifndef CT_DIR
+#define CT_DIR 1
+#endif
+#ifndef CT_NHWC
+#define CT_NHWC 0
 #endif
 #if CT_TYPE == 1
 typedef float ct_t;

@@ -155,6 +155,9 @@ int main(int argc, char** argv) {
   }
   const convtune::DaemonOptions& o = (*daemon)->options();
   std::cerr << "convtuned: " << (*daemon)->backend_note() << std::endl;
+  // The serving line comes last: it is the readiness signal that
+  // supervisors and tests wait for.
+  std::cerr << "convtuned: system FindDb: " << (*daemon)->SystemDbSummary() << std::endl;
   std::cerr << "convtuned: serving on unix:" << o.socket_path
             << (o.listen_address.empty()
                     ? ""
@@ -163,7 +166,6 @@ int main(int argc, char** argv) {
             << " (device "
             << (*daemon)->device_key() << ", db " << o.db_dir << ", find mode " << o.find_mode
             << ")" << std::endl;
-  std::cerr << "convtuned: system FindDb: " << (*daemon)->SystemDbSummary() << std::endl;
 
   std::thread waiter([&] {
     unsigned char sig = 0;

@@ -1,28 +1,46 @@
 // Winograd F(2x2, 3x3) for 2-D 3x3 stride-1 convolutions, every direction,
-// as transforms into an fp32 workspace and 16 batched GEMMs per group (one per
+// as transforms into a workspace and 16 batched GEMMs per group (one per
 // transformed position e = 4 * row + column):
 //   F, B  wino_filter   U[e] = G g G^T of every filter (once);
 //         then per chunk of images
 //         wino_input    V[e] = B^T d B of every 4x4 tile d of the source,
-//         wino_gemm     M[e] = U[e]^T V[e] (channels of the source reduced),
+//         GEMM          M[e] = U[e]^T V[e] (channels of the source reduced),
 //         wino_output   the 2x2 outputs A^T M[e] A of every tile.
 //         B is the forward pass over dy with the filter turned 180 degrees,
 //         C and K swapped and pad 2 - p (the solver sets the pads).
 //   W     per chunk wino_input over x, wino_dy (A dy A^T of every 2x2 tile of
-//         dy) and wino_gemm summing DY[e] X[e]^T over the tiles into `splits`
+//         dy) and a GEMM summing DY[e] X[e]^T over the tiles into `splits`
 //         partial sums (added to by later chunks); then wino_wrw_output
 //         (dw = G^T (sum of the partials) G). This is F(3x3, 2x2): the tile of
 //         dy is the filter and the 3x3 dw patch the output.
+// The GEMM is wino_gemm (fp32 FMA) or the vendor BLAS (a "blas.gemm" step the
+// solver writes). M and W's partial sums are fp32; U, V and the W tiles are
+// fp32, or with CT_TILE16 the tensor's 16-bit type (for the BLAS's tensor
+// cores; a transformed value is a sum of at most four inputs, each halved at
+// most twice, so its range stays that of the inputs).
 //
 // Workspace matrices per (e, group) hold a channel index ch and a tile index
 // t = (image * tiles_h + th) * tiles_w + tw of the chunk: [e][g][ch][t] for
 // NCHW and [e][g][t][ch] for NHWC, so transforms read and write along the
-// tensor's contiguous axis. The solver checks that every tensor and the
-// workspace index in 32 bits.
+// tensor's contiguous axis. W cuts the chunk's tiles into `splits` runs of
+// ts = ceil(tiles / splits), each its own matrix: [e][g][s][ch][t % ts] (NHWC
+// [e][g][s][t % ts][ch]), zero past the last tile, so one batched GEMM over
+// (e, g, s) gives the partial sums [e][g][s][k][c]. The solver checks that
+// every tensor and the workspace index in 32 bits.
 //
 // Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_DIR (1 F, 2 B, 3 W), CT_NHWC,
-// CT_BM CT_BN CT_BK (GEMM block tile) and CT_TM CT_TN (per-thread tile).
+// CT_TILE16 (0 or 1), CT_BM CT_BN CT_BK (wino_gemm's block tile) and CT_TM
+// CT_TN (its per-thread tile).
 // Scalars: each kernel's own, listed with it; sizes are never compiled in.
+
+#ifndef CT_TILE16
+#define CT_TILE16 0
+#endif
+#if CT_TILE16
+typedef ct_t ct_wt;
+#else
+typedef float ct_wt;
+#endif
 
 #ifndef CT_BM
 #define CT_BM 64
@@ -83,13 +101,24 @@ CT_DEVICE void ct_item(int idx, int chans, int tiles, int& g, int& ch, int& t) {
 #endif
 }
 
+// Work item idx of a transform that writes `splits` runs of ts tiles per
+// group (ts = ceil(tiles / splits)): the group g, the channel ch, the chunk's
+// tile t (tiles or more past the last: a zero tile), and the slot it is
+// written to, run-major: gs = g * splits + run, tt = t % ts.
+CT_DEVICE void ct_run_item(int idx, int chans, int ts, int splits, int& g, int& ch, int& t,
+                           int& gs, int& tt) {
+  ct_item(idx, chans, ts, gs, ch, tt);
+  g = gs / splits;
+  t = (gs % splits) * ts + tt;
+}
+
 CT_DEVICE int ct_flat_index() { return static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); }
 
 #if CT_DIR != 3
 // U[e][g][i][o] = G g G^T for source channel i and destination channel o of
 // group g: for F the filter w[o][i], for B w[i][o] turned 180 degrees.
 // Scalars: groups, ci, co (channels per group of the source, destination).
-CT_KERNEL void wino_filter(const ct_t* w, float* u, ct_i64 a_groups, ct_i64 a_ci, ct_i64 a_co) {
+CT_KERNEL void wino_filter(const ct_t* w, ct_wt* u, ct_i64 a_groups, ct_i64 a_ci, ct_i64 a_co) {
   const int groups = static_cast<int>(a_groups), ci = static_cast<int>(a_ci);
   const int co = static_cast<int>(a_co);
   const int idx = ct_flat_index();
@@ -114,7 +143,9 @@ CT_KERNEL void wino_filter(const ct_t* w, float* u, ct_i64 a_groups, ct_i64 a_ci
   for (int r = 0; r < 4; ++r) {
     const float v[4] = {t[r][0], 0.5f * (t[r][0] + t[r][1] + t[r][2]),
                         0.5f * (t[r][0] - t[r][1] + t[r][2]), t[r][2]};
-    for (int s = 0; s < 4; ++s) u[(((r * 4 + s) * groups + g) * ci + i) * co + o] = v[s];
+    for (int s = 0; s < 4; ++s) {
+      u[(((r * 4 + s) * groups + g) * ci + i) * co + o] = ct_from_float<ct_wt>(v[s]);
+    }
   }
 }
 #endif
@@ -122,18 +153,19 @@ CT_KERNEL void wino_filter(const ct_t* w, float* u, ct_i64 a_groups, ct_i64 a_ci
 // V = B^T d B for every 4x4 tile d of the chunk's source channels, the tile
 // (th, tw) starting at (2 th - ph, 2 tw - pw); outside the image d is 0.
 // Scalars: n0, nb (the chunk's images), groups, chans (per group), h, w (the
-// source's size), ph, pw, tiles_h, tiles_w.
-CT_KERNEL void wino_input(const ct_t* src, float* v, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
+// source's size), ph, pw, tiles_h, tiles_w, splits (1 for F and B).
+CT_KERNEL void wino_input(const ct_t* src, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
                           ct_i64 a_chans, ct_i64 a_h, ct_i64 a_w, ct_i64 a_ph, ct_i64 a_pw,
-                          ct_i64 a_tiles_h, ct_i64 a_tiles_w) {
+                          ct_i64 a_tiles_h, ct_i64 a_tiles_w, ct_i64 a_splits) {
   const int groups = static_cast<int>(a_groups), chans = static_cast<int>(a_chans);
   const int height = static_cast<int>(a_h), width = static_cast<int>(a_w);
   const int tiles_h = static_cast<int>(a_tiles_h), tiles_w = static_cast<int>(a_tiles_w);
   const int tiles = static_cast<int>(a_nb) * tiles_h * tiles_w;
+  const int splits = static_cast<int>(a_splits), ts = (tiles + splits - 1) / splits;
   const int idx = ct_flat_index();
-  if (idx >= groups * chans * tiles) return;
-  int g, ch, t;
-  ct_item(idx, chans, tiles, g, ch, t);
+  if (idx >= groups * splits * chans * ts) return;
+  int g, ch, t, gs, tt;
+  ct_run_item(idx, chans, ts, splits, g, ch, t, gs, tt);
   const int tw = t % tiles_w, th = (t / tiles_w) % tiles_h;
   const int n = static_cast<int>(a_n0) + t / (tiles_w * tiles_h);
   const int h0 = 2 * th - static_cast<int>(a_ph), w0 = 2 * tw - static_cast<int>(a_pw);
@@ -142,7 +174,7 @@ CT_KERNEL void wino_input(const ct_t* src, float* v, ct_i64 a_n0, ct_i64 a_nb, c
   for (int a = 0; a < 4; ++a)
     for (int b = 0; b < 4; ++b) {
       const int h = h0 + a, w = w0 + b;
-      const bool in = h >= 0 && h < height && w >= 0 && w < width;
+      const bool in = t < tiles && h >= 0 && h < height && w >= 0 && w < width;
       d[a][b] = in ? ct_to_float(src[ct_act(n, c, h, w, groups * chans, height, width)]) : 0.0f;
     }
   float r[4][4];
@@ -155,7 +187,9 @@ CT_KERNEL void wino_input(const ct_t* src, float* v, ct_i64 a_n0, ct_i64 a_nb, c
   for (int a = 0; a < 4; ++a) {
     const float o[4] = {r[a][0] - r[a][2], r[a][1] + r[a][2], r[a][2] - r[a][1],
                         r[a][1] - r[a][3]};
-    for (int b = 0; b < 4; ++b) v[ct_tidx(a * 4 + b, g, ch, t, groups, chans, tiles)] = o[b];
+    for (int b = 0; b < 4; ++b) {
+      v[ct_tidx(a * 4 + b, gs, ch, tt, groups * splits, chans, ts)] = ct_from_float<ct_wt>(o[b]);
+    }
   }
 }
 
@@ -200,24 +234,26 @@ CT_KERNEL void wino_output(const float* m, ct_t* dst, ct_i64 a_n0, ct_i64 a_nb, 
 #if CT_DIR == 3
 // A u A^T for every 2x2 tile u of the chunk's dy, the tile (th, tw) at
 // (2 th, 2 tw); outside dy u is 0. Scalars: n0, nb, groups, kg, h, w (dy's
-// size), tiles_h, tiles_w.
-CT_KERNEL void wino_dy(const ct_t* dy, float* v, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
-                       ct_i64 a_kg, ct_i64 a_h, ct_i64 a_w, ct_i64 a_tiles_h, ct_i64 a_tiles_w) {
+// size), tiles_h, tiles_w, splits.
+CT_KERNEL void wino_dy(const ct_t* dy, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
+                       ct_i64 a_kg, ct_i64 a_h, ct_i64 a_w, ct_i64 a_tiles_h, ct_i64 a_tiles_w,
+                       ct_i64 a_splits) {
   const int groups = static_cast<int>(a_groups), kg = static_cast<int>(a_kg);
   const int height = static_cast<int>(a_h), width = static_cast<int>(a_w);
   const int tiles_h = static_cast<int>(a_tiles_h), tiles_w = static_cast<int>(a_tiles_w);
   const int tiles = static_cast<int>(a_nb) * tiles_h * tiles_w;
+  const int splits = static_cast<int>(a_splits), ts = (tiles + splits - 1) / splits;
   const int idx = ct_flat_index();
-  if (idx >= groups * kg * tiles) return;
-  int g, k, t;
-  ct_item(idx, kg, tiles, g, k, t);
+  if (idx >= groups * splits * kg * ts) return;
+  int g, k, t, gs, tt;
+  ct_run_item(idx, kg, ts, splits, g, k, t, gs, tt);
   const int tw = t % tiles_w, th = (t / tiles_w) % tiles_h;
   const int n = static_cast<int>(a_n0) + t / (tiles_w * tiles_h);
   float u[2][2];
   for (int a = 0; a < 2; ++a)
     for (int b = 0; b < 2; ++b) {
       const int h = 2 * th + a, w = 2 * tw + b;
-      u[a][b] = h < height && w < width
+      u[a][b] = t < tiles && h < height && w < width
                     ? ct_to_float(dy[ct_act(n, g * kg + k, h, w, groups * kg, height, width)])
                     : 0.0f;
     }
@@ -230,24 +266,28 @@ CT_KERNEL void wino_dy(const ct_t* dy, float* v, ct_i64 a_n0, ct_i64 a_nb, ct_i6
   }
   for (int a = 0; a < 4; ++a) {
     const float o[4] = {r[a][0], r[a][0] + r[a][1], r[a][0] - r[a][1], -r[a][1]};
-    for (int b = 0; b < 4; ++b) v[ct_tidx(a * 4 + b, g, k, t, groups, kg, tiles)] = o[b];
+    for (int b = 0; b < 4; ++b) {
+      v[ct_tidx(a * 4 + b, gs, k, tt, groups * splits, kg, ts)] = ct_from_float<ct_wt>(o[b]);
+    }
   }
 }
 
-// dw = G^T P G where P sums the GEMM's partials [split][e][g][k][c].
+// dw = G^T P G where P sums the GEMM's partials [e][g][split][k][c].
 // Scalars: groups, kg, cg, splits.
 CT_KERNEL void wino_wrw_output(const float* m, ct_t* dw, ct_i64 a_groups, ct_i64 a_kg,
                                ct_i64 a_cg, ct_i64 a_splits) {
   const int groups = static_cast<int>(a_groups), kg = static_cast<int>(a_kg);
   const int cg = static_cast<int>(a_cg), splits = static_cast<int>(a_splits);
   const int idx = ct_flat_index();
-  const int per_e = groups * kg * cg;
-  if (idx >= per_e) return;  // idx = (g * kg + k) * cg + c
+  const int per_g = kg * cg;
+  if (idx >= groups * per_g) return;  // idx = (g * kg + k) * cg + c
+  const int g = idx / per_g, kc = idx % per_g;
   float e[4][4];
   for (int a = 0; a < 4; ++a)
     for (int b = 0; b < 4; ++b) {
+      const float* part = m + (((a * 4 + b) * groups + g) * splits) * per_g + kc;
       float s = 0.0f;
-      for (int p = 0; p < splits; ++p) s += m[(p * 16 + a * 4 + b) * per_e + idx];
+      for (int p = 0; p < splits; ++p) s += part[p * per_g];
       e[a][b] = s;
     }
   float r[3][4];
@@ -265,6 +305,7 @@ CT_KERNEL void wino_wrw_output(const float* m, ct_t* dw, ct_i64 a_groups, ct_i64
 }
 #endif
 
+#if !CT_TILE16
 // The batched GEMM C[z] (+)= A[z] B[z], A (m x r), B (r x n), in fp32. Each
 // operand's orientation follows from the direction and layout (the workspace
 // layouts above): *_RFAST when the reduction index is contiguous, C_MFAST
@@ -284,26 +325,17 @@ CT_KERNEL void wino_wrw_output(const float* m, ct_t* dw, ct_i64 a_groups, ct_i64
 #define CT_LB (CT_BN * CT_BK / CT_THREADS)
 
 // Block (blockIdx.x, blockIdx.y) covers columns BN * x and rows BM * y of
-// matrix blockIdx.z % batch; blockIdx.z / batch is its split of the
-// reduction, written to C + split * batch * m * n. Scalars: m, n, r, batch,
-// splits, accumulate (1: add to C).
+// matrix blockIdx.z. Scalars: m, n, r, accumulate (1: add to C).
 CT_KERNEL void __launch_bounds__(CT_THREADS)
     wino_gemm(const float* pa, const float* pb, float* pc, ct_i64 a_m, ct_i64 a_n, ct_i64 a_r,
-              ct_i64 a_batch, ct_i64 a_splits, ct_i64 a_accumulate) {
+              ct_i64 a_accumulate) {
   const int rows = static_cast<int>(a_m), cols = static_cast<int>(a_n);
-  const int red = static_cast<int>(a_r), batch = static_cast<int>(a_batch);
-  const int splits = static_cast<int>(a_splits);
-  const int z = blockIdx.z % batch, split = blockIdx.z / batch;
+  const int red = static_cast<int>(a_r), z = blockIdx.z;
   const int m0 = blockIdx.y * CT_BM, n0 = blockIdx.x * CT_BN;
   const float* a = pa + z * rows * red;
   const float* b = pb + z * red * cols;
-  float* c = pc + (split * batch + z) * rows * cols;
-  // The split's share of the reduction, in whole BK steps.
-  const int all_steps = (red + CT_BK - 1) / CT_BK;
-  const int per_split = (all_steps + splits - 1) / splits;
-  const int first = min(all_steps, split * per_split);
-  const int steps = min(all_steps, first + per_split) - first;
-  const int r_end = min(red, (first + per_split) * CT_BK);
+  float* c = pc + z * rows * cols;
+  const int steps = (red + CT_BK - 1) / CT_BK;
 
   __shared__ float as[2][CT_BK][CT_BM + 4];
   __shared__ float bs[2][CT_BK][CT_BN + 4];
@@ -327,13 +359,13 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     for (int i = 0; i < CT_LA; ++i) {
       const int m = m0 + am[i], r = r0 + ar[i];
       const int at = CT_A_RFAST ? m * red + r : r * rows + m;
-      ra[i] = m < rows && r < r_end ? a[at] : 0.0f;
+      ra[i] = m < rows && r < red ? a[at] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < CT_LB; ++i) {
       const int n = n0 + bn[i], r = r0 + br[i];
       const int at = CT_B_RFAST ? n * red + r : r * cols + n;
-      rb[i] = n < cols && r < r_end ? b[at] : 0.0f;
+      rb[i] = n < cols && r < red ? b[at] : 0.0f;
     }
   };
   auto store = [&](int buf) {
@@ -358,13 +390,13 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   // Double buffered: the next step's loads are in flight during the current
   // step's products; one barrier per step.
   if (steps > 0) {
-    load(first * CT_BK);
+    load(0);
     store(0);
   }
   __syncthreads();
   for (int s = 0; s < steps; ++s) {
     const bool more = s + 1 < steps;
-    if (more) load((first + s + 1) * CT_BK);
+    if (more) load((s + 1) * CT_BK);
     const int buf = s & 1;
 #pragma unroll
     for (int kk = 0; kk < CT_BK; ++kk) {
@@ -394,3 +426,4 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       }
     }
 }
+#endif  // !CT_TILE16

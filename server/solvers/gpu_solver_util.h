@@ -29,6 +29,7 @@ std::unique_ptr<Solver> NewGpuIm2colGemmBlasSolver();
 std::unique_ptr<Solver> NewGpuGemm1x1BlasSolver();
 std::unique_ptr<Solver> NewGpuWinogradF2x3Solver();
 std::unique_ptr<Solver> NewGpuDirectTiledSolver();
+std::unique_ptr<Solver> NewGpuWinogradF2x3BlasSolver();
 
 class GpuSolver : public Solver {
  public:

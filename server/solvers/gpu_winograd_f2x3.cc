@@ -1,8 +1,12 @@
-// gpu_winograd_f2x3: Winograd F(2x2, 3x3) for 2-D 3x3 stride-1 problems in
-// every direction (backward weights as F(3x3, 2x2)), from conv_winograd.cu:
-// tile transforms into an fp32 workspace, 16 batched fp32 GEMMs per group and
-// output transforms. Images go through in chunks so that the workspace stays
-// within kWorkspaceBudget. A config is the GEMM tile {BM, BN, BK, TM, TN}.
+// gpu_winograd_f2x3 and gpu_winograd_f2x3_blas: Winograd F(2x2, 3x3) for 2-D
+// 3x3 stride-1 problems in every direction (backward weights as F(3x3, 2x2)),
+// from conv_winograd.cu: tile transforms into the workspace, 16 batched GEMMs
+// per group and output transforms. gpu_winograd_f2x3 runs the GEMMs on
+// wino_gemm (fp32 FMA; a config is its tile {BM, BN, BK, TM, TN});
+// gpu_winograd_f2x3_blas on the vendor BLAS, with the transformed tiles in
+// the tensor's type (16-bit types on tensor or matrix cores, fp32 sums).
+// Images go through in chunks so that the workspace stays within
+// kWorkspaceBudget.
 #include <algorithm>
 #include <array>
 #include <initializer_list>
@@ -11,7 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/gpu/blas_step.h"
 #include "kernels/plan_args.h"
+#include "server/solvers/gpu_blas_plan.h"
 #include "server/solvers/gpu_solver_util.h"
 #include "server/solvers/gpu_solvers.h"
 
@@ -40,17 +46,19 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One problem as the kernels see it. F and B run a forward-shaped pass from
 // a source (x, or dy for B) with ci channels per group to a destination with
-// co; W reads x (ci = cg) and dy (co = kg). Workspace regions in floats:
-// `fixed` (U, or W's partial sums), then `src_tiles` and `dst_tiles` (V and
-// M, or W's x and dy tiles) for one chunk of images.
+// co; W reads x (ci = cg) and dy (co = kg). Workspace regions, at byte
+// offsets: U (or W's fp32 partial sums) at 0, then for one chunk of images
+// the source's tiles (V, or W's x tiles) at src_at and the destination's (M,
+// or W's dy tiles) at dst_at.
 struct Geometry {
   int64_t groups, ci, co;
   int64_t src_h, src_w, dst_h, dst_w;  // W: x and dy
   int64_t ph, pw;                      // a source tile starts at (2 th - ph, 2 tw - pw)
   int64_t tiles_h, tiles_w;            // per image, over the destination (W: dy)
+  int64_t tile_bytes;                  // of an element of U, V and W's tiles
   int64_t splits;
   int64_t chunk;  // images per chunk; 0 when one image does not fit the budget
-  int64_t fixed, src_tiles, dst_tiles;
+  int64_t src_at, dst_at, bytes;
 };
 
 int64_t WrwSplits(const ConvProblem& p, int64_t tiles) {
@@ -61,8 +69,26 @@ int64_t WrwSplits(const ConvProblem& p, int64_t tiles) {
   return std::min(s, std::max<int64_t>(1, kMaxGridYZ / (kPositions * p.groups)));
 }
 
-Geometry MakeGeometry(const ConvProblem& p) {
+// The tiles a chunk of nb images lays out: W rounds them up to whole runs.
+int64_t LaidOutTiles(const Geometry& g, int64_t nb) {
+  return g.splits * CeilDiv(nb * g.tiles_h * g.tiles_w, g.splits);
+}
+
+// Sets the chunk-dependent regions of g for chunks of nb images.
+void LayOut(const ConvProblem& p, int64_t nb, Geometry* g) {
+  const bool wrw = p.direction == Direction::kBackwardWeights;
+  const int64_t tiles = LaidOutTiles(*g, nb);
+  const int64_t fixed = wrw ? g->splits * kPositions * g->groups * g->ci * g->co * kFloatBytes
+                            : kPositions * g->groups * g->ci * g->co * g->tile_bytes;
+  g->src_at = AlignWorkspace(fixed);
+  g->dst_at = AlignWorkspace(g->src_at + kPositions * g->groups * g->ci * tiles * g->tile_bytes);
+  g->bytes = g->dst_at +
+             kPositions * g->groups * g->co * tiles * (wrw ? g->tile_bytes : kFloatBytes);
+}
+
+Geometry MakeGeometry(const ConvProblem& p, bool blas) {
   const bool bwd = p.direction == Direction::kBackwardData;
+  const bool wrw = p.direction == Direction::kBackwardWeights;
   Geometry g;
   g.groups = p.groups;
   g.ci = bwd ? p.k_per_group() : p.c_per_group();
@@ -77,14 +103,20 @@ Geometry MakeGeometry(const ConvProblem& p) {
   g.pw = bwd ? 2 - p.pad[2] : p.pad[2];
   g.tiles_h = CeilDiv(g.dst_h, 2);
   g.tiles_w = CeilDiv(g.dst_w, 2);
-  const int64_t tiles = g.tiles_h * g.tiles_w;
-  g.splits = p.direction == Direction::kBackwardWeights ? WrwSplits(p, p.n * tiles) : 1;
-  g.fixed = g.splits * kPositions * g.groups * g.ci * g.co;
-  const int64_t per_image = kPositions * g.groups * (g.ci + g.co) * tiles;
-  const int64_t room = kWorkspaceBudget / kFloatBytes - g.fixed;
-  g.chunk = room < per_image ? 0 : std::min(p.n, room / per_image);
-  g.src_tiles = kPositions * g.groups * g.ci * tiles * g.chunk;
-  g.dst_tiles = kPositions * g.groups * g.co * tiles * g.chunk;
+  g.tile_bytes = blas ? ElementBytes(p.type) : kFloatBytes;
+  g.splits = wrw ? WrwSplits(p, p.n * g.tiles_h * g.tiles_w) : 1;
+  // The most images whose regions fit the budget (the regions grow with the
+  // images; one that does not fit leaves chunk 0).
+  LayOut(p, 1, &g);
+  if (g.bytes > kWorkspaceBudget) {
+    g.chunk = 0;
+    return g;
+  }
+  const int64_t per_image = g.bytes - g.src_at;
+  g.chunk = std::min(p.n, std::max<int64_t>(1, (kWorkspaceBudget - g.src_at) / per_image));
+  for (LayOut(p, g.chunk, &g); g.chunk > 1 && g.bytes > kWorkspaceBudget;) {
+    LayOut(p, --g.chunk, &g);
+  }
   return g;
 }
 
@@ -110,9 +142,10 @@ void AddTransform(v1::ExecutionPlan* plan, int source, absl::string_view kernel,
   for (int64_t s : scalars) step->add_scalars(s);
 }
 
-// C (+)= A B over the workspace regions at a_at, b_at, c_at (bytes).
-void AddGemm(v1::ExecutionPlan* plan, int source, const PerfConfig& c, int64_t a_at, int64_t b_at,
-             int64_t c_at, GemmShape s, int64_t red, int64_t splits, bool accumulate) {
+// C (+)= A B over the workspace regions at a_at, b_at, c_at (bytes), on
+// wino_gemm with tile `c`. `red` is the reduction per matrix.
+void AddFmaGemm(v1::ExecutionPlan* plan, int source, const PerfConfig& c, int64_t a_at,
+                int64_t b_at, int64_t c_at, GemmShape s, int64_t red, bool accumulate) {
   const int64_t threads = (c[0] / c[3]) * (c[1] / c[4]);
   v1::KernelStep* step = AddGpuStep(plan, "wino_gemm", source,
                                     {CeilDiv(s.cols, c[1]), CeilDiv(s.rows, c[0]), s.matrices},
@@ -120,60 +153,108 @@ void AddGemm(v1::ExecutionPlan* plan, int source, const PerfConfig& c, int64_t a
   AddBuffer(step, v1::BUFFER_WORKSPACE, a_at);
   AddBuffer(step, v1::BUFFER_WORKSPACE, b_at);
   AddBuffer(step, v1::BUFFER_WORKSPACE, c_at);
-  for (int64_t v : {s.rows, s.cols, red, s.matrices / splits, splits, int64_t{accumulate}}) {
-    step->add_scalars(v);
+  for (int64_t v : {s.rows, s.cols, red, int64_t{accumulate}}) step->add_scalars(v);
+}
+
+// The same product as one "blas.gemm" step. A and B are in the tile type, C
+// in fp32; the orientation of each follows the layouts of conv_winograd.cu.
+void AddBlasGemm(const ConvProblem& p, const Geometry& geo, int64_t a_at, int64_t b_at,
+                 int64_t c_at, GemmShape s, int64_t red, bool accumulate,
+                 v1::ExecutionPlan* plan) {
+  const bool nhwc = p.layout == Layout::kNHWC;
+  const int64_t tb = geo.tile_bytes;
+  gpu::BlasGemm g;
+  g.ab_type = tb == kFloatBytes ? DataType::kFp32 : p.type;
+  g.c_type = DataType::kFp32;
+  g.beta = accumulate ? 1 : 0;
+  // Each operand's matrices follow one another densely.
+  GemmOperand a{v1::BUFFER_WORKSPACE, a_at / tb, 0, 0, tb};
+  GemmOperand b{v1::BUFFER_WORKSPACE, b_at / tb, 0, 0, tb};
+  GemmOperand c{v1::BUFFER_WORKSPACE, c_at / kFloatBytes, 0, s.rows * s.cols, kFloatBytes};
+  if (p.direction == Direction::kBackwardWeights) {
+    // partial [k][c] = DY X^T over the run's tiles: DY [k][t] and X [c][t]
+    // (NCHW) or DY [t][k] and X [t][c] (NHWC).
+    a.group_stride = s.rows * red, b.group_stride = s.cols * red;
+    g.m = s.rows, g.n = s.cols, g.k = red, g.ldc = s.cols;
+    if (nhwc) {
+      g.trans_a = true, g.lda = s.rows, g.ldb = s.cols;
+    } else {
+      g.trans_b = true, g.lda = red, g.ldb = red;
+    }
+    AddGemmsPerImage(g, a, b, c, 1, s.matrices, false, plan);
+    return;
+  }
+  // M = U^T V with U [i][o]; V [i][t], M [o][t] (NCHW) or V [t][i], M [t][o]
+  // (NHWC, computed as M = V U).
+  a.group_stride = red * s.rows;  // U
+  b.group_stride = red * s.cols;  // V
+  if (nhwc) {
+    g.m = s.cols, g.n = s.rows, g.k = red;
+    g.lda = red, g.ldb = s.rows, g.ldc = s.rows;
+    AddGemmsPerImage(g, b, a, c, 1, s.matrices, false, plan);
+  } else {
+    g.trans_a = true;
+    g.m = s.rows, g.n = s.cols, g.k = red;
+    g.lda = s.rows, g.ldb = s.cols, g.ldc = s.cols;
+    AddGemmsPerImage(g, a, b, c, 1, s.matrices, false, plan);
   }
 }
 
 class GpuWinogradF2x3 final : public GpuSolver {
  public:
-  uint32_t id() const override { return kGpuWinogradF2x3Id; }
-  absl::string_view name() const override { return "gpu_winograd_f2x3"; }
+  explicit GpuWinogradF2x3(bool blas) : blas_(blas) {}
+
+  uint32_t id() const override { return blas_ ? kGpuWinogradF2x3BlasId : kGpuWinogradF2x3Id; }
+  absl::string_view name() const override {
+    return blas_ ? "gpu_winograd_f2x3_blas" : "gpu_winograd_f2x3";
+  }
   AlgorithmFamily family() const override { return AlgorithmFamily::kWinograd; }
   bool dynamic() const override { return true; }
+  bool SupportsDevice(const DeviceInfo& device) const override {
+    return !blas_ || !device.blas.empty();
+  }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.is_3d()) {
-      return absl::FailedPreconditionError("spatial_dims: gpu_winograd_f2x3 is 2-D only");
+      return absl::FailedPreconditionError(absl::StrCat("spatial_dims: ", name(), " is 2-D only"));
     }
     if (p.filter[1] != 3 || p.filter[2] != 3) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "filter: gpu_winograd_f2x3 needs a 3x3 filter, got ", p.filter[1], "x", p.filter[2]));
+          "filter: ", name(), " needs a 3x3 filter, got ", p.filter[1], "x", p.filter[2]));
     }
     if (p.stride[1] != 1 || p.stride[2] != 1) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "stride: gpu_winograd_f2x3 needs stride 1, got ", p.stride[1], "x", p.stride[2]));
+          "stride: ", name(), " needs stride 1, got ", p.stride[1], "x", p.stride[2]));
     }
     if (p.dilation[1] != 1 || p.dilation[2] != 1) {
-      return absl::FailedPreconditionError(absl::StrCat("dilation: gpu_winograd_f2x3 needs ",
-                                                        "dilation 1, got ", p.dilation[1], "x",
-                                                        p.dilation[2]));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "dilation: ", name(), " needs dilation 1, got ", p.dilation[1], "x", p.dilation[2]));
     }
     if (absl::Status s = CheckIndex32(p, name()); !s.ok()) return s;
-    // The GEMMs' matrices and row blocks (of the smallest tile) are 16-bit
-    // grid axes.
+    // wino_gemm's matrices and row blocks (of the smallest tile) are 16-bit
+    // grid axes; the BLAS takes the batch as a 32-bit count.
     if (kPositions * p.groups > kMaxGridYZ ||
         CeilDiv(std::max(p.c_per_group(), p.k_per_group()), 32) > kMaxGridYZ) {
       return absl::FailedPreconditionError(
-          absl::StrCat("groups: gpu_winograd_f2x3 puts 16 GEMMs per group and their row blocks on "
+          absl::StrCat("groups: ", name(), " puts 16 GEMMs per group and their row blocks on "
                        "16-bit grid axes; ",
                        p.groups, " groups of ", p.c_per_group(), " to ", p.k_per_group(),
                        " channels are too many"));
     }
-    if (MakeGeometry(p).chunk < 1) {
+    if (MakeGeometry(p, blas_).chunk < 1) {
       return absl::FailedPreconditionError(
-          absl::StrCat("workspace: gpu_winograd_f2x3 needs more than ", kWorkspaceBudget >> 20,
+          absl::StrCat("workspace: ", name(), " needs more than ", kWorkspaceBudget >> 20,
                        " MiB of workspace for a single image"));
     }
     return absl::OkStatus();
   }
 
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
-    const Geometry g = MakeGeometry(p);
-    return (g.fixed + g.src_tiles + g.dst_tiles) * kFloatBytes;
+    return MakeGeometry(p, blas_).bytes;
   }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
+    if (blas_) return {PerfConfig{}};
     std::vector<PerfConfig> space;
     for (const auto& t : kTiles) space.push_back(PerfConfig(t.begin(), t.end()));
     return space;
@@ -182,7 +263,8 @@ class GpuWinogradF2x3 final : public GpuSolver {
   // The largest tile that still gives kTargetBlocks, among those not mostly
   // padding; else the one with the most blocks.
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
-    const GemmShape s = MainGemm(p, MakeGeometry(p));
+    if (blas_) return {};
+    const GemmShape s = MainGemm(p, MakeGeometry(p, blas_));
     const std::array<int64_t, 5>* best = &kTiles[std::size(kTiles) - 1];
     int64_t best_blocks = 0;
     for (const auto& t : kTiles) {
@@ -197,9 +279,17 @@ class GpuWinogradF2x3 final : public GpuSolver {
   // The 16 GEMMs: 16 products per 2x2 output tile and channel pair instead
   // of 36.
   double EstimatedFlops(const ConvProblem& p) const override {
-    const Geometry g = MakeGeometry(p);
+    const Geometry g = MakeGeometry(p, blas_);
     return 2.0 * kPositions * static_cast<double>(g.groups * g.ci * g.co) *
            static_cast<double>(p.n * g.tiles_h * g.tiles_w);
+  }
+
+  // Relative to the fp32 peak: the BLAS runs the GEMMs near it (16-bit types
+  // beyond it, on tensor or matrix cores; the estimate caps this at 1); the
+  // transforms move the rest.
+  double Efficiency(const ConvProblem& p) const override {
+    if (!blas_) return Solver::Efficiency(p);
+    return p.type == DataType::kFp32 ? 0.45 : 1.0;
   }
 
   absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
@@ -207,10 +297,14 @@ class GpuWinogradF2x3 final : public GpuSolver {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     v1::ExecutionPlan plan = NewPlan(p, config);
     std::vector<std::string> options = ProblemOptions(p);
-    const char* names[] = {"CT_BM", "CT_BN", "CT_BK", "CT_TM", "CT_TN"};
-    for (int i = 0; i < 5; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
+    if (blas_) {
+      options.push_back(absl::StrCat("-DCT_TILE16=", p.type == DataType::kFp32 ? 0 : 1));
+    } else {
+      const char* names[] = {"CT_BM", "CT_BN", "CT_BK", "CT_TM", "CT_TN"};
+      for (int i = 0; i < 5; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
+    }
     const int source = AddSource(&plan, "conv_winograd.cu", options);
-    const Geometry g = MakeGeometry(p);
+    const Geometry g = MakeGeometry(p, blas_);
     if (p.direction == Direction::kBackwardWeights) {
       AddWrwSteps(p, g, config, source, &plan);
     } else {
@@ -220,54 +314,70 @@ class GpuWinogradF2x3 final : public GpuSolver {
   }
 
  private:
+  void AddGemm(const ConvProblem& p, const Geometry& g, const PerfConfig& config, int source,
+               int64_t a_at, int64_t b_at, int64_t c_at, GemmShape s, int64_t red,
+               bool accumulate, v1::ExecutionPlan* plan) const {
+    if (blas_) {
+      AddBlasGemm(p, g, a_at, b_at, c_at, s, red, accumulate, plan);
+    } else {
+      AddFmaGemm(plan, source, config, a_at, b_at, c_at, s, red, accumulate);
+    }
+  }
+
   // F and B: U once, then input transform, GEMM and output transform per chunk.
-  static void AddSteps(const ConvProblem& p, const Geometry& g, const PerfConfig& config,
-                       int source, v1::ExecutionPlan* plan) {
+  void AddSteps(const ConvProblem& p, const Geometry& g, const PerfConfig& config, int source,
+                v1::ExecutionPlan* plan) const {
     const bool fwd = p.direction == Direction::kForward;
     const v1::BufferRole src = fwd ? v1::BUFFER_X : v1::BUFFER_Y;
     const v1::BufferRole dst = fwd ? v1::BUFFER_Y : v1::BUFFER_X;
-    const int64_t v_at = g.fixed * kFloatBytes;
-    const int64_t m_at = (g.fixed + g.src_tiles) * kFloatBytes;
     AddTransform(plan, source, "wino_filter", g.groups * g.ci * g.co, v1::BUFFER_W, 0,
                  v1::BUFFER_WORKSPACE, 0, {g.groups, g.ci, g.co});
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
       const int64_t tiles = nb * g.tiles_h * g.tiles_w;
-      AddTransform(plan, source, "wino_input", g.groups * g.ci * tiles, src, 0,
-                   v1::BUFFER_WORKSPACE, v_at,
-                   {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w});
-      AddGemm(plan, source, config, 0, v_at, m_at, {g.co, tiles, kPositions * g.groups}, g.ci, 1,
-              false);
-      AddTransform(plan, source, "wino_output", g.groups * g.co * tiles, v1::BUFFER_WORKSPACE, m_at,
-                   dst, 0, {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w});
+      AddTransform(
+          plan, source, "wino_input", g.groups * g.ci * tiles, src, 0, v1::BUFFER_WORKSPACE,
+          g.src_at,
+          {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w, 1});
+      AddGemm(p, g, config, source, 0, g.src_at, g.dst_at, {g.co, tiles, kPositions * g.groups},
+              g.ci, false, plan);
+      AddTransform(plan, source, "wino_output", g.groups * g.co * tiles, v1::BUFFER_WORKSPACE,
+                   g.dst_at, dst, 0,
+                   {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w});
     }
   }
 
-  // W: per chunk the x and dy transforms and the GEMM adding to the partial
-  // sums; then dw from the partials.
-  static void AddWrwSteps(const ConvProblem& p, const Geometry& g, const PerfConfig& config,
-                          int source, v1::ExecutionPlan* plan) {
-    const int64_t x_at = g.fixed * kFloatBytes;
-    const int64_t dy_at = (g.fixed + g.src_tiles) * kFloatBytes;
+  // W: per chunk the x and dy transforms (in runs of tiles, one per split)
+  // and the GEMM adding to the partial sums; then dw from the partials.
+  void AddWrwSteps(const ConvProblem& p, const Geometry& g, const PerfConfig& config,
+                   int source, v1::ExecutionPlan* plan) const {
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
-      const int64_t tiles = nb * g.tiles_h * g.tiles_w;
+      const int64_t tiles = LaidOutTiles(g, nb);
       AddTransform(plan, source, "wino_input", g.groups * g.ci * tiles, v1::BUFFER_X, 0,
-                   v1::BUFFER_WORKSPACE, x_at,
-                   {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w});
+                   v1::BUFFER_WORKSPACE, g.src_at,
+                   {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w,
+                    g.splits});
       AddTransform(plan, source, "wino_dy", g.groups * g.co * tiles, v1::BUFFER_Y, 0,
-                   v1::BUFFER_WORKSPACE, dy_at,
-                   {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w});
-      AddGemm(plan, source, config, dy_at, x_at, 0, {g.co, g.ci, kPositions * g.groups * g.splits},
-              tiles, g.splits, n0 > 0);
+                   v1::BUFFER_WORKSPACE, g.dst_at,
+                   {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w, g.splits});
+      AddGemm(p, g, config, source, g.dst_at, g.src_at, 0,
+              {g.co, g.ci, kPositions * g.groups * g.splits}, tiles / g.splits, n0 > 0, plan);
     }
     AddTransform(plan, source, "wino_wrw_output", g.groups * g.co * g.ci, v1::BUFFER_WORKSPACE, 0,
                  v1::BUFFER_W, 0, {g.groups, g.co, g.ci, g.splits});
   }
+
+  const bool blas_;
 };
 
 }  // namespace
 
-std::unique_ptr<Solver> NewGpuWinogradF2x3Solver() { return std::make_unique<GpuWinogradF2x3>(); }
+std::unique_ptr<Solver> NewGpuWinogradF2x3Solver() {
+  return std::make_unique<GpuWinogradF2x3>(/*blas=*/false);
+}
+std::unique_ptr<Solver> NewGpuWinogradF2x3BlasSolver() {
+  return std::make_unique<GpuWinogradF2x3>(/*blas=*/true);
+}
 
 }  // namespace convtune

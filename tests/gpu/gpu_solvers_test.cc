@@ -279,7 +279,8 @@ std::vector<Combo> AllCombos() {
   std::vector<Combo> combos;
   for (uint32_t id : {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
                       kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
-                      kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId}) {
+                      kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
+                      kGpuWinogradF2x3BlasId}) {
     for (Direction d :
          {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {

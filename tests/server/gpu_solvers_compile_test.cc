@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -208,7 +209,7 @@ INSTANTIATE_TEST_SUITE_P(AllGpuSolvers, GpuSolverCompile,
                                            kGpuImplicitGemmStaticId, kGpuDepthwiseId,
                                            kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                                            kGpuGemm1x1BlasId, kGpuWinogradF2x3Id,
-                                           kGpuDirectTiledId),
+                                           kGpuDirectTiledId, kGpuWinogradF2x3BlasId),
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return absl::StrCat("solver", info.param);
                          });
@@ -222,7 +223,8 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
                                                 {106, "gpu_im2col_gemm_blas"},
                                                 {107, "gpu_gemm_1x1_blas"},
                                                 {108, "gpu_winograd_f2x3"},
-                                                {109, "gpu_direct_tiled"}};
+                                                {109, "gpu_direct_tiled"},
+                                                {110, "gpu_winograd_f2x3_blas"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
@@ -282,7 +284,7 @@ std::vector<std::string> Kernels(const v1::ExecutionPlan& plan) {
 }
 
 TEST(GpuSolvers, BlasSolversRunWhereABlasIsFound) {
-  for (uint32_t id : {kGpuIm2colGemmBlasId, kGpuGemm1x1BlasId}) {
+  for (uint32_t id : {kGpuIm2colGemmBlasId, kGpuGemm1x1BlasId, kGpuWinogradF2x3BlasId}) {
     const Solver* s = SolverRegistry::Default().Find(id);
     EXPECT_FALSE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90"})) << s->name();
     EXPECT_TRUE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90", .blas = "cublas13.1.0"}));
@@ -381,16 +383,31 @@ TEST(GpuSolvers, Im2colGemmBlasBoundsItsColumnMatrix) {
 }
 
 
-// Every wino_gemm operand lies inside the workspace, apart from the others.
+// Every GEMM operand of a Winograd plan (wino_gemm or blas.gemm) lies inside
+// the workspace, apart from the others.
 void ExpectGemmOperandsInWorkspace(const v1::ExecutionPlan& plan) {
   const int64_t ws = plan.workspace_bytes();
   for (const v1::KernelStep& step : plan.steps()) {
-    if (step.kernel() != "wino_gemm") continue;
+    int64_t bytes[3];
+    if (step.kernel() == "wino_gemm") {
+      ASSERT_EQ(step.scalars_size(), 4);
+      ASSERT_EQ(step.grid_size(), 3);
+      const int64_t m = step.scalars(0), n = step.scalars(1), r = step.scalars(2);
+      const int64_t batch = step.grid(2);
+      bytes[0] = batch * m * r * 4, bytes[1] = batch * r * n * 4, bytes[2] = batch * m * n * 4;
+    } else if (step.kernel() == gpu::kBlasGemmKernel) {
+      absl::StatusOr<gpu::BlasGemm> g = gpu::DecodeBlasGemm(step);
+      ASSERT_TRUE(g.ok()) << g.status();
+      const int64_t ab = g->ab_type == DataType::kFp32 ? 4 : 2;
+      const int64_t c = g->c_type == DataType::kFp32 ? 4 : 2;
+      const int64_t a_rows = g->trans_a ? g->k : g->m, b_rows = g->trans_b ? g->n : g->k;
+      bytes[0] = ((g->batch - 1) * g->stride_a + a_rows * g->lda) * ab;
+      bytes[1] = ((g->batch - 1) * g->stride_b + b_rows * g->ldb) * ab;
+      bytes[2] = ((g->batch - 1) * g->stride_c + g->m * g->ldc) * c;
+    } else {
+      continue;
+    }
     ASSERT_EQ(step.buffers_size(), 3);
-    ASSERT_EQ(step.scalars_size(), 6);
-    const int64_t m = step.scalars(0), n = step.scalars(1), r = step.scalars(2);
-    const int64_t batch = step.scalars(3), splits = step.scalars(4);
-    const int64_t bytes[3] = {batch * m * r * 4, batch * r * n * 4, splits * batch * m * n * 4};
     for (int i = 0; i < 3; ++i) {
       const int64_t at = step.buffers(i).offset_bytes();
       EXPECT_EQ(step.buffers(i).role(), v1::BUFFER_WORKSPACE);
@@ -407,11 +424,16 @@ void ExpectGemmOperandsInWorkspace(const v1::ExecutionPlan& plan) {
 TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
   ConvProblem p;
   p.n = 128, p.c = 256, p.k = 256, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
-  const Solver* s = SolverRegistry::Default().Find(kGpuWinogradF2x3Id);
-  for (Direction d :
-       {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
-    p.direction = d;
-    SCOPED_TRACE(DescribeProblem(p));
+  for (auto [id, d, type] : std::vector<std::tuple<uint32_t, Direction, DataType>>{
+           {kGpuWinogradF2x3Id, Direction::kForward, DataType::kFp32},
+           {kGpuWinogradF2x3Id, Direction::kBackwardData, DataType::kFp32},
+           {kGpuWinogradF2x3Id, Direction::kBackwardWeights, DataType::kFp32},
+           {kGpuWinogradF2x3BlasId, Direction::kForward, DataType::kFp16},
+           {kGpuWinogradF2x3BlasId, Direction::kBackwardData, DataType::kFp32},
+           {kGpuWinogradF2x3BlasId, Direction::kBackwardWeights, DataType::kFp16}}) {
+    const Solver* s = SolverRegistry::Default().Find(id);
+    p.direction = d, p.type = type;
+    SCOPED_TRACE(absl::StrCat(s->name(), " ", DescribeProblem(p)));
     ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
     EXPECT_LE(s->WorkspaceBytes(p), int64_t{512} << 20);
     for (const PerfConfig& config : s->ConfigSpace(p)) {
@@ -429,8 +451,10 @@ TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
           next += step.scalars(1);
           ++chunks;
         }
-        if (step.kernel() == "wino_gemm") {
-          EXPECT_EQ(step.scalars(5), d == Direction::kBackwardWeights && chunks > 1 ? 1 : 0);
+        // wino_gemm's last scalar and blas.gemm's beta: accumulate.
+        if (step.kernel() == "wino_gemm" || step.kernel() == gpu::kBlasGemmKernel) {
+          EXPECT_EQ(step.scalars(step.scalars_size() - 1),
+                    d == Direction::kBackwardWeights && chunks > 1 ? 1 : 0);
         }
       }
       EXPECT_EQ(next, p.n);

@@ -6,8 +6,8 @@
 //                     of the chunk is written once, with the sum of the
 //                     column entries that came from it (0 if none), so dx
 //                     needs no clearing and no atomics.
-//   conv_f32_to_type  converts fp32 values (a dw summed in the workspace) to
-//                     the tensor type.
+//   conv_f32_to_type  sums `slices` consecutive runs of fp32 values (partial
+//                     sums of dw in the workspace) into the tensor type.
 //   conv_pack         copies a chunk of a tensor (x or dy), sampled every
 //                     stride-th position, into a dense chunk.
 //   conv_unpack       writes every element of a chunk of dx once: the dense
@@ -35,7 +35,7 @@
 // same for every direction.
 // Scalars: conv_im2col takes the problem (plan_args order), then n0, nb and
 // images_inner (0 or 1, NCHW only); conv_col2im the problem, n0 and nb;
-// conv_f32_to_type the element count; conv_pack CH, the source's ID, IH, IW,
+// conv_f32_to_type the element count and slices; conv_pack CH, the source's ID, IH, IW,
 // the sampled OD, OH, OW, the strides SD, SH, SW, n0, nb and channel_major
 // (0 or 1); conv_unpack CH, dx's ID, IH, IW, the sampled OD, OH, OW, SD, SH,
 // SW, n0 and nb.
@@ -168,9 +168,11 @@ CT_KERNEL void conv_col2im(const ct_t* col, ct_t* px, CT_PROBLEM_PARAMS, ct_i64 
   }
 }
 
-CT_KERNEL void conv_f32_to_type(const float* src, ct_t* dst, ct_i64 count) {
+CT_KERNEL void conv_f32_to_type(const float* src, ct_t* dst, ct_i64 count, ct_i64 slices) {
   for (ct_i64 i = ct_global_index_x(); i < count; i += ct_grid_stride()) {
-    dst[i] = ct_from_float<ct_t>(src[i]);
+    float sum = 0.0f;
+    for (ct_i64 s = 0; s < slices; ++s) sum += src[s * count + i];
+    dst[i] = ct_from_float<ct_t>(sum);
   }
 }
 

@@ -142,11 +142,13 @@ void AddUnpackStep(const ConvProblem& p, int64_t n0, int64_t nb, int64_t workspa
   step->add_scalars(nb);
 }
 
-void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan) {
+void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan,
+                       int64_t slices) {
   v1::KernelStep* step = AddLoweringStep(p, "conv_f32_to_type", p.w_elements(), plan);
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
   AddBuffer(step, v1::BUFFER_W);
   step->add_scalars(p.w_elements());
+  step->add_scalars(slices);
 }
 
 int64_t AlignWorkspace(int64_t bytes) {

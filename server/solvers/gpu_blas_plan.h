@@ -79,8 +79,10 @@ void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& 
 void AddUnpackStep(const ConvProblem& p, int64_t n0, int64_t nb, int64_t workspace_offset,
                    v1::ExecutionPlan* plan);
 
-// Appends conv_f32_to_type: w = the fp32 dw at `workspace_offset` bytes.
-void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan);
+// Appends conv_f32_to_type: w = the sum of `slices` fp32 dw tensors, one
+// after the other from `workspace_offset` bytes.
+void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan,
+                       int64_t slices = 1);
 
 // `bytes` rounded up to the alignment workspace regions start at.
 int64_t AlignWorkspace(int64_t bytes);

@@ -3,9 +3,14 @@
 // group g (row-major matrices):
 //   NCHW  F  y[n,g]  (K/G x S)   = w[g] (K/G x C/G) * x[n,g] (C/G x S)
 //         B  dx[n,g] (C/G x S)   = w[g]^T * dy[n,g]
-//         W  dw[g]   (K/G x C/G) = dy[g] (K/G x N*S) * x[g]^T, one GEMM over
-//            a chunk's images: dy and x are packed channel-major (conv_pack)
-//            into the workspace so that (image, position) is contiguous
+//         W  dw[g]   (K/G x C/G) = sum over n of dy[n,g] * x[n,g]^T, either
+//            as per-image partial sums: one GEMM batched over a chunk's
+//            images into an fp32 slot per image (later chunks add to the
+//            slots), then conv_f32_to_type sums the slots into dw; or, when a
+//            slot would outweigh the image's operands (large K x C/G over a
+//            small S), as dy[g] (K/G x N*S) * x[g]^T, one GEMM over a chunk's
+//            images, dy and x packed channel-major (conv_pack) into the
+//            workspace so that (image, position) is contiguous
 //   NHWC  the batch is one (N*S) x C matrix, a group's channels a column block:
 //         F  y[:,g]  (N*S x K/G) = x[:,g] (N*S x C/G) * w[g]^T
 //         B  dx[:,g] (N*S x C/G) = dy[:,g] * w[g]
@@ -39,6 +44,18 @@ bool Strided(const ConvProblem& p) {
   return p.stride[0] != 1 || p.stride[1] != 1 || p.stride[2] != 1;
 }
 
+// NCHW dw over more than one image as per-image partial sums: when an fp32
+// slot of dw takes at most twice the bytes of the image's x and dy, so that
+// the slots cost no more traffic than packing the operands would.
+bool SumsNchwDwPerImage(const ConvProblem& p) {
+  if (p.direction != Direction::kBackwardWeights || p.layout != Layout::kNCHW || p.n < 2) {
+    return false;
+  }
+  const int64_t slot = p.w_elements() * static_cast<int64_t>(sizeof(float));
+  return slot <= 2 * (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) &&
+         slot <= kMaxChunkBytes;
+}
+
 // How a plan stages its operands in the workspace, one chunk of images at a
 // time. Offsets are in bytes; a region is used only where its flag is set.
 struct Staging {
@@ -47,6 +64,7 @@ struct Staging {
   bool x_dense = false;  // x or dx of the sampled positions, a chunk of it
   bool y_packed = false;  // dy channel-major (NCHW W)
   bool dw_fp32 = false;
+  bool dw_slots = false;  // NCHW W as per-image partial sums: chunk_images fp32 slots
   int64_t x_offset = 0, y_offset = 0, dw_offset = 0;
   int64_t bytes = 0;
 };
@@ -56,7 +74,8 @@ int64_t DenseXBytes(const ConvProblem& p) {
   return p.c * p.out_spatial() * ElementBytes(p.type);
 }
 bool PacksNchwDw(const ConvProblem& p) {
-  return p.direction == Direction::kBackwardWeights && p.layout == Layout::kNCHW;
+  return p.direction == Direction::kBackwardWeights && p.layout == Layout::kNCHW &&
+         !SumsNchwDwPerImage(p);
 }
 
 // The images of one chunk: as many as the byte bound and the conv_pack and
@@ -68,7 +87,24 @@ int64_t MaxChunkImages(const ConvProblem& p) {
   return std::max<int64_t>(1, std::min({p.n, kMaxChunkBytes / per_image, by_index}));
 }
 
+// Per-image partial sums: a chunk is as many images as there are slots.
+Staging SlotStagingOf(const ConvProblem& p) {
+  Staging s;
+  s.dw_slots = true;
+  s.x_dense = Strided(p);
+  const int64_t slot = p.w_elements() * static_cast<int64_t>(sizeof(float));
+  int64_t max_images = std::min(p.n, std::max<int64_t>(1, kMaxChunkBytes / slot));
+  if (s.x_dense) max_images = std::min(max_images, MaxChunkImages(p));
+  s.chunk_count = (p.n + max_images - 1) / max_images;
+  s.chunk_images = (p.n + s.chunk_count - 1) / s.chunk_count;
+  const int64_t x_bytes = s.x_dense ? s.chunk_images * DenseXBytes(p) : 0;
+  s.dw_offset = AlignWorkspace(x_bytes);
+  s.bytes = s.dw_offset + s.chunk_images * slot;
+  return s;
+}
+
 Staging StagingOf(const ConvProblem& p) {
+  if (SumsNchwDwPerImage(p)) return SlotStagingOf(p);
   Staging s;
   const bool nchw_dw = PacksNchwDw(p);
   if (!Strided(p) && !(nchw_dw && p.n > 1)) {
@@ -161,6 +197,7 @@ class GpuGemm1x1Blas final : public GpuSolver {
       AddChunkSteps(p, s, n0, nb, &plan);
     }
     if (s.dw_fp32) AddDwFromFp32Step(p, s.dw_offset, &plan);
+    if (s.dw_slots) AddDwFromFp32Step(p, s.dw_offset, &plan, s.chunk_images);
     return plan;
   }
 
@@ -236,6 +273,23 @@ class GpuGemm1x1Blas final : public GpuSolver {
     const GemmOperand w{v1::BUFFER_W, 0, 0, kg * cg, es};
     gpu::BlasGemm g;
     g.ab_type = g.c_type = p.type;
+    if (s.dw_slots) {
+      // Image i of the chunk adds dy[i] x[i]^T to slot i (the first chunk
+      // sets the slots).
+      const GemmOperand y{v1::BUFFER_Y, n0 * p.k * os, p.k * os, kg * os, es};
+      const GemmOperand x =
+          s.x_dense ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, p.c * os, cg * os, es}
+                    : GemmOperand{v1::BUFFER_X, n0 * p.c * is, p.c * is, cg * is, es};
+      const GemmOperand slots{v1::BUFFER_WORKSPACE,
+                              s.dw_offset / static_cast<int64_t>(sizeof(float)), p.w_elements(),
+                              kg * cg, sizeof(float)};
+      g.c_type = DataType::kFp32;
+      g.beta = n0 > 0 ? 1 : 0;
+      g.m = kg, g.n = cg, g.k = os, g.trans_b = true;
+      g.lda = os, g.ldb = os, g.ldc = cg;  // x in place only at stride 1
+      AddGroupedGemms(g, y, x, slots, nb, p.groups, plan);
+      return;
+    }
     if (p.direction == Direction::kBackwardWeights) {
       // One GEMM over the chunk: k runs over its (image, position) pairs.
       const int64_t k = nb * os;

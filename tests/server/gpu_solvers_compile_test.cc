@@ -315,18 +315,29 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
     p.direction = d;
     EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 1) << DirectionName(d);
   }
-  // NCHW dw: dy and x packed channel-major, then one GEMM over the images;
-  // one chunk, so even 16-bit types need no fp32 sum.
-  p.layout = Layout::kNCHW, p.n = 3;
-  const std::vector<std::string> packed = {"conv_pack", "conv_pack", gpu::kBlasGemmKernel};
-  EXPECT_EQ(Kernels(*s->MakePlan(p, {})), packed);
-  EXPECT_EQ(s->WorkspaceBytes(p), 3 * (64 + 32) * 196 * 4);
-  p.type = DataType::kBf16;
+  // NCHW dw over a large image: one GEMM batched over the images into an
+  // fp32 slot each, then the slots summed into dw.
+  p.layout = Layout::kNCHW, p.n = 3, p.groups = 1;
+  const std::vector<std::string> slots = {gpu::kBlasGemmKernel, "conv_f32_to_type"};
   plan = s->MakePlan(p, {});
   ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), slots);
+  EXPECT_EQ(plan->workspace_bytes(), 3 * 64 * 32 * 4);
+  EXPECT_EQ(plan->steps(1).scalars(1), 3) << "slots summed";
+  // NCHW dw where a slot outweighs the image (512 x 256 channels over 2x2):
+  // dy and x packed channel-major, then one GEMM over the images; one chunk,
+  // so even 16-bit types need no fp32 sum.
+  ConvProblem q = p;
+  q.c = 512, q.k = 256, q.in = {1, 2, 2};
+  const std::vector<std::string> packed = {"conv_pack", "conv_pack", gpu::kBlasGemmKernel};
+  EXPECT_EQ(Kernels(*s->MakePlan(q, {})), packed);
+  EXPECT_EQ(s->WorkspaceBytes(q), 3 * (512 + 256) * 4 * 4);
+  q.type = DataType::kBf16;
+  plan = s->MakePlan(q, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Kernels(*plan), packed);
-  EXPECT_EQ(plan->workspace_bytes(), 3 * (64 + 32) * 196 * 2);
-  // One image: nothing to pack.
+  EXPECT_EQ(plan->workspace_bytes(), 3 * (512 + 256) * 4 * 2);
+  // One image: nothing to pack or sum.
   p.n = 1;
   EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 1);
   EXPECT_EQ(s->WorkspaceBytes(p), 0);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/numeric.h"
@@ -74,7 +76,7 @@ float UnitFloat(uint32_t bits24) {
 }
 
 template <typename T, typename Convert>
-void FillTyped(T* out, int64_t count, uint64_t state, Convert convert) {
+void FillRun(T* out, int64_t count, uint64_t state, Convert convert) {
   for (int64_t i = 0; i < count; ++i) {
     // Redraw until the stored value is non-zero (fp16 flushes tiny values).
     T v;
@@ -83,6 +85,32 @@ void FillTyped(T* out, int64_t count, uint64_t state, Convert convert) {
     } while (convert.IsZero(v));
     out[i] = v;
   }
+}
+
+// Runs of kFillRun elements, each from its own state derived from the seed
+// and the run's index, so that the values depend on the seed alone however
+// many threads draw them. Large tensors (benchmark inputs of hundreds of
+// MB) are drawn on several threads.
+constexpr int64_t kFillRun = int64_t{1} << 20;
+constexpr int64_t kRunsPerThread = 4;
+
+template <typename T, typename Convert>
+void FillTyped(T* out, int64_t count, uint64_t seed, Convert convert) {
+  const int64_t runs = (count + kFillRun - 1) / kFillRun;
+  auto fill_runs = [&](int64_t first, int64_t step) {
+    for (int64_t r = first; r < runs; r += step) {
+      uint64_t state = seed ^ (static_cast<uint64_t>(r) * 0xd1342543de82ef95ull);
+      state = SplitMix64(state);
+      FillRun(out + r * kFillRun, std::min(kFillRun, count - r * kFillRun), state, convert);
+    }
+  };
+  const int64_t threads = std::min<int64_t>(
+      {static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())), 16,
+       std::max<int64_t>(1, runs / kRunsPerThread)});
+  std::vector<std::thread> helpers;
+  for (int64_t t = 1; t < threads; ++t) helpers.emplace_back(fill_runs, t, threads);
+  fill_runs(0, threads);
+  for (std::thread& h : helpers) h.join();
 }
 
 struct ToFp32 {

@@ -1,10 +1,13 @@
 // `convtune find`: problems from a MIOpenDriver line or a file, answered by
 // the daemon's Find, printed as a table or JSON.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -84,8 +87,13 @@ std::string JsonString(absl::string_view s) {
 
 namespace {
 
+// Finds in flight at once by default: the daemon compiles the kernels of
+// later problems while it times earlier ones.
+constexpr int kDefaultJobs = 8;
+
 struct FindFlags {
   bool json = false;
+  int jobs = kDefaultJobs;
   std::string file;
   FindOptions options;
   std::vector<std::string> driver_args;
@@ -114,6 +122,10 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
       flags->options.exhaustive = true;
     } else if (a == "--file") {
       if (!value(&flags->file)) return UsageError("--file needs a FILE");
+    } else if (a == "--jobs") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &flags->jobs) || flags->jobs < 1) {
+        return UsageError("--jobs needs a number of finds >= 1");
+      }
     } else if (a == "--workspace-limit") {
       if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.workspace_limit) ||
           flags->options.workspace_limit < 0) {
@@ -177,11 +189,10 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
   std::cout << "\n]\n";
 }
 
-void PrintTable(const Context& context, const std::vector<Outcome>& outcomes) {
+// `seconds`: the wall time of all the finds (they may overlap).
+void PrintTable(const Context& context, const std::vector<Outcome>& outcomes, double seconds) {
   int from_db = 0, tuned = 0, fallback = 0, failed = 0, results = 0;
-  double seconds = 0;
   for (const Outcome& o : outcomes) {
-    seconds += o.seconds;
     if (!o.status.ok()) {
       ++failed;
       continue;
@@ -227,33 +238,48 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
       rc != kExitOk) {
     return rc;
   }
-  std::vector<Outcome> outcomes;
-  bool request_ok = true;
-  for (const ConvProblem& problem : problems) {
-    Outcome o;
-    o.problem = problem;
-    const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<v1::FindResponse> response =
-        context.client->Find(problem, flags.options);
-    o.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (response.ok()) {
-      o.response = *std::move(response);
-    } else {
-      o.status = response.status();
-      request_ok = false;
-      // The daemon is down: every other problem would say the same.
-      if (Unreachable(o.status)) {
-        ReportError(context, o.status);
-        return kExitFailed;
+  // Up to --jobs finds in flight; the outcomes keep the problems' order.
+  std::vector<Outcome> outcomes(problems.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> unreachable{false};
+  auto worker = [&] {
+    for (size_t i = next++; i < problems.size() && !unreachable; i = next++) {
+      Outcome& o = outcomes[i];
+      o.problem = problems[i];
+      const auto start = std::chrono::steady_clock::now();
+      absl::StatusOr<v1::FindResponse> response = context.client->Find(o.problem, flags.options);
+      o.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (response.ok()) {
+        o.response = *std::move(response);
+      } else {
+        o.status = response.status();
+        // The daemon is down: every other problem would say the same.
+        if (Unreachable(o.status)) unreachable = true;
       }
-      std::cerr << "convtune: " << ProblemKey(problem) << ": "
-                << o.status.message() << "\n";
     }
-    outcomes.push_back(std::move(o));
+  };
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::vector<std::thread> threads;
+    const size_t jobs = std::min<size_t>(flags.jobs, problems.size());
+    for (size_t j = 1; j < jobs; ++j) threads.emplace_back(worker);
+    worker();
+    for (std::thread& t : threads) t.join();
   }
-  flags.json ? PrintJson(outcomes) : PrintTable(context, outcomes);
+  bool request_ok = true;
+  for (const Outcome& o : outcomes) {
+    if (o.status.ok()) continue;
+    if (Unreachable(o.status)) {
+      ReportError(context, o.status);
+      return kExitFailed;
+    }
+    request_ok = false;
+    std::cerr << "convtune: " << ProblemKey(o.problem) << ": " << o.status.message() << "\n";
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  flags.json ? PrintJson(outcomes) : PrintTable(context, outcomes, seconds);
   if (!input_ok) return kExitUsage;
   return request_ok ? kExitOk : kExitFailed;
 }

@@ -70,6 +70,9 @@ Options:
                           starting with # are skipped. A bad line is reported as
                           FILE:LINE: message, the other lines still run, and the
                           exit status is 2.
+  --jobs N                Send up to N finds at once (default 8): the daemon
+                          compiles the kernels of some problems while it times
+                          others. Results print in the file's order.
   --json                  Print one JSON array: per problem {problem_key,
                           driver_line, from_db, device_key, results[], error}.
   --workspace-limit BYTES Leave out solutions needing more workspace (default: none).

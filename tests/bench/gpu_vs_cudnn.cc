@@ -5,9 +5,11 @@
 // Prints Markdown. Needs an NVIDIA GPU.
 //
 // usage: bench_gpu_vs_cudnn [--max-layers N] [--repeats N] [--max-seconds S]
-//                           [--exhaustive] FILE...
+//                           [--exhaustive] [--list-cold-find] FILE...
 // --max-seconds starts no layer after S seconds; --exhaustive makes
-// convtune's find search every tunable solver's configs.
+// convtune's find search every tunable solver's configs; --list-cold-find
+// first times the cold find of each file's layers submitted all at once (as
+// a daemon serving `convtune find --file` sees them), on an empty database.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -228,9 +230,70 @@ struct Bench {
   }
 };
 
+// The problems of a MIOpenDriver file: 2-D, each once, at most max_layers.
+std::vector<ConvProblem> ReadLayers(const std::string& file, int max_layers) {
+  std::vector<ConvProblem> out;
+  std::set<std::string> seen;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line) && static_cast<int>(out.size()) < max_layers) {
+    auto problems = ParseDriverLine(line);
+    if (!problems.ok()) continue;
+    for (const ConvProblem& p : *problems) {
+      if (p.is_3d() || !seen.insert(ProblemKey(p)).second) continue;
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// Submits every layer's find at once to an engine on an empty database (its
+// own kernel cache too) and waits for all: compiling later layers overlaps
+// timing earlier ones. Prints the wall time.
+absl::Status ListColdFind(Device& dev, KernelCompiler& compiler, const std::string& file,
+                          int max_layers) {
+  const std::vector<ConvProblem> layers = ReadLayers(file, max_layers);
+  const std::string dir =
+      std::filesystem::temp_directory_path() / "convtune-bench-cudnn-list";
+  std::filesystem::remove_all(dir);
+  ASSIGN_OR_RETURN(auto store, storage::OpenRocksDbStore(dir));
+  KernelBuilder builder(&dev, compiler, *store, dev.info().arch);
+  ThreadPool compile("compile", 16), bench_queue("bench", 1);
+  FindEngine engine(dev, SolverRegistry::Default(), *store, compile, bench_queue,
+                    FindEngine::Options(), nullptr, &builder);
+  absl::Mutex mu;
+  int left = static_cast<int>(layers.size()), failed = 0;
+  const auto t0 = Clock::now();
+  for (const ConvProblem& p : layers) {
+    engine.Find(p, {.mode = FindMode::kNormal}, [&](absl::StatusOr<FindOutcome> r) {
+      absl::MutexLock lock(&mu);
+      if (!r.ok()) {
+        ++failed;
+        std::fprintf(stderr, "%s: %s\n", ProblemKey(p).c_str(), r.status().ToString().c_str());
+      }
+      --left;
+    });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &left));
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const EngineCounters c = engine.counters();
+  std::printf("cold find of all %zu layers of %s submitted at once: %.1f s (compile stage %.1f s "
+              "and timing %.1f s summed over layers, overlapping; %lld kernels compiled; %d "
+              "failed)\n\n",
+              layers.size(), std::filesystem::path(file).filename().c_str(), wall,
+              c.compile_stage_ms / 1e3, c.timing_stage_ms / 1e3,
+              static_cast<long long>(builder.stats().compiled), failed);
+  std::fflush(stdout);
+  engine.Shutdown();
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   int max_layers = 1000, repeats = 10;
-  bool exhaustive = false;
+  bool exhaustive = false, list_cold_find = false;
   double max_seconds = 1e9;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
@@ -239,6 +302,8 @@ int Main(int argc, char** argv) {
       max_layers = std::atoi(argv[++i]);
     } else if (a == "--exhaustive") {
       exhaustive = true;
+    } else if (a == "--list-cold-find") {
+      list_cold_find = true;
     } else if (a == "--max-seconds" && i + 1 < argc) {
       max_seconds = std::atof(argv[++i]);
     } else if (a == "--repeats" && i + 1 < argc) {
@@ -269,6 +334,12 @@ int Main(int argc, char** argv) {
   const auto bench_start = Clock::now();
   auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - bench_start).count(); };
   for (const std::string& file : files) {
+    if (list_cold_find) {
+      if (absl::Status s = ListColdFind(dev, *backend->compiler, file, max_layers); !s.ok()) {
+        std::printf("cold find of %s submitted at once failed: %s\n\n", file.c_str(),
+                    s.ToString().c_str());
+      }
+    }
     std::map<std::string, std::vector<double>> ratios;  // "F FP32" -> cudnn/ours
     const EngineCounters counters_before = engine.counters();
     const BuildStats build_before = builder.stats();

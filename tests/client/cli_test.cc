@@ -33,7 +33,7 @@ TEST(CliUsageTest, HelpDescribesEverySubcommandAndFlag) {
   r = Cli({"find", "--help"});
   EXPECT_EQ(r.exit_code, 0);
   for (const char* word :
-       {"--file", "--json", "--workspace-limit", "--count", "--exhaustive"}) {
+       {"--file", "--jobs", "--json", "--workspace-limit", "--count", "--exhaustive"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
 }
@@ -50,7 +50,8 @@ TEST(CliUsageTest, UsageErrorsExitTwo) {
            {"--timeout", "-3", "db", "stats"},
            {"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8", "-k",
             "4", "-y", "3", "-x", "3"},
-           {"find", "--count", "0", "conv", "-n", "1"}}) {
+           {"find", "--count", "0", "conv", "-n", "1"},
+           {"find", "--jobs", "0", "conv", "-n", "1"}}) {
     ProcessResult r = Cli(args);
     EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ");
     EXPECT_THAT(r.err, HasSubstr("convtune: ")) << absl::StrJoin(args, " ");
@@ -140,6 +141,28 @@ TEST_F(CliDaemonTest, FindFileReportsBadLinesAndRunsTheRest) {
   EXPECT_THAT(json.out, HasSubstr("\"from_db\": true"));
   EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '{'),
             std::count(json.out.begin(), json.out.end(), '}'));
+}
+
+TEST_F(CliDaemonTest, FindFileWithJobsTunesConcurrentlyAndPrintsInFileOrder) {
+  std::vector<std::string> keys(5);
+  const std::string file = dir_.path() + "/jobs.txt";
+  {
+    std::ofstream out(file);
+    for (std::string& key : keys) out << absl::StrJoin(RandomDriverArgs(rng_, &key), " ") << "\n";
+  }
+  ProcessResult r = Run({"find", "--jobs", "3", "--file", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t at = 0;
+  for (const std::string& key : keys) {
+    const size_t found = r.out.find(key, at);
+    ASSERT_NE(found, std::string::npos) << key << " missing or out of order";
+    at = found + key.size();
+  }
+  EXPECT_THAT(r.out, HasSubstr("5 problem(s): 0 from FindDb, 5 tuned, 0 failed"));
+  // A second run answers every problem from the FindDb.
+  r = Run({"find", "--jobs", "5", "--file", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("5 problem(s): 5 from FindDb, 0 tuned, 0 failed"));
 }
 
 TEST_F(CliDaemonTest, SolversListsWhatTheDaemonHas) {

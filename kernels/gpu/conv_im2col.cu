@@ -185,6 +185,18 @@ CT_DEVICE CtDims ct_dims(ct_i64 d, ct_i64 h, ct_i64 w) {
   return {static_cast<int>(d), static_cast<int>(h), static_cast<int>(w)};
 }
 
+// conv_pack and conv_unpack take a block of 256 threads as 8 rows of 32
+// lanes (CT_LANES): NCHW a block walks whole channel planes, its rows over
+// (d, h) and its lanes along w, so that no index is divided per element; NHWC
+// a row owns one spatial position (divided once) and its lanes walk the
+// position's channels.
+#define CT_LANES 32
+
+// The block's lane and row, and rows per block.
+CT_DEVICE int ct_lane() { return static_cast<int>(threadIdx.x) % CT_LANES; }
+CT_DEVICE int ct_row() { return static_cast<int>(threadIdx.x) / CT_LANES; }
+CT_DEVICE int ct_rows() { return static_cast<int>(blockDim.x) / CT_LANES; }
+
 CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i64 a_id,
                          ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
                          ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
@@ -192,30 +204,40 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i6
   const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
   const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
   const CtDims st = ct_dims(a_sd, a_sh, a_sw);
-  const int os = out.d * out.h * out.w;
-  const ct_i64 total = static_cast<ct_i64>(nb) * ch_count * os;
-  const ct_t* src = psrc + a_n0 * ch_count * (in.d * in.h * in.w);  // the chunk's first image
-  for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
-    int t = static_cast<int>(idx), i, ch, o;
+  const int os = out.d * out.h * out.w, is = in.d * in.h * in.w;
+  const ct_t* src = psrc + a_n0 * ch_count * is;  // the chunk's first image
 #if CT_NHWC
-    ch = t % ch_count, t /= ch_count;
-    o = t % os, i = t / os;
-#else
-    o = t % os, t /= os;
-    if (a_channel_major != 0) {
-      i = t % nb, ch = t / nb;
-    } else {
-      ch = t % ch_count, i = t / ch_count;
-    }
-#endif
+  // One position of the dense chunk per row: (i, od, oh, ow).
+  const int positions = nb * os;
+  for (int pos = static_cast<int>(blockIdx.x) * ct_rows() + ct_row(); pos < positions;
+       pos += static_cast<int>(gridDim.x) * ct_rows()) {
+    const int o = pos % os, i = pos / os;
     const int ow = o % out.w, oh = (o / out.w) % out.h, od = o / (out.w * out.h);
-    const int s = (od * st.d * in.h + oh * st.h) * in.w + ow * st.w;
-#if CT_NHWC
-    dense[idx] = src[(i * (in.d * in.h * in.w) + s) * ch_count + ch];
-#else
-    dense[idx] = src[(i * ch_count + ch) * (in.d * in.h * in.w) + s];
-#endif
+    const ct_t* from =
+        src + (static_cast<ct_i64>(i) * is + (od * st.d * in.h + oh * st.h) * in.w + ow * st.w) *
+                  ch_count;
+    ct_t* to = dense + static_cast<ct_i64>(pos) * ch_count;
+    for (int ch = ct_lane(); ch < ch_count; ch += CT_LANES) to[ch] = from[ch];
   }
+#else
+  // One channel plane per block: source plane (i, ch), dense plane (i, ch)
+  // image-major or (ch, i) channel-major.
+  const int planes = nb * ch_count;
+  const bool channel_major = a_channel_major != 0;
+  for (int plane = static_cast<int>(blockIdx.x); plane < planes;
+       plane += static_cast<int>(gridDim.x)) {
+    const int to_plane =
+        channel_major ? (plane % ch_count) * nb + plane / ch_count : plane;
+    const ct_t* from = src + static_cast<ct_i64>(plane) * is;
+    ct_t* to = dense + static_cast<ct_i64>(to_plane) * os;
+    for (int r = ct_row(); r < out.d * out.h; r += ct_rows()) {
+      const int od = r / out.h, oh = r % out.h;
+      const ct_t* from_row = from + (od * st.d * in.h + oh * st.h) * in.w;
+      ct_t* to_row = to + r * out.w;
+      for (int ow = ct_lane(); ow < out.w; ow += CT_LANES) to_row[ow] = from_row[ow * st.w];
+    }
+  }
+#endif
 }
 
 CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i64 a_id,
@@ -224,33 +246,57 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i
   const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
   const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
   const CtDims st = ct_dims(a_sd, a_sh, a_sw);
-  const int os = out.d * out.h * out.w;
-  const ct_i64 total = static_cast<ct_i64>(nb) * ch_count * (in.d * in.h * in.w);
-  ct_t* dx = pdx + a_n0 * ch_count * (in.d * in.h * in.w);  // the chunk's first image
-  for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
-    int t = static_cast<int>(idx), i, ch, d, h, w;
+  const int os = out.d * out.h * out.w, is = in.d * in.h * in.w;
+  ct_t* dx = pdx + a_n0 * ch_count * is;  // the chunk's first image
+  const ct_t zero = ct_from_float<ct_t>(0.0f);
+  int od, oh, ow;
 #if CT_NHWC
-    ch = t % ch_count, t /= ch_count;
-    w = t % in.w, t /= in.w;
-    h = t % in.h, t /= in.h;
-    d = t % in.d, i = t / in.d;
-#else
-    w = t % in.w, t /= in.w;
-    h = t % in.h, t /= in.h;
-    d = t % in.d, t /= in.d;
-    ch = t % ch_count, i = t / ch_count;
-#endif
-    ct_t v = ct_from_float<ct_t>(0.0f);
-    int od, oh, ow;
+  // One position of dx per row: its channels copied from the dense chunk
+  // where it was sampled, else 0.
+  const int positions = nb * is;
+  for (int pos = static_cast<int>(blockIdx.x) * ct_rows() + ct_row(); pos < positions;
+       pos += static_cast<int>(gridDim.x) * ct_rows()) {
+    const int x = pos % is, i = pos / is;
+    const int w = x % in.w, h = (x / in.w) % in.h, d = x / (in.w * in.h);
+    ct_t* to = dx + static_cast<ct_i64>(pos) * ch_count;
     if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh) &&
         ct_reaches(w, st.w, out.w, ow)) {
-      const int o = (od * out.h + oh) * out.w + ow;
-#if CT_NHWC
-      v = dense[(i * os + o) * ch_count + ch];
-#else
-      v = dense[(i * ch_count + ch) * os + o];
-#endif
+      const ct_t* from =
+          dense + (static_cast<ct_i64>(i) * os + (od * out.h + oh) * out.w + ow) * ch_count;
+      for (int ch = ct_lane(); ch < ch_count; ch += CT_LANES) to[ch] = from[ch];
+    } else {
+      for (int ch = ct_lane(); ch < ch_count; ch += CT_LANES) to[ch] = zero;
     }
-    dx[idx] = v;
   }
+#else
+  // One channel plane (i, ch) of dx per block, from the image-major dense
+  // plane (i, ch).
+  const int planes = nb * ch_count;
+  for (int plane = static_cast<int>(blockIdx.x); plane < planes;
+       plane += static_cast<int>(gridDim.x)) {
+    const ct_t* from = dense + static_cast<ct_i64>(plane) * os;
+    ct_t* to = dx + static_cast<ct_i64>(plane) * is;
+    for (int r = ct_row(); r < in.d * in.h; r += ct_rows()) {
+      const int d = r / in.h, h = r % in.h;
+      ct_t* to_row = to + r * in.w;
+      if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh)) {
+        const ct_t* from_row = from + (od * out.h + oh) * out.w;
+        if (CT_LANES % st.w == 0) {
+          // A lane meets the same w modulo the stride on every step.
+          const bool sampled = ct_lane() % st.w == 0;
+          const int step = CT_LANES / st.w;
+          for (int w = ct_lane(), o = ct_lane() / st.w; w < in.w; w += CT_LANES, o += step) {
+            to_row[w] = sampled && o < out.w ? from_row[o] : zero;
+          }
+        } else {
+          for (int w = ct_lane(); w < in.w; w += CT_LANES) {
+            to_row[w] = ct_reaches(w, st.w, out.w, ow) ? from_row[ow] : zero;
+          }
+        }
+      } else {
+        for (int w = ct_lane(); w < in.w; w += CT_LANES) to_row[w] = zero;
+      }
+    }
+  }
+#endif
 }

@@ -13,6 +13,7 @@ namespace convtune {
 namespace {
 
 constexpr int64_t kBlock = 256;
+constexpr int64_t kRowsPerBlock = kBlock / 32;  // conv_pack's and conv_unpack's rows
 // Blocks stride over larger ranges rather than growing the grid without end.
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;
 // cuBLAS and rocBLAS want matrices aligned at least this far for their
@@ -37,6 +38,16 @@ void AddGemmStep(const gpu::BlasGemm& g, const GemmOperand& a, int64_t a_offset,
 v1::KernelStep* AddLoweringStep(const ConvProblem& p, absl::string_view kernel, int64_t threads,
                                 v1::ExecutionPlan* plan) {
   return AddGpuStep(plan, kernel, AddLoweringSource(p, plan), {Blocks(threads), 1, 1}, kBlock);
+}
+
+// conv_pack and conv_unpack: NCHW a block per channel plane of the chunk
+// (`planes`), NHWC a row of the block per spatial position (`positions`).
+v1::KernelStep* AddPlaneStep(const ConvProblem& p, absl::string_view kernel, int64_t planes,
+                             int64_t positions, v1::ExecutionPlan* plan) {
+  const int64_t blocks =
+      p.layout == Layout::kNHWC ? (positions + kRowsPerBlock - 1) / kRowsPerBlock : planes;
+  return AddGpuStep(plan, kernel, AddLoweringSource(p, plan),
+                    {std::clamp<int64_t>(blocks, 1, kMaxBlocks), 1, 1}, kBlock);
 }
 
 // The channels, sizes and strides of `t` (conv_pack's and conv_unpack's
@@ -122,7 +133,7 @@ void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& 
                  int64_t nb, bool channel_major, int64_t workspace_offset,
                  v1::ExecutionPlan* plan) {
   const int64_t os = t.out[0] * t.out[1] * t.out[2];
-  v1::KernelStep* step = AddLoweringStep(p, "conv_pack", nb * t.channels * os, plan);
+  v1::KernelStep* step = AddPlaneStep(p, "conv_pack", nb * t.channels, nb * os, plan);
   AddBuffer(step, src);
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
   AddSampledScalars(t, step);
@@ -134,7 +145,7 @@ void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& 
 void AddUnpackStep(const ConvProblem& p, int64_t n0, int64_t nb, int64_t workspace_offset,
                    v1::ExecutionPlan* plan) {
   const SampledTensor t = StridedX(p);
-  v1::KernelStep* step = AddLoweringStep(p, "conv_unpack", nb * p.c * p.in_spatial(), plan);
+  v1::KernelStep* step = AddPlaneStep(p, "conv_unpack", nb * p.c, nb * p.in_spatial(), plan);
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
   AddBuffer(step, v1::BUFFER_X);
   AddSampledScalars(t, step);

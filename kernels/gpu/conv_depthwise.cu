@@ -20,13 +20,25 @@
 //         writes each of its dw elements once: with CT_WS_OUT=1 chunk c
 //         writes fp32 partials to workspace + c * |dw|, which
 //         conv_depthwise_reduce adds up into dw.
+// One channel per group (C = K = G), NCHW, 2-D, has row kernels that stage
+// nothing: taps are read through the L1 cache, the filter size is compiled
+// in (CT_RFH x CT_RFW) and every loop over taps unrolled.
+//   F, B  conv_depthwise_rows: a thread computes CT_RV consecutive outputs of
+//         one destination row; a block is rows of 2^lane_shift threads, so a
+//         block covers several rows (of one or more planes) when rows are
+//         short, and a row longer than 2^lane_shift * CT_RV is walked.
+//   W     conv_depthwise_rows_wrw: a block owns one channel and a chunk of
+//         the (n, oh) rows; its threads keep a sum per tap over the positions
+//         they visit (rows of 2^lane_shift lanes along w), then the block
+//         adds them up. CT_WS_OUT as above.
 // Indices are 32-bit: the solver admits only problems whose tensors (and the
 // workspace) index in 32 bits.
 //
 // Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_DIR (1 F, 2 B, 3 W), CT_NHWC,
-// CT_TH CT_TW CT_KB (the tile), CT_THREADS (F and B), CT_WS_OUT (W).
-// Scalars: the problem (plan_args order); W then the number of chunks.
-// Sizes are never compiled in.
+// CT_TH CT_TW CT_KB (the tile), CT_THREADS (F and B), CT_WS_OUT (W); the row
+// kernels CT_RFH CT_RFW (filter) and CT_RV (F and B).
+// Scalars: the problem (plan_args order); W then the number of chunks; the
+// row kernels then lane_shift. Sizes are never compiled in.
 
 #ifndef CT_TH
 #define CT_TH 16
@@ -42,6 +54,16 @@
 #endif
 #ifndef CT_WS_OUT
 #define CT_WS_OUT 0
+#endif
+
+#ifndef CT_RFH
+#define CT_RFH 3
+#endif
+#ifndef CT_RFW
+#define CT_RFW 3
+#endif
+#ifndef CT_RV
+#define CT_RV 4
 #endif
 
 // Taps one 32-lane group of the W kernel sums per pass, at most.
@@ -254,6 +276,160 @@ CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PAR
       out[n * dst[0] + oc * dst[1] + dz * dst[2] + oh * dst[3] + ow * dst[4]] =
           ct_from_float<ct_t>(acc[j]);
     }
+  }
+}
+#endif
+
+// The thread's lane and row in a block of rows of 2^shift threads.
+CT_DEVICE int ct_rows_lane(int shift) { return static_cast<int>(threadIdx.x) & ((1 << shift) - 1); }
+CT_DEVICE int ct_rows_row(int shift) { return static_cast<int>(threadIdx.x) >> shift; }
+
+#if CT_DIR != 3
+// F: y from x; B: dx from dy (a tap reaches dx where the stride divides).
+CT_KERNEL void conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PARAMS,
+                                   ct_i64 a_lane_shift) {
+  const int c = static_cast<int>(a_c);
+  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
+  const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
+  const int sh = static_cast<int>(a_sh), sw = static_cast<int>(a_sw);
+  const int dh = static_cast<int>(a_dh), dw = static_cast<int>(a_dw);
+  const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / sh + 1;
+  const int ow = (iw + 2 * pwd - dw * (CT_RFW - 1) - 1) / sw + 1;
+#if CT_DIR == 1
+  const int src_h = ih, src_w = iw, dst_h = oh, dst_w = ow;
+  const ct_t* src = px;
+  ct_t* dst = py;
+#else
+  const int src_h = oh, src_w = ow, dst_h = ih, dst_w = iw;
+  const ct_t* src = py;
+  ct_t* dst = px;
+#endif
+  const int shift = static_cast<int>(a_lane_shift);
+  const int lanes = 1 << shift;
+  const int rows = static_cast<int>(a_n) * c * dst_h;
+  const int row = static_cast<int>(blockIdx.x) * (static_cast<int>(blockDim.x) >> shift) +
+                  ct_rows_row(shift);
+  if (row >= rows) return;
+  const int plane = row / dst_h, r = row - plane * dst_h;
+  const ct_t* sp = src + plane * (src_h * src_w);
+  ct_t* dp = dst + plane * (dst_h * dst_w) + r * dst_w;
+  float wk[CT_RFH][CT_RFW];
+#pragma unroll
+  for (int fh = 0; fh < CT_RFH; ++fh)
+#pragma unroll
+    for (int fw = 0; fw < CT_RFW; ++fw) {
+      wk[fh][fw] = ct_to_float(pw[((plane % c) * CT_RFH + fh) * CT_RFW + fw]);
+    }
+  const bool unit = sh == 1 && sw == 1;
+  for (int x0 = ct_rows_lane(shift) * CT_RV; x0 < dst_w; x0 += lanes * CT_RV) {
+    float acc[CT_RV];
+#pragma unroll
+    for (int j = 0; j < CT_RV; ++j) acc[j] = 0.0f;
+#pragma unroll
+    for (int fh = 0; fh < CT_RFH; ++fh) {
+#if CT_DIR == 1
+      const int sr = r * sh - ph + fh * dh;
+      if (sr < 0 || sr >= src_h) continue;
+#else
+      const int t = r + ph - fh * dh;
+      if (t < 0 || (!unit && t % sh != 0)) continue;
+      const int sr = unit ? t : t / sh;
+      if (sr >= src_h) continue;
+#endif
+      const ct_t* srow = sp + sr * src_w;
+#pragma unroll
+      for (int fw = 0; fw < CT_RFW; ++fw) {
+#pragma unroll
+        for (int j = 0; j < CT_RV; ++j) {
+          const int x = x0 + j;
+#if CT_DIR == 1
+          const int sc = x * sw - pwd + fw * dw;
+          const bool ok = sc >= 0 && sc < src_w;
+#else
+          const int u = x + pwd - fw * dw;
+          const int sc = unit ? u : u / sw;
+          const bool ok = u >= 0 && (unit || u % sw == 0) && sc < src_w;
+#endif
+          if (ok) acc[j] += ct_to_float(srow[sc]) * wk[fh][fw];
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < CT_RV; ++j) {
+      if (x0 + j < dst_w) dp[x0 + j] = ct_from_float<ct_t>(acc[j]);
+    }
+  }
+}
+#endif
+
+#if CT_DIR == 3
+// Blocks are (channel, chunk), the channel fastest; 256 threads.
+CT_KERNEL void __launch_bounds__(256)
+    conv_depthwise_rows_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
+#if CT_WS_OUT
+                            float* pws,
+#endif
+                            CT_PROBLEM_PARAMS, ct_i64 a_chunks, ct_i64 a_lane_shift) {
+  const int c = static_cast<int>(a_c), chunks = static_cast<int>(a_chunks);
+  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
+  const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
+  const int sh = static_cast<int>(a_sh), sw = static_cast<int>(a_sw);
+  const int dh = static_cast<int>(a_dh), dw = static_cast<int>(a_dw);
+  const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / sh + 1;
+  const int ow = (iw + 2 * pwd - dw * (CT_RFW - 1) - 1) / sw + 1;
+  const int ch = static_cast<int>(blockIdx.x) % c, chunk = static_cast<int>(blockIdx.x) / c;
+  const int rows_total = static_cast<int>(a_n) * oh;
+  const int per_chunk = (rows_total + chunks - 1) / chunks;
+  const int r_begin = ct_dw_min(rows_total, chunk * per_chunk);
+  const int r_end = ct_dw_min(rows_total, r_begin + per_chunk);
+  const int shift = static_cast<int>(a_lane_shift);
+  const int lanes = 1 << shift, block_rows = static_cast<int>(blockDim.x) >> shift;
+
+  float acc[CT_RFH][CT_RFW];
+#pragma unroll
+  for (int fh = 0; fh < CT_RFH; ++fh)
+#pragma unroll
+    for (int fw = 0; fw < CT_RFW; ++fw) acc[fh][fw] = 0.0f;
+  for (int row = r_begin + ct_rows_row(shift); row < r_end; row += block_rows) {
+    const int n = row / oh, r = row - n * oh;
+    const ct_t* dyr = py + ((n * c + ch) * oh + r) * ow;
+    const ct_t* xp = px + (n * c + ch) * (ih * iw);
+    for (int x = ct_rows_lane(shift); x < ow; x += lanes) {
+      const float g = ct_to_float(dyr[x]);
+#pragma unroll
+      for (int fh = 0; fh < CT_RFH; ++fh) {
+        const int sr = r * sh - ph + fh * dh;
+        if (sr < 0 || sr >= ih) continue;
+#pragma unroll
+        for (int fw = 0; fw < CT_RFW; ++fw) {
+          const int sc = x * sw - pwd + fw * dw;
+          if (sc >= 0 && sc < iw) acc[fh][fw] += g * ct_to_float(xp[sr * iw + sc]);
+        }
+      }
+    }
+  }
+  // The block's sum per tap: within warps by shuffles, then across warps.
+  __shared__ float part[CT_RFH * CT_RFW][256 / 32];
+  const int warp = static_cast<int>(threadIdx.x) / CT_WARP_SIZE;
+  const int lane = static_cast<int>(threadIdx.x) % CT_WARP_SIZE;
+  const int warps = static_cast<int>(blockDim.x) / CT_WARP_SIZE;
+#pragma unroll
+  for (int fh = 0; fh < CT_RFH; ++fh)
+#pragma unroll
+    for (int fw = 0; fw < CT_RFW; ++fw) {
+      const float v = ct_warp_sum(acc[fh][fw]);
+      if (lane == 0) part[fh * CT_RFW + fw][warp] = v;
+    }
+  __syncthreads();
+  for (int t = static_cast<int>(threadIdx.x); t < CT_RFH * CT_RFW;
+       t += static_cast<int>(blockDim.x)) {
+    float v = 0.0f;
+    for (int w = 0; w < warps; ++w) v += part[t][w];
+#if CT_WS_OUT
+    pws[chunk * (c * CT_RFH * CT_RFW) + ch * CT_RFH * CT_RFW + t] = v;
+#else
+    pw[ch * CT_RFH * CT_RFW + t] = ct_from_float<ct_t>(v);
+#endif
   }
 }
 #endif

@@ -3,9 +3,11 @@
 // would be nearly empty. Kernels in conv_depthwise.cu stage tiles through
 // shared memory. A config is the tile {TH, TW, KB}: TH x TW positions of
 // KB channels (KB is 1 in NCHW, where threads run along w; in NHWC they run
-// along channels). Backward weights splits the (n, od, oh) rows into chunks
-// whose fp32 partials a second kernel adds up, the chunk count fixed by the
-// problem so that the workspace does not depend on the config.
+// along channels). One channel per group in NCHW 2-D also has the row
+// kernels, config {0, V, 1}: V outputs per thread (1 for backward weights).
+// Backward weights splits the (n, od, oh) rows into chunks whose fp32
+// partials a second kernel adds up, the chunk count fixed by the problem so
+// that the workspace does not depend on the config.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -47,7 +49,27 @@ constexpr std::array<int64_t, 3> kNhwcTiles[] = {{4, 8, 32}, {2, 8, 32}, {4, 4, 
                                                  {8, 8, 16}, {4, 8, 16}, {8, 8, 8},
                                                  {4, 8, 8},  {2, 4, 32}};
 
+// The row kernels hold a sum per tap in registers for backward weights.
+constexpr int64_t kMaxRowsFilter = 7;
+constexpr int64_t kRowsThreads = 256;
+constexpr int64_t kRowsMaxLanes = 32;
+
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One channel per group, NCHW, 2-D, a filter of at most 7x7: the row kernels.
+bool RowsApply(const ConvProblem& p) {
+  return p.layout == Layout::kNCHW && !p.is_3d() && p.c_per_group() == 1 &&
+         p.k_per_group() == 1 && p.filter[1] <= kMaxRowsFilter && p.filter[2] <= kMaxRowsFilter;
+}
+bool IsRows(const PerfConfig& c) { return c[0] == 0; }
+
+// log2 of the lanes a row kernel gives a row `width` long at `per_lane`
+// outputs per lane: the power of two that covers it, at most 32.
+int64_t RowsLaneShift(int64_t width, int64_t per_lane) {
+  int64_t shift = 0;
+  while ((int64_t{1} << shift) < kRowsMaxLanes && (per_lane << shift) < width) ++shift;
+  return shift;
+}
 
 // Channels of the destination (y for F and W, dx for B) and per group.
 int64_t DstChannels(const ConvProblem& p) {
@@ -105,6 +127,17 @@ Launch DepthwiseLaunch(const ConvProblem& p, const PerfConfig& c) {
   const int64_t th = c[0], tw = c[1], kb = c[2];
   const int64_t taps = p.filter[1] * p.filter[2];
   Launch l;
+  if (IsRows(c)) {
+    l.threads = kRowsThreads;
+    if (p.direction == Direction::kBackwardWeights) {
+      l.blocks = p.k * WrwChunks(p);
+    } else {
+      const std::array<int64_t, 3> sp = DstSpatial(p);
+      const int64_t block_rows = kRowsThreads >> RowsLaneShift(sp[2], c[1]);
+      l.blocks = CeilDiv(p.n * DstChannels(p) * sp[1], block_rows);
+    }
+    return l;
+  }
   if (p.direction == Direction::kBackwardWeights) {
     l.blocks = CeilDiv(p.k, kb) * WrwChunks(p);
     l.threads = 32 * WrwGroups(p);
@@ -164,25 +197,32 @@ class GpuDepthwise final : public GpuSolver {
   }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
+    // The row kernels first and last: V = 4 (the default) and V = 2.
     std::vector<PerfConfig> space;
+    const bool rows = RowsApply(p), wrw = p.direction == Direction::kBackwardWeights;
+    if (rows) space.push_back({0, wrw ? 1 : 4, 1});
     const bool nhwc = p.layout == Layout::kNHWC;
     for (const auto& t : nhwc ? absl::MakeConstSpan(kNhwcTiles) : absl::MakeConstSpan(kNchwTiles)) {
       PerfConfig c(t.begin(), t.end());
       if (Fits(p, c)) space.push_back(std::move(c));
     }
+    if (rows && !wrw) space.push_back({0, 2, 1});
     return space;
   }
 
   // The tile with the least estimated cost per useful output: padding of the
   // tile in h, w and channels, idle multiprocessors when the grid is small,
   // and the patch's halo, which mostly hits in L2 and so counts half.
+  // The row kernels where they apply.
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
+    if (RowsApply(p)) return ConfigSpace(p).front();
     const std::array<int64_t, 3> sp = DstSpatial(p);
     const int64_t channels = DstChannels(p);
     const bool wrw = p.direction == Direction::kBackwardWeights;
     PerfConfig best;
     double best_cost = 0;
     for (const PerfConfig& c : ConfigSpace(p)) {
+      if (IsRows(c)) continue;
       const auto pad = [](int64_t size, int64_t t) {
         return static_cast<double>(CeilDiv(size, t) * t) / static_cast<double>(size);
       };
@@ -221,6 +261,7 @@ class GpuDepthwise final : public GpuSolver {
   absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
                                              const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
+    if (IsRows(config)) return MakeRowsPlan(p, config);
     const Launch l = DepthwiseLaunch(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
     const int64_t chunks = WrwChunks(p);
@@ -242,16 +283,49 @@ class GpuDepthwise final : public GpuSolver {
     if (chunks > 1) AddBuffer(step, v1::BUFFER_WORKSPACE);
     AppendProblemScalars(p, step);
     if (wrw) step->add_scalars(chunks);
-    if (chunks > 1) {
-      const int64_t count = p.w_elements();
-      v1::KernelStep* reduce = AddGpuStep(
-          &plan, "conv_depthwise_reduce", source,
-          {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1}, kReduceBlock);
-      AddBuffer(reduce, v1::BUFFER_WORKSPACE);
-      AddBuffer(reduce, v1::BUFFER_W);
-      reduce->add_scalars(count);
-      reduce->add_scalars(chunks);
+    if (chunks > 1) AddReduceStep(p, source, chunks, &plan);
+    return plan;
+  }
+
+ private:
+  static void AddReduceStep(const ConvProblem& p, int source, int64_t chunks,
+                            v1::ExecutionPlan* plan) {
+    const int64_t count = p.w_elements();
+    v1::KernelStep* reduce = AddGpuStep(
+        plan, "conv_depthwise_reduce", source,
+        {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1}, kReduceBlock);
+    AddBuffer(reduce, v1::BUFFER_WORKSPACE);
+    AddBuffer(reduce, v1::BUFFER_W);
+    reduce->add_scalars(count);
+    reduce->add_scalars(chunks);
+  }
+
+  // conv_depthwise_rows (F, B) or conv_depthwise_rows_wrw (W).
+  v1::ExecutionPlan MakeRowsPlan(const ConvProblem& p, const PerfConfig& config) const {
+    const Launch l = DepthwiseLaunch(p, config);
+    v1::ExecutionPlan plan = NewPlan(p, config);
+    const bool wrw = p.direction == Direction::kBackwardWeights;
+    const int64_t chunks = WrwChunks(p);
+    std::vector<std::string> options = ProblemOptions(p);
+    options.push_back(absl::StrCat("-DCT_RFH=", p.filter[1]));
+    options.push_back(absl::StrCat("-DCT_RFW=", p.filter[2]));
+    if (wrw) {
+      if (chunks > 1) options.push_back("-DCT_WS_OUT=1");
+    } else {
+      options.push_back(absl::StrCat("-DCT_RV=", config[1]));
     }
+    const int source = AddSource(&plan, "conv_depthwise.cu", options);
+    v1::KernelStep* step =
+        AddGpuStep(&plan, wrw ? "conv_depthwise_rows_wrw" : "conv_depthwise_rows", source,
+                   {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
+    AddBuffer(step, v1::BUFFER_X);
+    AddBuffer(step, v1::BUFFER_W);
+    AddBuffer(step, v1::BUFFER_Y);
+    if (wrw && chunks > 1) AddBuffer(step, v1::BUFFER_WORKSPACE);
+    AppendProblemScalars(p, step);
+    if (wrw) step->add_scalars(chunks);
+    step->add_scalars(RowsLaneShift(wrw ? p.out(2) : DstSpatial(p)[2], config[1]));
+    if (wrw && chunks > 1) AddReduceStep(p, source, chunks, &plan);
     return plan;
   }
 };

@@ -18,15 +18,23 @@ std::array<int64_t, 5> Unflatten(int64_t index, int64_t inner, const std::array<
                                  Layout layout) {
   std::array<int64_t, 5> c{};
   if (layout == Layout::kNCHW) {
-    c[4] = index % sp[2]; index /= sp[2];
-    c[3] = index % sp[1]; index /= sp[1];
-    c[2] = index % sp[0]; index /= sp[0];
-    c[1] = index % inner; index /= inner;
+    c[4] = index % sp[2];
+    index /= sp[2];
+    c[3] = index % sp[1];
+    index /= sp[1];
+    c[2] = index % sp[0];
+    index /= sp[0];
+    c[1] = index % inner;
+    index /= inner;
   } else {
-    c[1] = index % inner; index /= inner;
-    c[4] = index % sp[2]; index /= sp[2];
-    c[3] = index % sp[1]; index /= sp[1];
-    c[2] = index % sp[0]; index /= sp[0];
+    c[1] = index % inner;
+    index /= inner;
+    c[4] = index % sp[2];
+    index /= sp[2];
+    c[3] = index % sp[1];
+    index /= sp[1];
+    c[2] = index % sp[0];
+    index /= sp[0];
   }
   c[0] = index;
   return c;
@@ -104,9 +112,9 @@ void FillTyped(T* out, int64_t count, uint64_t seed, Convert convert) {
       FillRun(out + r * kFillRun, std::min(kFillRun, count - r * kFillRun), state, convert);
     }
   };
-  const int64_t threads = std::min<int64_t>(
-      {static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())), 16,
-       std::max<int64_t>(1, runs / kRunsPerThread)});
+  const int64_t threads =
+      std::min<int64_t>({static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())),
+                         16, std::max<int64_t>(1, runs / kRunsPerThread)});
   std::vector<std::thread> helpers;
   for (int64_t t = 1; t < threads; ++t) helpers.emplace_back(fill_runs, t, threads);
   fill_runs(0, threads);
@@ -268,8 +276,7 @@ absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void*
   return absl::OkStatus();
 }
 
-std::vector<int64_t> SampleOutputIndices(const ConvProblem& p, int samples,
-                                         std::mt19937_64& rng) {
+std::vector<int64_t> SampleOutputIndices(const ConvProblem& p, int samples, std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> pick(0, OutputElements(p) - 1);
   std::vector<int64_t> indices(std::max(samples, 0));
   for (int64_t& i : indices) i = pick(rng);

@@ -21,8 +21,7 @@ namespace convtune::cli {
 
 // Appends the file's problems; reports each bad line as FILE:LINE. Returns
 // false if any line was bad (or the file cannot be read).
-bool ReadProblemFile(const std::string& path,
-                     std::vector<ConvProblem>* problems) {
+bool ReadProblemFile(const std::string& path, std::vector<ConvProblem>* problems) {
   std::ifstream in(path);
   if (!in) {
     std::cerr << "convtune: " << path << ": cannot open\n";
@@ -35,8 +34,7 @@ bool ReadProblemFile(const std::string& path,
     if (text.empty() || text[0] == '#') continue;
     absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverLine(text);
     if (!parsed.ok()) {
-      std::cerr << path << ":" << number << ": " << parsed.status().message()
-                << "\n";
+      std::cerr << path << ":" << number << ": " << parsed.status().message() << "\n";
       ok = false;
       continue;
     }
@@ -62,18 +60,10 @@ std::string JsonString(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppendFormat(&out, "\\u%04x", c);
@@ -134,8 +124,7 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
     } else if (a == "--mode") {
       if (!value(&v)) return UsageError("--mode needs a MODE");
       absl::StatusOr<v1::FindMode> mode = ParseFindMode(v);
-      if (!mode.ok())
-        return UsageError(absl::StrCat("--mode: ", mode.status().message()));
+      if (!mode.ok()) return UsageError(absl::StrCat("--mode: ", mode.status().message()));
       flags->options.mode = *mode;
     } else if (a == "--count") {
       if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.request_count) ||
@@ -147,10 +136,9 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
     }
   }
   if (flags->file.empty() == flags->driver_args.empty()) {
-    return UsageError(
-        flags->file.empty()
-            ? "find needs a MIOpenDriver line or --file FILE"
-            : "find takes either a MIOpenDriver line or --file FILE, not both");
+    return UsageError(flags->file.empty()
+                          ? "find needs a MIOpenDriver line or --file FILE"
+                          : "find takes either a MIOpenDriver line or --file FILE, not both");
   }
   return kExitOk;
 }
@@ -160,17 +148,14 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
     std::cout << (i ? ",\n " : "\n ") << "{\"problem_key\": "
-              << JsonString(o.response.problem_key().empty()
-                                ? ProblemKey(o.problem)
-                                : o.response.problem_key())
-              << ", \"driver_line\": "
-              << JsonString(FormatDriverLine(o.problem))
+              << JsonString(o.response.problem_key().empty() ? ProblemKey(o.problem)
+                                                             : o.response.problem_key())
+              << ", \"driver_line\": " << JsonString(FormatDriverLine(o.problem))
               << ", \"from_db\": " << (o.response.from_db() ? "true" : "false")
               << ", \"device_key\": " << JsonString(o.response.device_key())
               << ", \"mode\": " << JsonString(FindModeName(o.response.mode()))
               << ", \"source\": " << JsonString(o.response.source());
-    if (!o.status.ok())
-      std::cout << ", \"error\": " << JsonString(o.status.message());
+    if (!o.status.ok()) std::cout << ", \"error\": " << JsonString(o.status.message());
     std::cout << ", \"results\": [";
     for (int r = 0; r < o.response.results_size(); ++r) {
       const v1::PerfResult& p = o.response.results(r);
@@ -180,9 +165,8 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
                        "\"algorithm\": %s, \"time_ms\": %.6g, "
                        "\"workspace_bytes\": %d, "
                        "\"measured\": %s}",
-                       r + 1, p.solver_id(), JsonString(p.solver_name()),
-                       JsonString(p.algorithm()), p.time_ms(),
-                       p.workspace_bytes(), p.measured() ? "true" : "false");
+                       r + 1, p.solver_id(), JsonString(p.solver_name()), JsonString(p.algorithm()),
+                       p.time_ms(), p.workspace_bytes(), p.measured() ? "true" : "false");
     }
     std::cout << "]}";
   }
@@ -202,19 +186,17 @@ void PrintTable(const Context& context, const std::vector<Outcome>& outcomes, do
     results += o.response.results_size();
     std::cout << "problem " << o.response.problem_key() << "  ("
               << (o.response.from_db() ? "from FindDb"
-                  : fell_back ? "not in the FindDb: fallback ranking, not timed"
-                              : absl::StrFormat("tuned in %.2f s", o.seconds))
-              << "; source " << o.response.source() << ", mode "
-              << FindModeName(o.response.mode()) << ")\n";
-    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n",
-                                 "rank", "id", "solver", "algorithm",
-                                 "time (ms)", "workspace (B)");
+                  : fell_back          ? "not in the FindDb: fallback ranking, not timed"
+                                       : absl::StrFormat("tuned in %.2f s", o.seconds))
+              << "; source " << o.response.source() << ", mode " << FindModeName(o.response.mode())
+              << ")\n";
+    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n", "rank", "id", "solver",
+                                 "algorithm", "time (ms)", "workspace (B)");
     for (int r = 0; r < o.response.results_size(); ++r) {
       const v1::PerfResult& p = o.response.results(r);
-      std::cout << absl::StrFormat(
-          "  %4d  %5u  %-32s  %-14s  %12.4f%s %14d\n", r + 1, p.solver_id(),
-          p.solver_name(), p.algorithm(), p.time_ms(), p.measured() ? " " : "*",
-          p.workspace_bytes());
+      std::cout << absl::StrFormat("  %4d  %5u  %-32s  %-14s  %12.4f%s %14d\n", r + 1,
+                                   p.solver_id(), p.solver_name(), p.algorithm(), p.time_ms(),
+                                   p.measured() ? " " : "*", p.workspace_bytes());
     }
     if (o.response.results_size() == 0) std::cout << "  (no solution)\n";
     std::cout << "\n";
@@ -223,8 +205,7 @@ void PrintTable(const Context& context, const std::vector<Outcome>& outcomes, do
       "%d problem(s): %d from FindDb, %d tuned, %d failed%s; %d result(s); "
       "%.2f s\n",
       outcomes.size(), from_db, tuned, failed,
-      fallback > 0 ? absl::StrCat(", ", fallback, " fallback (not timed)") : "",
-      results, seconds);
+      fallback > 0 ? absl::StrCat(", ", fallback, " fallback (not timed)") : "", results, seconds);
 }
 
 }  // namespace
@@ -234,8 +215,7 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
   if (int rc = ParseFindFlags(args, &flags); rc != kExitOk) return rc;
   std::vector<ConvProblem> problems;
   bool input_ok = true;
-  if (int rc = LoadProblems(flags.file, flags.driver_args, &problems, &input_ok);
-      rc != kExitOk) {
+  if (int rc = LoadProblems(flags.file, flags.driver_args, &problems, &input_ok); rc != kExitOk) {
     return rc;
   }
   // Up to --jobs finds in flight; the outcomes keep the problems' order.
@@ -248,8 +228,7 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
       o.problem = problems[i];
       const auto start = std::chrono::steady_clock::now();
       absl::StatusOr<v1::FindResponse> response = context.client->Find(o.problem, flags.options);
-      o.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (response.ok()) {
         o.response = *std::move(response);
       } else {

@@ -10,8 +10,9 @@
 //                     sums of dw in the workspace) into the tensor type.
 //   conv_pack         copies a chunk of a tensor (x or dy), sampled every
 //                     stride-th position, into a dense chunk.
-//   conv_unpack       writes every element of a chunk of dx once: the dense
-//                     chunk's value at the sampled positions, 0 elsewhere.
+//   conv_unpack       writes every element of a chunk of a tensor once (dx,
+//                     or y from a channel-major chunk): the dense chunk's
+//                     value at the sampled positions, 0 elsewhere.
 // Column layouts, with FS = FD*FH*FW, OS = OD*OH*OW, width = C/G * FS, the
 // tap f = (fd*FH + fh)*FW + fw, the output position o = (od*OH + oh)*OW + ow
 // and i the image within the chunk:
@@ -26,7 +27,7 @@
 // sampled size and ch the channel:
 //   image-major     NCHW: dense[(i*CH + ch)*OS + o]; NHWC: dense[(i*OS + o)*CH + ch]
 //   channel-major   dense[(ch*nb + i)*OS + o] (NCHW only): a CH x (nb*OS)
-//                   matrix.
+//                   matrix, for GEMMs over all of a chunk's positions.
 // The solver keeps a chunk's column matrix, dense chunk, x, dx and dy under
 // 2^31 elements, so offsets inside a chunk are 32-bit; the chunk's start is
 // 64-bit.
@@ -37,8 +38,8 @@
 // images_inner (0 or 1, NCHW only); conv_col2im the problem, n0 and nb;
 // conv_f32_to_type the element count and slices; conv_pack CH, the source's ID, IH, IW,
 // the sampled OD, OH, OW, the strides SD, SH, SW, n0, nb and channel_major
-// (0 or 1); conv_unpack CH, dx's ID, IH, IW, the sampled OD, OH, OW, SD, SH,
-// SW, n0 and nb.
+// (0 or 1) and lane_shift; conv_unpack CH, dx's ID, IH, IW, the sampled OD,
+// OH, OW, SD, SH, SW, n0, nb, channel_major and lane_shift.
 
 #define CT_PROBLEM_ARGS                                                                    \
   a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, a_dd, a_dh, \
@@ -185,77 +186,80 @@ CT_DEVICE CtDims ct_dims(ct_i64 d, ct_i64 h, ct_i64 w) {
   return {static_cast<int>(d), static_cast<int>(h), static_cast<int>(w)};
 }
 
-// conv_pack and conv_unpack take a block of 256 threads as 8 rows of 32
-// lanes (CT_LANES): NCHW a block walks whole channel planes, its rows over
-// (d, h) and its lanes along w, so that no index is divided per element; NHWC
-// a row owns one spatial position (divided once) and its lanes walk the
-// position's channels.
-#define CT_LANES 32
+// conv_pack and conv_unpack take a block as rows of 2^lane_shift lanes (the
+// last scalar): NCHW a row of the block copies one row (d, h) of a channel
+// plane, its lanes along w, so that no index is divided per element; NHWC a
+// row owns one spatial position (divided once) and its lanes walk the
+// position's channels. The solver picks the lanes to cover a row.
 
 // The block's lane and row, and rows per block.
-CT_DEVICE int ct_lane() { return static_cast<int>(threadIdx.x) % CT_LANES; }
-CT_DEVICE int ct_row() { return static_cast<int>(threadIdx.x) / CT_LANES; }
-CT_DEVICE int ct_rows() { return static_cast<int>(blockDim.x) / CT_LANES; }
+CT_DEVICE int ct_lane(int shift) { return static_cast<int>(threadIdx.x) & ((1 << shift) - 1); }
+CT_DEVICE int ct_row(int shift) { return static_cast<int>(threadIdx.x) >> shift; }
+CT_DEVICE int ct_rows(int shift) { return static_cast<int>(blockDim.x) >> shift; }
+
+// The first row of this thread and the rows between its turns.
+#define CT_FOR_ROWS(var, count, shift)                                                 \
+  for (int var = static_cast<int>(blockIdx.x) * ct_rows(shift) + ct_row(shift);        \
+       var < (count); var += static_cast<int>(gridDim.x) * ct_rows(shift))
+
+// Channel plane `plane` = (i, ch) of a chunk of nb images as the dense
+// chunk's plane: image-major (i, ch) or channel-major (ch, i).
+CT_DEVICE int ct_dense_plane(int plane, int ch_count, int nb, bool channel_major) {
+  return channel_major ? (plane % ch_count) * nb + plane / ch_count : plane;
+}
 
 CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i64 a_id,
                          ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
                          ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
-                         ct_i64 a_channel_major) {
+                         ct_i64 a_channel_major, ct_i64 a_lane_shift) {
   const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
   const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
   const CtDims st = ct_dims(a_sd, a_sh, a_sw);
   const int os = out.d * out.h * out.w, is = in.d * in.h * in.w;
+  const int shift = static_cast<int>(a_lane_shift), lanes = 1 << shift;
   const ct_t* src = psrc + a_n0 * ch_count * is;  // the chunk's first image
 #if CT_NHWC
   // One position of the dense chunk per row: (i, od, oh, ow).
-  const int positions = nb * os;
-  for (int pos = static_cast<int>(blockIdx.x) * ct_rows() + ct_row(); pos < positions;
-       pos += static_cast<int>(gridDim.x) * ct_rows()) {
+  CT_FOR_ROWS(pos, nb * os, shift) {
     const int o = pos % os, i = pos / os;
     const int ow = o % out.w, oh = (o / out.w) % out.h, od = o / (out.w * out.h);
     const ct_t* from =
         src + (static_cast<ct_i64>(i) * is + (od * st.d * in.h + oh * st.h) * in.w + ow * st.w) *
                   ch_count;
     ct_t* to = dense + static_cast<ct_i64>(pos) * ch_count;
-    for (int ch = ct_lane(); ch < ch_count; ch += CT_LANES) to[ch] = from[ch];
+    for (int ch = ct_lane(shift); ch < ch_count; ch += lanes) to[ch] = from[ch];
   }
 #else
-  // One channel plane per block: source plane (i, ch), dense plane (i, ch)
-  // image-major or (ch, i) channel-major.
-  const int planes = nb * ch_count;
+  // One row (od, oh) of a channel plane (i, ch) per row of the block.
+  const int plane_rows = out.d * out.h;
   const bool channel_major = a_channel_major != 0;
-  for (int plane = static_cast<int>(blockIdx.x); plane < planes;
-       plane += static_cast<int>(gridDim.x)) {
-    const int to_plane =
-        channel_major ? (plane % ch_count) * nb + plane / ch_count : plane;
-    const ct_t* from = src + static_cast<ct_i64>(plane) * is;
-    ct_t* to = dense + static_cast<ct_i64>(to_plane) * os;
-    for (int r = ct_row(); r < out.d * out.h; r += ct_rows()) {
-      const int od = r / out.h, oh = r % out.h;
-      const ct_t* from_row = from + (od * st.d * in.h + oh * st.h) * in.w;
-      ct_t* to_row = to + r * out.w;
-      for (int ow = ct_lane(); ow < out.w; ow += CT_LANES) to_row[ow] = from_row[ow * st.w];
-    }
+  CT_FOR_ROWS(row, nb * ch_count * plane_rows, shift) {
+    const int plane = row / plane_rows, r = row - plane * plane_rows;
+    const int od = r / out.h, oh = r - od * out.h;
+    const ct_t* from = src + static_cast<ct_i64>(plane) * is + (od * st.d * in.h + oh * st.h) * in.w;
+    ct_t* to = dense + static_cast<ct_i64>(ct_dense_plane(plane, ch_count, nb, channel_major)) * os +
+               r * out.w;
+    for (int ow = ct_lane(shift); ow < out.w; ow += lanes) to[ow] = from[ow * st.w];
   }
 #endif
 }
 
 CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i64 a_id,
                            ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
-                           ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb) {
+                           ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
+                           ct_i64 a_channel_major, ct_i64 a_lane_shift) {
   const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
   const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
   const CtDims st = ct_dims(a_sd, a_sh, a_sw);
   const int os = out.d * out.h * out.w, is = in.d * in.h * in.w;
+  const int shift = static_cast<int>(a_lane_shift), lanes = 1 << shift;
   ct_t* dx = pdx + a_n0 * ch_count * is;  // the chunk's first image
   const ct_t zero = ct_from_float<ct_t>(0.0f);
   int od, oh, ow;
 #if CT_NHWC
   // One position of dx per row: its channels copied from the dense chunk
   // where it was sampled, else 0.
-  const int positions = nb * is;
-  for (int pos = static_cast<int>(blockIdx.x) * ct_rows() + ct_row(); pos < positions;
-       pos += static_cast<int>(gridDim.x) * ct_rows()) {
+  CT_FOR_ROWS(pos, nb * is, shift) {
     const int x = pos % is, i = pos / is;
     const int w = x % in.w, h = (x / in.w) % in.h, d = x / (in.w * in.h);
     ct_t* to = dx + static_cast<ct_i64>(pos) * ch_count;
@@ -263,39 +267,38 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i
         ct_reaches(w, st.w, out.w, ow)) {
       const ct_t* from =
           dense + (static_cast<ct_i64>(i) * os + (od * out.h + oh) * out.w + ow) * ch_count;
-      for (int ch = ct_lane(); ch < ch_count; ch += CT_LANES) to[ch] = from[ch];
+      for (int ch = ct_lane(shift); ch < ch_count; ch += lanes) to[ch] = from[ch];
     } else {
-      for (int ch = ct_lane(); ch < ch_count; ch += CT_LANES) to[ch] = zero;
+      for (int ch = ct_lane(shift); ch < ch_count; ch += lanes) to[ch] = zero;
     }
   }
 #else
-  // One channel plane (i, ch) of dx per block, from the image-major dense
-  // plane (i, ch).
-  const int planes = nb * ch_count;
-  for (int plane = static_cast<int>(blockIdx.x); plane < planes;
-       plane += static_cast<int>(gridDim.x)) {
-    const ct_t* from = dense + static_cast<ct_i64>(plane) * os;
-    ct_t* to = dx + static_cast<ct_i64>(plane) * is;
-    for (int r = ct_row(); r < in.d * in.h; r += ct_rows()) {
-      const int d = r / in.h, h = r % in.h;
-      ct_t* to_row = to + r * in.w;
-      if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh)) {
-        const ct_t* from_row = from + (od * out.h + oh) * out.w;
-        if (CT_LANES % st.w == 0) {
-          // A lane meets the same w modulo the stride on every step.
-          const bool sampled = ct_lane() % st.w == 0;
-          const int step = CT_LANES / st.w;
-          for (int w = ct_lane(), o = ct_lane() / st.w; w < in.w; w += CT_LANES, o += step) {
-            to_row[w] = sampled && o < out.w ? from_row[o] : zero;
-          }
-        } else {
-          for (int w = ct_lane(); w < in.w; w += CT_LANES) {
-            to_row[w] = ct_reaches(w, st.w, out.w, ow) ? from_row[ow] : zero;
-          }
+  // One row (d, h) of a channel plane (i, ch) of dx per row of the block.
+  const int plane_rows = in.d * in.h;
+  const bool channel_major = a_channel_major != 0;
+  CT_FOR_ROWS(row, nb * ch_count * plane_rows, shift) {
+    const int plane = row / plane_rows, r = row - plane * plane_rows;
+    const int d = r / in.h, h = r - d * in.h;
+    ct_t* to = dx + static_cast<ct_i64>(plane) * is + r * in.w;
+    const int lane = ct_lane(shift);
+    if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh)) {
+      const ct_t* from =
+          dense + static_cast<ct_i64>(ct_dense_plane(plane, ch_count, nb, channel_major)) * os +
+          (od * out.h + oh) * out.w;
+      if (lanes % st.w == 0) {
+        // A lane meets the same w modulo the stride on every step.
+        const bool sampled = lane % st.w == 0;
+        const int step = lanes / st.w;
+        for (int w = lane, o = lane / st.w; w < in.w; w += lanes, o += step) {
+          to[w] = sampled && o < out.w ? from[o] : zero;
         }
       } else {
-        for (int w = ct_lane(); w < in.w; w += CT_LANES) to_row[w] = zero;
+        for (int w = lane; w < in.w; w += lanes) {
+          to[w] = ct_reaches(w, st.w, out.w, ow) ? from[ow] : zero;
+        }
       }
+    } else {
+      for (int w = lane; w < in.w; w += lanes) to[w] = zero;
     }
   }
 #endif

@@ -13,7 +13,6 @@ namespace convtune {
 namespace {
 
 constexpr int64_t kBlock = 256;
-constexpr int64_t kRowsPerBlock = kBlock / 32;  // conv_pack's and conv_unpack's rows
 // Blocks stride over larger ranges rather than growing the grid without end.
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;
 // cuBLAS and rocBLAS want matrices aligned at least this far for their
@@ -26,8 +25,8 @@ int64_t Blocks(int64_t threads) {
 
 // One "blas.gemm" step; a, b, c start at the given element offsets.
 void AddGemmStep(const gpu::BlasGemm& g, const GemmOperand& a, int64_t a_offset,
-                 const GemmOperand& b, int64_t b_offset, const GemmOperand& c,
-                 int64_t c_offset, v1::ExecutionPlan* plan) {
+                 const GemmOperand& b, int64_t b_offset, const GemmOperand& c, int64_t c_offset,
+                 v1::ExecutionPlan* plan) {
   v1::KernelStep* step = plan->add_steps();
   gpu::SetBlasGemm(g, step);
   AddBuffer(step, a.role, a_offset * a.element_bytes);
@@ -40,14 +39,23 @@ v1::KernelStep* AddLoweringStep(const ConvProblem& p, absl::string_view kernel, 
   return AddGpuStep(plan, kernel, AddLoweringSource(p, plan), {Blocks(threads), 1, 1}, kBlock);
 }
 
-// conv_pack and conv_unpack: NCHW a block per channel plane of the chunk
-// (`planes`), NHWC a row of the block per spatial position (`positions`).
-v1::KernelStep* AddPlaneStep(const ConvProblem& p, absl::string_view kernel, int64_t planes,
-                             int64_t positions, v1::ExecutionPlan* plan) {
-  const int64_t blocks =
-      p.layout == Layout::kNHWC ? (positions + kRowsPerBlock - 1) / kRowsPerBlock : planes;
-  return AddGpuStep(plan, kernel, AddLoweringSource(p, plan),
-                    {std::clamp<int64_t>(blocks, 1, kMaxBlocks), 1, 1}, kBlock);
+// log2 of the lanes conv_pack and conv_unpack give a row `width` long: the
+// power of two that covers it, at most 32.
+int64_t LaneShift(int64_t width) {
+  int64_t shift = 0;
+  while (shift < 5 && (int64_t{1} << shift) < width) ++shift;
+  return shift;
+}
+
+// conv_pack and conv_unpack: `rows` rows of `width` elements (NCHW rows of
+// channel planes, NHWC the channels of a position), rows of lanes covering a
+// row. The caller appends the scalars, then LaneShift(width).
+v1::KernelStep* AddRowsStep(const ConvProblem& p, absl::string_view kernel, int64_t rows,
+                            int64_t width, v1::ExecutionPlan* plan) {
+  const int64_t block_rows = kBlock >> LaneShift(width);
+  return AddGpuStep(
+      plan, kernel, AddLoweringSource(p, plan),
+      {std::clamp<int64_t>((rows + block_rows - 1) / block_rows, 1, kMaxBlocks), 1, 1}, kBlock);
 }
 
 // The channels, sizes and strides of `t` (conv_pack's and conv_unpack's
@@ -132,25 +140,35 @@ SampledTensor DenseY(const ConvProblem& p) {
 void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& t, int64_t n0,
                  int64_t nb, bool channel_major, int64_t workspace_offset,
                  v1::ExecutionPlan* plan) {
-  const int64_t os = t.out[0] * t.out[1] * t.out[2];
-  v1::KernelStep* step = AddPlaneStep(p, "conv_pack", nb * t.channels, nb * os, plan);
+  const bool nhwc = p.layout == Layout::kNHWC;
+  const int64_t rows =
+      nhwc ? nb * t.out[0] * t.out[1] * t.out[2] : nb * t.channels * t.out[0] * t.out[1];
+  const int64_t width = nhwc ? t.channels : t.out[2];
+  v1::KernelStep* step = AddRowsStep(p, "conv_pack", rows, width, plan);
   AddBuffer(step, src);
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
   AddSampledScalars(t, step);
   step->add_scalars(n0);
   step->add_scalars(nb);
   step->add_scalars(channel_major ? 1 : 0);
+  step->add_scalars(LaneShift(width));
 }
 
-void AddUnpackStep(const ConvProblem& p, int64_t n0, int64_t nb, int64_t workspace_offset,
+void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst, const SampledTensor& t, int64_t n0,
+                   int64_t nb, bool channel_major, int64_t workspace_offset,
                    v1::ExecutionPlan* plan) {
-  const SampledTensor t = StridedX(p);
-  v1::KernelStep* step = AddPlaneStep(p, "conv_unpack", nb * p.c, nb * p.in_spatial(), plan);
+  const bool nhwc = p.layout == Layout::kNHWC;
+  const int64_t rows =
+      nhwc ? nb * t.in[0] * t.in[1] * t.in[2] : nb * t.channels * t.in[0] * t.in[1];
+  const int64_t width = nhwc ? t.channels : t.in[2];
+  v1::KernelStep* step = AddRowsStep(p, "conv_unpack", rows, width, plan);
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
-  AddBuffer(step, v1::BUFFER_X);
+  AddBuffer(step, dst);
   AddSampledScalars(t, step);
   step->add_scalars(n0);
   step->add_scalars(nb);
+  step->add_scalars(channel_major ? 1 : 0);
+  step->add_scalars(LaneShift(width));
 }
 
 void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan,

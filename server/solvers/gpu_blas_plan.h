@@ -74,9 +74,11 @@ void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& 
                  int64_t nb, bool channel_major, int64_t workspace_offset,
                  v1::ExecutionPlan* plan);
 
-// Appends conv_unpack: dx of the images [n0, n0 + nb) from the image-major
-// dense chunk of StridedX(p) at workspace byte `workspace_offset`.
-void AddUnpackStep(const ConvProblem& p, int64_t n0, int64_t nb, int64_t workspace_offset,
+// Appends conv_unpack: the images [n0, n0 + nb) of `t` in buffer `dst` (every
+// element: the sampled ones from the dense chunk at workspace byte
+// `workspace_offset`, image-major or channel-major, the others 0).
+void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst, const SampledTensor& t, int64_t n0,
+                   int64_t nb, bool channel_major, int64_t workspace_offset,
                    v1::ExecutionPlan* plan);
 
 // Appends conv_f32_to_type: w = the sum of `slices` fp32 dw tensors, one

@@ -33,21 +33,22 @@ constexpr int64_t kMaxIndex32 = 2147483647;
 // CT_WSLOTS of conv_depthwise.cu, and the 32-lane groups a W block has at most.
 constexpr int64_t kWSlots = 4;
 constexpr int64_t kMaxWGroups = 16;
-// Blocks a launch should reach: about a wave of 256-thread blocks on a large GPU.
+// Blocks a launch should reach: about a wave of 256-thread blocks on a large
+// GPU.
 constexpr int64_t kTargetBlocks = 1024;
-// Backward weights: chunks at most, and the output positions each keeps at least.
+// Backward weights: chunks at most, and the output positions each keeps at
+// least.
 constexpr int64_t kMaxChunks = 256;
 constexpr int64_t kMinChunkPositions = 1024;
 constexpr int64_t kReduceBlock = 256;
 constexpr int64_t kMaxReduceBlocks = 1024;
 
 // {TH, TW, KB}, preferred first.
-constexpr std::array<int64_t, 3> kNchwTiles[] = {{16, 32, 1}, {8, 32, 1},  {16, 16, 1},
-                                                 {32, 16, 1}, {8, 16, 1},  {32, 8, 1},
-                                                 {16, 8, 1},  {8, 8, 1},   {4, 32, 1}};
-constexpr std::array<int64_t, 3> kNhwcTiles[] = {{4, 8, 32}, {2, 8, 32}, {4, 4, 32},
-                                                 {8, 8, 16}, {4, 8, 16}, {8, 8, 8},
-                                                 {4, 8, 8},  {2, 4, 32}};
+constexpr std::array<int64_t, 3> kNchwTiles[] = {{16, 32, 1}, {8, 32, 1}, {16, 16, 1},
+                                                 {32, 16, 1}, {8, 16, 1}, {32, 8, 1},
+                                                 {16, 8, 1},  {8, 8, 1},  {4, 32, 1}};
+constexpr std::array<int64_t, 3> kNhwcTiles[] = {{4, 8, 32}, {2, 8, 32}, {4, 4, 32}, {8, 8, 16},
+                                                 {4, 8, 16}, {8, 8, 8},  {4, 8, 8},  {2, 4, 32}};
 
 // The row kernels hold a sum per tap in registers for backward weights.
 constexpr int64_t kMaxRowsFilter = 7;
@@ -58,8 +59,8 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One channel per group, NCHW, 2-D, a filter of at most 7x7: the row kernels.
 bool RowsApply(const ConvProblem& p) {
-  return p.layout == Layout::kNCHW && !p.is_3d() && p.c_per_group() == 1 &&
-         p.k_per_group() == 1 && p.filter[1] <= kMaxRowsFilter && p.filter[2] <= kMaxRowsFilter;
+  return p.layout == Layout::kNCHW && !p.is_3d() && p.c_per_group() == 1 && p.k_per_group() == 1 &&
+         p.filter[1] <= kMaxRowsFilter && p.filter[2] <= kMaxRowsFilter;
 }
 bool IsRows(const PerfConfig& c) { return c[0] == 0; }
 
@@ -105,8 +106,8 @@ int64_t WrwChunks(const ConvProblem& p) {
   const int64_t cblocks = p.layout == Layout::kNHWC ? CeilDiv(p.k, 32) : p.k;
   const int64_t rows = p.n * p.out(0) * p.out(1);
   const int64_t by_work = std::max<int64_t>(1, rows * p.out(2) / kMinChunkPositions);
-  return std::clamp<int64_t>(
-      std::min({CeilDiv(kTargetBlocks, cblocks), by_work, rows, kMaxChunks}), 1, kMaxChunks);
+  return std::clamp<int64_t>(std::min({CeilDiv(kTargetBlocks, cblocks), by_work, rows, kMaxChunks}),
+                             1, kMaxChunks);
 }
 
 // 32-lane groups of a W block: taps split evenly over at most kMaxWGroups
@@ -141,17 +142,16 @@ Launch DepthwiseLaunch(const ConvProblem& p, const PerfConfig& c) {
   if (p.direction == Direction::kBackwardWeights) {
     l.blocks = CeilDiv(p.k, kb) * WrwChunks(p);
     l.threads = 32 * WrwGroups(p);
-    l.shared_bytes = (th * tw * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) *
-                                         PatchSpan(p, tw, 2)) *
-                     static_cast<int64_t>(sizeof(float));
+    l.shared_bytes =
+        (th * tw * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) * PatchSpan(p, tw, 2)) *
+        static_cast<int64_t>(sizeof(float));
   } else {
     const std::array<int64_t, 3> sp = DstSpatial(p);
-    l.blocks = p.n * sp[0] * CeilDiv(sp[1], th) * CeilDiv(sp[2], tw) *
-               CeilDiv(DstChannels(p), kb);
+    l.blocks = p.n * sp[0] * CeilDiv(sp[1], th) * CeilDiv(sp[2], tw) * CeilDiv(DstChannels(p), kb);
     l.threads = std::min(kMaxThreads, th * tw * kb);
-    l.shared_bytes = (taps * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) *
-                                      PatchSpan(p, tw, 2)) *
-                     static_cast<int64_t>(sizeof(float));
+    l.shared_bytes =
+        (taps * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) * PatchSpan(p, tw, 2)) *
+        static_cast<int64_t>(sizeof(float));
   }
   return l;
 }
@@ -171,16 +171,16 @@ class GpuDepthwise final : public GpuSolver {
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.groups < 2 || p.c_per_group() > kMaxChannelsPerGroup ||
         p.k_per_group() > kMaxChannelsPerGroup) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "gpu_depthwise needs groups > 1 with C/G <= ", kMaxChannelsPerGroup, " and K/G <= ",
-          kMaxChannelsPerGroup, " (got groups ", p.groups, ", C/G ", p.c_per_group(), ", K/G ",
-          p.k_per_group(), ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("gpu_depthwise needs groups > 1 with C/G <= ", kMaxChannelsPerGroup,
+                       " and K/G <= ", kMaxChannelsPerGroup, " (got groups ", p.groups, ", C/G ",
+                       p.c_per_group(), ", K/G ", p.k_per_group(), ")"));
     }
     RETURN_IF_ERROR(CheckIndex32(p, name()));
     if (WrwChunks(p) * p.w_elements() > kMaxIndex32) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "gpu_depthwise indexes its workspace in 32 bits: ", WrwChunks(p), " chunks of ",
-          p.w_elements(), " dw elements exceed 2^31 - 1"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("gpu_depthwise indexes its workspace in 32 bits: ", WrwChunks(p),
+                       " chunks of ", p.w_elements(), " dw elements exceed 2^31 - 1"));
     }
     if (ConfigSpace(p).empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -226,8 +226,7 @@ class GpuDepthwise final : public GpuSolver {
       const auto pad = [](int64_t size, int64_t t) {
         return static_cast<double>(CeilDiv(size, t) * t) / static_cast<double>(size);
       };
-      const double waste = (wrw ? 1.0 : pad(sp[1], c[0])) * pad(sp[2], c[1]) *
-                           pad(channels, c[2]);
+      const double waste = (wrw ? 1.0 : pad(sp[1], c[0])) * pad(sp[2], c[1]) * pad(channels, c[2]);
       const Launch l = DepthwiseLaunch(p, c);
       const double idle =
           std::max(1.0, static_cast<double>(kTargetBlocks) / static_cast<double>(l.blocks));
@@ -251,8 +250,7 @@ class GpuDepthwise final : public GpuSolver {
   // group's channels) set how close to the memory bound they run; loads
   // from shared memory cap the fraction of the FMA peak.
   double Efficiency(const ConvProblem& p) const override {
-    const int64_t red = p.direction == Direction::kBackwardData ? p.k_per_group()
-                                                                : p.c_per_group();
+    const int64_t red = p.direction == Direction::kBackwardData ? p.k_per_group() : p.c_per_group();
     const double macs = static_cast<double>(red * p.filter_spatial());
     const double e = std::clamp(0.005 * macs, 0.01, 0.1);
     return p.direction == Direction::kBackwardWeights ? 0.8 * e : e;
@@ -273,9 +271,8 @@ class GpuDepthwise final : public GpuSolver {
     if (!wrw) options.push_back(absl::StrCat("-DCT_THREADS=", l.threads));
     if (chunks > 1) options.push_back("-DCT_WS_OUT=1");
     const int source = AddSource(&plan, "conv_depthwise.cu", options);
-    v1::KernelStep* step =
-        AddGpuStep(&plan, wrw ? "conv_depthwise_wrw" : "conv_depthwise", source,
-                   {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
+    v1::KernelStep* step = AddGpuStep(&plan, wrw ? "conv_depthwise_wrw" : "conv_depthwise", source,
+                                      {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
     step->set_shared_bytes(static_cast<uint32_t>(l.shared_bytes));
     AddBuffer(step, v1::BUFFER_X);
     AddBuffer(step, v1::BUFFER_W);
@@ -291,9 +288,9 @@ class GpuDepthwise final : public GpuSolver {
   static void AddReduceStep(const ConvProblem& p, int source, int64_t chunks,
                             v1::ExecutionPlan* plan) {
     const int64_t count = p.w_elements();
-    v1::KernelStep* reduce = AddGpuStep(
-        plan, "conv_depthwise_reduce", source,
-        {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1}, kReduceBlock);
+    v1::KernelStep* reduce =
+        AddGpuStep(plan, "conv_depthwise_reduce", source,
+                   {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1}, kReduceBlock);
     AddBuffer(reduce, v1::BUFFER_WORKSPACE);
     AddBuffer(reduce, v1::BUFFER_W);
     reduce->add_scalars(count);

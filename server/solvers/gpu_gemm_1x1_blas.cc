@@ -15,6 +15,12 @@
 //         F  y[:,g]  (N*S x K/G) = x[:,g] (N*S x C/G) * w[g]^T
 //         B  dx[:,g] (N*S x C/G) = dy[:,g] * w[g]
 //         W  dw[g]   (K/G x C/G) = dy[:,g]^T * x[:,g]
+// NCHW F and B over small images (S < kPackBelow) have a second config, {1}:
+// per-image GEMMs that narrow are slow on tensor cores, so x (F) or dy (B)
+// is packed channel-major (conv_pack), one GEMM per group runs over all of
+// a chunk's positions, and conv_unpack writes y or dx from its channel-major
+// result. It is the default there for 16-bit types and strided problems; the
+// workspace is sized for it, and the per-image config ({}) fits it too.
 // With stride 1, F, B and NHWC W run on the tensors in place. With a larger
 // stride, F and W first gather the sampled x into a dense chunk in the
 // workspace, and B computes the dense dx of the sampled positions there and
@@ -27,6 +33,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "server/solvers/cpu_solver_util.h"
 #include "server/solvers/gpu_blas_plan.h"
 #include "server/solvers/gpu_solver_util.h"
@@ -44,6 +51,17 @@ bool Strided(const ConvProblem& p) {
   return p.stride[0] != 1 || p.stride[1] != 1 || p.stride[2] != 1;
 }
 
+// Output sizes below which NCHW F and B pack by default (see above).
+constexpr int64_t kPackBelow = 128;
+
+// NCHW F or B where the packed config is the default (and so available).
+bool PacksByDefault(const ConvProblem& p) {
+  return p.layout == Layout::kNCHW && p.direction != Direction::kBackwardWeights &&
+         p.out_spatial() < kPackBelow && (p.type != DataType::kFp32 || Strided(p)) &&
+         (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) <= kMaxChunkBytes;
+}
+bool IsPacked(const PerfConfig& c) { return !c.empty() && c[0] == 1; }
+
 // NCHW dw over more than one image as per-image partial sums: when an fp32
 // slot of dw takes at most twice the bytes of the image's x and dy, so that
 // the slots cost no more traffic than packing the operands would.
@@ -52,8 +70,7 @@ bool SumsNchwDwPerImage(const ConvProblem& p) {
     return false;
   }
   const int64_t slot = p.w_elements() * static_cast<int64_t>(sizeof(float));
-  return slot <= 2 * (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) &&
-         slot <= kMaxChunkBytes;
+  return slot <= 2 * (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) && slot <= kMaxChunkBytes;
 }
 
 // How a plan stages its operands in the workspace, one chunk of images at a
@@ -61,18 +78,17 @@ bool SumsNchwDwPerImage(const ConvProblem& p) {
 struct Staging {
   int64_t chunk_images = 1;  // per chunk (the last may have fewer)
   int64_t chunk_count = 1;
-  bool x_dense = false;  // x or dx of the sampled positions, a chunk of it
+  bool x_dense = false;   // x or dx of the sampled positions, a chunk of it
   bool y_packed = false;  // dy channel-major (NCHW W)
   bool dw_fp32 = false;
   bool dw_slots = false;  // NCHW W as per-image partial sums: chunk_images fp32 slots
+  bool packed = false;    // NCHW F, B: x and dy channel-major, y or dx from them
   int64_t x_offset = 0, y_offset = 0, dw_offset = 0;
   int64_t bytes = 0;
 };
 
 // Bytes of one image's dense x region and, for NCHW W, its packed dy.
-int64_t DenseXBytes(const ConvProblem& p) {
-  return p.c * p.out_spatial() * ElementBytes(p.type);
-}
+int64_t DenseXBytes(const ConvProblem& p) { return p.c * p.out_spatial() * ElementBytes(p.type); }
 bool PacksNchwDw(const ConvProblem& p) {
   return p.direction == Direction::kBackwardWeights && p.layout == Layout::kNCHW &&
          !SumsNchwDwPerImage(p);
@@ -103,7 +119,25 @@ Staging SlotStagingOf(const ConvProblem& p) {
   return s;
 }
 
-Staging StagingOf(const ConvProblem& p) {
+// NCHW F and B packed: a chunk's x and dy channel-major (the one written
+// by the GEMM is unpacked).
+Staging PackedStagingOf(const ConvProblem& p) {
+  Staging s;
+  s.packed = s.x_dense = s.y_packed = true;
+  const int64_t es = ElementBytes(p.type), os = p.out_spatial();
+  const int64_t by_index = kMaxIndex32 / std::max(p.c * p.in_spatial(), p.k * os);
+  const int64_t max_images =
+      std::max<int64_t>(1, std::min({p.n, kMaxChunkBytes / ((p.c + p.k) * os * es), by_index}));
+  s.chunk_count = (p.n + max_images - 1) / max_images;
+  s.chunk_images = (p.n + s.chunk_count - 1) / s.chunk_count;
+  s.y_offset = AlignWorkspace(s.chunk_images * p.c * os * es);
+  s.bytes = s.y_offset + s.chunk_images * p.k * os * es;
+  return s;
+}
+
+// How a config stages: the packed one, else per direction and layout.
+Staging StagingOf(const ConvProblem& p, bool packed) {
+  if (packed) return PackedStagingOf(p);
   if (SumsNchwDwPerImage(p)) return SlotStagingOf(p);
   Staging s;
   const bool nchw_dw = PacksNchwDw(p);
@@ -118,8 +152,8 @@ Staging StagingOf(const ConvProblem& p) {
   // A chunk of one image is already in the packed order.
   s.y_packed = nchw_dw && s.chunk_images > 1;
   s.x_dense = Strided(p) || s.y_packed;
-  s.dw_fp32 = p.direction == Direction::kBackwardWeights && p.type != DataType::kFp32 &&
-              s.chunk_count > 1;
+  s.dw_fp32 =
+      p.direction == Direction::kBackwardWeights && p.type != DataType::kFp32 && s.chunk_count > 1;
   const int64_t es = ElementBytes(p.type);
   int64_t end = 0;
   if (s.x_dense) end = s.chunk_images * p.c * p.out_spatial() * es;
@@ -158,7 +192,8 @@ class GpuGemm1x1Blas final : public GpuSolver {
       // At least one image's sampled x goes through the workspace.
       if (DenseXBytes(p) > kMaxChunkBytes) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "stride: gpu_gemm_1x1_blas gathers at least one image's sampled x of ",
+            "stride: gpu_gemm_1x1_blas gathers at least one "
+            "image's sampled x of ",
             DenseXBytes(p), " bytes, over its ", kMaxChunkBytes, "-byte workspace bound"));
       }
       if (p.c * p.in_spatial() > kMaxIndex32) {
@@ -167,10 +202,11 @@ class GpuGemm1x1Blas final : public GpuSolver {
             " input elements exceed 2^31 - 1"));
       }
     }
-    const Staging s = StagingOf(p);
+    const Staging s = StagingOf(p, PacksByDefault(p));
     const int64_t os = p.out_spatial();
-    // NHWC GEMMs and the NCHW dw GEMM run over a chunk's images at once.
-    const bool over_images = p.layout == Layout::kNHWC || PacksNchwDw(p);
+    // NHWC GEMMs, the NCHW dw GEMM and packed GEMMs run over a chunk's
+    // images at once.
+    const bool over_images = p.layout == Layout::kNHWC || PacksNchwDw(p) || s.packed;
     const int64_t rows = over_images ? s.chunk_images * os : os;
     return CheckBlasSizes(name(), {{"the GEMM rows (output N*D*H*W of a chunk, or D*H*W)", rows},
                                    {"C", p.c},
@@ -178,7 +214,18 @@ class GpuGemm1x1Blas final : public GpuSolver {
                                    {"N", p.n}});
   }
 
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return StagingOf(p).bytes; }
+  // Sized for the default config; the other fits it.
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return StagingOf(p, PacksByDefault(p)).bytes;
+  }
+
+  PerfConfig DefaultConfig(const ConvProblem& p) const override {
+    return PacksByDefault(p) ? PerfConfig{1} : PerfConfig{};
+  }
+  std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
+    if (PacksByDefault(p)) return {PerfConfig{1}, PerfConfig{}};
+    return {PerfConfig{}};
+  }
 
   // Relative to the fp32 peak the estimate scales by: a BLAS GEMM on the
   // tensors reaches most of it; fp16 and bf16 run on tensor or matrix cores,
@@ -189,8 +236,9 @@ class GpuGemm1x1Blas final : public GpuSolver {
 
   absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
                                              const PerfConfig& config) const override {
+    RETURN_IF_ERROR(ValidateConfig(p, config));
     v1::ExecutionPlan plan = NewPlan(p, config);
-    const Staging s = StagingOf(p);
+    const Staging s = StagingOf(p, IsPacked(config));
     for (int64_t i = 0; i < s.chunk_count; ++i) {
       const int64_t n0 = i * s.chunk_images;
       const int64_t nb = std::min(s.chunk_images, p.n - n0);
@@ -205,12 +253,17 @@ class GpuGemm1x1Blas final : public GpuSolver {
   // The steps of the images [n0, n0 + nb).
   static void AddChunkSteps(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
                             v1::ExecutionPlan* plan) {
+    if (s.packed) {
+      AddPackedSteps(p, s, n0, nb, plan);
+      return;
+    }
     const bool nchw = p.layout == Layout::kNCHW;
     const Direction d = p.direction;
     if (s.x_dense && d != Direction::kBackwardData) {
-      // Only NCHW dw runs over (image, position) pairs; F keeps the images apart.
-      AddPackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, /*channel_major=*/PacksNchwDw(p),
-                  s.x_offset, plan);
+      // Only NCHW dw runs over (image, position) pairs; F keeps the images
+      // apart.
+      AddPackStep(p, v1::BUFFER_X, StridedX(p), n0, nb,
+                  /*channel_major=*/PacksNchwDw(p), s.x_offset, plan);
     }
     if (s.y_packed) {
       AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, s.y_offset, plan);
@@ -220,7 +273,35 @@ class GpuGemm1x1Blas final : public GpuSolver {
     } else {
       AddNhwcGemms(p, s, n0, nb, plan);
     }
-    if (s.x_dense && d == Direction::kBackwardData) AddUnpackStep(p, n0, nb, s.x_offset, plan);
+    if (s.x_dense && d == Direction::kBackwardData) {
+      AddUnpackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, false, s.x_offset, plan);
+    }
+  }
+
+  // NCHW F: pack x, y^P[g] = w[g] x^P[g], unpack y; B: pack dy,
+  // dx^P[g] = w[g]^T dy^P[g], unpack dx. ^P: channel-major over the chunk.
+  static void AddPackedSteps(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
+                             v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), cg = p.c_per_group(), kg = p.k_per_group();
+    const int64_t cols = nb * p.out_spatial();
+    const GemmOperand w{v1::BUFFER_W, 0, 0, kg * cg, es};
+    const GemmOperand x{v1::BUFFER_WORKSPACE, s.x_offset / es, 0, cg * cols, es};
+    const GemmOperand y{v1::BUFFER_WORKSPACE, s.y_offset / es, 0, kg * cols, es};
+    gpu::BlasGemm g;
+    g.ab_type = g.c_type = p.type;
+    g.n = cols, g.ldb = cols, g.ldc = cols;
+    if (p.direction == Direction::kForward) {
+      AddPackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, /*channel_major=*/true, s.x_offset, plan);
+      g.m = kg, g.k = cg, g.lda = cg;
+      AddGemmsPerImage(g, w, x, y, 1, p.groups, false, plan);
+      AddUnpackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, s.y_offset, plan);
+    } else {
+      AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, s.y_offset, plan);
+      g.m = cg, g.k = kg, g.lda = cg, g.trans_a = true;
+      AddGemmsPerImage(g, w, y, x, 1, p.groups, false, plan);
+      AddUnpackStep(p, v1::BUFFER_X, StridedX(p), n0, nb,
+                    /*channel_major=*/true, s.x_offset, plan);
+    }
   }
 
   // dw, in w or in the fp32 workspace; the first chunk's GEMM overwrites it,

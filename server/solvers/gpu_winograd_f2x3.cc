@@ -82,8 +82,8 @@ void LayOut(const ConvProblem& p, int64_t nb, Geometry* g) {
                             : kPositions * g->groups * g->ci * g->co * g->tile_bytes;
   g->src_at = AlignWorkspace(fixed);
   g->dst_at = AlignWorkspace(g->src_at + kPositions * g->groups * g->ci * tiles * g->tile_bytes);
-  g->bytes = g->dst_at +
-             kPositions * g->groups * g->co * tiles * (wrw ? g->tile_bytes : kFloatBytes);
+  g->bytes =
+      g->dst_at + kPositions * g->groups * g->co * tiles * (wrw ? g->tile_bytes : kFloatBytes);
 }
 
 Geometry MakeGeometry(const ConvProblem& p, bool blas) {
@@ -159,8 +159,7 @@ void AddFmaGemm(v1::ExecutionPlan* plan, int source, const PerfConfig& c, int64_
 // The same product as one "blas.gemm" step. A and B are in the tile type, C
 // in fp32; the orientation of each follows the layouts of conv_winograd.cu.
 void AddBlasGemm(const ConvProblem& p, const Geometry& geo, int64_t a_at, int64_t b_at,
-                 int64_t c_at, GemmShape s, int64_t red, bool accumulate,
-                 v1::ExecutionPlan* plan) {
+                 int64_t c_at, GemmShape s, int64_t red, bool accumulate, v1::ExecutionPlan* plan) {
   const bool nhwc = p.layout == Layout::kNHWC;
   const int64_t tb = geo.tile_bytes;
   gpu::BlasGemm g;
@@ -223,8 +222,8 @@ class GpuWinogradF2x3 final : public GpuSolver {
           "filter: ", name(), " needs a 3x3 filter, got ", p.filter[1], "x", p.filter[2]));
     }
     if (p.stride[1] != 1 || p.stride[2] != 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "stride: ", name(), " needs stride 1, got ", p.stride[1], "x", p.stride[2]));
+      return absl::FailedPreconditionError(
+          absl::StrCat("stride: ", name(), " needs stride 1, got ", p.stride[1], "x", p.stride[2]));
     }
     if (p.dilation[1] != 1 || p.dilation[2] != 1) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -236,15 +235,16 @@ class GpuWinogradF2x3 final : public GpuSolver {
     if (kPositions * p.groups > kMaxGridYZ ||
         CeilDiv(std::max(p.c_per_group(), p.k_per_group()), 32) > kMaxGridYZ) {
       return absl::FailedPreconditionError(
-          absl::StrCat("groups: ", name(), " puts 16 GEMMs per group and their row blocks on "
+          absl::StrCat("groups: ", name(),
+                       " puts 16 GEMMs per group and their row blocks on "
                        "16-bit grid axes; ",
                        p.groups, " groups of ", p.c_per_group(), " to ", p.k_per_group(),
                        " channels are too many"));
     }
     if (MakeGeometry(p, blas_).chunk < 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("workspace: ", name(), " needs more than ", kWorkspaceBudget >> 20,
-                       " MiB of workspace for a single image"));
+      return absl::FailedPreconditionError(absl::StrCat("workspace: ", name(), " needs more than ",
+                                                        kWorkspaceBudget >> 20,
+                                                        " MiB of workspace for a single image"));
     }
     return absl::OkStatus();
   }
@@ -315,8 +315,8 @@ class GpuWinogradF2x3 final : public GpuSolver {
 
  private:
   void AddGemm(const ConvProblem& p, const Geometry& g, const PerfConfig& config, int source,
-               int64_t a_at, int64_t b_at, int64_t c_at, GemmShape s, int64_t red,
-               bool accumulate, v1::ExecutionPlan* plan) const {
+               int64_t a_at, int64_t b_at, int64_t c_at, GemmShape s, int64_t red, bool accumulate,
+               v1::ExecutionPlan* plan) const {
     if (blas_) {
       AddBlasGemm(p, g, a_at, b_at, c_at, s, red, accumulate, plan);
     } else {
@@ -335,10 +335,9 @@ class GpuWinogradF2x3 final : public GpuSolver {
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
       const int64_t tiles = nb * g.tiles_h * g.tiles_w;
-      AddTransform(
-          plan, source, "wino_input", g.groups * g.ci * tiles, src, 0, v1::BUFFER_WORKSPACE,
-          g.src_at,
-          {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w, 1});
+      AddTransform(plan, source, "wino_input", g.groups * g.ci * tiles, src, 0,
+                   v1::BUFFER_WORKSPACE, g.src_at,
+                   {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w, 1});
       AddGemm(p, g, config, source, 0, g.src_at, g.dst_at, {g.co, tiles, kPositions * g.groups},
               g.ci, false, plan);
       AddTransform(plan, source, "wino_output", g.groups * g.co * tiles, v1::BUFFER_WORKSPACE,
@@ -349,15 +348,15 @@ class GpuWinogradF2x3 final : public GpuSolver {
 
   // W: per chunk the x and dy transforms (in runs of tiles, one per split)
   // and the GEMM adding to the partial sums; then dw from the partials.
-  void AddWrwSteps(const ConvProblem& p, const Geometry& g, const PerfConfig& config,
-                   int source, v1::ExecutionPlan* plan) const {
+  void AddWrwSteps(const ConvProblem& p, const Geometry& g, const PerfConfig& config, int source,
+                   v1::ExecutionPlan* plan) const {
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
       const int64_t tiles = LaidOutTiles(g, nb);
-      AddTransform(plan, source, "wino_input", g.groups * g.ci * tiles, v1::BUFFER_X, 0,
-                   v1::BUFFER_WORKSPACE, g.src_at,
-                   {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w,
-                    g.splits});
+      AddTransform(
+          plan, source, "wino_input", g.groups * g.ci * tiles, v1::BUFFER_X, 0,
+          v1::BUFFER_WORKSPACE, g.src_at,
+          {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w, g.splits});
       AddTransform(plan, source, "wino_dy", g.groups * g.co * tiles, v1::BUFFER_Y, 0,
                    v1::BUFFER_WORKSPACE, g.dst_at,
                    {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w, g.splits});

@@ -5,11 +5,12 @@
 // Prints Markdown. Needs an NVIDIA GPU.
 //
 // usage: bench_gpu_vs_cudnn [--max-layers N] [--repeats N] [--max-seconds S]
-//                           [--exhaustive] [--list-cold-find] FILE...
+//                           [--exhaustive] [--list-cold-find] [--steps] FILE...
 // --max-seconds starts no layer after S seconds; --exhaustive makes
 // convtune's find search every tunable solver's configs; --list-cold-find
 // first times the cold find of each file's layers submitted all at once (as
-// a daemon serving `convtune find --file` sees them), on an empty database.
+// a daemon serving `convtune find --file` sees them), on an empty database;
+// --steps adds a line per layer with the time of each step of our best plan.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "kernels/cuda_device.h"
 #include "kernels/driver_line.h"
@@ -110,6 +112,7 @@ struct CudnnProblem {
 struct Row {
   std::string key, ours_solver, cudnn_algo;
   double ours_ms = 0, cudnn_ms = 0, cold_s = 0, warm_us = 0, max_rel_err = 0;
+  std::string step_times;  // with --steps: "kernel ms, ..." of our plan's steps
 };
 
 // cuDNN's own find on the given buffers; returns the best algorithm re-timed.
@@ -171,6 +174,7 @@ struct Bench {
   cudnnHandle_t cudnn;
   int repeats;
   bool exhaustive = false;
+  bool steps = false;
   std::mt19937_64 rng{std::random_device{}()};
 
   absl::StatusOr<Row> Layer(const ConvProblem& p) {
@@ -205,6 +209,19 @@ struct Bench {
     ASSIGN_OR_RETURN(row.ours_ms, TimeMedian(*dev, repeats, [&] {
       return ExecutePlan(*dev, plan, b);
     }));
+    if (steps) {
+      // Each step alone, timed the same way: where the plan's time goes.
+      for (int i = 0; i < plan.steps_size(); ++i) {
+        v1::ExecutionPlan one = plan;
+        one.clear_steps();
+        *one.add_steps() = plan.steps(i);
+        ASSIGN_OR_RETURN(double ms, TimeMedian(*dev, repeats, [&] {
+          return ExecutePlan(*dev, one, b);
+        }));
+        absl::StrAppendFormat(&row.step_times, "%s%s %.4f", i ? ", " : "",
+                              plan.steps(i).kernel(), ms);
+      }
+    }
     DeviceBuffer* out = p.direction == Direction::kForward         ? y.get()
                         : p.direction == Direction::kBackwardData ? x.get()
                                                                   : w.get();
@@ -293,7 +310,7 @@ absl::Status ListColdFind(Device& dev, KernelCompiler& compiler, const std::stri
 
 int Main(int argc, char** argv) {
   int max_layers = 1000, repeats = 10;
-  bool exhaustive = false, list_cold_find = false;
+  bool exhaustive = false, list_cold_find = false, steps = false;
   double max_seconds = 1e9;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
@@ -304,6 +321,8 @@ int Main(int argc, char** argv) {
       exhaustive = true;
     } else if (a == "--list-cold-find") {
       list_cold_find = true;
+    } else if (a == "--steps") {
+      steps = true;
     } else if (a == "--max-seconds" && i + 1 < argc) {
       max_seconds = std::atof(argv[++i]);
     } else if (a == "--repeats" && i + 1 < argc) {
@@ -329,7 +348,7 @@ int Main(int argc, char** argv) {
                     nullptr, &builder);
   cudnnHandle_t cudnn;
   if (cudnnCreate(&cudnn) != CUDNN_STATUS_SUCCESS) return 1;
-  Bench bench{&dev, &engine, cudnn, repeats, exhaustive};
+  Bench bench{&dev, &engine, cudnn, repeats, exhaustive, steps};
   std::printf("device %s, cuDNN %zu\n\n", dev.info().Key().c_str(), cudnnGetVersion());
   const auto bench_start = Clock::now();
   auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - bench_start).count(); };
@@ -372,6 +391,7 @@ int Main(int argc, char** argv) {
         std::printf("| %s | %s | %.4f | %s | %.4f | %.2f | %.2f | %.0f | %.1e |\n",
                     r->key.c_str(), r->ours_solver.c_str(), r->ours_ms, r->cudnn_algo.c_str(),
                     r->cudnn_ms, ratio, r->cold_s, r->warm_us, r->max_rel_err);
+        if (!r->step_times.empty()) std::printf("|  | steps: %s |\n", r->step_times.c_str());
         std::fflush(stdout);
       }
     }

@@ -277,6 +277,9 @@ TEST(GpuSolvers, BackwardWeightsSplitsIntoWorkspace) {
 }
 
 // The kernels of a plan, in order.
+// Workspace regions start on 256-byte boundaries.
+int64_t AlignWorkspaceForTest(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
 std::vector<std::string> Kernels(const v1::ExecutionPlan& plan) {
   std::vector<std::string> out;
   for (const v1::KernelStep& step : plan.steps()) out.push_back(step.kernel());
@@ -342,16 +345,40 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
   EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 1);
   EXPECT_EQ(s->WorkspaceBytes(p), 0);
 
+  // NCHW F and B of fp16 7x7 images: packed channel-major by default, one
+  // GEMM over the chunk's positions; the per-image config still runs in place.
+  ConvProblem h;
+  h.n = 4, h.c = 64, h.k = 32, h.in = {1, 7, 7}, h.type = DataType::kFp16;
+  for (Direction d : {Direction::kForward, Direction::kBackwardData}) {
+    h.direction = d;
+    SCOPED_TRACE(DirectionName(d));
+    EXPECT_EQ(s->DefaultConfig(h), PerfConfig{1});
+    EXPECT_EQ(s->ConfigSpace(h).size(), 2u);
+    plan = s->MakePlan(h, {1});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"conv_pack", gpu::kBlasGemmKernel,
+                                                         "conv_unpack"}));
+    EXPECT_EQ(plan->workspace_bytes(), AlignWorkspaceForTest(4 * 64 * 49 * 2) + 4 * 32 * 49 * 2);
+    EXPECT_EQ(Kernels(*s->MakePlan(h, {})), std::vector<std::string>{gpu::kBlasGemmKernel});
+  }
+  // fp32 at stride 1 keeps the per-image GEMMs only.
+  h.type = DataType::kFp32;
+  EXPECT_EQ(s->ConfigSpace(h), std::vector<PerfConfig>{PerfConfig{}});
+
   // Stride 2: x gathered densely for F (and W), dx written whole after the
-  // GEMM for B.
+  // GEMM for B; per image ({}) or packed ({1}, the default at 7x7, for which
+  // the workspace holds x and dy of the chunk).
   p.stride = {1, 2, 2}, p.n = 2, p.type = DataType::kFp32;
   EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
-  p.direction = Direction::kForward;
-  EXPECT_EQ(Kernels(*s->MakePlan(p, {})).front(), "conv_pack");
-  EXPECT_EQ(s->WorkspaceBytes(p), 2 * 64 * 49 * 4);
-  p.direction = Direction::kBackwardData;
-  EXPECT_EQ(Kernels(*s->MakePlan(p, {})).back(), "conv_unpack");
-  EXPECT_EQ(s->WorkspaceBytes(p), 2 * 64 * 49 * 4);
+  for (Direction d : {Direction::kForward, Direction::kBackwardData}) {
+    p.direction = d;
+    EXPECT_EQ(s->WorkspaceBytes(p), 2 * 64 * 49 * 4 + 2 * 32 * 49 * 4);
+    for (const PerfConfig& c : {PerfConfig{}, PerfConfig{1}}) {
+      const std::vector<std::string> k = Kernels(*s->MakePlan(p, c));
+      EXPECT_EQ(d == Direction::kForward ? k.front() : k.back(),
+                d == Direction::kForward ? "conv_pack" : "conv_unpack");
+    }
+  }
 
   p.stride = {1, 1, 1}, p.filter = {1, 3, 3};
   const absl::Status f = s->IsApplicable(p);

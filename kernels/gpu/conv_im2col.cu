@@ -38,8 +38,8 @@
 // images_inner (0 or 1, NCHW only); conv_col2im the problem, n0 and nb;
 // conv_f32_to_type the element count and slices; conv_pack CH, the source's ID, IH, IW,
 // the sampled OD, OH, OW, the strides SD, SH, SW, n0, nb and channel_major
-// (0 or 1) and lane_shift; conv_unpack CH, dx's ID, IH, IW, the sampled OD,
-// OH, OW, SD, SH, SW, n0, nb, channel_major and lane_shift.
+// (0 or 1), band and lane_shift; conv_unpack CH, dx's ID, IH, IW, the sampled
+// OD, OH, OW, SD, SH, SW, n0, nb, channel_major, band and lane_shift.
 
 #define CT_PROBLEM_ARGS                                                                    \
   a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, a_dd, a_dh, \
@@ -187,18 +187,20 @@ CT_DEVICE CtDims ct_dims(ct_i64 d, ct_i64 h, ct_i64 w) {
 }
 
 // conv_pack and conv_unpack take a block as rows of 2^lane_shift lanes (the
-// last scalar): NCHW a row of the block copies one row (d, h) of a channel
-// plane, its lanes along w, so that no index is divided per element; NHWC a
-// row owns one spatial position (divided once) and its lanes walk the
-// position's channels. The solver picks the lanes to cover a row.
+// last scalar), each row of lanes one work item. NCHW an item is a band of
+// `band` consecutive rows (d, h) of one channel plane, walked in order with
+// counters, its lanes along w: no index is divided per element or per row.
+// NHWC an item is one spatial position (divided once), its lanes along the
+// position's channels. The solver picks the lanes to cover a row and the
+// band to give enough items.
 
 // The block's lane and row, and rows per block.
 CT_DEVICE int ct_lane(int shift) { return static_cast<int>(threadIdx.x) & ((1 << shift) - 1); }
 CT_DEVICE int ct_row(int shift) { return static_cast<int>(threadIdx.x) >> shift; }
 CT_DEVICE int ct_rows(int shift) { return static_cast<int>(blockDim.x) >> shift; }
 
-// The first row of this thread and the rows between its turns.
-#define CT_FOR_ROWS(var, count, shift)                                                 \
+// This thread's work items.
+#define CT_FOR_ITEMS(var, count, shift)                                                \
   for (int var = static_cast<int>(blockIdx.x) * ct_rows(shift) + ct_row(shift);        \
        var < (count); var += static_cast<int>(gridDim.x) * ct_rows(shift))
 
@@ -208,38 +210,57 @@ CT_DEVICE int ct_dense_plane(int plane, int ch_count, int nb, bool channel_major
   return channel_major ? (plane % ch_count) * nb + plane / ch_count : plane;
 }
 
+// A position along one axis walked one step at a time, with the output
+// position it samples at stride s: t = o * s + m.
+struct CtWalk {
+  int t, o, m;
+};
+CT_DEVICE CtWalk ct_walk(int t, int s) { return {t, t / s, t % s}; }
+CT_DEVICE void ct_step(CtWalk& w, int s) {
+  ++w.t;
+  if (++w.m == s) w.m = 0, ++w.o;
+}
+CT_DEVICE bool ct_sampled(const CtWalk& w, int lim) { return w.m == 0 && w.o < lim; }
+
 CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i64 a_id,
                          ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
                          ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
-                         ct_i64 a_channel_major, ct_i64 a_lane_shift) {
+                         ct_i64 a_channel_major, ct_i64 a_band, ct_i64 a_lane_shift) {
   const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
   const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
   const CtDims st = ct_dims(a_sd, a_sh, a_sw);
   const int os = out.d * out.h * out.w, is = in.d * in.h * in.w;
   const int shift = static_cast<int>(a_lane_shift), lanes = 1 << shift;
+  const int lane = ct_lane(shift);
   const ct_t* src = psrc + a_n0 * ch_count * is;  // the chunk's first image
 #if CT_NHWC
-  // One position of the dense chunk per row: (i, od, oh, ow).
-  CT_FOR_ROWS(pos, nb * os, shift) {
+  // One position of the dense chunk per item: (i, od, oh, ow).
+  CT_FOR_ITEMS(pos, nb * os, shift) {
     const int o = pos % os, i = pos / os;
     const int ow = o % out.w, oh = (o / out.w) % out.h, od = o / (out.w * out.h);
     const ct_t* from =
         src + (static_cast<ct_i64>(i) * is + (od * st.d * in.h + oh * st.h) * in.w + ow * st.w) *
                   ch_count;
     ct_t* to = dense + static_cast<ct_i64>(pos) * ch_count;
-    for (int ch = ct_lane(shift); ch < ch_count; ch += lanes) to[ch] = from[ch];
+    for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = from[ch];
   }
 #else
-  // One row (od, oh) of a channel plane (i, ch) per row of the block.
-  const int plane_rows = out.d * out.h;
+  // A band of the dense plane's rows (od, oh) per item.
+  const int plane_rows = out.d * out.h, band = static_cast<int>(a_band);
+  const int bands = (plane_rows + band - 1) / band;
   const bool channel_major = a_channel_major != 0;
-  CT_FOR_ROWS(row, nb * ch_count * plane_rows, shift) {
-    const int plane = row / plane_rows, r = row - plane * plane_rows;
-    const int od = r / out.h, oh = r - od * out.h;
-    const ct_t* from = src + static_cast<ct_i64>(plane) * is + (od * st.d * in.h + oh * st.h) * in.w;
-    ct_t* to = dense + static_cast<ct_i64>(ct_dense_plane(plane, ch_count, nb, channel_major)) * os +
-               r * out.w;
-    for (int ow = ct_lane(shift); ow < out.w; ow += lanes) to[ow] = from[ow * st.w];
+  CT_FOR_ITEMS(item, nb * ch_count * bands, shift) {
+    const int plane = item / bands, r0 = (item - plane * bands) * band;
+    const int r1 = min(plane_rows, r0 + band);
+    const ct_t* from = src + static_cast<ct_i64>(plane) * is;
+    ct_t* to = dense + static_cast<ct_i64>(ct_dense_plane(plane, ch_count, nb, channel_major)) * os;
+    int od = r0 / out.h, oh = r0 - od * out.h;
+    for (int r = r0; r < r1; ++r) {
+      const ct_t* from_row = from + (od * st.d * in.h + oh * st.h) * in.w;
+      ct_t* to_row = to + r * out.w;
+      for (int ow = lane; ow < out.w; ow += lanes) to_row[ow] = from_row[ow * st.w];
+      if (++oh == out.h) oh = 0, ++od;
+    }
   }
 #endif
 }
@@ -247,58 +268,69 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i6
 CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i64 a_id,
                            ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
                            ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
-                           ct_i64 a_channel_major, ct_i64 a_lane_shift) {
+                           ct_i64 a_channel_major, ct_i64 a_band, ct_i64 a_lane_shift) {
   const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
   const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
   const CtDims st = ct_dims(a_sd, a_sh, a_sw);
   const int os = out.d * out.h * out.w, is = in.d * in.h * in.w;
   const int shift = static_cast<int>(a_lane_shift), lanes = 1 << shift;
+  const int lane = ct_lane(shift);
   ct_t* dx = pdx + a_n0 * ch_count * is;  // the chunk's first image
   const ct_t zero = ct_from_float<ct_t>(0.0f);
-  int od, oh, ow;
 #if CT_NHWC
-  // One position of dx per row: its channels copied from the dense chunk
+  // One position of dx per item: its channels copied from the dense chunk
   // where it was sampled, else 0.
-  CT_FOR_ROWS(pos, nb * is, shift) {
+  CT_FOR_ITEMS(pos, nb * is, shift) {
     const int x = pos % is, i = pos / is;
     const int w = x % in.w, h = (x / in.w) % in.h, d = x / (in.w * in.h);
     ct_t* to = dx + static_cast<ct_i64>(pos) * ch_count;
+    int od, oh, ow;
     if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh) &&
         ct_reaches(w, st.w, out.w, ow)) {
       const ct_t* from =
           dense + (static_cast<ct_i64>(i) * os + (od * out.h + oh) * out.w + ow) * ch_count;
-      for (int ch = ct_lane(shift); ch < ch_count; ch += lanes) to[ch] = from[ch];
+      for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = from[ch];
     } else {
-      for (int ch = ct_lane(shift); ch < ch_count; ch += lanes) to[ch] = zero;
+      for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = zero;
     }
   }
 #else
-  // One row (d, h) of a channel plane (i, ch) of dx per row of the block.
-  const int plane_rows = in.d * in.h;
+  // A band of the plane's rows (d, h) of dx per item. Along w a lane meets
+  // the same w modulo the stride on every step when the stride divides the
+  // lanes; else it walks w with counters.
+  const int plane_rows = in.d * in.h, band = static_cast<int>(a_band);
+  const int bands = (plane_rows + band - 1) / band;
   const bool channel_major = a_channel_major != 0;
-  CT_FOR_ROWS(row, nb * ch_count * plane_rows, shift) {
-    const int plane = row / plane_rows, r = row - plane * plane_rows;
-    const int d = r / in.h, h = r - d * in.h;
-    ct_t* to = dx + static_cast<ct_i64>(plane) * is + r * in.w;
-    const int lane = ct_lane(shift);
-    if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh)) {
-      const ct_t* from =
-          dense + static_cast<ct_i64>(ct_dense_plane(plane, ch_count, nb, channel_major)) * os +
-          (od * out.h + oh) * out.w;
-      if (lanes % st.w == 0) {
-        // A lane meets the same w modulo the stride on every step.
-        const bool sampled = lane % st.w == 0;
-        const int step = lanes / st.w;
-        for (int w = lane, o = lane / st.w; w < in.w; w += lanes, o += step) {
-          to[w] = sampled && o < out.w ? from[o] : zero;
+  const bool lane_fixed = lanes % st.w == 0;
+  const bool lane_sampled = lane_fixed && lane % st.w == 0;
+  CT_FOR_ITEMS(item, nb * ch_count * bands, shift) {
+    const int plane = item / bands, r0 = (item - plane * bands) * band;
+    const int r1 = min(plane_rows, r0 + band);
+    ct_t* to = dx + static_cast<ct_i64>(plane) * is;
+    const ct_t* from =
+        dense + static_cast<ct_i64>(ct_dense_plane(plane, ch_count, nb, channel_major)) * os;
+    const int d0 = r0 / in.h;
+    CtWalk d = ct_walk(d0, st.d), h = ct_walk(r0 - d0 * in.h, st.h);
+    for (int r = r0; r < r1; ++r) {
+      ct_t* to_row = to + r * in.w;
+      if (ct_sampled(d, out.d) && ct_sampled(h, out.h)) {
+        const ct_t* from_row = from + (d.o * out.h + h.o) * out.w;
+        if (lane_fixed) {
+          const int step = lanes / st.w;
+          for (int w = lane, o = lane / st.w; w < in.w; w += lanes, o += step) {
+            to_row[w] = lane_sampled && o < out.w ? from_row[o] : zero;
+          }
+        } else {
+          int ow;
+          for (int w = lane; w < in.w; w += lanes) {
+            to_row[w] = ct_reaches(w, st.w, out.w, ow) ? from_row[ow] : zero;
+          }
         }
       } else {
-        for (int w = lane; w < in.w; w += lanes) {
-          to[w] = ct_reaches(w, st.w, out.w, ow) ? from[ow] : zero;
-        }
+        for (int w = lane; w < in.w; w += lanes) to_row[w] = zero;
       }
-    } else {
-      for (int w = lane; w < in.w; w += lanes) to[w] = zero;
+      ct_step(h, st.h);
+      if (h.t == in.h) h = ct_walk(0, st.h), ct_step(d, st.d);
     }
   }
 #endif

@@ -47,15 +47,35 @@ int64_t LaneShift(int64_t width) {
   return shift;
 }
 
-// conv_pack and conv_unpack: `rows` rows of `width` elements (NCHW rows of
-// channel planes, NHWC the channels of a position), rows of lanes covering a
-// row. The caller appends the scalars, then LaneShift(width).
-v1::KernelStep* AddRowsStep(const ConvProblem& p, absl::string_view kernel, int64_t rows,
-                            int64_t width, v1::ExecutionPlan* plan) {
-  const int64_t block_rows = kBlock >> LaneShift(width);
+// conv_pack's and conv_unpack's work items: NHWC a position (rows of
+// `channels`), NCHW a band of the rows of a channel plane, the bands short
+// enough to give about kPackItems items.
+constexpr int64_t kPackItems = int64_t{1} << 16;
+struct RowsWork {
+  int64_t items, band, width;
+};
+RowsWork PackWork(const ConvProblem& p, int64_t nb, int64_t channels,
+                  const std::array<int64_t, 3>& walked) {
+  if (p.layout == Layout::kNHWC) return {nb * walked[0] * walked[1] * walked[2], 1, channels};
+  const int64_t planes = nb * channels, rows = walked[0] * walked[1];
+  const int64_t bands = std::clamp<int64_t>((kPackItems + planes - 1) / planes, 1, rows);
+  const int64_t band = (rows + bands - 1) / bands;
+  return {planes * ((rows + band - 1) / band), band, walked[2]};
+}
+
+// A conv_pack or conv_unpack step over `work`; the caller appends the
+// scalars, then AddRowsTail.
+v1::KernelStep* AddRowsStep(const ConvProblem& p, absl::string_view kernel, const RowsWork& work,
+                            v1::ExecutionPlan* plan) {
+  const int64_t block_rows = kBlock >> LaneShift(work.width);
   return AddGpuStep(
       plan, kernel, AddLoweringSource(p, plan),
-      {std::clamp<int64_t>((rows + block_rows - 1) / block_rows, 1, kMaxBlocks), 1, 1}, kBlock);
+      {std::clamp<int64_t>((work.items + block_rows - 1) / block_rows, 1, kMaxBlocks), 1, 1},
+      kBlock);
+}
+void AddRowsTail(const RowsWork& work, v1::KernelStep* step) {
+  step->add_scalars(work.band);
+  step->add_scalars(LaneShift(work.width));
 }
 
 // The channels, sizes and strides of `t` (conv_pack's and conv_unpack's
@@ -140,35 +160,29 @@ SampledTensor DenseY(const ConvProblem& p) {
 void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& t, int64_t n0,
                  int64_t nb, bool channel_major, int64_t workspace_offset,
                  v1::ExecutionPlan* plan) {
-  const bool nhwc = p.layout == Layout::kNHWC;
-  const int64_t rows =
-      nhwc ? nb * t.out[0] * t.out[1] * t.out[2] : nb * t.channels * t.out[0] * t.out[1];
-  const int64_t width = nhwc ? t.channels : t.out[2];
-  v1::KernelStep* step = AddRowsStep(p, "conv_pack", rows, width, plan);
+  const RowsWork work = PackWork(p, nb, t.channels, t.out);
+  v1::KernelStep* step = AddRowsStep(p, "conv_pack", work, plan);
   AddBuffer(step, src);
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
   AddSampledScalars(t, step);
   step->add_scalars(n0);
   step->add_scalars(nb);
   step->add_scalars(channel_major ? 1 : 0);
-  step->add_scalars(LaneShift(width));
+  AddRowsTail(work, step);
 }
 
 void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst, const SampledTensor& t, int64_t n0,
                    int64_t nb, bool channel_major, int64_t workspace_offset,
                    v1::ExecutionPlan* plan) {
-  const bool nhwc = p.layout == Layout::kNHWC;
-  const int64_t rows =
-      nhwc ? nb * t.in[0] * t.in[1] * t.in[2] : nb * t.channels * t.in[0] * t.in[1];
-  const int64_t width = nhwc ? t.channels : t.in[2];
-  v1::KernelStep* step = AddRowsStep(p, "conv_unpack", rows, width, plan);
+  const RowsWork work = PackWork(p, nb, t.channels, t.in);
+  v1::KernelStep* step = AddRowsStep(p, "conv_unpack", work, plan);
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
   AddBuffer(step, dst);
   AddSampledScalars(t, step);
   step->add_scalars(n0);
   step->add_scalars(nb);
   step->add_scalars(channel_major ? 1 : 0);
-  step->add_scalars(LaneShift(width));
+  AddRowsTail(work, step);
 }
 
 void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan,

@@ -1,14 +1,15 @@
-// Winograd F(2x2, 3x3) for 2-D 3x3 stride-1 convolutions, every direction,
-// as transforms into a workspace and 16 batched GEMMs per group (one per
-// transformed position e = 4 * row + column):
+// Winograd F(m x m, 3x3) for 2-D 3x3 stride-1 convolutions, every
+// direction, as transforms into a workspace and (m + 2)^2 batched GEMMs per
+// group (one per transformed position e = (m + 2) * row + column); m = 2,
+// or m = 4 for F and B (CT_WINO_M):
 //   F, B  wino_filter   U[e] = G g G^T of every filter (once);
 //         then per chunk of images
-//         wino_input    V[e] = B^T d B of every 4x4 tile d of the source,
+//         wino_input    V[e] = B^T d B of every (m+2)^2 tile d of the source,
 //         GEMM          M[e] = U[e]^T V[e] (channels of the source reduced),
-//         wino_output   the 2x2 outputs A^T M[e] A of every tile.
+//         wino_output   the m x m outputs A^T M[e] A of every tile.
 //         B is the forward pass over dy with the filter turned 180 degrees,
 //         C and K swapped and pad 2 - p (the solver sets the pads).
-//   W     per chunk wino_input over x, wino_dy (A dy A^T of every 2x2 tile of
+//   W     (m = 2) per chunk wino_input over x, wino_dy (A dy A^T of every 2x2 tile of
 //         dy) and a GEMM summing DY[e] X[e]^T over the tiles into `splits`
 //         partial sums (added to by later chunks); then wino_wrw_output
 //         (dw = G^T (sum of the partials) G). This is F(3x3, 2x2): the tile of
@@ -16,8 +17,8 @@
 // The GEMM is wino_gemm (fp32 FMA) or the vendor BLAS (a "blas.gemm" step the
 // solver writes). M and W's partial sums are fp32; U, V and the W tiles are
 // fp32, or with CT_TILE16 the tensor's 16-bit type (for the BLAS's tensor
-// cores; a transformed value is a sum of at most four inputs, each halved at
-// most twice, so its range stays that of the inputs).
+// cores, m = 2 only; a transformed value is then a sum of at most four
+// inputs, each halved at most twice, so its range stays that of the inputs).
 //
 // Workspace matrices per (e, group) hold a channel index ch and a tile index
 // t = (image * tiles_h + th) * tiles_w + tw of the chunk: [e][g][ch][t] for
@@ -29,12 +30,59 @@
 // every tensor and the workspace index in 32 bits.
 //
 // Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_DIR (1 F, 2 B, 3 W), CT_NHWC,
-// CT_TILE16 (0 or 1), CT_BM CT_BN CT_BK (wino_gemm's block tile) and CT_TM
-// CT_TN (its per-thread tile).
+// CT_TILE16 (0 or 1), CT_WINO_M (2 or 4), CT_BM CT_BN CT_BK (wino_gemm's
+// block tile) and CT_TM CT_TN (its per-thread tile).
 // Scalars: each kernel's own, listed with it; sizes are never compiled in.
 
 #ifndef CT_TILE16
 #define CT_TILE16 0
+#endif
+#ifndef CT_WINO_M
+#define CT_WINO_M 2
+#endif
+#define CT_WT (CT_WINO_M + 2)  // the transformed tile's side
+
+// The transforms of F(m, 3) as constant matrices (the compiler folds the
+// zeros and ones): G (WT x 3) for the filter, B^T (WT x WT) for the input
+// tile, A^T (m x WT) for the output.
+#if CT_WINO_M == 2
+CT_DEVICE float ct_g(int i, int j) {
+  const float g[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  return g[i][j];
+}
+CT_DEVICE float ct_bt(int i, int j) {
+  const float b[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  return b[i][j];
+}
+CT_DEVICE float ct_at(int i, int j) {
+  const float a[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+  return a[i][j];
+}
+#elif CT_WINO_M == 4
+CT_DEVICE float ct_g(int i, int j) {
+  const float g[6][3] = {{0.25f, 0, 0},
+                         {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                         {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                         {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                         {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                         {0, 0, 1}};
+  return g[i][j];
+}
+CT_DEVICE float ct_bt(int i, int j) {
+  const float b[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                         {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  return b[i][j];
+}
+CT_DEVICE float ct_at(int i, int j) {
+  const float a[4][6] = {
+      {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+  return a[i][j];
+}
+#else
+#error "CT_WINO_M must be 2 or 4"
+#endif
+#if CT_DIR == 3 && CT_WINO_M != 2
+#error "backward weights is F(3x3, 2x2): CT_WINO_M must be 2"
 #endif
 #if CT_TILE16
 typedef ct_t ct_wt;
@@ -133,25 +181,30 @@ CT_KERNEL void wino_filter(const ct_t* w, ct_wt* u, ct_i64 a_groups, ct_i64 a_ci
       f[r][s] = ct_to_float(w[ct_filter(g * ci + i, o, 2 - r, 2 - s, co)]);
 #endif
     }
-  float t[4][3];
-  for (int s = 0; s < 3; ++s) {
-    t[0][s] = f[0][s];
-    t[1][s] = 0.5f * (f[0][s] + f[1][s] + f[2][s]);
-    t[2][s] = 0.5f * (f[0][s] - f[1][s] + f[2][s]);
-    t[3][s] = f[2][s];
-  }
-  for (int r = 0; r < 4; ++r) {
-    const float v[4] = {t[r][0], 0.5f * (t[r][0] + t[r][1] + t[r][2]),
-                        0.5f * (t[r][0] - t[r][1] + t[r][2]), t[r][2]};
-    for (int s = 0; s < 4; ++s) {
-      u[(((r * 4 + s) * groups + g) * ci + i) * co + o] = ct_from_float<ct_wt>(v[s]);
+  // U = G f G^T.
+  float t[CT_WT][3];
+#pragma unroll
+  for (int r = 0; r < CT_WT; ++r)
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      t[r][c] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 3; ++k) t[r][c] += ct_g(r, k) * f[k][c];
     }
-  }
+#pragma unroll
+  for (int r = 0; r < CT_WT; ++r)
+#pragma unroll
+    for (int c = 0; c < CT_WT; ++c) {
+      float v = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 3; ++k) v += t[r][k] * ct_g(c, k);
+      u[(((r * CT_WT + c) * groups + g) * ci + i) * co + o] = ct_from_float<ct_wt>(v);
+    }
 }
 #endif
 
-// V = B^T d B for every 4x4 tile d of the chunk's source channels, the tile
-// (th, tw) starting at (2 th - ph, 2 tw - pw); outside the image d is 0.
+// V = B^T d B for every (m+2)^2 tile d of the chunk's source channels, the
+// tile (th, tw) starting at (m th - ph, m tw - pw); outside the image d is 0.
 // Scalars: n0, nb (the chunk's images), groups, chans (per group), h, w (the
 // source's size), ph, pw, tiles_h, tiles_w, splits (1 for F and B).
 CT_KERNEL void wino_input(const ct_t* src, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
@@ -168,33 +221,41 @@ CT_KERNEL void wino_input(const ct_t* src, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, c
   ct_run_item(idx, chans, ts, splits, g, ch, t, gs, tt);
   const int tw = t % tiles_w, th = (t / tiles_w) % tiles_h;
   const int n = static_cast<int>(a_n0) + t / (tiles_w * tiles_h);
-  const int h0 = 2 * th - static_cast<int>(a_ph), w0 = 2 * tw - static_cast<int>(a_pw);
+  const int h0 = CT_WINO_M * th - static_cast<int>(a_ph);
+  const int w0 = CT_WINO_M * tw - static_cast<int>(a_pw);
   const int c = g * chans + ch;
-  float d[4][4];
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b) {
+  float d[CT_WT][CT_WT];
+#pragma unroll
+  for (int a = 0; a < CT_WT; ++a)
+#pragma unroll
+    for (int b = 0; b < CT_WT; ++b) {
       const int h = h0 + a, w = w0 + b;
       const bool in = t < tiles && h >= 0 && h < height && w >= 0 && w < width;
       d[a][b] = in ? ct_to_float(src[ct_act(n, c, h, w, groups * chans, height, width)]) : 0.0f;
     }
-  float r[4][4];
-  for (int b = 0; b < 4; ++b) {
-    r[0][b] = d[0][b] - d[2][b];
-    r[1][b] = d[1][b] + d[2][b];
-    r[2][b] = d[2][b] - d[1][b];
-    r[3][b] = d[1][b] - d[3][b];
-  }
-  for (int a = 0; a < 4; ++a) {
-    const float o[4] = {r[a][0] - r[a][2], r[a][1] + r[a][2], r[a][2] - r[a][1],
-                        r[a][1] - r[a][3]};
-    for (int b = 0; b < 4; ++b) {
-      v[ct_tidx(a * 4 + b, gs, ch, tt, groups * splits, chans, ts)] = ct_from_float<ct_wt>(o[b]);
+  // r = B^T d, then V = r B.
+  float r[CT_WT][CT_WT];
+#pragma unroll
+  for (int a = 0; a < CT_WT; ++a)
+#pragma unroll
+    for (int b = 0; b < CT_WT; ++b) {
+      r[a][b] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < CT_WT; ++k) r[a][b] += ct_bt(a, k) * d[k][b];
     }
-  }
+#pragma unroll
+  for (int a = 0; a < CT_WT; ++a)
+#pragma unroll
+    for (int b = 0; b < CT_WT; ++b) {
+      float o = 0.0f;
+#pragma unroll
+      for (int k = 0; k < CT_WT; ++k) o += r[a][k] * ct_bt(b, k);
+      v[ct_tidx(a * CT_WT + b, gs, ch, tt, groups * splits, chans, ts)] = ct_from_float<ct_wt>(o);
+    }
 }
 
 #if CT_DIR != 3
-// The 2x2 outputs A^T M A of every tile, clipped at the destination's edge.
+// The m x m outputs A^T M A of every tile, clipped at the destination's edge.
 // Scalars: n0, nb, groups, co (channels per group), h, w (the destination's
 // size), tiles_h, tiles_w.
 CT_KERNEL void wino_output(const float* m, ct_t* dst, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
@@ -210,22 +271,35 @@ CT_KERNEL void wino_output(const float* m, ct_t* dst, ct_i64 a_n0, ct_i64 a_nb, 
   ct_item(idx, co, tiles, g, o, t);
   const int tw = t % tiles_w, th = (t / tiles_w) % tiles_h;
   const int n = static_cast<int>(a_n0) + t / (tiles_w * tiles_h);
-  float e[4][4];
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b) e[a][b] = m[ct_tidx(a * 4 + b, g, o, t, groups, co, tiles)];
-  float r[2][4];
-  for (int b = 0; b < 4; ++b) {
-    r[0][b] = e[0][b] + e[1][b] + e[2][b];
-    r[1][b] = e[1][b] - e[2][b] - e[3][b];
-  }
-  for (int a = 0; a < 2; ++a) {
-    const int h = 2 * th + a;
+  float e[CT_WT][CT_WT];
+#pragma unroll
+  for (int a = 0; a < CT_WT; ++a)
+#pragma unroll
+    for (int b = 0; b < CT_WT; ++b) {
+      e[a][b] = m[ct_tidx(a * CT_WT + b, g, o, t, groups, co, tiles)];
+    }
+  // r = A^T e, then y = r A.
+  float r[CT_WINO_M][CT_WT];
+#pragma unroll
+  for (int a = 0; a < CT_WINO_M; ++a)
+#pragma unroll
+    for (int b = 0; b < CT_WT; ++b) {
+      r[a][b] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < CT_WT; ++k) r[a][b] += ct_at(a, k) * e[k][b];
+    }
+#pragma unroll
+  for (int a = 0; a < CT_WINO_M; ++a) {
+    const int h = CT_WINO_M * th + a;
     if (h >= height) break;
-    const float y[2] = {r[a][0] + r[a][1] + r[a][2], r[a][1] - r[a][2] - r[a][3]};
-    for (int b = 0; b < 2; ++b) {
-      const int w = 2 * tw + b;
+#pragma unroll
+    for (int b = 0; b < CT_WINO_M; ++b) {
+      const int w = CT_WINO_M * tw + b;
       if (w >= width) break;
-      dst[ct_act(n, g * co + o, h, w, groups * co, height, width)] = ct_from_float<ct_t>(y[b]);
+      float y = 0.0f;
+#pragma unroll
+      for (int k = 0; k < CT_WT; ++k) y += r[a][k] * ct_at(b, k);
+      dst[ct_act(n, g * co + o, h, w, groups * co, height, width)] = ct_from_float<ct_t>(y);
     }
   }
 }

@@ -29,7 +29,7 @@ std::unique_ptr<Solver> NewGpuIm2colGemmBlasSolver();
 std::unique_ptr<Solver> NewGpuGemm1x1BlasSolver();
 std::unique_ptr<Solver> NewGpuWinogradF2x3Solver();
 std::unique_ptr<Solver> NewGpuDirectTiledSolver();
-std::unique_ptr<Solver> NewGpuWinogradF2x3BlasSolver();
+std::unique_ptr<Solver> NewGpuWinogradBlasSolver();
 
 class GpuSolver : public Solver {
  public:

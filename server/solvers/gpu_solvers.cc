@@ -15,7 +15,7 @@ std::vector<std::unique_ptr<Solver>> MakeGpuSolvers() {
   all.push_back(NewGpuGemm1x1BlasSolver());
   all.push_back(NewGpuWinogradF2x3Solver());
   all.push_back(NewGpuDirectTiledSolver());
-  all.push_back(NewGpuWinogradF2x3BlasSolver());
+  all.push_back(NewGpuWinogradBlasSolver());
   return all;
 }
 

@@ -20,7 +20,7 @@ inline constexpr uint32_t kGpuIm2colGemmBlasId = 106;
 inline constexpr uint32_t kGpuGemm1x1BlasId = 107;
 inline constexpr uint32_t kGpuWinogradF2x3Id = 108;
 inline constexpr uint32_t kGpuDirectTiledId = 109;
-inline constexpr uint32_t kGpuWinogradF2x3BlasId = 110;
+inline constexpr uint32_t kGpuWinogradBlasId = 110;
 
 std::vector<std::unique_ptr<Solver>> MakeGpuSolvers();
 

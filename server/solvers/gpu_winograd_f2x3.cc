@@ -1,10 +1,12 @@
-// gpu_winograd_f2x3 and gpu_winograd_f2x3_blas: Winograd F(2x2, 3x3) for 2-D
-// 3x3 stride-1 problems in every direction (backward weights as F(3x3, 2x2)),
-// from conv_winograd.cu: tile transforms into the workspace, 16 batched GEMMs
-// per group and output transforms. gpu_winograd_f2x3 runs the GEMMs on
-// wino_gemm (fp32 FMA; a config is its tile {BM, BN, BK, TM, TN});
-// gpu_winograd_f2x3_blas on the vendor BLAS, with the transformed tiles in
-// the tensor's type (16-bit types on tensor or matrix cores, fp32 sums).
+// gpu_winograd_f2x3 and gpu_winograd_blas: Winograd for 2-D 3x3 stride-1
+// problems in every direction (backward weights as F(3x3, 2x2)), from
+// conv_winograd.cu: tile transforms into the workspace, a batched GEMM per
+// transformed position and group, and output transforms.
+// gpu_winograd_f2x3 is F(2x2, 3x3) with the GEMMs on wino_gemm (fp32 FMA; a
+// config is its tile {BM, BN, BK, TM, TN}). gpu_winograd_blas runs them on
+// the vendor BLAS: fp32 forward and backward data as F(4x4, 3x3), the rest
+// as F(2x2, 3x3) with the transformed tiles in the tensor's 16-bit type (on
+// tensor or matrix cores, fp32 sums).
 // Images go through in chunks so that the workspace stays within
 // kWorkspaceBudget.
 #include <algorithm>
@@ -55,11 +57,22 @@ struct Geometry {
   int64_t src_h, src_w, dst_h, dst_w;  // W: x and dy
   int64_t ph, pw;                      // a source tile starts at (2 th - ph, 2 tw - pw)
   int64_t tiles_h, tiles_w;            // per image, over the destination (W: dy)
+  int64_t m;                           // outputs per tile side: F(m x m, 3x3)
+  int64_t positions;                   // of a transformed tile: (m + 2)^2
   int64_t tile_bytes;                  // of an element of U, V and W's tiles
   int64_t splits;
   int64_t chunk;  // images per chunk; 0 when one image does not fit the budget
   int64_t src_at, dst_at, bytes;
 };
+
+// F(4x4, 3x3) (36 products per 16 outputs instead of 64) where the GEMMs
+// run on the BLAS in fp32: forward and backward data. Its transforms scale
+// values by up to 100 or so, which fp32 absorbs; 16-bit tiles, backward
+// weights and wino_gemm stay at F(2x2, 3x3).
+int64_t OutputTile(const ConvProblem& p, bool blas) {
+  return blas && p.type == DataType::kFp32 && p.direction != Direction::kBackwardWeights ? 4
+                                                                                          : 2;
+}
 
 int64_t WrwSplits(const ConvProblem& p, int64_t tiles) {
   const int64_t blocks =
@@ -78,12 +91,12 @@ int64_t LaidOutTiles(const Geometry& g, int64_t nb) {
 void LayOut(const ConvProblem& p, int64_t nb, Geometry* g) {
   const bool wrw = p.direction == Direction::kBackwardWeights;
   const int64_t tiles = LaidOutTiles(*g, nb);
-  const int64_t fixed = wrw ? g->splits * kPositions * g->groups * g->ci * g->co * kFloatBytes
-                            : kPositions * g->groups * g->ci * g->co * g->tile_bytes;
+  const int64_t fixed = wrw ? g->splits * g->positions * g->groups * g->ci * g->co * kFloatBytes
+                            : g->positions * g->groups * g->ci * g->co * g->tile_bytes;
   g->src_at = AlignWorkspace(fixed);
-  g->dst_at = AlignWorkspace(g->src_at + kPositions * g->groups * g->ci * tiles * g->tile_bytes);
+  g->dst_at = AlignWorkspace(g->src_at + g->positions * g->groups * g->ci * tiles * g->tile_bytes);
   g->bytes =
-      g->dst_at + kPositions * g->groups * g->co * tiles * (wrw ? g->tile_bytes : kFloatBytes);
+      g->dst_at + g->positions * g->groups * g->co * tiles * (wrw ? g->tile_bytes : kFloatBytes);
 }
 
 Geometry MakeGeometry(const ConvProblem& p, bool blas) {
@@ -101,8 +114,10 @@ Geometry MakeGeometry(const ConvProblem& p, bool blas) {
   // (negative past 2: the tiles start inside dy).
   g.ph = bwd ? 2 - p.pad[1] : p.pad[1];
   g.pw = bwd ? 2 - p.pad[2] : p.pad[2];
-  g.tiles_h = CeilDiv(g.dst_h, 2);
-  g.tiles_w = CeilDiv(g.dst_w, 2);
+  g.m = OutputTile(p, blas);
+  g.positions = (g.m + 2) * (g.m + 2);
+  g.tiles_h = CeilDiv(g.dst_h, g.m);
+  g.tiles_w = CeilDiv(g.dst_w, g.m);
   g.tile_bytes = blas ? ElementBytes(p.type) : kFloatBytes;
   g.splits = wrw ? WrwSplits(p, p.n * g.tiles_h * g.tiles_w) : 1;
   // The most images whose regions fit the budget (the regions grow with the
@@ -127,9 +142,9 @@ struct GemmShape {
 
 GemmShape MainGemm(const ConvProblem& p, const Geometry& g) {
   if (p.direction == Direction::kBackwardWeights) {
-    return {g.co, g.ci, kPositions * g.groups * g.splits};
+    return {g.co, g.ci, g.positions * g.groups * g.splits};
   }
-  return {g.co, g.chunk * g.tiles_h * g.tiles_w, kPositions * g.groups};
+  return {g.co, g.chunk * g.tiles_h * g.tiles_w, g.positions * g.groups};
 }
 
 void AddTransform(v1::ExecutionPlan* plan, int source, absl::string_view kernel, int64_t items,
@@ -203,9 +218,9 @@ class GpuWinogradF2x3 final : public GpuSolver {
  public:
   explicit GpuWinogradF2x3(bool blas) : blas_(blas) {}
 
-  uint32_t id() const override { return blas_ ? kGpuWinogradF2x3BlasId : kGpuWinogradF2x3Id; }
+  uint32_t id() const override { return blas_ ? kGpuWinogradBlasId : kGpuWinogradF2x3Id; }
   absl::string_view name() const override {
-    return blas_ ? "gpu_winograd_f2x3_blas" : "gpu_winograd_f2x3";
+    return blas_ ? "gpu_winograd_blas" : "gpu_winograd_f2x3";
   }
   AlgorithmFamily family() const override { return AlgorithmFamily::kWinograd; }
   bool dynamic() const override { return true; }
@@ -280,7 +295,7 @@ class GpuWinogradF2x3 final : public GpuSolver {
   // of 36.
   double EstimatedFlops(const ConvProblem& p) const override {
     const Geometry g = MakeGeometry(p, blas_);
-    return 2.0 * kPositions * static_cast<double>(g.groups * g.ci * g.co) *
+    return 2.0 * static_cast<double>(g.positions * g.groups * g.ci * g.co) *
            static_cast<double>(p.n * g.tiles_h * g.tiles_w);
   }
 
@@ -299,6 +314,8 @@ class GpuWinogradF2x3 final : public GpuSolver {
     std::vector<std::string> options = ProblemOptions(p);
     if (blas_) {
       options.push_back(absl::StrCat("-DCT_TILE16=", p.type == DataType::kFp32 ? 0 : 1));
+      const Geometry g = MakeGeometry(p, blas_);
+      if (g.m != 2) options.push_back(absl::StrCat("-DCT_WINO_M=", g.m));
     } else {
       const char* names[] = {"CT_BM", "CT_BN", "CT_BK", "CT_TM", "CT_TN"};
       for (int i = 0; i < 5; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
@@ -338,7 +355,7 @@ class GpuWinogradF2x3 final : public GpuSolver {
       AddTransform(plan, source, "wino_input", g.groups * g.ci * tiles, src, 0,
                    v1::BUFFER_WORKSPACE, g.src_at,
                    {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w, 1});
-      AddGemm(p, g, config, source, 0, g.src_at, g.dst_at, {g.co, tiles, kPositions * g.groups},
+      AddGemm(p, g, config, source, 0, g.src_at, g.dst_at, {g.co, tiles, g.positions * g.groups},
               g.ci, false, plan);
       AddTransform(plan, source, "wino_output", g.groups * g.co * tiles, v1::BUFFER_WORKSPACE,
                    g.dst_at, dst, 0,
@@ -361,7 +378,7 @@ class GpuWinogradF2x3 final : public GpuSolver {
                    v1::BUFFER_WORKSPACE, g.dst_at,
                    {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w, g.splits});
       AddGemm(p, g, config, source, g.dst_at, g.src_at, 0,
-              {g.co, g.ci, kPositions * g.groups * g.splits}, tiles / g.splits, n0 > 0, plan);
+              {g.co, g.ci, g.positions * g.groups * g.splits}, tiles / g.splits, n0 > 0, plan);
     }
     AddTransform(plan, source, "wino_wrw_output", g.groups * g.co * g.ci, v1::BUFFER_WORKSPACE, 0,
                  v1::BUFFER_W, 0, {g.groups, g.co, g.ci, g.splits});
@@ -375,7 +392,7 @@ class GpuWinogradF2x3 final : public GpuSolver {
 std::unique_ptr<Solver> NewGpuWinogradF2x3Solver() {
   return std::make_unique<GpuWinogradF2x3>(/*blas=*/false);
 }
-std::unique_ptr<Solver> NewGpuWinogradF2x3BlasSolver() {
+std::unique_ptr<Solver> NewGpuWinogradBlasSolver() {
   return std::make_unique<GpuWinogradF2x3>(/*blas=*/true);
 }
 

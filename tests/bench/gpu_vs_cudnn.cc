@@ -209,8 +209,15 @@ struct Bench {
     ASSIGN_OR_RETURN(row.ours_ms, TimeMedian(*dev, repeats, [&] {
       return ExecutePlan(*dev, plan, b);
     }));
+    DeviceBuffer* out = p.direction == Direction::kForward         ? y.get()
+                        : p.direction == Direction::kBackwardData ? x.get()
+                                                                  : w.get();
+    const int64_t out_bytes = out->size();
+    std::vector<char> ours(out_bytes), theirs(out_bytes);
+    RETURN_IF_ERROR(dev->CopyFromDevice(ours.data(), *out, out_bytes));
     if (steps) {
-      // Each step alone, timed the same way: where the plan's time goes.
+      // Each step alone, timed the same way: where the plan's time goes
+      // (after our output is saved: steps run alone leave partial results).
       for (int i = 0; i < plan.steps_size(); ++i) {
         v1::ExecutionPlan one = plan;
         one.clear_steps();
@@ -222,12 +229,6 @@ struct Bench {
                               plan.steps(i).kernel(), ms);
       }
     }
-    DeviceBuffer* out = p.direction == Direction::kForward         ? y.get()
-                        : p.direction == Direction::kBackwardData ? x.get()
-                                                                  : w.get();
-    const int64_t out_bytes = out->size();
-    std::vector<char> ours(out_bytes), theirs(out_bytes);
-    RETURN_IF_ERROR(dev->CopyFromDevice(ours.data(), *out, out_bytes));
     CudnnProblem d;
     RETURN_IF_ERROR(d.Init(p));
     ASSIGN_OR_RETURN(auto algo, CudnnBest(cudnn, *dev, p, d, x->data(), w->data(), y->data(),

@@ -280,7 +280,7 @@ std::vector<Combo> AllCombos() {
   for (uint32_t id : {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
                       kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                       kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-                      kGpuWinogradF2x3BlasId}) {
+                      kGpuWinogradBlasId}) {
     for (Direction d :
          {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {

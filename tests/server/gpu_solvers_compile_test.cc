@@ -209,7 +209,7 @@ INSTANTIATE_TEST_SUITE_P(AllGpuSolvers, GpuSolverCompile,
                                            kGpuImplicitGemmStaticId, kGpuDepthwiseId,
                                            kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                                            kGpuGemm1x1BlasId, kGpuWinogradF2x3Id,
-                                           kGpuDirectTiledId, kGpuWinogradF2x3BlasId),
+                                           kGpuDirectTiledId, kGpuWinogradBlasId),
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return absl::StrCat("solver", info.param);
                          });
@@ -224,7 +224,7 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
                                                 {107, "gpu_gemm_1x1_blas"},
                                                 {108, "gpu_winograd_f2x3"},
                                                 {109, "gpu_direct_tiled"},
-                                                {110, "gpu_winograd_f2x3_blas"}};
+                                                {110, "gpu_winograd_blas"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
@@ -287,7 +287,7 @@ std::vector<std::string> Kernels(const v1::ExecutionPlan& plan) {
 }
 
 TEST(GpuSolvers, BlasSolversRunWhereABlasIsFound) {
-  for (uint32_t id : {kGpuIm2colGemmBlasId, kGpuGemm1x1BlasId, kGpuWinogradF2x3BlasId}) {
+  for (uint32_t id : {kGpuIm2colGemmBlasId, kGpuGemm1x1BlasId, kGpuWinogradBlasId}) {
     const Solver* s = SolverRegistry::Default().Find(id);
     EXPECT_FALSE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90"})) << s->name();
     EXPECT_TRUE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90", .blas = "cublas13.1.0"}));
@@ -466,9 +466,9 @@ TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
            {kGpuWinogradF2x3Id, Direction::kForward, DataType::kFp32},
            {kGpuWinogradF2x3Id, Direction::kBackwardData, DataType::kFp32},
            {kGpuWinogradF2x3Id, Direction::kBackwardWeights, DataType::kFp32},
-           {kGpuWinogradF2x3BlasId, Direction::kForward, DataType::kFp16},
-           {kGpuWinogradF2x3BlasId, Direction::kBackwardData, DataType::kFp32},
-           {kGpuWinogradF2x3BlasId, Direction::kBackwardWeights, DataType::kFp16}}) {
+           {kGpuWinogradBlasId, Direction::kForward, DataType::kFp16},
+           {kGpuWinogradBlasId, Direction::kBackwardData, DataType::kFp32},
+           {kGpuWinogradBlasId, Direction::kBackwardWeights, DataType::kFp16}}) {
     const Solver* s = SolverRegistry::Default().Find(id);
     p.direction = d, p.type = type;
     SCOPED_TRACE(absl::StrCat(s->name(), " ", DescribeProblem(p)));
@@ -488,6 +488,15 @@ TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
           EXPECT_GE(step.scalars(1), 1);
           next += step.scalars(1);
           ++chunks;
+        }
+        // The BLAS runs fp32 F and B as F(4x4, 3x3): 36 transformed
+        // positions; otherwise F(2x2, 3x3): 16.
+        if (step.kernel() == gpu::kBlasGemmKernel) {
+          const bool f4 = type == DataType::kFp32 && d != Direction::kBackwardWeights;
+          EXPECT_EQ(gpu::DecodeBlasGemm(step)->batch % (f4 ? 36 : 16), 0);
+          if (d != Direction::kBackwardWeights) {
+            EXPECT_EQ(gpu::DecodeBlasGemm(step)->batch, f4 ? 36 : 16);
+          }
         }
         // wino_gemm's last scalar and blas.gemm's beta: accumulate.
         if (step.kernel() == "wino_gemm" || step.kernel() == gpu::kBlasGemmKernel) {

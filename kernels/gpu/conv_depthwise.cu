@@ -29,14 +29,15 @@
 //         short, and a row longer than 2^lane_shift * CT_RV is walked.
 //   W     conv_depthwise_rows_wrw: a block owns one channel and a chunk of
 //         the (n, oh) rows; its threads keep a sum per tap over the positions
-//         they visit (rows of 2^lane_shift lanes along w), then the block
-//         adds them up. CT_WS_OUT as above.
+//         they visit (rows of 2^lane_shift lanes along w, CT_RV consecutive
+//         positions per lane), then the block adds them up. CT_WS_OUT as
+//         above.
 // Indices are 32-bit: the solver admits only problems whose tensors (and the
 // workspace) index in 32 bits.
 //
 // Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_DIR (1 F, 2 B, 3 W), CT_NHWC,
 // CT_TH CT_TW CT_KB (the tile), CT_THREADS (F and B), CT_WS_OUT (W); the row
-// kernels CT_RFH CT_RFW (filter) and CT_RV (F and B).
+// kernels CT_RFH CT_RFW (filter) and CT_RV (outputs or positions per lane).
 // Scalars: the problem (plan_args order); W then the number of chunks; the
 // row kernels then lane_shift. Sizes are never compiled in.
 
@@ -390,20 +391,41 @@ CT_KERNEL void __launch_bounds__(256)
   for (int fh = 0; fh < CT_RFH; ++fh)
 #pragma unroll
     for (int fw = 0; fw < CT_RFW; ++fw) acc[fh][fw] = 0.0f;
+  // A lane takes CT_RV consecutive positions of a row; at unit stride and
+  // dilation the x they read along a filter row is one window, loaded once.
+  const bool unit = sw == 1 && dw == 1;
   for (int row = r_begin + ct_rows_row(shift); row < r_end; row += block_rows) {
     const int n = row / oh, r = row - n * oh;
     const ct_t* dyr = py + ((n * c + ch) * oh + r) * ow;
     const ct_t* xp = px + (n * c + ch) * (ih * iw);
-    for (int x = ct_rows_lane(shift); x < ow; x += lanes) {
-      const float g = ct_to_float(dyr[x]);
+    for (int x0 = ct_rows_lane(shift) * CT_RV; x0 < ow; x0 += lanes * CT_RV) {
+      float g[CT_RV];
+#pragma unroll
+      for (int j = 0; j < CT_RV; ++j) g[j] = x0 + j < ow ? ct_to_float(dyr[x0 + j]) : 0.0f;
 #pragma unroll
       for (int fh = 0; fh < CT_RFH; ++fh) {
         const int sr = r * sh - ph + fh * dh;
         if (sr < 0 || sr >= ih) continue;
+        const ct_t* xr = xp + sr * iw;
+        if (unit) {
+          float win[CT_RV + CT_RFW - 1];
 #pragma unroll
-        for (int fw = 0; fw < CT_RFW; ++fw) {
-          const int sc = x * sw - pwd + fw * dw;
-          if (sc >= 0 && sc < iw) acc[fh][fw] += g * ct_to_float(xp[sr * iw + sc]);
+          for (int q = 0; q < CT_RV + CT_RFW - 1; ++q) {
+            const int sc = x0 - pwd + q;
+            win[q] = sc >= 0 && sc < iw ? ct_to_float(xr[sc]) : 0.0f;
+          }
+#pragma unroll
+          for (int fw = 0; fw < CT_RFW; ++fw)
+#pragma unroll
+            for (int j = 0; j < CT_RV; ++j) acc[fh][fw] += g[j] * win[j + fw];
+        } else {
+#pragma unroll
+          for (int fw = 0; fw < CT_RFW; ++fw)
+#pragma unroll
+            for (int j = 0; j < CT_RV; ++j) {
+              const int sc = (x0 + j) * sw - pwd + fw * dw;
+              if (sc >= 0 && sc < iw) acc[fh][fw] += g[j] * ct_to_float(xr[sc]);
+            }
         }
       }
     }

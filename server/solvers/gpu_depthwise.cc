@@ -4,7 +4,7 @@
 // shared memory. A config is the tile {TH, TW, KB}: TH x TW positions of
 // KB channels (KB is 1 in NCHW, where threads run along w; in NHWC they run
 // along channels). One channel per group in NCHW 2-D also has the row
-// kernels, config {0, V, 1}: V outputs per thread (1 for backward weights).
+// kernels, config {0, V, 1}: V outputs (W: positions) per thread.
 // Backward weights splits the (n, od, oh) rows into chunks whose fp32
 // partials a second kernel adds up, the chunk count fixed by the problem so
 // that the workspace does not depend on the config.
@@ -200,7 +200,7 @@ class GpuDepthwise final : public GpuSolver {
     // The row kernels first and last: V = 4 (the default) and V = 2.
     std::vector<PerfConfig> space;
     const bool rows = RowsApply(p), wrw = p.direction == Direction::kBackwardWeights;
-    if (rows) space.push_back({0, wrw ? 1 : 4, 1});
+    if (rows) space.push_back({0, 4, 1});
     const bool nhwc = p.layout == Layout::kNHWC;
     for (const auto& t : nhwc ? absl::MakeConstSpan(kNhwcTiles) : absl::MakeConstSpan(kNchwTiles)) {
       PerfConfig c(t.begin(), t.end());
@@ -306,11 +306,8 @@ class GpuDepthwise final : public GpuSolver {
     std::vector<std::string> options = ProblemOptions(p);
     options.push_back(absl::StrCat("-DCT_RFH=", p.filter[1]));
     options.push_back(absl::StrCat("-DCT_RFW=", p.filter[2]));
-    if (wrw) {
-      if (chunks > 1) options.push_back("-DCT_WS_OUT=1");
-    } else {
-      options.push_back(absl::StrCat("-DCT_RV=", config[1]));
-    }
+    options.push_back(absl::StrCat("-DCT_RV=", config[1]));
+    if (wrw && chunks > 1) options.push_back("-DCT_WS_OUT=1");
     const int source = AddSource(&plan, "conv_depthwise.cu", options);
     v1::KernelStep* step =
         AddGpuStep(&plan, wrw ? "conv_depthwise_rows_wrw" : "conv_depthwise_rows", source,

@@ -338,6 +338,32 @@ CT_KERNEL void conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLE
       if (sr >= src_h) continue;
 #endif
       const ct_t* srow = sp + sr * src_w;
+      if (unit && dw == 1) {
+        // The CT_RV outputs read one window of the source row, loaded once:
+        // F output x at tap fw reads x - pw + fw, B reads x + pw - fw.
+#if CT_DIR == 1
+        const int base = x0 - pwd;
+#else
+        const int base = x0 + pwd - (CT_RFW - 1);
+#endif
+        float win[CT_RV + CT_RFW - 1];
+#pragma unroll
+        for (int q = 0; q < CT_RV + CT_RFW - 1; ++q) {
+          const int sc = base + q;
+          win[q] = sc >= 0 && sc < src_w ? ct_to_float(srow[sc]) : 0.0f;
+        }
+#pragma unroll
+        for (int fw = 0; fw < CT_RFW; ++fw)
+#pragma unroll
+          for (int j = 0; j < CT_RV; ++j) {
+#if CT_DIR == 1
+            acc[j] += win[j + fw] * wk[fh][fw];
+#else
+            acc[j] += win[j + CT_RFW - 1 - fw] * wk[fh][fw];
+#endif
+          }
+        continue;
+      }
 #pragma unroll
       for (int fw = 0; fw < CT_RFW; ++fw) {
 #pragma unroll

@@ -1,9 +1,7 @@
 #include "kernels/cuda_device.h"
 
-#include <dlfcn.h>
 
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -13,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "kernels/gpu/blas_step.h"
+#include "kernels/dynamic_library.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/launch_args.h"
 
@@ -38,11 +37,12 @@ namespace {
   X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)         \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel)        \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                 \
-  X(cuEventElapsedTime) X(cuGetErrorName) X(cuMemsetD32) X(cuMemsetD16)
+  X(cuGetErrorName) X(cuMemsetD32) X(cuMemsetD16)
 
 struct CudaApi {
 #define CT_DECLARE(fn) decltype(&fn) fn##_ = nullptr;
   CT_CUDA_FUNCTIONS(CT_DECLARE)
+  CT_DECLARE(cuEventElapsedTime)  // loaded apart: it has two names
 #undef CT_DECLARE
 };
 
@@ -52,28 +52,21 @@ constexpr char kDriverLibrary[] = "libcuda.so.1";
 absl::StatusOr<const CudaApi*> LoadDriver() {
   static const absl::StatusOr<const CudaApi*>* const api = []() {
     using Result = absl::StatusOr<const CudaApi*>;
-    void* lib = dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      return new Result(absl::UnavailableError(
-          absl::StrCat("no CUDA driver (", kDriverLibrary, " not found: ", dlerror(), ")")));
+    absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open({kDriverLibrary});
+    if (!lib.ok()) {
+      return new Result(absl::UnavailableError(absl::StrCat(
+          "no CUDA driver (", kDriverLibrary, " not found: ", lib.status().message(), ")")));
     }
     auto* t = new CudaApi;
-    std::string missing;
-#define CT_LOAD(fn)                                                               \
-  t->fn##_ = reinterpret_cast<decltype(t->fn##_)>(dlsym(lib, CT_STR(fn)));        \
-  if (t->fn##_ == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", CT_STR(fn));
+#define CT_LOAD(fn) lib->Require(&t->fn##_, CT_STR(fn));
     CT_CUDA_FUNCTIONS(CT_LOAD)
 #undef CT_LOAD
     // Drivers before CUDA 12.8 have only the unversioned elapsed-time entry,
     // which has the same signature.
-    if (t->cuEventElapsedTime_ == nullptr) {
-      t->cuEventElapsedTime_ = reinterpret_cast<decltype(t->cuEventElapsedTime_)>(
-          dlsym(lib, "cuEventElapsedTime"));
-      if (t->cuEventElapsedTime_ != nullptr) missing.clear();
-    }
-    if (!missing.empty()) {
+    lib->Require(&t->cuEventElapsedTime_, {CT_STR(cuEventElapsedTime), "cuEventElapsedTime"});
+    if (!lib->missing().empty()) {
       return new Result(absl::UnavailableError(absl::StrCat(
-          "CUDA driver ", kDriverLibrary, " is too old: it lacks ", missing)));
+          "CUDA driver ", kDriverLibrary, " is too old: it lacks ", lib->missing())));
     }
     return new Result(t);
   }();
@@ -105,33 +98,22 @@ constexpr const char* kCublasLibraries[] = {"libcublas.so.13", "libcublas.so"};
 absl::StatusOr<const CublasApi*> LoadCublas() {
   static const absl::StatusOr<const CublasApi*>* const api = []() {
     using Result = absl::StatusOr<const CublasApi*>;
-    void* lib = nullptr;
-    std::string tried;
-    for (const char* name : kCublasLibraries) {
-      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (lib != nullptr) break;
-      absl::StrAppend(&tried, tried.empty() ? "" : "; ", dlerror());
-    }
-    if (lib == nullptr) {
-      return new Result(absl::UnavailableError(absl::StrCat("no cuBLAS: ", tried)));
+    absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open(kCublasLibraries);
+    if (!lib.ok()) {
+      return new Result(
+          absl::UnavailableError(absl::StrCat("no cuBLAS: ", lib.status().message())));
     }
     auto* t = new CublasApi;
-    std::string missing;
-    const auto load = [&](auto* fn, const char* name) {
-      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib, name));
-      if (*fn == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
-    };
-    load(&t->create, "cublasCreate_v2");
-    load(&t->destroy, "cublasDestroy_v2");
-    load(&t->set_stream, "cublasSetStream_v2");
-    load(&t->set_math_mode, "cublasSetMathMode");
-    load(&t->get_property, "cublasGetProperty");
-    load(&t->gemm_strided_batched, "cublasGemmStridedBatchedEx");
-    if (!missing.empty()) {
-      return new Result(absl::UnavailableError(absl::StrCat("cuBLAS lacks ", missing)));
+    lib->Require(&t->create, "cublasCreate_v2");
+    lib->Require(&t->destroy, "cublasDestroy_v2");
+    lib->Require(&t->set_stream, "cublasSetStream_v2");
+    lib->Require(&t->set_math_mode, "cublasSetMathMode");
+    lib->Require(&t->get_property, "cublasGetProperty");
+    lib->Require(&t->gemm_strided_batched, "cublasGemmStridedBatchedEx");
+    if (!lib->missing().empty()) {
+      return new Result(absl::UnavailableError(absl::StrCat("cuBLAS lacks ", lib->missing())));
     }
-    t->status_name =
-        reinterpret_cast<decltype(t->status_name)>(dlsym(lib, "cublasGetStatusName"));
+    t->status_name = lib->Find<decltype(t->status_name)>("cublasGetStatusName");
     int v[3] = {0, 0, 0};
     const libraryPropertyType parts[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
     for (int i = 0; i < 3; ++i) {

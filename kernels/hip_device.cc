@@ -1,11 +1,9 @@
 #include "kernels/hip_device.h"
 
-#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "kernels/gpu/blas_step.h"
+#include "kernels/dynamic_library.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/launch_args.h"
 
@@ -51,22 +50,19 @@ constexpr char kHipLibrary[] = "libamdhip64.so.5";
 absl::StatusOr<const HipApi*> LoadRuntime() {
   static const absl::StatusOr<const HipApi*>* const api = []() {
     using Result = absl::StatusOr<const HipApi*>;
-    void* lib = dlopen(kHipLibrary, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      return new Result(absl::UnavailableError(
-          absl::StrCat("no HIP runtime (", kHipLibrary, " not found: ", dlerror(), ")")));
+    absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open({kHipLibrary});
+    if (!lib.ok()) {
+      return new Result(absl::UnavailableError(absl::StrCat(
+          "no HIP runtime (", kHipLibrary, " not found: ", lib.status().message(), ")")));
     }
     auto* t = new HipApi;
-    std::string missing;
-#define CT_LOAD(fn)                                                        \
-  t->fn##_ = reinterpret_cast<decltype(t->fn##_)>(dlsym(lib, #fn));        \
-  if (t->fn##_ == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", #fn);
+#define CT_LOAD(fn) lib->Require(&t->fn##_, #fn);
     CT_HIP_FUNCTIONS(CT_LOAD)
     CT_LOAD(hipMalloc)
 #undef CT_LOAD
-    if (!missing.empty()) {
+    if (!lib->missing().empty()) {
       return new Result(absl::UnavailableError(
-          absl::StrCat("HIP runtime ", kHipLibrary, " lacks ", missing)));
+          absl::StrCat("HIP runtime ", kHipLibrary, " lacks ", lib->missing())));
     }
     return new Result(t);
   }();
@@ -110,29 +106,19 @@ constexpr const char* kRocblasLibraries[] = {"librocblas.so.0", "librocblas.so"}
 absl::StatusOr<const RocblasApi*> LoadRocblas() {
   static const absl::StatusOr<const RocblasApi*>* const api = []() {
     using Result = absl::StatusOr<const RocblasApi*>;
-    void* lib = nullptr;
-    std::string tried;
-    for (const char* name : kRocblasLibraries) {
-      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (lib != nullptr) break;
-      absl::StrAppend(&tried, tried.empty() ? "" : "; ", dlerror());
-    }
-    if (lib == nullptr) {
-      return new Result(absl::UnavailableError(absl::StrCat("no rocBLAS: ", tried)));
+    absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open(kRocblasLibraries);
+    if (!lib.ok()) {
+      return new Result(
+          absl::UnavailableError(absl::StrCat("no rocBLAS: ", lib.status().message())));
     }
     auto* t = new RocblasApi;
-    std::string missing;
-    const auto load = [&](auto* fn, const char* name) {
-      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib, name));
-      if (*fn == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
-    };
-    load(&t->create_handle, "rocblas_create_handle");
-    load(&t->destroy_handle, "rocblas_destroy_handle");
-    load(&t->set_stream, "rocblas_set_stream");
-    load(&t->get_version_string, "rocblas_get_version_string");
-    load(&t->gemm_strided_batched_ex, "rocblas_gemm_strided_batched_ex");
-    if (!missing.empty()) {
-      return new Result(absl::UnavailableError(absl::StrCat("rocBLAS lacks ", missing)));
+    lib->Require(&t->create_handle, "rocblas_create_handle");
+    lib->Require(&t->destroy_handle, "rocblas_destroy_handle");
+    lib->Require(&t->set_stream, "rocblas_set_stream");
+    lib->Require(&t->get_version_string, "rocblas_get_version_string");
+    lib->Require(&t->gemm_strided_batched_ex, "rocblas_gemm_strided_batched_ex");
+    if (!lib->missing().empty()) {
+      return new Result(absl::UnavailableError(absl::StrCat("rocBLAS lacks ", lib->missing())));
     }
     char buf[256] = {};
     if (t->get_version_string(buf, sizeof(buf)) != kRocblasSuccess) {

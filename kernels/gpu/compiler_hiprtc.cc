@@ -2,7 +2,6 @@
 // libamdhip64), loaded with dlopen so binaries run where HIP is absent. It
 // needs no device: comgr carries the device libraries, so a CPU machine can
 // fill a kernel cache for an AMD arch.
-#include <dlfcn.h>
 
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/dynamic_library.h"
 #include "kernels/gpu/compiler.h"
 
 #if CONVTUNE_HAVE_HIP_HEADERS
@@ -49,17 +49,13 @@ struct HiprtcApi {
 
 absl::StatusOr<const HiprtcApi*> LoadHiprtc() {
   static const absl::StatusOr<const HiprtcApi*>* const api = [] {
-    void* lib = dlopen(kHipLibrary, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      return new absl::StatusOr<const HiprtcApi*>(absl::UnavailableError(
-          absl::StrCat("hiprtc unavailable: cannot load ", kHipLibrary, ": ", dlerror())));
+    absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open({kHipLibrary});
+    if (!lib.ok()) {
+      return new absl::StatusOr<const HiprtcApi*>(absl::UnavailableError(absl::StrCat(
+          "hiprtc unavailable: cannot load ", kHipLibrary, ": ", lib.status().message())));
     }
     auto* t = new HiprtcApi;
-    std::string missing;
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (fn == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
-    };
+    auto sym = [&](auto& fn, const char* name) { lib->Require(&fn, name); };
     sym(t->Version, "hiprtcVersion");
     sym(t->GetErrorString, "hiprtcGetErrorString");
     sym(t->CreateProgram, "hiprtcCreateProgram");
@@ -70,9 +66,9 @@ absl::StatusOr<const HiprtcApi*> LoadHiprtc() {
     sym(t->GetCodeSize, "hiprtcGetCodeSize");
     sym(t->GetCode, "hiprtcGetCode");
     sym(t->RuntimeGetVersion, "hipRuntimeGetVersion");
-    if (!missing.empty()) {
+    if (!lib->missing().empty()) {
       return new absl::StatusOr<const HiprtcApi*>(absl::UnavailableError(
-          absl::StrCat("hiprtc unavailable: ", kHipLibrary, " lacks ", missing)));
+          absl::StrCat("hiprtc unavailable: ", kHipLibrary, " lacks ", lib->missing())));
     }
     return new absl::StatusOr<const HiprtcApi*>(t);
   }();

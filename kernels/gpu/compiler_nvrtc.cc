@@ -1,6 +1,5 @@
 // The NVRTC compiler, loaded with dlopen so that binaries run (and fall back
 // to other backends) where the CUDA toolkit is absent.
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/dynamic_library.h"
 #include "kernels/gpu/compiler.h"
 
 #if CONVTUNE_HAVE_CUDA_HEADERS
@@ -41,17 +41,13 @@ struct NvrtcApi {
 // Loaded once per process and never unloaded.
 absl::StatusOr<const NvrtcApi*> LoadNvrtc() {
   static const absl::StatusOr<const NvrtcApi*>* const api = [] {
-    void* lib = dlopen(kNvrtcLibrary, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      return new absl::StatusOr<const NvrtcApi*>(absl::UnavailableError(
-          absl::StrCat("NVRTC unavailable: cannot load ", kNvrtcLibrary, ": ", dlerror())));
+    absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open({kNvrtcLibrary});
+    if (!lib.ok()) {
+      return new absl::StatusOr<const NvrtcApi*>(absl::UnavailableError(absl::StrCat(
+          "NVRTC unavailable: cannot load ", kNvrtcLibrary, ": ", lib.status().message())));
     }
     auto* t = new NvrtcApi;
-    std::string missing;
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (fn == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
-    };
+    auto sym = [&](auto& fn, const char* name) { lib->Require(&fn, name); };
     sym(t->Version, "nvrtcVersion");
     sym(t->GetErrorString, "nvrtcGetErrorString");
     sym(t->GetNumSupportedArchs, "nvrtcGetNumSupportedArchs");
@@ -63,9 +59,9 @@ absl::StatusOr<const NvrtcApi*> LoadNvrtc() {
     sym(t->GetProgramLog, "nvrtcGetProgramLog");
     sym(t->GetCUBINSize, "nvrtcGetCUBINSize");
     sym(t->GetCUBIN, "nvrtcGetCUBIN");
-    if (!missing.empty()) {
+    if (!lib->missing().empty()) {
       return new absl::StatusOr<const NvrtcApi*>(absl::UnavailableError(
-          absl::StrCat("NVRTC unavailable: ", kNvrtcLibrary, " lacks ", missing)));
+          absl::StrCat("NVRTC unavailable: ", kNvrtcLibrary, " lacks ", lib->missing())));
     }
     return new absl::StatusOr<const NvrtcApi*>(t);
   }();

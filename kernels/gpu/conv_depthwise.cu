@@ -85,16 +85,6 @@ struct CtDw {
   int xs[5], ws[5], ys[5];
 };
 
-CT_DEVICE void ct_dw_strides(int* s, int inner, const int* sp) {
-#if CT_NHWC
-  s[0] = sp[0] * sp[1] * sp[2] * inner, s[1] = 1, s[2] = sp[1] * sp[2] * inner;
-  s[3] = sp[2] * inner, s[4] = inner;
-#else
-  s[0] = inner * sp[0] * sp[1] * sp[2], s[1] = sp[0] * sp[1] * sp[2], s[2] = sp[1] * sp[2];
-  s[3] = sp[2], s[4] = 1;
-#endif
-}
-
 #define CT_MAKE_DW(q)                                                                   \
   CtDw q;                                                                               \
   {                                                                                     \
@@ -109,9 +99,9 @@ CT_DEVICE void ct_dw_strides(int* s, int inner, const int* sp) {
       q.dil[i] = static_cast<int>(v[4][i]);                                             \
       q.out[i] = (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] + 1;  \
     }                                                                                   \
-    ct_dw_strides(q.xs, q.c, q.in);                                                     \
-    ct_dw_strides(q.ws, q.cg, q.f);                                                     \
-    ct_dw_strides(q.ys, q.k, q.out);                                                    \
+    ct_strides<int>(q.xs, q.c, q.in);                                                   \
+    ct_strides<int>(q.ws, q.cg, q.f);                                                   \
+    ct_strides<int>(q.ys, q.k, q.out);                                                  \
   }
 
 CT_DEVICE int ct_dw_min(int a, int b) { return a < b ? a : b; }
@@ -583,11 +573,6 @@ CT_KERNEL void conv_depthwise_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
 
 // dw[i] = the sum of the chunks' fp32 partials workspace[c * count + i].
 CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count, ct_i64 a_chunks) {
-  const int count = static_cast<int>(a_count), chunks = static_cast<int>(a_chunks);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-    float s = 0.0f;
-    for (int c = 0; c < chunks; ++c) s += pws[c * count + i];
-    pw[i] = ct_from_float<ct_t>(s);
-  }
+  ct_sum_slices(pws, pw, a_count, a_chunks);
 }
 #endif

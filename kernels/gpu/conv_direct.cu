@@ -18,17 +18,6 @@ struct CtGeo {
 };
 
 template <typename I>
-CT_DEVICE void ct_strides(I* s, I inner, const I* sp) {
-#if CT_NHWC
-  s[0] = sp[0] * sp[1] * sp[2] * inner, s[1] = 1, s[2] = sp[1] * sp[2] * inner;
-  s[3] = sp[2] * inner, s[4] = inner;
-#else
-  s[0] = inner * sp[0] * sp[1] * sp[2], s[1] = sp[0] * sp[1] * sp[2], s[2] = sp[1] * sp[2];
-  s[3] = sp[2], s[4] = 1;
-#endif
-}
-
-template <typename I>
 CT_DEVICE CtGeo<I> ct_geo(ct_i64 n, ct_i64 c, ct_i64 k, ct_i64 id, ct_i64 ih, ct_i64 iw,
                           ct_i64 fd, ct_i64 fh, ct_i64 fw, ct_i64 pd, ct_i64 ph, ct_i64 pw,
                           ct_i64 sd, ct_i64 sh, ct_i64 sw, ct_i64 dd, ct_i64 dh, ct_i64 dw,

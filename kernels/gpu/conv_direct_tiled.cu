@@ -385,12 +385,6 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 
 // Sums the splits' partials into dw, in its type.
 CT_KERNEL void conv_tiled_reduce(const float* part, ct_t* w, ct_i64 a_count, ct_i64 a_splits) {
-  const int count = static_cast<int>(a_count), splits = static_cast<int>(a_splits);
-  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < count;
-       i += static_cast<int>(gridDim.x * blockDim.x)) {
-    float s = 0.0f;
-    for (int p = 0; p < splits; ++p) s += part[p * count + i];
-    w[i] = ct_from_float<ct_t>(s);
-  }
+  ct_sum_slices(part, w, a_count, a_splits);
 }
 #endif

@@ -84,11 +84,8 @@ struct CtGeo {
 };
 
 CT_DEVICE void ct_strides(int* s, int inner, int d, int h, int w) {
-#if CT_NHWC
-  s[0] = d * h * w * inner, s[1] = 1, s[2] = h * w * inner, s[3] = w * inner, s[4] = inner;
-#else
-  s[0] = inner * d * h * w, s[1] = d * h * w, s[2] = h * w, s[3] = w, s[4] = 1;
-#endif
+  const int sp[3] = {d, h, w};
+  ct_strides<int>(s, inner, sp);
 }
 
 CT_DEVICE int ct_out_size(int in, int f, int p, int s, int d) {
@@ -503,10 +500,5 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 
 // Sums the K-split partials of backward weights into dw, in its type.
 CT_KERNEL void conv_igemm_reduce(const float* ws, ct_t* out, ct_i64 count, ct_i64 splits) {
-  for (ct_i64 i = ct_global_index_x(); i < count;
-       i += static_cast<ct_i64>(gridDim.x) * blockDim.x) {
-    float s = 0.0f;
-    for (ct_i64 p = 0; p < splits; ++p) s += ws[p * count + i];
-    out[i] = ct_from_float<ct_t>(s);
-  }
+  ct_sum_slices(ws, out, count, splits);
 }

@@ -170,11 +170,7 @@ CT_KERNEL void conv_col2im(const ct_t* col, ct_t* px, CT_PROBLEM_PARAMS, ct_i64 
 }
 
 CT_KERNEL void conv_f32_to_type(const float* src, ct_t* dst, ct_i64 count, ct_i64 slices) {
-  for (ct_i64 i = ct_global_index_x(); i < count; i += ct_grid_stride()) {
-    float sum = 0.0f;
-    for (ct_i64 s = 0; s < slices; ++s) sum += src[s * count + i];
-    dst[i] = ct_from_float<ct_t>(sum);
-  }
+  ct_sum_slices(src, dst, count, slices);
 }
 
 // Spatial sizes (D, H, W) in 32 bits.

@@ -121,8 +121,9 @@ CT_DEVICE ct_i64 ct_global_index_x() {
 
 // What every conv kernel shares: the options it is compiled with (defaults
 // so that a source compiles on its own): -DCT_TYPE (1 fp32, 2 fp16, 3 bf16),
-// -DCT_DIR (1 F, 2 B, 3 W), -DCT_NHWC (0 or 1); its element type; and its
-// leading problem scalars, in plan_args order.
+// -DCT_DIR (1 F, 2 B, 3 W), -DCT_NHWC (0 or 1); its element type; tensor
+// strides; the sum of split partials; and its leading problem scalars, in
+// plan_args order.
 #ifndef CT_TYPE
 #define CT_TYPE 1
 #endif
@@ -139,6 +140,33 @@ typedef ct_half ct_t;
 #else
 typedef ct_bf16 ct_t;
 #endif
+
+// Strides in (outer, channel, D, H, W) order of a tensor with `inner`
+// channels and spatial size sp (D, H, W), for the compiled layout: the
+// activations (inner = all channels) and the filter (inner = channels per
+// group, outer = output channel).
+template <typename I>
+CT_DEVICE void ct_strides(I* s, I inner, const I* sp) {
+#if CT_NHWC
+  s[0] = sp[0] * sp[1] * sp[2] * inner, s[1] = 1, s[2] = sp[1] * sp[2] * inner;
+  s[3] = sp[2] * inner, s[4] = inner;
+#else
+  s[0] = inner * sp[0] * sp[1] * sp[2], s[1] = sp[0] * sp[1] * sp[2], s[2] = sp[1] * sp[2];
+  s[3] = sp[2], s[4] = 1;
+#endif
+}
+
+// dst[i] = the sum over s < slices of src[s * count + i] (fp32 partial sums
+// in the workspace, summed in order), in the tensor type; grid-stride over
+// a 1-D launch. The body of the kernels that finish split reductions.
+CT_DEVICE void ct_sum_slices(const float* src, ct_t* dst, ct_i64 count, ct_i64 slices) {
+  for (ct_i64 i = ct_global_index_x(); i < count;
+       i += static_cast<ct_i64>(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (ct_i64 s = 0; s < slices; ++s) sum += src[s * count + i];
+    dst[i] = ct_from_float<ct_t>(sum);
+  }
+}
 
 #define CT_PROBLEM_PARAMS                                                                   \
   ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \

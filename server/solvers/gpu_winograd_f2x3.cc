@@ -311,17 +311,16 @@ class GpuWinogradF2x3 final : public GpuSolver {
                                              const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     v1::ExecutionPlan plan = NewPlan(p, config);
+    const Geometry g = MakeGeometry(p, blas_);
     std::vector<std::string> options = ProblemOptions(p);
     if (blas_) {
       options.push_back(absl::StrCat("-DCT_TILE16=", p.type == DataType::kFp32 ? 0 : 1));
-      const Geometry g = MakeGeometry(p, blas_);
       if (g.m != 2) options.push_back(absl::StrCat("-DCT_WINO_M=", g.m));
     } else {
       const char* names[] = {"CT_BM", "CT_BN", "CT_BK", "CT_TM", "CT_TN"};
       for (int i = 0; i < 5; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
     }
     const int source = AddSource(&plan, "conv_winograd.cu", options);
-    const Geometry g = MakeGeometry(p, blas_);
     if (p.direction == Direction::kBackwardWeights) {
       AddWrwSteps(p, g, config, source, &plan);
     } else {

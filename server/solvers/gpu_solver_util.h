@@ -30,6 +30,7 @@ std::unique_ptr<Solver> NewGpuGemm1x1BlasSolver();
 std::unique_ptr<Solver> NewGpuWinogradF2x3Solver();
 std::unique_ptr<Solver> NewGpuDirectTiledSolver();
 std::unique_ptr<Solver> NewGpuWinogradBlasSolver();
+std::unique_ptr<Solver> NewGpuTensorCorePipelinedSolver();
 
 class GpuSolver : public Solver {
  public:

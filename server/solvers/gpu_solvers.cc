@@ -16,6 +16,7 @@ std::vector<std::unique_ptr<Solver>> MakeGpuSolvers() {
   all.push_back(NewGpuWinogradF2x3Solver());
   all.push_back(NewGpuDirectTiledSolver());
   all.push_back(NewGpuWinogradBlasSolver());
+  all.push_back(NewGpuTensorCorePipelinedSolver());
   return all;
 }
 

@@ -21,6 +21,7 @@ inline constexpr uint32_t kGpuGemm1x1BlasId = 107;
 inline constexpr uint32_t kGpuWinogradF2x3Id = 108;
 inline constexpr uint32_t kGpuDirectTiledId = 109;
 inline constexpr uint32_t kGpuWinogradBlasId = 110;
+inline constexpr uint32_t kGpuTensorCorePipelinedId = 111;
 
 std::vector<std::unique_ptr<Solver>> MakeGpuSolvers();
 

@@ -280,11 +280,16 @@ std::vector<Combo> AllCombos() {
   for (uint32_t id : {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
                       kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                       kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-                      kGpuWinogradBlasId}) {
+                      kGpuWinogradBlasId, kGpuTensorCorePipelinedId}) {
     for (Direction d :
          {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
         if (id == kGpuTensorCoreIgemmId && t == DataType::kFp32) continue;
+        // Forward and backward data in 16-bit types only.
+        if (id == kGpuTensorCorePipelinedId &&
+            (t == DataType::kFp32 || d == Direction::kBackwardWeights)) {
+          continue;
+        }
         combos.push_back({id, d, t});
       }
     }

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
@@ -209,7 +210,8 @@ INSTANTIATE_TEST_SUITE_P(AllGpuSolvers, GpuSolverCompile,
                                            kGpuImplicitGemmStaticId, kGpuDepthwiseId,
                                            kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                                            kGpuGemm1x1BlasId, kGpuWinogradF2x3Id,
-                                           kGpuDirectTiledId, kGpuWinogradBlasId),
+                                           kGpuDirectTiledId, kGpuWinogradBlasId,
+                                           kGpuTensorCorePipelinedId),
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return absl::StrCat("solver", info.param);
                          });
@@ -224,7 +226,8 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
                                                 {107, "gpu_gemm_1x1_blas"},
                                                 {108, "gpu_winograd_f2x3"},
                                                 {109, "gpu_direct_tiled"},
-                                                {110, "gpu_winograd_blas"}};
+                                                {110, "gpu_winograd_blas"},
+                                                {111, "gpu_tensor_core_pipelined"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
@@ -571,6 +574,85 @@ TEST(GpuSolvers, DirectTiledNamesAPatchTooLargeForSharedMemory) {
   const absl::Status st = s->IsApplicable(p);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st;
+}
+
+TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
+  ConvProblem p;
+  p.n = 4, p.c = 64, p.k = 128, p.in = {1, 28, 28}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.type = DataType::kFp16;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const int64_t filter = 128 * 9 * 64 * 2;
+  // NCHW: the filter and x packed channel-last, then the GEMM writes y.
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "tc_pack_act", "conv_tc"}));
+  EXPECT_EQ(plan->workspace_bytes(), AlignWorkspaceForTest(filter) + 4 * 28 * 28 * 64 * 2);
+  // Every config's stage ring (or output tile) is its dynamic shared memory.
+  for (const PerfConfig& c : s->ConfigSpace(p)) {
+    plan = s->MakePlan(p, c);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const v1::KernelStep& conv = plan->steps(2);
+    EXPECT_EQ(conv.block(0), c[2] * c[3] * 32);
+    EXPECT_EQ(conv.shared_bytes(), std::max(c[4] * (c[0] + c[1]) * 64, c[1] * (c[0] + 8) * 2));
+    EXPECT_EQ(conv.grid(0), (4 * 28 * 28 + c[0] - 1) / c[0] * ((128 + c[1] - 1) / c[1]));
+  }
+  // NHWC with 64 channels: x and the forward filter are read in place.
+  p.layout = Layout::kNHWC;
+  plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), std::vector<std::string>{"conv_tc"});
+  EXPECT_EQ(plan->workspace_bytes(), 0);
+  // Backward data turns the filter (K and C swapped; 128 channels reduced).
+  p.direction = Direction::kBackwardData;
+  plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "conv_tc"}));
+  EXPECT_EQ(plan->workspace_bytes(), 64 * 9 * 128 * 2);
+  EXPECT_EQ(plan->steps(0).scalars(5), 1) << "flipped";
+  // Four channels per group are padded to 32 in the packed x.
+  p.direction = Direction::kForward, p.groups = 16;
+  plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "tc_pack_act", "conv_tc"}));
+  EXPECT_EQ(plan->workspace_bytes(),
+            AlignWorkspaceForTest(128 * 9 * 32 * 2) + 4 * 28 * 28 * 16 * 32 * 2);
+  // Images go through in chunks that keep the packed x within 512 MiB.
+  p.layout = Layout::kNCHW, p.groups = 1, p.n = 512, p.in = {1, 112, 112};
+  plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const int64_t image = 112 * 112 * 64 * 2;
+  const int64_t chunk = ((int64_t{512} << 20) - AlignWorkspaceForTest(filter)) / image;
+  EXPECT_LE(plan->workspace_bytes(), int64_t{512} << 20);
+  ASSERT_EQ(plan->steps_size(), 1 + 2 * ((512 + chunk - 1) / chunk));
+  ASSERT_GT(plan->steps_size(), 3);
+  EXPECT_EQ(plan->steps(4).buffers(2).offset_bytes(), chunk * 128 * 112 * 112 * 2);
+  EXPECT_EQ(plan->steps(3).scalars(0), chunk) << "n0 of the second chunk";
+}
+
+TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
+  EXPECT_TRUE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90"}));
+  EXPECT_FALSE(s->SupportsDevice({.backend = "cuda", .arch = "sm_75"}));
+  EXPECT_FALSE(s->SupportsDevice({.backend = "hip", .arch = "gfx90a"}));
+  ConvProblem p;
+  p.n = 2, p.c = 64, p.k = 64, p.in = {1, 14, 14}, p.filter = {1, 3, 3};
+  const auto expect_named = [&](absl::string_view field) {
+    const absl::Status st = s->IsApplicable(p);
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StartsWith(st.message(), field)) << st;
+  };
+  expect_named("type:");
+  p.type = DataType::kBf16;
+  EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  p.direction = Direction::kBackwardWeights;
+  expect_named("direction:");
+  p.direction = Direction::kBackwardData, p.stride = {1, 2, 2};
+  expect_named("stride:");
+  p.direction = Direction::kForward;
+  EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  p.spatial_dims = 3, p.in = {4, 14, 14}, p.filter = {3, 3, 3}, p.stride = {1, 1, 1};
+  expect_named("spatial_dims:");
 }
 
 }  // namespace

@@ -1,0 +1,370 @@
+// Tensor-core implicit GEMM over channel-last operands, fp16 and bf16 on CUDA
+// sm_80 and newer. One forward-shaped pass per group g:
+//   dst[m = (n, oh, ow)][o] = sum over (r, s, c) src[n][ih][iw][g][c] * filt[g][o][r][s][c]
+// with ih = oh*SH + r*DH - PH and iw = ow*SW + s*DW - PW (0 outside the
+// source). Forward runs it on x and w; backward data on dy and the filter
+// turned 180 degrees with k and c swapped (stride 1, pad (R-1)*DH - PH).
+//   src   [N][H][W][G][CP]   CP: channels per group, a multiple of 32, the
+//                            padding zero
+//   filt  [G][KO][R][S][CP]
+//   dst   y or dx in the problem's layout (CT_NHWC), G*KO channels
+// tc_pack_act and tc_pack_filter bring x, dy and w into these shapes where
+// the tensors do not already have them.
+//
+// conv_tc: a block computes a BM x BN tile of the GEMM (rows m, columns o)
+// over reduction steps of 32 channels of one filter tap. Each step's operand
+// tiles go from global to shared memory by cp.async (16 bytes a copy, zeros
+// for taps in the padding) into a ring of CT_STAGES stages, so the loads of
+// later steps overlap the products of this one. WM x WN warps read their
+// fragments with ldmatrix and multiply with mma.sync m16n8k16 (fp32 sums).
+// The finished tile goes through shared memory so that the stores to dst
+// run along its contiguous dimension.
+// Shared tiles are rows of 32 channels (64 bytes, four 16-byte chunks); chunk
+// j of row r sits at chunk j ^ ((r >> 1) & 3), which keeps the eight rows an
+// ldmatrix reads, and the copies a warp issues, on distinct banks.
+//
+// Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN (block tile), WM WN
+// (warps), CT_STAGES. Scalars:
+//   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk)
+//   tc_pack_act     n0 nb G CG CP HW: images [n0, n0 + nb) of a tensor with
+//                   G*CG channels into [nb][HW][G][CP]
+//   tc_pack_filter  G KG CG R S flip: w into [G][KO][R][S][CP]; flip 0 is the
+//                   forward filter (KO = KG, CP from CG), flip 1 the backward
+//                   one (KO = CG, CP from KG)
+// The solver keeps every offset within a chunk under 2^31 elements.
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef WM
+#define WM 2
+#endif
+#ifndef WN
+#define WN 2
+#endif
+#ifndef CT_STAGES
+#define CT_STAGES 4
+#endif
+
+#define CT_BK 32
+#define CT_ROW_BYTES (CT_BK * 2)
+#define CT_THREADS (WM * WN * 32)
+#define CT_WTM (BM / WM)
+#define CT_WTN (BN / WN)
+#define CT_MI (CT_WTM / 16)
+#define CT_NI (CT_WTN / 8)
+#define CT_A_BYTES (BM * CT_ROW_BYTES)
+#define CT_STAGE_BYTES ((BM + BN) * CT_ROW_BYTES)
+#define CT_AL (BM * 4 / CT_THREADS)  // A chunks a thread copies per stage
+#define CT_BL (BN * 4 / CT_THREADS)
+
+static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0, "warp tile: 16-row by 16-column multiples");
+static_assert(CT_AL >= 1 && CT_BL >= 1 && CT_AL * CT_THREADS == BM * 4 &&
+                  CT_BL * CT_THREADS == BN * 4,
+              "tile chunks must divide evenly among the threads");
+static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
+
+// The byte offset of 16-byte chunk j of row r in a shared tile.
+CT_DEVICE ct_u32 tc_swizzle(int r, int j) {
+  return static_cast<ct_u32>(r * CT_ROW_BYTES + ((j ^ ((r >> 1) & 3)) << 4));
+}
+
+// dst[i][pos][g][c] = the source's channel g*CG + c of image n0 + i at pos,
+// 0 for c >= CG. NCHW: 32x32 tiles of (channel, position) through shared
+// memory, 256 threads; NHWC: one element per thread of a 1-D launch.
+CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_g,
+                           ct_i64 a_cg, ct_i64 a_cp, ct_i64 a_hw) {
+  const int groups = static_cast<int>(a_g), cg = static_cast<int>(a_cg);
+  const int cp = static_cast<int>(a_cp), hw = static_cast<int>(a_hw);
+  const int row = groups * cp;  // of dst
+  const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
+  ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
+#if CT_NHWC
+  const ct_i64 count = a_nb * hw * row;
+  const ct_i64 i = ct_global_index_x();
+  if (i >= count) return;
+  const ct_i64 at = i / row;  // image-in-chunk * hw + pos
+  const int ch = static_cast<int>(i - at * row);
+  const int g = ch / cp, c = ch - g * cp;
+  dst[i] = c < cg ? src[(a_n0 * hw + at) * (groups * cg) + g * cg + c] : static_cast<ct_u16>(0);
+#else
+  __shared__ ct_u16 tile[32][33];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int pos0 = blockIdx.x * 32, ch0 = blockIdx.y * 32;
+  const ct_i64 image = a_n0 + blockIdx.z;
+  for (int j = ty; j < 32; j += 8) {
+    const int ch = ch0 + j, pos = pos0 + tx;
+    ct_u16 v = 0;
+    if (ch < row && pos < hw) {
+      const int g = ch / cp, c = ch - g * cp;
+      if (c < cg) v = src[(image * (groups * cg) + g * cg + c) * hw + pos];
+    }
+    tile[j][tx] = v;
+  }
+  __syncthreads();
+  ct_u16* out = dst + static_cast<ct_i64>(blockIdx.z) * hw * row;
+  for (int j = ty; j < 32; j += 8) {
+    const int pos = pos0 + j, ch = ch0 + tx;
+    if (pos < hw && ch < row) out[static_cast<ct_i64>(pos) * row + ch] = tile[tx][j];
+  }
+#endif
+}
+
+// One element of dst [G][KO][R][S][CP] per thread of a 1-D launch.
+CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g, ct_i64 a_kg, ct_i64 a_cg,
+                              ct_i64 a_r, ct_i64 a_s, ct_i64 a_flip) {
+  const int kg = static_cast<int>(a_kg), cg = static_cast<int>(a_cg);
+  const int fr = static_cast<int>(a_r), fs = static_cast<int>(a_s);
+  const bool flip = a_flip != 0;
+  const int ko_count = flip ? cg : kg, red = flip ? kg : cg;  // red: the reduced channels
+  const int cp = (red + CT_BK - 1) / CT_BK * CT_BK;
+  const ct_i64 count = a_g * ko_count * fr * fs * cp;
+  const ct_i64 i = ct_global_index_x();
+  if (i >= count) return;
+  const int c = static_cast<int>(i % cp);
+  ct_i64 rest = i / cp;
+  int s = static_cast<int>(rest % fs);
+  rest /= fs;
+  int r = static_cast<int>(rest % fr);
+  rest /= fr;
+  const int o = static_cast<int>(rest % ko_count);
+  const ct_i64 g = rest / ko_count;
+  ct_u16 v = 0;
+  if (c < red) {
+    // The filter element (k, ci, r, s) of group g.
+    const ct_i64 k = g * kg + (flip ? c : o);
+    const int ci = flip ? o : c;
+    if (flip) r = fr - 1 - r, s = fs - 1 - s;
+#if CT_NHWC
+    const ct_i64 at = ((k * fr + r) * fs + s) * cg + ci;
+#else
+    const ct_i64 at = ((k * cg + ci) * fr + r) * fs + s;
+#endif
+    v = reinterpret_cast<const ct_u16*>(pw)[at];
+  }
+  reinterpret_cast<ct_u16*>(pdst)[i] = v;
+}
+
+#if defined(CONVTUNE_BACKEND_CUDA)
+
+CT_DEVICE ct_u32 tc_shared_address(const void* p) {
+  ct_u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+
+// 16 bytes from global to shared; `bytes` 0 writes zeros instead.
+CT_DEVICE void tc_copy16(ct_u32 dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+}
+CT_DEVICE void tc_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+CT_DEVICE void tc_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+CT_DEVICE void tc_ldmatrix4(ct_u32* d, ct_u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(addr));
+}
+
+CT_DEVICE void tc_mma(float* d, const ct_u32* a, const ct_u32* b) {
+#if CT_TYPE == 3
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Grid: x = row tiles * column tiles (column tiles fastest, so that blocks
+// running together share their source rows), y = groups. Block: CT_THREADS.
+// Dynamic shared memory: the larger of the stage ring and the output tile.
+CT_KERNEL void __launch_bounds__(CT_THREADS)
+    conv_tc(const ct_t* psrc, const ct_t* pfilt, ct_t* pdst, ct_i64 a_n, ct_i64 a_h, ct_i64 a_w,
+            ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko, ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r,
+            ct_i64 a_s, ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh,
+            ct_i64 a_dw) {
+  extern __shared__ __align__(16) unsigned char tc_smem[];
+  const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
+  const int groups = static_cast<int>(a_g), cp = static_cast<int>(a_cp);
+  const int ko = static_cast<int>(a_ko), ohw = static_cast<int>(a_oh * a_ow);
+  const int ow = static_cast<int>(a_ow), fs = static_cast<int>(a_s);
+  const int dh = static_cast<int>(a_dh), dw = static_cast<int>(a_dw);
+  const int rows = static_cast<int>(a_n) * ohw;
+  const int row_stride = groups * cp;  // of src
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WM, wn = warp / WM;
+  const int col_tiles = (ko + BN - 1) / BN;
+  const int m0 = static_cast<int>(blockIdx.x / col_tiles) * BM;
+  const int o0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
+  const int g = blockIdx.y;
+  const int chunk = tid & 3;
+
+  // The source rows and filter rows this thread copies: where each starts,
+  // and for source rows the (ih, iw) of tap (0, 0).
+  int a_at[CT_AL], a_h0[CT_AL], a_w0[CT_AL];
+  ct_u32 a_to[CT_AL];
+#pragma unroll
+  for (int i = 0; i < CT_AL; ++i) {
+    const int r = (tid >> 2) + i * (CT_THREADS / 4);
+    const int m = m0 + r;
+    a_to[i] = tc_swizzle(r, chunk);
+    a_at[i] = 0, a_h0[i] = -(1 << 29), a_w0[i] = 0;
+    if (m < rows) {
+      const int n = m / ohw, pos = m - n * ohw;
+      const int oh = pos / ow, oq = pos - oh * ow;
+      a_at[i] = n * h * w * row_stride + g * cp + chunk * 8;
+      a_h0[i] = oh * static_cast<int>(a_sh) - static_cast<int>(a_ph);
+      a_w0[i] = oq * static_cast<int>(a_sw) - static_cast<int>(a_pw);
+    }
+  }
+  const int taps = static_cast<int>(a_r) * fs;
+  int b_at[CT_BL];
+  bool b_ok[CT_BL];
+  ct_u32 b_to[CT_BL];
+#pragma unroll
+  for (int i = 0; i < CT_BL; ++i) {
+    const int r = (tid >> 2) + i * (CT_THREADS / 4);
+    b_ok[i] = o0 + r < ko;
+    b_to[i] = CT_A_BYTES + tc_swizzle(r, chunk);
+    b_at[i] = ((g * ko + (b_ok[i] ? o0 + r : 0)) * taps) * cp + chunk * 8;
+  }
+
+  const ct_u32 smem = tc_shared_address(tc_smem);
+  const int cblocks = cp / CT_BK;
+  const int steps = taps * cblocks;
+  const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
+  const ct_u16* filt = reinterpret_cast<const ct_u16*>(pfilt);
+
+  // Issues the copies of reduction step `kt` into stage `slot`.
+  auto load = [&](int kt, int slot) {
+    const int tap = kt / cblocks, c0 = (kt - tap * cblocks) * CT_BK;
+    const int fr = tap / fs, fc = tap - fr * fs;
+    const ct_u32 base = smem + slot * CT_STAGE_BYTES;
+#pragma unroll
+    for (int i = 0; i < CT_AL; ++i) {
+      const int ih = a_h0[i] + fr * dh, iw = a_w0[i] + fc * dw;
+      const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
+                      static_cast<unsigned>(iw) < static_cast<unsigned>(w);
+      const ct_u16* p = ok ? src + a_at[i] + (ih * w + iw) * row_stride + c0 : src;
+      tc_copy16(base + a_to[i], p, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < CT_BL; ++i) {
+      const ct_u16* p = b_ok[i] ? filt + b_at[i] + tap * cp + c0 : filt;
+      tc_copy16(base + b_to[i], p, b_ok[i] ? 16 : 0);
+    }
+  };
+
+  float acc[CT_MI][CT_NI][4];
+#pragma unroll
+  for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < CT_NI; ++ni) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
+    }
+  }
+
+#pragma unroll
+  for (int st = 0; st < CT_STAGES - 1; ++st) {
+    if (st < steps) load(st, st);
+    tc_commit();
+  }
+  for (int kt = 0; kt < steps; ++kt) {
+    tc_wait<CT_STAGES - 2>();
+    __syncthreads();
+    // The stage read in the previous step is free once every warp is here.
+    const int next = kt + CT_STAGES - 1;
+    if (next < steps) load(next, next % CT_STAGES);
+    tc_commit();
+    const ct_u32 a_tile = smem + (kt % CT_STAGES) * CT_STAGE_BYTES;
+    const ct_u32 b_tile = a_tile + CT_A_BYTES;
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      ct_u32 af[CT_MI][4], bf[CT_NI][2];
+#pragma unroll
+      for (int mi = 0; mi < CT_MI; ++mi) {
+        const int r = wm * CT_WTM + mi * 16 + (lane & 15);
+        tc_ldmatrix4(af[mi], a_tile + tc_swizzle(r, kk * 2 + (lane >> 4)));
+      }
+#pragma unroll
+      for (int nj = 0; nj < CT_NI / 2; ++nj) {
+        const int r = wn * CT_WTN + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
+        ct_u32 t[4];
+        tc_ldmatrix4(t, b_tile + tc_swizzle(r, kk * 2 + ((lane >> 3) & 1)));
+        bf[2 * nj][0] = t[0], bf[2 * nj][1] = t[1];
+        bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+        for (int ni = 0; ni < CT_NI; ++ni) tc_mma(acc[mi][ni], af[mi], bf[ni]);
+      }
+    }
+  }
+  tc_wait<0>();
+  __syncthreads();
+
+  // The tile in the tensor type through shared memory: [BN][BM + 8] for
+  // NCHW (positions contiguous), [BM][BN + 8] for NHWC (channels contiguous).
+  ct_u16* out = reinterpret_cast<ct_u16*>(tc_smem);
+#if CT_NHWC
+  constexpr int kLd = BN + 8;
+#else
+  constexpr int kLd = BM + 8;
+#endif
+#pragma unroll
+  for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < CT_NI; ++ni) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int r = wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
+        const int c = wn * CT_WTN + ni * 8 + (lane & 3) * 2 + (v & 1);
+        const ct_u16 bits = ct_from_float<ct_t>(acc[mi][ni][v]).bits;
+#if CT_NHWC
+        out[r * kLd + c] = bits;
+#else
+        out[c * kLd + r] = bits;
+#endif
+      }
+    }
+  }
+  __syncthreads();
+  ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
+  const ct_i64 channels = static_cast<ct_i64>(groups) * ko;
+#if CT_NHWC
+  for (int e = tid; e < BM * BN; e += CT_THREADS) {
+    const int r = e / BN, c = e - r * BN;
+    if (m0 + r < rows && o0 + c < ko) {
+      dst[static_cast<ct_i64>(m0 + r) * channels + g * ko + o0 + c] = out[r * kLd + c];
+    }
+  }
+#else
+  const int r = tid % BM, m = m0 + r;
+  if (m < rows) {
+    const int n = m / ohw, pos = m - n * ohw;
+    ct_u16* at = dst + (static_cast<ct_i64>(n) * channels + g * ko) * ohw + pos;
+    for (int c = tid / BM; c < BN && o0 + c < ko; c += CT_THREADS / BM) {
+      at[static_cast<ct_i64>(o0 + c) * ohw] = out[c * kLd + r];
+    }
+  }
+#endif
+}
+
+#endif  // CONVTUNE_BACKEND_CUDA

@@ -12,18 +12,21 @@
 // the tensors do not already have them.
 //
 // conv_tc: a block computes a BM x BN tile of the GEMM (rows m, columns o)
-// over reduction steps of 32 channels of one filter tap. Each step's operand
-// tiles go from global to shared memory by cp.async (16 bytes a copy, zeros
-// for taps in the padding) into a ring of CT_STAGES stages, so the loads of
-// later steps overlap the products of this one. WM x WN warps read their
+// over reduction steps of BK channels (32 or 64; CP a multiple of BK) of one
+// filter tap, the taps of a channel block one after another so that the
+// source rows they share are still in L1. Each step's operand tiles go from
+// global to shared memory by cp.async (16 bytes a copy, zeros for taps in
+// the padding) into a ring of CT_STAGES stages, so the loads of later steps
+// overlap the products of this one. WM x WN warps read their
 // fragments with ldmatrix and multiply with mma.sync m16n8k16 (fp32 sums).
 // The finished tile goes through shared memory so that the stores to dst
 // run along its contiguous dimension.
-// Shared tiles are rows of 32 channels (64 bytes, four 16-byte chunks); chunk
-// j of row r sits at chunk j ^ ((r >> 1) & 3), which keeps the eight rows an
-// ldmatrix reads, and the copies a warp issues, on distinct banks.
+// Shared tiles are rows of BK channels in 16-byte chunks; chunk j of row r
+// sits at chunk j ^ ((r >> 1) & 3) for BK 32 (four chunks) and j ^ (r & 7)
+// for BK 64 (eight), which keeps the eight rows an ldmatrix reads on
+// distinct banks.
 //
-// Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN (block tile), WM WN
+// Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
 // (warps), CT_STAGES. Scalars:
 //   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk)
 //   tc_pack_act     n0 nb G CG CP HW: images [n0, n0 + nb) of a tensor with
@@ -48,9 +51,12 @@
 #ifndef CT_STAGES
 #define CT_STAGES 4
 #endif
+#ifndef BK
+#define BK 32
+#endif
 
-#define CT_BK 32
-#define CT_ROW_BYTES (CT_BK * 2)
+#define CT_CHUNKS (BK / 8)  // 16-byte chunks per tile row
+#define CT_ROW_BYTES (BK * 2)
 #define CT_THREADS (WM * WN * 32)
 #define CT_WTM (BM / WM)
 #define CT_WTN (BN / WN)
@@ -58,23 +64,29 @@
 #define CT_NI (CT_WTN / 8)
 #define CT_A_BYTES (BM * CT_ROW_BYTES)
 #define CT_STAGE_BYTES ((BM + BN) * CT_ROW_BYTES)
-#define CT_AL (BM * 4 / CT_THREADS)  // A chunks a thread copies per stage
-#define CT_BL (BN * 4 / CT_THREADS)
+#define CT_AL (BM * CT_CHUNKS / CT_THREADS)  // A chunks a thread copies per stage
+#define CT_BL (BN * CT_CHUNKS / CT_THREADS)
 
 static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0, "warp tile: 16-row by 16-column multiples");
-static_assert(CT_AL >= 1 && CT_BL >= 1 && CT_AL * CT_THREADS == BM * 4 &&
-                  CT_BL * CT_THREADS == BN * 4,
+static_assert(BK == 32 || BK == 64, "BK: 32 or 64 channels a step");
+static_assert(CT_AL >= 1 && CT_BL >= 1 && CT_AL * CT_THREADS == BM * CT_CHUNKS &&
+                  CT_BL * CT_THREADS == BN * CT_CHUNKS,
               "tile chunks must divide evenly among the threads");
 static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
 
 // The byte offset of 16-byte chunk j of row r in a shared tile.
 CT_DEVICE ct_u32 tc_swizzle(int r, int j) {
+#if BK == 32
   return static_cast<ct_u32>(r * CT_ROW_BYTES + ((j ^ ((r >> 1) & 3)) << 4));
+#else
+  return static_cast<ct_u32>(r * CT_ROW_BYTES + ((j ^ (r & 7)) << 4));
+#endif
 }
 
 // dst[i][pos][g][c] = the source's channel g*CG + c of image n0 + i at pos,
-// 0 for c >= CG. NCHW: 32x32 tiles of (channel, position) through shared
-// memory, 256 threads; NHWC: one element per thread of a 1-D launch.
+// 0 for c >= CG. NCHW: 64x64 tiles of (channel, position) through shared
+// memory, 256 threads, values moved in pairs (positions in, channels out);
+// NHWC: one element per thread of a 1-D launch.
 CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_g,
                            ct_i64 a_cg, ct_i64 a_cp, ct_i64 a_hw) {
   const int groups = static_cast<int>(a_g), cg = static_cast<int>(a_cg);
@@ -91,24 +103,41 @@ CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0, ct_i64 a_n
   const int g = ch / cp, c = ch - g * cp;
   dst[i] = c < cg ? src[(a_n0 * hw + at) * (groups * cg) + g * cg + c] : static_cast<ct_u16>(0);
 #else
-  __shared__ ct_u16 tile[32][33];
-  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-  const int pos0 = blockIdx.x * 32, ch0 = blockIdx.y * 32;
+  // tile[channel][position], rows padded by one pair.
+  __shared__ ct_u32 tile[64][33];
+  const int lane = threadIdx.x & 31, wy = threadIdx.x >> 5;
+  const int pos0 = blockIdx.x * 64, ch0 = blockIdx.y * 64;
   const ct_i64 image = a_n0 + blockIdx.z;
-  for (int j = ty; j < 32; j += 8) {
-    const int ch = ch0 + j, pos = pos0 + tx;
-    ct_u16 v = 0;
+  const int pos = pos0 + 2 * lane;
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    const int j = wy + 8 * jj, ch = ch0 + j;
+    ct_u32 v = 0;
     if (ch < row && pos < hw) {
       const int g = ch / cp, c = ch - g * cp;
-      if (c < cg) v = src[(image * (groups * cg) + g * cg + c) * hw + pos];
+      if (c < cg) {
+        const ct_u16* at = src + (image * (groups * cg) + g * cg + c) * hw + pos;
+        if ((hw & 1) == 0) {
+          v = *reinterpret_cast<const ct_u32*>(at);
+        } else {
+          v = at[0] | (pos + 1 < hw ? static_cast<ct_u32>(at[1]) << 16 : 0u);
+        }
+      }
     }
-    tile[j][tx] = v;
+    tile[j][lane] = v;
   }
   __syncthreads();
+  const ct_u16* half = reinterpret_cast<const ct_u16*>(&tile[0][0]);  // [64][66]
   ct_u16* out = dst + static_cast<ct_i64>(blockIdx.z) * hw * row;
-  for (int j = ty; j < 32; j += 8) {
-    const int pos = pos0 + j, ch = ch0 + tx;
-    if (pos < hw && ch < row) out[static_cast<ct_i64>(pos) * row + ch] = tile[tx][j];
+  const int ch = ch0 + 2 * lane;  // row is a multiple of 32: ch + 1 < row with ch
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    const int j = wy + 8 * jj, p = pos0 + j;
+    if (p < hw && ch < row) {
+      const ct_u32 v =
+          half[(2 * lane) * 66 + j] | (static_cast<ct_u32>(half[(2 * lane + 1) * 66 + j]) << 16);
+      *reinterpret_cast<ct_u32*>(out + static_cast<ct_i64>(p) * row + ch) = v;
+    }
   }
 #endif
 }
@@ -120,7 +149,7 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g, ct_i64 a_k
   const int fr = static_cast<int>(a_r), fs = static_cast<int>(a_s);
   const bool flip = a_flip != 0;
   const int ko_count = flip ? cg : kg, red = flip ? kg : cg;  // red: the reduced channels
-  const int cp = (red + CT_BK - 1) / CT_BK * CT_BK;
+  const int cp = (red + 31) / 32 * 32;
   const ct_i64 count = a_g * ko_count * fr * fs * cp;
   const ct_i64 i = ct_global_index_x();
   if (i >= count) return;
@@ -156,7 +185,13 @@ CT_DEVICE ct_u32 tc_shared_address(const void* p) {
   return a;
 }
 
-// 16 bytes from global to shared; `bytes` 0 writes zeros instead.
+// 16 bytes from global to shared; `bytes` 0 writes zeros instead. The
+// source rows go through L1 (nine taps read each of them), the filter rows
+// only through L2.
+CT_DEVICE void tc_copy16_l1(ct_u32 dst, const void* src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+}
 CT_DEVICE void tc_copy16(ct_u32 dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
                : "memory");
@@ -194,9 +229,8 @@ CT_DEVICE void tc_mma(float* d, const ct_u32* a, const ct_u32* b) {
 // Dynamic shared memory: the larger of the stage ring and the output tile.
 CT_KERNEL void __launch_bounds__(CT_THREADS)
     conv_tc(const ct_t* psrc, const ct_t* pfilt, ct_t* pdst, ct_i64 a_n, ct_i64 a_h, ct_i64 a_w,
-            ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko, ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r,
-            ct_i64 a_s, ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh,
-            ct_i64 a_dw) {
+            ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko, ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s,
+            ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh, ct_i64 a_dw) {
   extern __shared__ __align__(16) unsigned char tc_smem[];
   const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
   const int groups = static_cast<int>(a_g), cp = static_cast<int>(a_cp);
@@ -212,7 +246,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int m0 = static_cast<int>(blockIdx.x / col_tiles) * BM;
   const int o0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
   const int g = blockIdx.y;
-  const int chunk = tid & 3;
+  const int chunk = tid % CT_CHUNKS;
 
   // The source rows and filter rows this thread copies: where each starts,
   // and for source rows the (ih, iw) of tap (0, 0).
@@ -220,7 +254,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   ct_u32 a_to[CT_AL];
 #pragma unroll
   for (int i = 0; i < CT_AL; ++i) {
-    const int r = (tid >> 2) + i * (CT_THREADS / 4);
+    const int r = tid / CT_CHUNKS + i * (CT_THREADS / CT_CHUNKS);
     const int m = m0 + r;
     a_to[i] = tc_swizzle(r, chunk);
     a_at[i] = 0, a_h0[i] = -(1 << 29), a_w0[i] = 0;
@@ -238,21 +272,21 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   ct_u32 b_to[CT_BL];
 #pragma unroll
   for (int i = 0; i < CT_BL; ++i) {
-    const int r = (tid >> 2) + i * (CT_THREADS / 4);
+    const int r = tid / CT_CHUNKS + i * (CT_THREADS / CT_CHUNKS);
     b_ok[i] = o0 + r < ko;
     b_to[i] = CT_A_BYTES + tc_swizzle(r, chunk);
     b_at[i] = ((g * ko + (b_ok[i] ? o0 + r : 0)) * taps) * cp + chunk * 8;
   }
 
   const ct_u32 smem = tc_shared_address(tc_smem);
-  const int cblocks = cp / CT_BK;
+  const int cblocks = cp / BK;
   const int steps = taps * cblocks;
   const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
   const ct_u16* filt = reinterpret_cast<const ct_u16*>(pfilt);
 
   // Issues the copies of reduction step `kt` into stage `slot`.
   auto load = [&](int kt, int slot) {
-    const int tap = kt / cblocks, c0 = (kt - tap * cblocks) * CT_BK;
+    const int cb = kt / taps, tap = kt - cb * taps, c0 = cb * BK;
     const int fr = tap / fs, fc = tap - fr * fs;
     const ct_u32 base = smem + slot * CT_STAGE_BYTES;
 #pragma unroll
@@ -261,7 +295,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
                       static_cast<unsigned>(iw) < static_cast<unsigned>(w);
       const ct_u16* p = ok ? src + a_at[i] + (ih * w + iw) * row_stride + c0 : src;
-      tc_copy16(base + a_to[i], p, ok ? 16 : 0);
+      tc_copy16_l1(base + a_to[i], p, ok ? 16 : 0);
     }
 #pragma unroll
     for (int i = 0; i < CT_BL; ++i) {
@@ -295,7 +329,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     const ct_u32 a_tile = smem + (kt % CT_STAGES) * CT_STAGE_BYTES;
     const ct_u32 b_tile = a_tile + CT_A_BYTES;
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
+    for (int kk = 0; kk < BK / 16; ++kk) {
       ct_u32 af[CT_MI][4], bf[CT_NI][2];
 #pragma unroll
       for (int mi = 0; mi < CT_MI; ++mi) {

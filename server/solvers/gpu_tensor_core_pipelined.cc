@@ -9,7 +9,8 @@
 // group padded to a multiple of 32, and conv_tc writing y or dx in place.
 // NHWC tensors whose channels per group are already a multiple of 32 are
 // read where they are; so is the forward filter then.
-// A config is {BM, BN, WM, WN, stages}.
+// A config is {BM, BN, BK, WM, WN, stages}; BK 64 where the padded channels
+// allow it.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -27,8 +28,8 @@ namespace convtune {
 namespace {
 
 constexpr int kMinSm = 80;
-constexpr int64_t kChannelBlock = 32;  // conv_tc's reduction step
-constexpr int64_t kRowBytes = kChannelBlock * 2;
+// Channels per group are padded to a multiple of conv_tc's shorter step.
+constexpr int64_t kChannelBlock = 32;
 constexpr int64_t kWorkspaceBudget = int64_t{512} << 20;
 constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridY = 65535;
@@ -36,10 +37,11 @@ constexpr int64_t kPackBlock = 256;
 // The blocks a default config aims for: two waves on a large GPU.
 constexpr int64_t kTargetBlocks = 264;
 
-// {BM, BN, WM, WN, stages}, largest tile first.
-constexpr std::array<int64_t, 5> kConfigs[] = {
-    {256, 128, 4, 2, 3}, {128, 256, 2, 4, 3}, {128, 128, 2, 2, 4}, {128, 128, 2, 2, 3},
-    {128, 64, 2, 2, 4},  {64, 128, 2, 2, 4},  {64, 64, 2, 2, 4}};
+// {BM, BN, BK, WM, WN, stages}, largest tile first.
+constexpr std::array<int64_t, 6> kConfigs[] = {
+    {256, 128, 64, 4, 2, 3}, {256, 128, 32, 4, 2, 3}, {128, 256, 64, 2, 4, 3},
+    {128, 256, 32, 2, 4, 3}, {128, 128, 64, 2, 2, 3}, {128, 128, 32, 2, 2, 4},
+    {128, 64, 32, 2, 2, 4},  {64, 128, 32, 2, 2, 4},  {64, 64, 32, 2, 2, 4}};
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -77,8 +79,7 @@ Geometry MakeGeometry(const ConvProblem& p) {
   g.pack_src = !(nhwc && g.cp == g.ci);
   g.pack_filter = bwd || g.pack_src;
   const int64_t es = ElementBytes(p.type);
-  const int64_t filter_bytes =
-      g.pack_filter ? g.groups * g.co * g.fh * g.fw * g.cp * es : 0;
+  const int64_t filter_bytes = g.pack_filter ? g.groups * g.co * g.fh * g.fw * g.cp * es : 0;
   g.src_at = AlignWorkspace(filter_bytes);
   const int64_t image = g.src_h * g.src_w * g.groups * g.cp;  // elements
   g.chunk = p.n;
@@ -90,10 +91,10 @@ Geometry MakeGeometry(const ConvProblem& p) {
   return g;
 }
 
-int64_t Threads(const PerfConfig& c) { return c[2] * c[3] * 32; }
+int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c) {
-  const int64_t ring = c[4] * (c[0] + c[1]) * kRowBytes;
+  const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
   const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * 2 : c[1] * (c[0] + 8) * 2;
   return std::max(ring, tile);
 }
@@ -133,20 +134,21 @@ class GpuTensorCorePipelined final : public GpuSolver {
     }
     const Geometry g = MakeGeometry(p);
     if (g.chunk < 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "workspace: ", name(), " needs more than ", kWorkspaceBudget >> 20,
-          " MiB of workspace for a single image"));
+      return absl::FailedPreconditionError(absl::StrCat("workspace: ", name(), " needs more than ",
+                                                        kWorkspaceBudget >> 20,
+                                                        " MiB of workspace for a single image"));
     }
     const int64_t dst = p.direction == Direction::kForward ? p.y_elements() : p.x_elements();
-    const int64_t src = g.pack_src ? 0 : (p.direction == Direction::kForward ? p.x_elements()
-                                                                              : p.y_elements());
+    const int64_t src =
+        g.pack_src ? 0 : (p.direction == Direction::kForward ? p.x_elements() : p.y_elements());
     const int64_t filter = g.groups * g.co * g.fh * g.fw * g.cp;
     if (std::max({dst, src, filter}) > kMaxIndex32 || g.groups > kMaxGridY ||
         Blocks(g, g.chunk, {64, 64}) > kMaxIndex32) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(name(), " indexes a chunk in 32 bits and launches groups on a 16-bit "
-                               "grid axis: ",
-                       std::max({dst, src, filter}), " elements and ", g.groups, " groups are too many"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          name(),
+          " indexes a chunk in 32 bits and launches groups on a 16-bit "
+          "grid axis: ",
+          std::max({dst, src, filter}), " elements and ", g.groups, " groups are too many"));
     }
     return absl::OkStatus();
   }
@@ -154,8 +156,11 @@ class GpuTensorCorePipelined final : public GpuSolver {
   int64_t WorkspaceBytes(const ConvProblem& p) const override { return MakeGeometry(p).bytes; }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
+    const int64_t cp = MakeGeometry(p).cp;
     std::vector<PerfConfig> space;
-    for (const auto& c : kConfigs) space.push_back(PerfConfig(c.begin(), c.end()));
+    for (const auto& c : kConfigs) {
+      if (cp % c[2] == 0) space.push_back(PerfConfig(c.begin(), c.end()));
+    }
     return space;
   }
 
@@ -164,10 +169,12 @@ class GpuTensorCorePipelined final : public GpuSolver {
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     const Geometry g = MakeGeometry(p);
     const int64_t rows = g.chunk * g.dst_h * g.dst_w;
-    const std::array<int64_t, 5>* best = &kConfigs[std::size(kConfigs) - 1];
+    const std::array<int64_t, 6>* best = &kConfigs[std::size(kConfigs) - 1];
     int64_t best_blocks = 0;
     for (const auto& c : kConfigs) {
-      if ((c[0] > 64 && c[0] >= 2 * rows) || (c[1] > 64 && c[1] >= 2 * g.co)) continue;
+      if (g.cp % c[2] != 0 || (c[0] > 64 && c[0] >= 2 * rows) || (c[1] > 64 && c[1] >= 2 * g.co)) {
+        continue;
+      }
       const PerfConfig config(c.begin(), c.end());
       const int64_t blocks = Blocks(g, g.chunk, config);
       if (blocks >= kTargetBlocks) return config;
@@ -191,15 +198,14 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const Geometry g = MakeGeometry(p);
     const bool fwd = p.direction == Direction::kForward;
     std::vector<std::string> options = ProblemOptions(p);
-    const char* names[] = {"BM", "BN", "WM", "WN", "CT_STAGES"};
-    for (int i = 0; i < 5; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
+    const char* names[] = {"BM", "BN", "BK", "WM", "WN", "CT_STAGES"};
+    for (int i = 0; i < 6; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
     const int source = AddSource(&plan, "conv_tc.cu", options);
     const int64_t es = ElementBytes(p.type);
     if (g.pack_filter) {
       const int64_t count = g.groups * g.co * g.fh * g.fw * g.cp;
-      v1::KernelStep* step =
-          AddGpuStep(&plan, "tc_pack_filter", source, {CeilDiv(count, kPackBlock), 1, 1},
-                     kPackBlock);
+      v1::KernelStep* step = AddGpuStep(&plan, "tc_pack_filter", source,
+                                        {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
       AddBuffer(step, v1::BUFFER_W);
       AddBuffer(step, v1::BUFFER_WORKSPACE);
       for (int64_t v : {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw, int64_t{!fwd}}) {
@@ -216,14 +222,15 @@ class GpuTensorCorePipelined final : public GpuSolver {
         const std::array<int64_t, 3> grid =
             p.layout == Layout::kNHWC
                 ? std::array<int64_t, 3>{CeilDiv(nb * src_hw * row, kPackBlock), 1, 1}
-                : std::array<int64_t, 3>{CeilDiv(src_hw, 32), CeilDiv(row, 32), nb};
+                : std::array<int64_t, 3>{CeilDiv(src_hw, 64), CeilDiv(row, 64), nb};
         v1::KernelStep* pack = AddGpuStep(&plan, "tc_pack_act", source, grid, kPackBlock);
         AddBuffer(pack, src);
         AddBuffer(pack, v1::BUFFER_WORKSPACE, g.src_at);
         for (int64_t v : {n0, nb, g.groups, g.ci, g.cp, src_hw}) pack->add_scalars(v);
       }
-      v1::KernelStep* step = AddGpuStep(&plan, "conv_tc", source, {Blocks(g, nb, config), g.groups, 1},
-                                        static_cast<uint32_t>(Threads(config)));
+      v1::KernelStep* step =
+          AddGpuStep(&plan, "conv_tc", source, {Blocks(g, nb, config), g.groups, 1},
+                     static_cast<uint32_t>(Threads(config)));
       step->set_shared_bytes(static_cast<uint32_t>(SharedBytes(p, config)));
       if (g.pack_src) {
         AddBuffer(step, v1::BUFFER_WORKSPACE, g.src_at);

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "kernels/cuda_device.h"
@@ -36,6 +37,7 @@
 #include "server/backend.h"
 #include "server/find_engine.h"
 #include "server/kernel_builder.h"
+#include "server/solver.h"
 
 namespace convtune {
 namespace {
@@ -189,6 +191,12 @@ struct Bench {
     row.warm_us = std::chrono::duration<double, std::micro>(Clock::now() - t1).count();
     const v1::PerfResult& best = cold.record.results(0);
     row.ours_solver = best.solver_name();
+    if (best.perf_config_size() > 0) {
+      absl::StrAppend(&row.ours_solver, " [",
+                      PerfConfigString(PerfConfig(best.perf_config().begin(),
+                                                  best.perf_config().end())),
+                      "]");
+    }
     ASSIGN_OR_RETURN(v1::ExecutionPlan plan,
                      engine->Plan(p, best.solver_id(),
                                   PerfConfig(best.perf_config().begin(), best.perf_config().end())));

@@ -28,8 +28,8 @@ namespace convtune {
 namespace {
 
 ConvProblem Conv(int dims, int64_t n, int64_t c, std::array<int64_t, 3> in, int64_t k,
-                 std::array<int64_t, 3> f, std::array<int64_t, 3> pad, int64_t stride,
-                 int64_t dil, int64_t groups) {
+                 std::array<int64_t, 3> f, std::array<int64_t, 3> pad, int64_t stride, int64_t dil,
+                 int64_t groups) {
   ConvProblem p;
   p.spatial_dims = dims;
   p.n = n, p.c = c, p.k = k, p.groups = groups;
@@ -104,8 +104,8 @@ int CollectSources(const Solver& solver, SourceSet* sources) {
   for (size_t i = 0; i < problems.size(); ++i) {
     if (!solver.dynamic() && i != 0 && i != 4 && i != 7) continue;
     const ConvProblem& base = problems[i];
-    for (Direction d : {Direction::kForward, Direction::kBackwardData,
-                        Direction::kBackwardWeights}) {
+    for (Direction d :
+         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
         for (Layout l : {Layout::kNCHW, Layout::kNHWC}) {
           ConvProblem p = base;
@@ -190,44 +190,40 @@ TEST_P(GpuSolverCompile, EveryPlanSourceCompiles) {
   if (solver->SupportsDevice(h200)) {
     const std::vector<std::string> failed = CompileAll(**nvrtc, "sm_90", sources);
     EXPECT_TRUE(failed.empty()) << failed.size() << " of " << sources.size()
-                                << " sources fail on NVRTC:\n" << absl::StrJoin(failed, "\n");
+                                << " sources fail on NVRTC:\n"
+                                << absl::StrJoin(failed, "\n");
   }
 
   DeviceInfo mi200{.backend = "hip", .arch = "gfx90a", .blas = "rocblas2.45.0"};
   if (!solver->SupportsDevice(mi200)) return;
   absl::StatusOr<std::unique_ptr<KernelCompiler>> hiprtc = MakeHiprtcCompiler();
   if (!hiprtc.ok()) {
-    GTEST_SKIP() << "NVRTC compiled " << sources.size() << " sources; hiprtc: "
-                 << hiprtc.status();
+    GTEST_SKIP() << "NVRTC compiled " << sources.size() << " sources; hiprtc: " << hiprtc.status();
   }
   const std::vector<std::string> failed = CompileAll(**hiprtc, "gfx90a", sources);
   EXPECT_TRUE(failed.empty()) << failed.size() << " of " << sources.size()
-                              << " sources fail on hiprtc:\n" << absl::StrJoin(failed, "\n");
+                              << " sources fail on hiprtc:\n"
+                              << absl::StrJoin(failed, "\n");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllGpuSolvers, GpuSolverCompile,
                          ::testing::Values(kGpuDirectNaiveId, kGpuImplicitGemmId,
                                            kGpuImplicitGemmStaticId, kGpuDepthwiseId,
                                            kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
-                                           kGpuGemm1x1BlasId, kGpuWinogradF2x3Id,
-                                           kGpuDirectTiledId, kGpuWinogradBlasId,
-                                           kGpuTensorCorePipelinedId),
+                                           kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
+                                           kGpuWinogradBlasId, kGpuTensorCorePipelinedId),
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return absl::StrCat("solver", info.param);
                          });
 
 TEST(GpuSolvers, IdsNamesAndDevices) {
-  const std::map<uint32_t, std::string> want = {{101, "gpu_direct_naive"},
-                                                {102, "gpu_implicit_gemm"},
-                                                {103, "gpu_implicit_gemm_static"},
-                                                {104, "gpu_depthwise"},
-                                                {105, "gpu_tensor_core_igemm"},
-                                                {106, "gpu_im2col_gemm_blas"},
-                                                {107, "gpu_gemm_1x1_blas"},
-                                                {108, "gpu_winograd_f2x3"},
-                                                {109, "gpu_direct_tiled"},
-                                                {110, "gpu_winograd_blas"},
-                                                {111, "gpu_tensor_core_pipelined"}};
+  const std::map<uint32_t, std::string> want = {
+      {101, "gpu_direct_naive"},         {102, "gpu_implicit_gemm"},
+      {103, "gpu_implicit_gemm_static"}, {104, "gpu_depthwise"},
+      {105, "gpu_tensor_core_igemm"},    {106, "gpu_im2col_gemm_blas"},
+      {107, "gpu_gemm_1x1_blas"},        {108, "gpu_winograd_f2x3"},
+      {109, "gpu_direct_tiled"},         {110, "gpu_winograd_blas"},
+      {111, "gpu_tensor_core_pipelined"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
@@ -316,8 +312,7 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
   EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 2);
   // NHWC: one step batched over the groups, in every direction.
   p.layout = Layout::kNHWC;
-  for (Direction d : {Direction::kForward, Direction::kBackwardData,
-                      Direction::kBackwardWeights}) {
+  for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
     p.direction = d;
     EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 1) << DirectionName(d);
   }
@@ -359,8 +354,8 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
     EXPECT_EQ(s->ConfigSpace(h).size(), 2u);
     plan = s->MakePlan(h, {1});
     ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"conv_pack", gpu::kBlasGemmKernel,
-                                                         "conv_unpack"}));
+    EXPECT_EQ(Kernels(*plan),
+              (std::vector<std::string>{"conv_pack", gpu::kBlasGemmKernel, "conv_unpack"}));
     EXPECT_EQ(plan->workspace_bytes(), AlignWorkspaceForTest(4 * 64 * 49 * 2) + 4 * 32 * 49 * 2);
     EXPECT_EQ(Kernels(*s->MakePlan(h, {})), std::vector<std::string>{gpu::kBlasGemmKernel});
   }
@@ -422,7 +417,6 @@ TEST(GpuSolvers, Im2colGemmBlasBoundsItsColumnMatrix) {
   EXPECT_EQ(big.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(big.message().find("column matrix"), std::string::npos) << big;
 }
-
 
 // Every GEMM operand of a Winograd plan (wino_gemm or blas.gemm) lies inside
 // the workspace, apart from the others.
@@ -593,8 +587,9 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
     plan = s->MakePlan(p, c);
     ASSERT_TRUE(plan.ok()) << plan.status();
     const v1::KernelStep& conv = plan->steps(2);
-    EXPECT_EQ(conv.block(0), c[2] * c[3] * 32);
-    EXPECT_EQ(conv.shared_bytes(), std::max(c[4] * (c[0] + c[1]) * 64, c[1] * (c[0] + 8) * 2));
+    EXPECT_EQ(conv.block(0), c[3] * c[4] * 32);
+    EXPECT_EQ(conv.shared_bytes(),
+              std::max(c[5] * (c[0] + c[1]) * c[2] * 2, c[1] * (c[0] + 8) * 2));
     EXPECT_EQ(conv.grid(0), (4 * 28 * 28 + c[0] - 1) / c[0] * ((128 + c[1] - 1) / c[1]));
   }
   // NHWC with 64 channels: x and the forward filter are read in place.
@@ -617,6 +612,12 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "tc_pack_act", "conv_tc"}));
   EXPECT_EQ(plan->workspace_bytes(),
             AlignWorkspaceForTest(128 * 9 * 32 * 2) + 4 * 28 * 28 * 16 * 32 * 2);
+  // 64-channel steps need the padded channels to be a multiple of 64.
+  for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c[2], 32);
+  p.groups = 1;
+  int64_t wide = 0;
+  for (const PerfConfig& c : s->ConfigSpace(p)) wide += c[2] == 64;
+  EXPECT_GT(wide, 0);
   // Images go through in chunks that keep the packed x within 512 MiB.
   p.layout = Layout::kNCHW, p.groups = 1, p.n = 512, p.in = {1, 112, 112};
   plan = s->MakePlan(p, s->DefaultConfig(p));

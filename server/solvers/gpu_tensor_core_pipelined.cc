@@ -84,7 +84,9 @@ Geometry MakeGeometry(const ConvProblem& p) {
   const int64_t image = g.src_h * g.src_w * g.groups * g.cp;  // elements
   g.chunk = p.n;
   if (g.pack_src) {
-    g.chunk = std::min({p.n, (kWorkspaceBudget - g.src_at) / (image * es), kMaxIndex32 / image});
+    // NCHW packing launches a chunk's images on a 16-bit grid axis.
+    g.chunk = std::min(
+        {p.n, (kWorkspaceBudget - g.src_at) / (image * es), kMaxIndex32 / image, kMaxGridY});
   }
   g.chunk = std::max<int64_t>(g.chunk, 0);
   g.bytes = g.pack_src ? g.src_at + g.chunk * image * es : filter_bytes;

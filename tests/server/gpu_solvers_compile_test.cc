@@ -96,8 +96,10 @@ void CheckPlan(const Solver& solver, const ConvProblem& p, const v1::ExecutionPl
 
 // Builds applicable plans of `solver` and collects their sources. Tile
 // configs are independent of type and layout in the kernels, so every
-// config is compiled for fp32 NCHW and the default for the rest; a
-// size-specialised solver compiles one source per problem, so it gets three.
+// config is compiled for the first applicable type and layout of a problem
+// and direction (fp32 NCHW, or fp16 NCHW for 16-bit solvers) and the
+// default for the rest; a size-specialised solver compiles one source per
+// problem, so it gets three.
 int CollectSources(const Solver& solver, SourceSet* sources) {
   int plans = 0;
   const std::vector<ConvProblem> problems = Problems();
@@ -106,6 +108,7 @@ int CollectSources(const Solver& solver, SourceSet* sources) {
     const ConvProblem& base = problems[i];
     for (Direction d :
          {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+      bool whole_space = true;
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
         for (Layout l : {Layout::kNCHW, Layout::kNHWC}) {
           ConvProblem p = base;
@@ -117,7 +120,8 @@ int CollectSources(const Solver& solver, SourceSet* sources) {
             continue;
           }
           std::vector<PerfConfig> configs = solver.ConfigSpace(p);
-          if (t != DataType::kFp32 || l != Layout::kNCHW) configs = {solver.DefaultConfig(p)};
+          if (!whole_space) configs = {solver.DefaultConfig(p)};
+          whole_space = false;
           EXPECT_EQ(solver.ValidateConfig(p, solver.DefaultConfig(p)), absl::OkStatus());
           for (const PerfConfig& config : configs) {
             absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);

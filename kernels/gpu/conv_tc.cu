@@ -1,5 +1,6 @@
 // Tensor-core implicit GEMM over channel-last operands, fp16 and bf16 on CUDA
-// sm_80 and newer. One forward-shaped pass per group g:
+// sm_80 and newer, every direction. F and B: one forward-shaped pass per
+// group g (conv_tc, compiled for CT_DIR 1 and 2):
 //   dst[m = (n, oh, ow)][o] = sum over (r, s, c) src[n][ih][iw][g][c] * filt[g][o][r][s][c]
 // with ih = oh*SH + r*DH - PH and iw = ow*SW + s*DW - PW (0 outside the
 // source). Forward runs it on x and w; backward data on dy and the filter
@@ -9,7 +10,9 @@
 //   filt  [G][KO][R][S][CP]
 //   dst   y or dx in the problem's layout (CT_NHWC), G*KO channels
 // tc_pack_act and tc_pack_filter bring x, dy and w into these shapes where
-// the tensors do not already have them.
+// the tensors do not already have them. W (conv_tc_wrw, CT_DIR 3, described
+// there) reduces over positions into fp32 partial sums per split, which
+// tc_wrw_reduce adds into dw.
 //
 // conv_tc: a block computes a BM x BN tile of the GEMM (rows m, columns o)
 // over reduction steps of BK channels (32 or 64; CP a multiple of BK) of one
@@ -34,6 +37,9 @@
 //   tc_pack_filter  G KG CG R S flip: w into [G][KO][R][S][CP]; flip 0 is the
 //                   forward filter (KO = KG, CP from CG), flip 1 the backward
 //                   one (KO = CG, CP from KG)
+//   conv_tc_wrw     N H W G CP KG KP OH OW R S PH PW SH SW DH DW splits
+//                   accumulate (N: the chunk)
+//   tc_wrw_reduce   G KG CG CP R S splits
 // The solver keeps every offset within a chunk under 2^31 elements.
 
 #ifndef BM
@@ -68,11 +74,13 @@
 #define CT_BL (BN * CT_CHUNKS / CT_THREADS)
 
 static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0, "warp tile: 16-row by 16-column multiples");
-static_assert(BK == 32 || BK == 64, "BK: 32 or 64 channels a step");
+static_assert(BK == 32 || BK == 64, "BK: 32 or 64 channels (positions for W) a step");
+#if CT_DIR != 3
 static_assert(CT_AL >= 1 && CT_BL >= 1 && CT_AL * CT_THREADS == BM * CT_CHUNKS &&
                   CT_BL * CT_THREADS == BN * CT_CHUNKS,
               "tile chunks must divide evenly among the threads");
 static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
+#endif
 
 // The byte offset of 16-byte chunk j of row r in a shared tile.
 CT_DEVICE ct_u32 tc_swizzle(int r, int j) {
@@ -208,6 +216,14 @@ CT_DEVICE void tc_ldmatrix4(ct_u32* d, ct_u32 addr) {
                : "r"(addr));
 }
 
+// The same, each 8x8 matrix transposed on the way (for tiles stored with the
+// reduction dimension as rows).
+CT_DEVICE void tc_ldmatrix4_trans(ct_u32* d, ct_u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(addr));
+}
+
 CT_DEVICE void tc_mma(float* d, const ct_u32* a, const ct_u32* b) {
 #if CT_TYPE == 3
   asm volatile(
@@ -224,6 +240,7 @@ CT_DEVICE void tc_mma(float* d, const ct_u32* a, const ct_u32* b) {
 #endif
 }
 
+#if CT_DIR != 3
 // Grid: x = row tiles * column tiles (column tiles fastest, so that blocks
 // running together share their source rows), y = groups. Block: CT_THREADS.
 // Dynamic shared memory: the larger of the stage ring and the output tile.
@@ -401,4 +418,213 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #endif
 }
 
+#else  // CT_DIR == 3
+
+#define CT_W_A_ROW (BM * 2)  // bytes of a tile row: one position's BM output channels
+#define CT_W_B_ROW (BN * 2)  // one position's BN filter columns
+#define CT_W_A_BYTES (BK * CT_W_A_ROW)
+#define CT_W_STAGE_BYTES (BK * (BM + BN) * 2)
+#define CT_W_AL (BK * (BM / 8) / CT_THREADS)  // chunks a thread copies per stage
+#define CT_W_BL (BK * (BN / 8) / CT_THREADS)
+static_assert(BK == 32 && BM >= 64 && BN >= 64, "W tiles: 32 positions by rows of 8+ chunks");
+static_assert(CT_W_AL >= 1 && CT_W_BL >= 1 && CT_W_AL * CT_THREADS == BK * (BM / 8) &&
+                  CT_W_BL * CT_THREADS == BK * (BN / 8),
+              "tile chunks must divide evenly among the threads");
+
+// Chunk j of row r of a W tile with `row` bytes a row (eight chunks or more).
+CT_DEVICE ct_u32 tc_swizzle_w(int r, int j, int row) {
+  return static_cast<ct_u32>(r * row + ((j ^ (r & 7)) << 4));
+}
+
+// Backward weights as a GEMM per group with the positions as reduction:
+//   part[split][g][k][(r*S + s)*CP + c] (+)= sum over positions p = (n, oh, ow)
+//       of the split: dy[p][g][k] * x[n][oh*SH + r*DH - PH][ow*SW + s*DW - PW][g][c]
+// over packed (or already channel-last) x [N][H][W][G][CP] and dy
+// [N][OH][OW][G][KP] (KP: KG padded to 32). Both tiles hold BK positions as
+// rows (output channels, filter columns contiguous) and reach the MMA
+// through ldmatrix.trans. Each split writes its own fp32 slice of the
+// workspace, adding to it when `accumulate` (chunks after the first); a
+// split with no positions writes zeros.
+// Grid: x = row tiles * column tiles, y = groups, z = splits.
+CT_KERNEL void __launch_bounds__(CT_THREADS)
+    conv_tc_wrw(const ct_t* px, const ct_t* pdy, float* part, ct_i64 a_n, ct_i64 a_h, ct_i64 a_w,
+                ct_i64 a_g, ct_i64 a_cp, ct_i64 a_kg, ct_i64 a_kp, ct_i64 a_oh, ct_i64 a_ow,
+                ct_i64 a_r, ct_i64 a_s, ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw,
+                ct_i64 a_dh, ct_i64 a_dw, ct_i64 a_splits, ct_i64 a_accumulate) {
+  extern __shared__ __align__(16) unsigned char tc_smem[];
+  const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
+  const int groups = static_cast<int>(a_g), cp = static_cast<int>(a_cp);
+  const int kg = static_cast<int>(a_kg), kp = static_cast<int>(a_kp);
+  const int ow = static_cast<int>(a_ow), ohw = static_cast<int>(a_oh * a_ow);
+  const int fs = static_cast<int>(a_s);
+  const int sh = static_cast<int>(a_sh), sw = static_cast<int>(a_sw);
+  const int cols = static_cast<int>(a_r) * fs * cp;
+  const int positions = static_cast<int>(a_n) * ohw;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WM, wn = warp / WM;
+  const int col_tiles = (cols + BN - 1) / BN;
+  const int m0 = static_cast<int>(blockIdx.x / col_tiles) * BM;
+  const int n0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
+  const int g = blockIdx.y, split = blockIdx.z;
+  const int splits = static_cast<int>(a_splits);
+  const int per = ((positions + splits - 1) / splits + BK - 1) / BK * BK;
+  const int p_begin = min(positions, split * per), p_end = min(positions, p_begin + per);
+  const int steps = (p_end - p_begin + BK - 1) / BK;
+
+  // The dy columns (output channels) and filter columns (tap, channel) this
+  // thread copies.
+  const int a_chunk = tid % (BM / 8);
+  const bool a_ok = m0 + a_chunk * 8 < kp;
+  const int a_at = g * kp + m0 + a_chunk * 8;
+  const int dy_row = groups * kp;
+  const int b_chunk = tid % (BN / 8);
+  const int col = n0 + b_chunk * 8;
+  const bool b_ok = col < cols;
+  const int tap = b_ok ? col / cp : 0;
+  const int fr = tap / fs, fc = tap - fr * fs;
+  const int b_h = fr * static_cast<int>(a_dh) - static_cast<int>(a_ph);
+  const int b_w = fc * static_cast<int>(a_dw) - static_cast<int>(a_pw);
+  const int b_at = g * cp + (col - tap * cp);
+  const int x_row = groups * cp;
+
+  const ct_u32 smem = tc_shared_address(tc_smem);
+  const ct_u16* x = reinterpret_cast<const ct_u16*>(px);
+  const ct_u16* dy = reinterpret_cast<const ct_u16*>(pdy);
+
+  auto load = [&](int kt, int slot) {
+    const int q0 = p_begin + kt * BK;
+    const ct_u32 base = smem + slot * CT_W_STAGE_BYTES;
+#pragma unroll
+    for (int i = 0; i < CT_W_AL; ++i) {
+      const int r = tid / (BM / 8) + i * (CT_THREADS / (BM / 8));
+      const int q = q0 + r;
+      const bool ok = a_ok && q < p_end;
+      const ct_u16* p = ok ? dy + q * dy_row + a_at : dy;
+      tc_copy16(base + tc_swizzle_w(r, a_chunk, CT_W_A_ROW), p, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < CT_W_BL; ++i) {
+      const int r = tid / (BN / 8) + i * (CT_THREADS / (BN / 8));
+      const int q = q0 + r;
+      bool ok = b_ok && q < p_end;
+      const ct_u16* p = x;
+      if (ok) {
+        const int n = q / ohw, pos = q - n * ohw;
+        const int oh = pos / ow, oq = pos - oh * ow;
+        const int ih = oh * sh + b_h, iw = oq * sw + b_w;
+        ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
+             static_cast<unsigned>(iw) < static_cast<unsigned>(w);
+        if (ok) p = x + ((n * h + ih) * w + iw) * x_row + b_at;
+      }
+      tc_copy16(base + CT_W_A_BYTES + tc_swizzle_w(r, b_chunk, CT_W_B_ROW), p, ok ? 16 : 0);
+    }
+  };
+
+  float acc[CT_MI][CT_NI][4];
+#pragma unroll
+  for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < CT_NI; ++ni) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
+    }
+  }
+#pragma unroll
+  for (int st = 0; st < CT_STAGES - 1; ++st) {
+    if (st < steps) load(st, st);
+    tc_commit();
+  }
+  const int sub = lane >> 3, row8 = lane & 7;  // ldmatrix: which matrix, which of its rows
+  for (int kt = 0; kt < steps; ++kt) {
+    tc_wait<CT_STAGES - 2>();
+    __syncthreads();
+    const int next = kt + CT_STAGES - 1;
+    if (next < steps) load(next, next % CT_STAGES);
+    tc_commit();
+    const ct_u32 a_tile = smem + (kt % CT_STAGES) * CT_W_STAGE_BYTES;
+    const ct_u32 b_tile = a_tile + CT_W_A_BYTES;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      ct_u32 af[CT_MI][4], bf[CT_NI][2];
+#pragma unroll
+      for (int mi = 0; mi < CT_MI; ++mi) {
+        // Matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15).
+        const int r = kk * 16 + (sub >> 1) * 8 + row8;
+        const int m = wm * CT_WTM + mi * 16 + (sub & 1) * 8;
+        tc_ldmatrix4_trans(af[mi], a_tile + tc_swizzle_w(r, m >> 3, CT_W_A_ROW));
+      }
+#pragma unroll
+      for (int nj = 0; nj < CT_NI / 2; ++nj) {
+        // Matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+        const int r = kk * 16 + (sub & 1) * 8 + row8;
+        const int n = wn * CT_WTN + nj * 16 + (sub >> 1) * 8;
+        ct_u32 t[4];
+        tc_ldmatrix4_trans(t, b_tile + tc_swizzle_w(r, n >> 3, CT_W_B_ROW));
+        bf[2 * nj][0] = t[0], bf[2 * nj][1] = t[1];
+        bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+        for (int ni = 0; ni < CT_NI; ++ni) tc_mma(acc[mi][ni], af[mi], bf[ni]);
+      }
+    }
+  }
+  tc_wait<0>();
+
+  float* out = part + (static_cast<ct_i64>(split) * groups + g) * kg * cols;
+  const bool accumulate = a_accumulate != 0;
+#pragma unroll
+  for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < CT_NI; ++ni) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int k = m0 + wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
+        const int c = n0 + wn * CT_WTN + ni * 8 + (lane & 3) * 2 + (v & 1);
+        if (k < kg && c < cols) {
+          float* at = out + static_cast<ct_i64>(k) * cols + c;
+          *at = accumulate ? *at + acc[mi][ni][v] : acc[mi][ni][v];
+        }
+      }
+    }
+  }
+}
+
+#endif  // CT_DIR
+
 #endif  // CONVTUNE_BACKEND_CUDA
+
+// dw from the splits' partial sums: one element of dw per thread of a 1-D
+// launch, in the filter's layout (CT_NHWC).
+CT_KERNEL void tc_wrw_reduce(const float* part, ct_t* pdw, ct_i64 a_g, ct_i64 a_kg, ct_i64 a_cg,
+                             ct_i64 a_cp, ct_i64 a_r, ct_i64 a_s, ct_i64 a_splits) {
+  const int kg = static_cast<int>(a_kg), cg = static_cast<int>(a_cg);
+  const int fr = static_cast<int>(a_r), fs = static_cast<int>(a_s);
+  const ct_i64 count = a_g * kg * cg * fr * fs;
+  const ct_i64 i = ct_global_index_x();
+  if (i >= count) return;
+#if CT_NHWC
+  const int c = static_cast<int>(i % cg);
+  ct_i64 rest = i / cg;
+  const int s = static_cast<int>(rest % fs);
+  rest /= fs;
+  const int r = static_cast<int>(rest % fr);
+  const ct_i64 k = rest / fr;
+#else
+  const int s = static_cast<int>(i % fs);
+  ct_i64 rest = i / fs;
+  const int r = static_cast<int>(rest % fr);
+  rest /= fr;
+  const int c = static_cast<int>(rest % cg);
+  const ct_i64 k = rest / cg;
+#endif
+  // Partials are [split][G][KG][(r*S + s)*CP + c]; k = g*KG + kk runs over them in order.
+  const ct_i64 cols = fr * fs * a_cp;
+  const ct_i64 slice = a_g * kg * cols;
+  const ct_i64 at = k * cols + (r * fs + s) * a_cp + c;
+  float sum = 0.0f;
+  for (ct_i64 z = 0; z < a_splits; ++z) sum += part[z * slice + at];
+  pdw[i] = ct_from_float<ct_t>(sum);
+}

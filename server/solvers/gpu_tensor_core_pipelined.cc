@@ -1,16 +1,20 @@
-// gpu_tensor_core_pipelined: 2-D forward and backward data as a tensor-core
-// implicit GEMM over channel-last operands (conv_tc.cu), fp16 and bf16 on
-// NVIDIA sm_80 and newer. Operand tiles reach shared memory through a ring of
-// cp.async stages and the warps read them with ldmatrix, so loads overlap the
-// products; gpu_tensor_core_igemm gathers element by element instead.
-// Plan: the filter packed once into the workspace as [G][KO][R][S][CP]
-// (turned 180 degrees with k and c swapped for backward data), then per chunk
-// of images the source (x, or dy) packed channel-last with the channels of a
-// group padded to a multiple of 32, and conv_tc writing y or dx in place.
-// NHWC tensors whose channels per group are already a multiple of 32 are
-// read where they are; so is the forward filter then.
+// gpu_tensor_core_pipelined: 2-D convolution in every direction as a
+// tensor-core implicit GEMM over channel-last operands (conv_tc.cu), fp16 and
+// bf16 on NVIDIA sm_80 and newer. Operand tiles reach shared memory through a
+// ring of cp.async stages and the warps read them with ldmatrix, so loads
+// overlap the products; gpu_tensor_core_igemm gathers element by element
+// instead.
+// F and B: the filter packed once into the workspace as [G][KO][R][S][CP]
+// (turned 180 degrees with k and c swapped for backward data, stride 1), then
+// per chunk of images the source (x, or dy) packed channel-last with the
+// channels of a group padded to a multiple of 32, and conv_tc writing y or
+// dx in place. NHWC tensors whose channels per group are already a multiple
+// of 32 are read where they are; so is the forward filter then.
+// W: per chunk, x and dy packed the same way (where needed) and conv_tc_wrw
+// adding each split's share of the positions into its fp32 partial sums at
+// the start of the workspace; then tc_wrw_reduce writes dw.
 // A config is {BM, BN, BK, WM, WN, stages}; BK 64 where the padded channels
-// allow it.
+// allow it (F and B; W steps over 32 positions).
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -34,6 +38,7 @@ constexpr int64_t kWorkspaceBudget = int64_t{512} << 20;
 constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPackBlock = 256;
+constexpr int64_t kFloatBytes = sizeof(float);
 // The blocks a default config aims for: two waves on a large GPU.
 constexpr int64_t kTargetBlocks = 264;
 
@@ -43,7 +48,16 @@ constexpr std::array<int64_t, 6> kConfigs[] = {
     {128, 256, 32, 2, 4, 3}, {128, 128, 64, 2, 2, 3}, {128, 128, 32, 2, 2, 4},
     {128, 64, 32, 2, 2, 4},  {64, 128, 32, 2, 2, 4},  {64, 64, 32, 2, 2, 4}};
 
+// W: {BM (output channels), BN (filter columns), 32 positions, WM, WN, stages}.
+constexpr std::array<int64_t, 6> kWrwConfigs[] = {
+    {128, 128, 32, 2, 2, 4}, {128, 64, 32, 2, 2, 4}, {64, 128, 32, 2, 2, 4}, {64, 64, 32, 2, 2, 4}};
+// W splits the positions over at most this many fp32 partial sums, each
+// split keeping at least kMinPositionsPerSplit positions.
+constexpr int64_t kMaxSplits = 64;
+constexpr int64_t kMinPositionsPerSplit = 1024;
+
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t Pad32(int64_t channels) { return CeilDiv(channels, kChannelBlock) * kChannelBlock; }
 
 // The pass as conv_tc sees it, and the workspace: the packed filter at 0
 // (when packed), a chunk's packed source at src_at (when packed).
@@ -93,16 +107,96 @@ Geometry MakeGeometry(const ConvProblem& p) {
   return g;
 }
 
+// W as conv_tc_wrw sees it, and the workspace: the partial sums at 0, a
+// chunk's packed x at x_at and packed dy at dy_at (when packed).
+struct WrwGeometry {
+  int64_t groups, cg, kg, cp, kp;  // per group; cp, kp padded
+  int64_t h, w, oh, ow, fh, fw;
+  bool pack_x, pack_dy;
+  int64_t cols;  // of a group's GEMM: taps * cp
+  int64_t splits;
+  int64_t x_at, dy_at;
+  int64_t chunk;  // images per chunk; 0 when one image does not fit
+  int64_t bytes;
+};
+
+WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
+  WrwGeometry g;
+  g.groups = p.groups, g.cg = p.c_per_group(), g.kg = p.k_per_group();
+  g.cp = Pad32(g.cg), g.kp = Pad32(g.kg);
+  g.h = p.in[1], g.w = p.in[2], g.oh = p.out(1), g.ow = p.out(2);
+  g.fh = p.filter[1], g.fw = p.filter[2];
+  const bool nhwc = p.layout == Layout::kNHWC;
+  g.pack_x = !(nhwc && g.cp == g.cg);
+  g.pack_dy = !(nhwc && g.kp == g.kg);
+  g.cols = g.fh * g.fw * g.cp;
+  // Enough blocks of the largest tile for two waves on a large GPU.
+  const int64_t blocks = CeilDiv(g.kg, 128) * CeilDiv(g.cols, 128) * g.groups;
+  g.splits = std::clamp<int64_t>(CeilDiv(kTargetBlocks * 2, blocks), 1, kMaxSplits);
+  g.splits = std::min(g.splits, std::max<int64_t>(1, p.n * g.oh * g.ow / kMinPositionsPerSplit));
+  const int64_t es = ElementBytes(p.type);
+  g.x_at = AlignWorkspace(g.splits * g.groups * g.kg * g.cols * kFloatBytes);
+  const int64_t x_image = g.pack_x ? g.h * g.w * g.groups * g.cp : 0;  // elements
+  const int64_t dy_image = g.pack_dy ? g.oh * g.ow * g.groups * g.kp : 0;
+  g.chunk = p.n;
+  if (x_image + dy_image > 0) {
+    const int64_t room = kWorkspaceBudget - g.x_at - 256;  // 256: the dy region's alignment
+    g.chunk = std::min({p.n, room / ((x_image + dy_image) * es), kMaxGridY});
+    for (int64_t image : {x_image, dy_image}) {
+      if (image > 0) g.chunk = std::min(g.chunk, kMaxIndex32 / image);
+    }
+    g.chunk = std::max<int64_t>(g.chunk, 0);
+  }
+  g.dy_at = AlignWorkspace(g.x_at + g.chunk * x_image * es);
+  g.bytes = g.dy_at + g.chunk * dy_image * es;
+  return g;
+}
+
 int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c) {
   const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
+  if (p.direction == Direction::kBackwardWeights) return ring;
   const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * 2 : c[1] * (c[0] + 8) * 2;
   return std::max(ring, tile);
 }
 
 int64_t Blocks(const Geometry& g, int64_t n, const PerfConfig& c) {
   return CeilDiv(n * g.dst_h * g.dst_w, c[0]) * CeilDiv(g.co, c[1]) * g.groups;
+}
+
+// Appends tc_pack_act: images [n0, n0 + nb) of `src` (channels per group
+// `c`, `hw` positions) into the workspace at `at`, channel-last with the
+// channels of each group padded to `cp`.
+void AddPackStep(const ConvProblem& p, int source, v1::BufferRole src, int64_t at, int64_t n0,
+                 int64_t nb, int64_t c, int64_t cp, int64_t hw, v1::ExecutionPlan* plan) {
+  const int64_t row = p.groups * cp;
+  const std::array<int64_t, 3> grid =
+      p.layout == Layout::kNHWC ? std::array<int64_t, 3>{CeilDiv(nb * hw * row, kPackBlock), 1, 1}
+                                : std::array<int64_t, 3>{CeilDiv(hw, 64), CeilDiv(row, 64), nb};
+  v1::KernelStep* pack = AddGpuStep(plan, "tc_pack_act", source, grid, kPackBlock);
+  AddBuffer(pack, src);
+  AddBuffer(pack, v1::BUFFER_WORKSPACE, at);
+  for (int64_t v : {n0, nb, p.groups, c, cp, hw}) pack->add_scalars(v);
+}
+
+// The largest tile that still gives kTargetBlocks, among those not mostly
+// padding; else the one with the most blocks. `blocks` counts a config's.
+template <size_t kCount, typename BlockCount>
+PerfConfig LargestFilling(const std::array<int64_t, 6> (&configs)[kCount], int64_t cp, int64_t rows,
+                          int64_t cols, BlockCount blocks) {
+  const std::array<int64_t, 6>* best = &configs[kCount - 1];
+  int64_t best_blocks = 0;
+  for (const auto& c : configs) {
+    if (cp % c[2] != 0 || (c[0] > 64 && c[0] >= 2 * rows) || (c[1] > 64 && c[1] >= 2 * cols)) {
+      continue;
+    }
+    const PerfConfig config(c.begin(), c.end());
+    const int64_t b = blocks(config);
+    if (b >= kTargetBlocks) return config;
+    if (b > best_blocks) best = &c, best_blocks = b;
+  }
+  return PerfConfig(best->begin(), best->end());
 }
 
 class GpuTensorCorePipelined final : public GpuSolver {
@@ -125,71 +219,77 @@ class GpuTensorCorePipelined final : public GpuSolver {
     if (p.is_3d()) {
       return absl::FailedPreconditionError(absl::StrCat("spatial_dims: ", name(), " is 2-D only"));
     }
-    if (p.direction == Direction::kBackwardWeights) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("direction: ", name(), " runs forward and backward data only"));
-    }
     if (p.direction == Direction::kBackwardData && (p.stride[1] != 1 || p.stride[2] != 1)) {
       return absl::FailedPreconditionError(absl::StrCat("stride: ", name(),
                                                         " needs stride 1 for backward data, got ",
                                                         p.stride[1], "x", p.stride[2]));
     }
-    const Geometry g = MakeGeometry(p);
-    if (g.chunk < 1) {
+    int64_t chunk, largest;  // images per chunk; the most elements a kernel indexes
+    if (p.direction == Direction::kBackwardWeights) {
+      const WrwGeometry g = MakeWrwGeometry(p);
+      chunk = g.chunk;
+      largest =
+          std::max({g.pack_x ? 0 : p.x_elements(), g.pack_dy ? 0 : p.y_elements(), g.kg * g.cols});
+    } else {
+      const Geometry g = MakeGeometry(p);
+      chunk = g.chunk;
+      const bool fwd = p.direction == Direction::kForward;
+      largest = std::max({fwd ? p.y_elements() : p.x_elements(),
+                          g.pack_src ? 0 : (fwd ? p.x_elements() : p.y_elements()),
+                          g.groups * g.co * g.fh * g.fw * g.cp,
+                          CeilDiv(chunk * g.dst_h * g.dst_w, 64) * CeilDiv(g.co, 64)});
+    }
+    if (chunk < 1) {
       return absl::FailedPreconditionError(absl::StrCat("workspace: ", name(), " needs more than ",
                                                         kWorkspaceBudget >> 20,
                                                         " MiB of workspace for a single image"));
     }
-    const int64_t dst = p.direction == Direction::kForward ? p.y_elements() : p.x_elements();
-    const int64_t src =
-        g.pack_src ? 0 : (p.direction == Direction::kForward ? p.x_elements() : p.y_elements());
-    const int64_t filter = g.groups * g.co * g.fh * g.fw * g.cp;
-    if (std::max({dst, src, filter}) > kMaxIndex32 || g.groups > kMaxGridY ||
-        Blocks(g, g.chunk, {64, 64}) > kMaxIndex32) {
+    if (largest > kMaxIndex32 || p.groups > kMaxGridY) {
       return absl::FailedPreconditionError(absl::StrCat(
-          name(),
-          " indexes a chunk in 32 bits and launches groups on a 16-bit "
-          "grid axis: ",
-          std::max({dst, src, filter}), " elements and ", g.groups, " groups are too many"));
+          name(), " indexes a chunk in 32 bits and launches groups on a 16-bit grid axis: ",
+          largest, " elements and ", p.groups, " groups are too many"));
     }
     return absl::OkStatus();
   }
 
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return MakeGeometry(p).bytes; }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return p.direction == Direction::kBackwardWeights ? MakeWrwGeometry(p).bytes
+                                                      : MakeGeometry(p).bytes;
+  }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
-    const int64_t cp = MakeGeometry(p).cp;
     std::vector<PerfConfig> space;
+    if (p.direction == Direction::kBackwardWeights) {
+      for (const auto& c : kWrwConfigs) space.push_back(PerfConfig(c.begin(), c.end()));
+      return space;
+    }
+    const int64_t cp = MakeGeometry(p).cp;
     for (const auto& c : kConfigs) {
       if (cp % c[2] == 0) space.push_back(PerfConfig(c.begin(), c.end()));
     }
     return space;
   }
 
-  // The largest tile that still gives kTargetBlocks, among those not mostly
-  // padding; else the one with the most blocks.
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
-    const Geometry g = MakeGeometry(p);
-    const int64_t rows = g.chunk * g.dst_h * g.dst_w;
-    const std::array<int64_t, 6>* best = &kConfigs[std::size(kConfigs) - 1];
-    int64_t best_blocks = 0;
-    for (const auto& c : kConfigs) {
-      if (g.cp % c[2] != 0 || (c[0] > 64 && c[0] >= 2 * rows) || (c[1] > 64 && c[1] >= 2 * g.co)) {
-        continue;
-      }
-      const PerfConfig config(c.begin(), c.end());
-      const int64_t blocks = Blocks(g, g.chunk, config);
-      if (blocks >= kTargetBlocks) return config;
-      if (blocks > best_blocks) best = &c, best_blocks = blocks;
+    if (p.direction == Direction::kBackwardWeights) {
+      const WrwGeometry g = MakeWrwGeometry(p);
+      return LargestFilling(kWrwConfigs, g.cp, g.kg, g.cols, [&](const PerfConfig& c) {
+        return CeilDiv(g.kg, c[0]) * CeilDiv(g.cols, c[1]) * g.groups * g.splits;
+      });
     }
-    return PerfConfig(best->begin(), best->end());
+    const Geometry g = MakeGeometry(p);
+    return LargestFilling(kConfigs, g.cp, g.chunk * g.dst_h * g.dst_w, g.co,
+                          [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); });
   }
 
   // The products of the padded channels; relative to the fp32 peak, tensor
   // cores run them several times faster.
   double EstimatedFlops(const ConvProblem& p) const override {
-    const Geometry g = MakeGeometry(p);
-    return Solver::EstimatedFlops(p) * static_cast<double>(g.cp) / static_cast<double>(g.ci);
+    const int64_t padded =
+        p.direction == Direction::kBackwardWeights ? MakeWrwGeometry(p).cp : MakeGeometry(p).cp;
+    const int64_t reduced =
+        p.direction == Direction::kBackwardData ? p.k_per_group() : p.c_per_group();
+    return Solver::EstimatedFlops(p) * static_cast<double>(padded) / static_cast<double>(reduced);
   }
   double Efficiency(const ConvProblem& p) const override { return 3.0; }
 
@@ -197,16 +297,27 @@ class GpuTensorCorePipelined final : public GpuSolver {
                                              const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     v1::ExecutionPlan plan = NewPlan(p, config);
-    const Geometry g = MakeGeometry(p);
-    const bool fwd = p.direction == Direction::kForward;
     std::vector<std::string> options = ProblemOptions(p);
     const char* names[] = {"BM", "BN", "BK", "WM", "WN", "CT_STAGES"};
     for (int i = 0; i < 6; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
     const int source = AddSource(&plan, "conv_tc.cu", options);
+    if (p.direction == Direction::kBackwardWeights) {
+      AddWrwSteps(p, config, source, &plan);
+    } else {
+      AddSteps(p, config, source, &plan);
+    }
+    return plan;
+  }
+
+ private:
+  void AddSteps(const ConvProblem& p, const PerfConfig& config, int source,
+                v1::ExecutionPlan* plan) const {
+    const Geometry g = MakeGeometry(p);
+    const bool fwd = p.direction == Direction::kForward;
     const int64_t es = ElementBytes(p.type);
     if (g.pack_filter) {
       const int64_t count = g.groups * g.co * g.fh * g.fw * g.cp;
-      v1::KernelStep* step = AddGpuStep(&plan, "tc_pack_filter", source,
+      v1::KernelStep* step = AddGpuStep(plan, "tc_pack_filter", source,
                                         {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
       AddBuffer(step, v1::BUFFER_W);
       AddBuffer(step, v1::BUFFER_WORKSPACE);
@@ -219,19 +330,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int64_t src_hw = g.src_h * g.src_w, dst_hw = g.dst_h * g.dst_w;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
-      if (g.pack_src) {
-        const int64_t row = g.groups * g.cp;
-        const std::array<int64_t, 3> grid =
-            p.layout == Layout::kNHWC
-                ? std::array<int64_t, 3>{CeilDiv(nb * src_hw * row, kPackBlock), 1, 1}
-                : std::array<int64_t, 3>{CeilDiv(src_hw, 64), CeilDiv(row, 64), nb};
-        v1::KernelStep* pack = AddGpuStep(&plan, "tc_pack_act", source, grid, kPackBlock);
-        AddBuffer(pack, src);
-        AddBuffer(pack, v1::BUFFER_WORKSPACE, g.src_at);
-        for (int64_t v : {n0, nb, g.groups, g.ci, g.cp, src_hw}) pack->add_scalars(v);
-      }
+      if (g.pack_src) AddPackStep(p, source, src, g.src_at, n0, nb, g.ci, g.cp, src_hw, plan);
       v1::KernelStep* step =
-          AddGpuStep(&plan, "conv_tc", source, {Blocks(g, nb, config), g.groups, 1},
+          AddGpuStep(plan, "conv_tc", source, {Blocks(g, nb, config), g.groups, 1},
                      static_cast<uint32_t>(Threads(config)));
       step->set_shared_bytes(static_cast<uint32_t>(SharedBytes(p, config)));
       if (g.pack_src) {
@@ -250,7 +351,46 @@ class GpuTensorCorePipelined final : public GpuSolver {
         step->add_scalars(v);
       }
     }
-    return plan;
+  }
+
+  void AddWrwSteps(const ConvProblem& p, const PerfConfig& config, int source,
+                   v1::ExecutionPlan* plan) const {
+    const WrwGeometry g = MakeWrwGeometry(p);
+    const int64_t es = ElementBytes(p.type);
+    const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
+    for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
+      const int64_t nb = std::min(g.chunk, p.n - n0);
+      if (g.pack_x) AddPackStep(p, source, v1::BUFFER_X, g.x_at, n0, nb, g.cg, g.cp, hw, plan);
+      if (g.pack_dy) {
+        AddPackStep(p, source, v1::BUFFER_Y, g.dy_at, n0, nb, g.kg, g.kp, ohw, plan);
+      }
+      v1::KernelStep* step =
+          AddGpuStep(plan, "conv_tc_wrw", source,
+                     {CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]), g.groups, g.splits},
+                     static_cast<uint32_t>(Threads(config)));
+      step->set_shared_bytes(static_cast<uint32_t>(SharedBytes(p, config)));
+      if (g.pack_x) {
+        AddBuffer(step, v1::BUFFER_WORKSPACE, g.x_at);
+      } else {
+        AddBuffer(step, v1::BUFFER_X, n0 * hw * g.groups * g.cg * es);
+      }
+      if (g.pack_dy) {
+        AddBuffer(step, v1::BUFFER_WORKSPACE, g.dy_at);
+      } else {
+        AddBuffer(step, v1::BUFFER_Y, n0 * ohw * g.groups * g.kg * es);
+      }
+      AddBuffer(step, v1::BUFFER_WORKSPACE);
+      for (int64_t v :
+           {nb, g.h, g.w, g.groups, g.cp, g.kg, g.kp, g.oh, g.ow, g.fh, g.fw, p.pad[1], p.pad[2],
+            p.stride[1], p.stride[2], p.dilation[1], p.dilation[2], g.splits, int64_t{n0 > 0}}) {
+        step->add_scalars(v);
+      }
+    }
+    v1::KernelStep* reduce = AddGpuStep(plan, "tc_wrw_reduce", source,
+                                        {CeilDiv(p.w_elements(), kPackBlock), 1, 1}, kPackBlock);
+    AddBuffer(reduce, v1::BUFFER_WORKSPACE);
+    AddBuffer(reduce, v1::BUFFER_W);
+    for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits}) reduce->add_scalars(v);
   }
 };
 

@@ -285,11 +285,7 @@ std::vector<Combo> AllCombos() {
          {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
         if (id == kGpuTensorCoreIgemmId && t == DataType::kFp32) continue;
-        // Forward and backward data in 16-bit types only.
-        if (id == kGpuTensorCorePipelinedId &&
-            (t == DataType::kFp32 || d == Direction::kBackwardWeights)) {
-          continue;
-        }
+        if (id == kGpuTensorCorePipelinedId && t == DataType::kFp32) continue;
         combos.push_back({id, d, t});
       }
     }

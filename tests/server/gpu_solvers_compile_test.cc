@@ -635,6 +635,50 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   EXPECT_EQ(plan->steps(3).scalars(0), chunk) << "n0 of the second chunk";
 }
 
+TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
+  ConvProblem p;
+  p.n = 4, p.c = 64, p.k = 128, p.in = {1, 28, 28}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.type = DataType::kFp16, p.direction = Direction::kBackwardWeights;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  // 1 x 5 tiles of 128 x 128 over 128 output channels and 9 * 64 filter
+  // columns; 3136 positions give 3 splits of at least 1024.
+  const int64_t partials = 3 * 128 * 9 * 64 * 4;
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_act", "tc_pack_act", "conv_tc_wrw",
+                                                      "tc_wrw_reduce"}));
+  const v1::KernelStep& wrw = plan->steps(2);
+  EXPECT_EQ(wrw.grid(2), 3) << "splits";
+  EXPECT_EQ(wrw.buffers(2).offset_bytes(), 0) << "partial sums first";
+  EXPECT_EQ(wrw.scalars(wrw.scalars_size() - 1), 0) << "the first chunk writes";
+  EXPECT_EQ(plan->steps(3).scalars(6), 3);
+  const int64_t x_at = AlignWorkspaceForTest(partials);
+  EXPECT_EQ(wrw.buffers(0).offset_bytes(), x_at);
+  EXPECT_EQ(plan->workspace_bytes(),
+            AlignWorkspaceForTest(x_at + 4 * 28 * 28 * 64 * 2) + 4 * 28 * 28 * 128 * 2);
+  for (const PerfConfig& c : s->ConfigSpace(p)) {
+    EXPECT_EQ(c[2], 32) << "W steps over 32 positions";
+    plan = s->MakePlan(p, c);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->steps(2).shared_bytes(), c[5] * (c[0] + c[1]) * 32 * 2);
+  }
+  // NHWC with channels that need no padding: x and dy are read in place.
+  p.layout = Layout::kNHWC;
+  plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"conv_tc_wrw", "tc_wrw_reduce"}));
+  EXPECT_EQ(plan->workspace_bytes(), x_at);
+  // More images than the packed operands' budget: later chunks add to the sums.
+  p.layout = Layout::kNCHW, p.n = 512, p.in = {1, 112, 112};
+  plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_LE(plan->workspace_bytes(), int64_t{512} << 20);
+  ASSERT_GT(plan->steps_size(), 4);
+  EXPECT_EQ(plan->steps(5).kernel(), "conv_tc_wrw");
+  EXPECT_EQ(plan->steps(5).scalars(plan->steps(5).scalars_size() - 1), 1) << "adds";
+}
+
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
   EXPECT_TRUE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90"}));
@@ -650,8 +694,6 @@ TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
   expect_named("type:");
   p.type = DataType::kBf16;
   EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
-  p.direction = Direction::kBackwardWeights;
-  expect_named("direction:");
   p.direction = Direction::kBackwardData, p.stride = {1, 2, 2};
   expect_named("stride:");
   p.direction = Direction::kForward;

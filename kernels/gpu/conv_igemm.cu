@@ -142,21 +142,6 @@ CT_DEVICE smem_t ct_fetch(const ct_t* p, int idx, bool ok) {
 #if CT_MMA
 CT_DEVICE ct_u32 ct_pair(const smem_t* p) { return *reinterpret_cast<const ct_u32*>(p); }
 
-CT_DEVICE void ct_mma(float* d, const ct_u32* a, const ct_u32* b) {
-#if CT_TYPE == 2
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
 #define CT_MI (BM / WM / 16)
 #define CT_NI (BN / WN / 8)
 #endif
@@ -416,7 +401,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #pragma unroll
       for (int i = 0; i < CT_MI; ++i)
 #pragma unroll
-        for (int j = 0; j < CT_NI; ++j) ct_mma(acc[i][j], af[i], bf[j]);
+        for (int j = 0; j < CT_NI; ++j) ct_mma_16816(acc[i][j], af[i], bf[j]);
     }
   };
 #else

@@ -224,20 +224,48 @@ CT_DEVICE void tc_ldmatrix4_trans(ct_u32* d, ct_u32 addr) {
                : "r"(addr));
 }
 
-CT_DEVICE void tc_mma(float* d, const ct_u32* a, const ct_u32* b) {
-#if CT_TYPE == 3
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
+// The stage ring both kernels run: zeroes acc, then for each of `steps`
+// reduction steps waits for its stage, issues the copies of the step
+// CT_STAGES - 1 ahead (load(step, slot)), and multiplies the stage's tiles
+// in slices of 16 (fragments(stage address, slice, af, bf) reads a slice's
+// fragments). Returns with every copy landed; the caller's next barrier
+// frees shared memory.
+template <int kStageBytes, typename Load, typename Fragments>
+CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps, ct_u32 smem, Load& load,
+                           Fragments& fragments) {
+#pragma unroll
+  for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < CT_NI; ++ni) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
+    }
+  }
+#pragma unroll
+  for (int st = 0; st < CT_STAGES - 1; ++st) {
+    if (st < steps) load(st, st);
+    tc_commit();
+  }
+  for (int kt = 0; kt < steps; ++kt) {
+    tc_wait<CT_STAGES - 2>();
+    __syncthreads();
+    // The stage read in the previous step is free once every warp is here.
+    const int next = kt + CT_STAGES - 1;
+    if (next < steps) load(next, next % CT_STAGES);
+    tc_commit();
+    const ct_u32 stage = smem + (kt % CT_STAGES) * kStageBytes;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      ct_u32 af[CT_MI][4], bf[CT_NI][2];
+      fragments(stage, kk, af, bf);
+#pragma unroll
+      for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+        for (int ni = 0; ni < CT_NI; ++ni) ct_mma_16816(acc[mi][ni], af[mi], bf[ni]);
+      }
+    }
+  }
+  tc_wait<0>();
 }
 
 #if CT_DIR != 3
@@ -321,54 +349,26 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     }
   };
 
+  // Slice kk of a stage: A rows m (ldmatrix matrices (m 0-7, k 0-7), (m 8-15,
+  // k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)), B rows o likewise in pairs of
+  // 8-column fragments.
+  auto fragments = [&](ct_u32 stage, int kk, ct_u32(&af)[CT_MI][4], ct_u32(&bf)[CT_NI][2]) {
+#pragma unroll
+    for (int mi = 0; mi < CT_MI; ++mi) {
+      const int r = wm * CT_WTM + mi * 16 + (lane & 15);
+      tc_ldmatrix4(af[mi], stage + tc_swizzle(r, kk * 2 + (lane >> 4)));
+    }
+#pragma unroll
+    for (int nj = 0; nj < CT_NI / 2; ++nj) {
+      const int r = wn * CT_WTN + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
+      ct_u32 t[4];
+      tc_ldmatrix4(t, stage + CT_A_BYTES + tc_swizzle(r, kk * 2 + ((lane >> 3) & 1)));
+      bf[2 * nj][0] = t[0], bf[2 * nj][1] = t[1];
+      bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
+    }
+  };
   float acc[CT_MI][CT_NI][4];
-#pragma unroll
-  for (int mi = 0; mi < CT_MI; ++mi) {
-#pragma unroll
-    for (int ni = 0; ni < CT_NI; ++ni) {
-#pragma unroll
-      for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
-    }
-  }
-
-#pragma unroll
-  for (int st = 0; st < CT_STAGES - 1; ++st) {
-    if (st < steps) load(st, st);
-    tc_commit();
-  }
-  for (int kt = 0; kt < steps; ++kt) {
-    tc_wait<CT_STAGES - 2>();
-    __syncthreads();
-    // The stage read in the previous step is free once every warp is here.
-    const int next = kt + CT_STAGES - 1;
-    if (next < steps) load(next, next % CT_STAGES);
-    tc_commit();
-    const ct_u32 a_tile = smem + (kt % CT_STAGES) * CT_STAGE_BYTES;
-    const ct_u32 b_tile = a_tile + CT_A_BYTES;
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      ct_u32 af[CT_MI][4], bf[CT_NI][2];
-#pragma unroll
-      for (int mi = 0; mi < CT_MI; ++mi) {
-        const int r = wm * CT_WTM + mi * 16 + (lane & 15);
-        tc_ldmatrix4(af[mi], a_tile + tc_swizzle(r, kk * 2 + (lane >> 4)));
-      }
-#pragma unroll
-      for (int nj = 0; nj < CT_NI / 2; ++nj) {
-        const int r = wn * CT_WTN + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
-        ct_u32 t[4];
-        tc_ldmatrix4(t, b_tile + tc_swizzle(r, kk * 2 + ((lane >> 3) & 1)));
-        bf[2 * nj][0] = t[0], bf[2 * nj][1] = t[1];
-        bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < CT_MI; ++mi) {
-#pragma unroll
-        for (int ni = 0; ni < CT_NI; ++ni) tc_mma(acc[mi][ni], af[mi], bf[ni]);
-      }
-    }
-  }
-  tc_wait<0>();
+  tc_mainloop<CT_STAGE_BYTES>(acc, steps, smem, load, fragments);
   __syncthreads();
 
   // The tile in the tensor type through shared memory: [BN][BM + 8] for
@@ -521,57 +521,28 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     }
   };
 
-  float acc[CT_MI][CT_NI][4];
-#pragma unroll
-  for (int mi = 0; mi < CT_MI; ++mi) {
-#pragma unroll
-    for (int ni = 0; ni < CT_NI; ++ni) {
-#pragma unroll
-      for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
-    }
-  }
-#pragma unroll
-  for (int st = 0; st < CT_STAGES - 1; ++st) {
-    if (st < steps) load(st, st);
-    tc_commit();
-  }
   const int sub = lane >> 3, row8 = lane & 7;  // ldmatrix: which matrix, which of its rows
-  for (int kt = 0; kt < steps; ++kt) {
-    tc_wait<CT_STAGES - 2>();
-    __syncthreads();
-    const int next = kt + CT_STAGES - 1;
-    if (next < steps) load(next, next % CT_STAGES);
-    tc_commit();
-    const ct_u32 a_tile = smem + (kt % CT_STAGES) * CT_W_STAGE_BYTES;
-    const ct_u32 b_tile = a_tile + CT_W_A_BYTES;
+  auto fragments = [&](ct_u32 stage, int kk, ct_u32(&af)[CT_MI][4], ct_u32(&bf)[CT_NI][2]) {
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      ct_u32 af[CT_MI][4], bf[CT_NI][2];
-#pragma unroll
-      for (int mi = 0; mi < CT_MI; ++mi) {
-        // Matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15).
-        const int r = kk * 16 + (sub >> 1) * 8 + row8;
-        const int m = wm * CT_WTM + mi * 16 + (sub & 1) * 8;
-        tc_ldmatrix4_trans(af[mi], a_tile + tc_swizzle_w(r, m >> 3, CT_W_A_ROW));
-      }
-#pragma unroll
-      for (int nj = 0; nj < CT_NI / 2; ++nj) {
-        // Matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
-        const int r = kk * 16 + (sub & 1) * 8 + row8;
-        const int n = wn * CT_WTN + nj * 16 + (sub >> 1) * 8;
-        ct_u32 t[4];
-        tc_ldmatrix4_trans(t, b_tile + tc_swizzle_w(r, n >> 3, CT_W_B_ROW));
-        bf[2 * nj][0] = t[0], bf[2 * nj][1] = t[1];
-        bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < CT_MI; ++mi) {
-#pragma unroll
-        for (int ni = 0; ni < CT_NI; ++ni) tc_mma(acc[mi][ni], af[mi], bf[ni]);
-      }
+    for (int mi = 0; mi < CT_MI; ++mi) {
+      // Matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15).
+      const int r = kk * 16 + (sub >> 1) * 8 + row8;
+      const int m = wm * CT_WTM + mi * 16 + (sub & 1) * 8;
+      tc_ldmatrix4_trans(af[mi], stage + tc_swizzle_w(r, m >> 3, CT_W_A_ROW));
     }
-  }
-  tc_wait<0>();
+#pragma unroll
+    for (int nj = 0; nj < CT_NI / 2; ++nj) {
+      // Matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+      const int r = kk * 16 + (sub & 1) * 8 + row8;
+      const int n = wn * CT_WTN + nj * 16 + (sub >> 1) * 8;
+      ct_u32 t[4];
+      tc_ldmatrix4_trans(t, stage + CT_W_A_BYTES + tc_swizzle_w(r, n >> 3, CT_W_B_ROW));
+      bf[2 * nj][0] = t[0], bf[2 * nj][1] = t[1];
+      bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
+    }
+  };
+  float acc[CT_MI][CT_NI][4];
+  tc_mainloop<CT_W_STAGE_BYTES>(acc, steps, smem, load, fragments);
 
   float* out = part + (static_cast<ct_i64>(split) * groups + g) * kg * cols;
   const bool accumulate = a_accumulate != 0;

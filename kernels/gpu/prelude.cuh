@@ -1,8 +1,9 @@
 // The per-backend prelude put in front of every kernel source: warp size,
 // 64-bit integer names, fp16 / bf16 storage types and conversions, warp
-// shuffles. The embedding defines CONVTUNE_BACKEND_CUDA or CONVTUNE_BACKEND_HIP
-// before this text. It includes no header, so the run-time compilers need no
-// include path on the machine that compiles.
+// shuffles, the tensor-core MMA (CUDA). The embedding defines
+// CONVTUNE_BACKEND_CUDA or CONVTUNE_BACKEND_HIP before this text. It includes
+// no header, so the run-time compilers need no include path on the machine
+// that compiles.
 //
 // Kernels are `CT_KERNEL void name(T* buf0, ..., ct_i64 scalar0, ...)`: the
 // step's buffers as pointers, then its scalars as 64-bit integers, in order.
@@ -139,6 +140,27 @@ typedef float ct_t;
 typedef ct_half ct_t;
 #else
 typedef ct_bf16 ct_t;
+#endif
+
+#if defined(CONVTUNE_BACKEND_CUDA)
+// d += a b on the tensor cores (sm_80+): one m16n8k16 MMA of the 16-bit
+// tensor type (bf16 for CT_TYPE 3, else fp16) with fp32 sums, fragments in
+// mma.sync's register layout.
+CT_DEVICE void ct_mma_16816(float* d, const ct_u32* a, const ct_u32* b) {
+#if CT_TYPE == 3
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
 #endif
 
 // Strides in (outer, channel, D, H, W) order of a tensor with `inner`

@@ -1,8 +1,10 @@
 #include "server/solvers/gpu_solver_util.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/plan_args.h"
 #include "server/solvers/gpu_solvers.h"
@@ -48,6 +50,11 @@ int64_t Blocks(const ConvProblem& p, const PerfConfig& c) {
 }
 
 }  // namespace
+
+bool CudaSmAtLeast(const DeviceInfo& device, int sm) {
+  if (device.backend != "cuda" || !absl::StartsWith(device.arch, "sm_")) return false;
+  return std::atoi(device.arch.c_str() + 3) >= sm;
+}
 
 std::vector<std::string> ProblemOptions(const ConvProblem& p) {
   return {absl::StrCat("-DCT_TYPE=", static_cast<int>(p.type)),

@@ -37,6 +37,9 @@ class GpuSolver : public Solver {
   absl::string_view backend() const final { return "gpu"; }
 };
 
+// True for a CUDA device of compute capability `sm` (e.g. 80) or newer.
+bool CudaSmAtLeast(const DeviceInfo& device, int sm);
+
 // -DCT_TYPE, -DCT_DIR and -DCT_NHWC: what every conv kernel is compiled for.
 std::vector<std::string> ProblemOptions(const ConvProblem& p);
 

@@ -1,9 +1,7 @@
 // gpu_tensor_core_igemm: implicit GEMM on tensor cores (mma.sync m16n8k16 via
 // inline PTX, fp32 accumulation) for fp16 and bf16 on NVIDIA sm_80 and newer.
 // HIP matrix cores are not targeted yet.
-#include <cstdlib>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/solvers/gpu_solver_util.h"
 #include "server/solvers/gpu_solvers.h"
@@ -22,8 +20,7 @@ class GpuTensorCoreIgemm final : public GpuSolver {
   bool dynamic() const override { return true; }
 
   bool SupportsDevice(const DeviceInfo& device) const override {
-    if (device.backend != "cuda" || !absl::StartsWith(device.arch, "sm_")) return false;
-    return std::atoi(device.arch.c_str() + 3) >= kMinSm;
+    return CudaSmAtLeast(device, kMinSm);
   }
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.type == DataType::kFp32) {

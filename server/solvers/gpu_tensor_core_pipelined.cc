@@ -17,10 +17,8 @@
 // allow it (F and B; W steps over 32 positions).
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <limits>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/plan_args.h"
@@ -207,8 +205,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
   bool dynamic() const override { return true; }
 
   bool SupportsDevice(const DeviceInfo& device) const override {
-    if (device.backend != "cuda" || !absl::StartsWith(device.arch, "sm_")) return false;
-    return std::atoi(device.arch.c_str() + 3) >= kMinSm;
+    return CudaSmAtLeast(device, kMinSm);
   }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {

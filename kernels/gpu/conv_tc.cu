@@ -185,7 +185,9 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g, ct_i64 a_k
   reinterpret_cast<ct_u16*>(pdst)[i] = v;
 }
 
-#if defined(CONVTUNE_BACKEND_CUDA)
+// The tensor-core kernels: CUDA, 16-bit types (a build for fp32, as when every
+// source is compile-checked with its defaults, has the packing kernels alone).
+#if defined(CONVTUNE_BACKEND_CUDA) && CT_TYPE != 1
 
 CT_DEVICE ct_u32 tc_shared_address(const void* p) {
   ct_u32 a;
@@ -565,7 +567,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 
 #endif  // CT_DIR
 
-#endif  // CONVTUNE_BACKEND_CUDA
+#endif  // CONVTUNE_BACKEND_CUDA && CT_TYPE != 1
 
 // dw from the splits' partial sums: one element of dw per thread of a 1-D
 // launch, in the filter's layout (CT_NHWC).

@@ -34,9 +34,9 @@
 //   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk)
 //   tc_pack_act     n0 nb G CG CP HW: images [n0, n0 + nb) of a tensor with
 //                   G*CG channels into [nb][HW][G][CP]
-//   tc_pack_filter  G KG CG R S flip: w into [G][KO][R][S][CP]; flip 0 is the
-//                   forward filter (KO = KG, CP from CG), flip 1 the backward
-//                   one (KO = CG, CP from KG)
+//   tc_pack_filter  G KG CG R S flip CP: w into [G][KO][R][S][CP]; flip 0 is
+//                   the forward filter (KO = KG, CG channels padded to CP),
+//                   flip 1 the backward one (KO = CG, KG padded to CP)
 //   conv_tc_wrw     N H W G CP KG KP OH OW R S PH PW SH SW DH DW splits
 //                   accumulate (N: the chunk)
 //   tc_wrw_reduce   G KG CG CP R S splits
@@ -150,14 +150,20 @@ CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0, ct_i64 a_n
 #endif
 }
 
+// The strides of w in (k, c, -, r, s) order for the compiled layout.
+CT_DEVICE void tc_filter_strides(ct_i64* st, ct_i64 cg, ct_i64 fr, ct_i64 fs) {
+  const ct_i64 sp[3] = {1, fr, fs};
+  ct_strides<ct_i64>(st, cg, sp);
+}
+
 // One element of dst [G][KO][R][S][CP] per thread of a 1-D launch.
 CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g, ct_i64 a_kg, ct_i64 a_cg,
-                              ct_i64 a_r, ct_i64 a_s, ct_i64 a_flip) {
+                              ct_i64 a_r, ct_i64 a_s, ct_i64 a_flip, ct_i64 a_cp) {
   const int kg = static_cast<int>(a_kg), cg = static_cast<int>(a_cg);
   const int fr = static_cast<int>(a_r), fs = static_cast<int>(a_s);
   const bool flip = a_flip != 0;
   const int ko_count = flip ? cg : kg, red = flip ? kg : cg;  // red: the reduced channels
-  const int cp = (red + 31) / 32 * 32;
+  const int cp = static_cast<int>(a_cp);
   const ct_i64 count = a_g * ko_count * fr * fs * cp;
   const ct_i64 i = ct_global_index_x();
   if (i >= count) return;
@@ -175,12 +181,9 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g, ct_i64 a_k
     const ct_i64 k = g * kg + (flip ? c : o);
     const int ci = flip ? o : c;
     if (flip) r = fr - 1 - r, s = fs - 1 - s;
-#if CT_NHWC
-    const ct_i64 at = ((k * fr + r) * fs + s) * cg + ci;
-#else
-    const ct_i64 at = ((k * cg + ci) * fr + r) * fs + s;
-#endif
-    v = reinterpret_cast<const ct_u16*>(pw)[at];
+    ct_i64 st[5];
+    tc_filter_strides(st, cg, fr, fs);
+    v = reinterpret_cast<const ct_u16*>(pw)[k * st[0] + ci * st[1] + r * st[3] + s * st[4]];
   }
   reinterpret_cast<ct_u16*>(pdst)[i] = v;
 }
@@ -195,16 +198,18 @@ CT_DEVICE ct_u32 tc_shared_address(const void* p) {
   return a;
 }
 
-// 16 bytes from global to shared; `bytes` 0 writes zeros instead. The
-// source rows go through L1 (nine taps read each of them), the filter rows
-// only through L2.
-CT_DEVICE void tc_copy16_l1(ct_u32 dst, const void* src, int bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
-               : "memory");
-}
+// 16 bytes from global to shared; `bytes` 0 writes zeros instead. kL1: the
+// copy goes through L1 (source rows that nine taps read), else through L2
+// only.
+template <bool kL1 = false>
 CT_DEVICE void tc_copy16(ct_u32 dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
-               : "memory");
+  if (kL1) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+                 : "memory");
+  }
 }
 CT_DEVICE void tc_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
@@ -342,7 +347,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
                       static_cast<unsigned>(iw) < static_cast<unsigned>(w);
       const ct_u16* p = ok ? src + a_at[i] + (ih * w + iw) * row_stride + c0 : src;
-      tc_copy16_l1(base + a_to[i], p, ok ? 16 : 0);
+      tc_copy16<true>(base + a_to[i], p, ok ? 16 : 0);
     }
 #pragma unroll
     for (int i = 0; i < CT_BL; ++i) {
@@ -570,34 +575,23 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #endif  // CONVTUNE_BACKEND_CUDA && CT_TYPE != 1
 
 // dw from the splits' partial sums: one element of dw per thread of a 1-D
-// launch, in the filter's layout (CT_NHWC).
+// launch, taken in the partials' (k, tap, c) order and written in the
+// filter's layout (CT_NHWC).
 CT_KERNEL void tc_wrw_reduce(const float* part, ct_t* pdw, ct_i64 a_g, ct_i64 a_kg, ct_i64 a_cg,
                              ct_i64 a_cp, ct_i64 a_r, ct_i64 a_s, ct_i64 a_splits) {
-  const int kg = static_cast<int>(a_kg), cg = static_cast<int>(a_cg);
-  const int fr = static_cast<int>(a_r), fs = static_cast<int>(a_s);
-  const ct_i64 count = a_g * kg * cg * fr * fs;
+  const ct_i64 taps = a_r * a_s;
+  const ct_i64 count = a_g * a_kg * taps * a_cg;
   const ct_i64 i = ct_global_index_x();
   if (i >= count) return;
-#if CT_NHWC
-  const int c = static_cast<int>(i % cg);
-  ct_i64 rest = i / cg;
-  const int s = static_cast<int>(rest % fs);
-  rest /= fs;
-  const int r = static_cast<int>(rest % fr);
-  const ct_i64 k = rest / fr;
-#else
-  const int s = static_cast<int>(i % fs);
-  ct_i64 rest = i / fs;
-  const int r = static_cast<int>(rest % fr);
-  rest /= fr;
-  const int c = static_cast<int>(rest % cg);
-  const ct_i64 k = rest / cg;
-#endif
-  // Partials are [split][G][KG][(r*S + s)*CP + c]; k = g*KG + kk runs over them in order.
-  const ct_i64 cols = fr * fs * a_cp;
-  const ct_i64 slice = a_g * kg * cols;
-  const ct_i64 at = k * cols + (r * fs + s) * a_cp + c;
+  const ct_i64 c = i % a_cg, rest = i / a_cg;
+  const ct_i64 tap = rest % taps, k = rest / taps;  // k = g*KG + kk
+  // Partials are [split][G][KG][tap*CP + c].
+  const ct_i64 cols = taps * a_cp;
+  const ct_i64 slice = a_g * a_kg * cols;
+  const ct_i64 at = k * cols + tap * a_cp + c;
   float sum = 0.0f;
   for (ct_i64 z = 0; z < a_splits; ++z) sum += part[z * slice + at];
-  pdw[i] = ct_from_float<ct_t>(sum);
+  ct_i64 st[5];
+  tc_filter_strides(st, a_cg, a_r, a_s);
+  pdw[k * st[0] + c * st[1] + (tap / a_s) * st[3] + (tap % a_s) * st[4]] = ct_from_float<ct_t>(sum);
 }

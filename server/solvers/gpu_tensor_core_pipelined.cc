@@ -75,7 +75,7 @@ Geometry MakeGeometry(const ConvProblem& p) {
   g.groups = p.groups;
   g.ci = bwd ? p.k_per_group() : p.c_per_group();
   g.co = bwd ? p.c_per_group() : p.k_per_group();
-  g.cp = CeilDiv(g.ci, kChannelBlock) * kChannelBlock;
+  g.cp = Pad32(g.ci);
   g.src_h = bwd ? p.out(1) : p.in[1];
   g.src_w = bwd ? p.out(2) : p.in[2];
   g.dst_h = bwd ? p.in[1] : p.out(1);
@@ -318,7 +318,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
                                         {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
       AddBuffer(step, v1::BUFFER_W);
       AddBuffer(step, v1::BUFFER_WORKSPACE);
-      for (int64_t v : {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw, int64_t{!fwd}}) {
+      for (int64_t v :
+           {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw, int64_t{!fwd}, g.cp}) {
         step->add_scalars(v);
       }
     }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/c_api_internal.h"
+#include "common/vocabulary.h"
 #include "kernels/numeric.h"
 
 namespace convtune::capi {
@@ -27,33 +28,7 @@ convtuneStatus_t CheckArgs(convtuneHandle_t handle,
   return convtuneStatusSuccess;
 }
 
-// MIOpen's algorithm numbers; -1 for a family it has no number for.
-int AlgoNumber(const std::string& family) {
-  if (family == "gemm") return 0;
-  if (family == "direct") return 1;
-  if (family == "fft") return 2;
-  if (family == "winograd") return 3;
-  if (family == "implicit_gemm") return 5;
-  return -1;
-}
-
 namespace {
-
-const char* AlgoFamily(int algo) {
-  switch (algo) {
-    case 0:
-      return "gemm";
-    case 1:
-      return "direct";
-    case 2:
-      return "fft";
-    case 3:
-      return "winograd";
-    case 5:
-      return "implicit_gemm";
-  }
-  return nullptr;
-}
 
 convtuneStatus_t WorkspaceSize(convtuneHandle_t handle, Direction dir,
                                const TensorNames& names,
@@ -113,16 +88,16 @@ convtuneStatus_t FindAlgorithms(convtuneHandle_t handle, const ConvProblem& p,
       std::min<int>(a.request_count, static_cast<int>(results.size()));
   for (int i = 0; i < count; ++i) {
     const v1::PerfResult& r = results[i];
-    const int algo = AlgoNumber(r.algorithm());
-    if (algo < 0) {
-      return Fail(
-          handle, convtuneStatusInternalError,
-          absl::StrCat("convtuned returned solver ", r.solver_id(),
-                       " with unknown algorithm '", r.algorithm(), "'"));
+    absl::StatusOr<v1::AlgorithmFamily> algo =
+        ParseAlgorithm(r.algorithm(), "algorithm");
+    if (!algo.ok()) {
+      return Fail(handle, convtuneStatusInternalError,
+                  absl::StrCat("convtuned returned solver ", r.solver_id(),
+                               " with ", algo.status().message()));
     }
     convtuneConvAlgoPerf_t& out = a.results[i];
     std::memset(&out, 0, sizeof(out));
-    out.fwd_algo = static_cast<convtuneConvFwdAlgorithm_t>(algo);
+    out.fwd_algo = static_cast<convtuneConvFwdAlgorithm_t>(*algo);
     out.time = static_cast<float>(r.time_ms());
     out.memory = static_cast<size_t>(r.workspace_bytes());
     out.solution_id = r.solver_id();
@@ -138,11 +113,12 @@ convtuneStatus_t FindAlgorithms(convtuneHandle_t handle, const ConvProblem& p,
 convtuneStatus_t ChooseSolver(convtuneHandle_t handle, const ConvProblem& p,
                               int algo, size_t workspace_size,
                               uint32_t* solver_id) {
-  const char* family = AlgoFamily(algo);
-  if (family == nullptr) {
+  if (!v1::AlgorithmFamily_IsValid(algo)) {
     return Fail(handle, convtuneStatusBadParm,
                 absl::StrCat("algo ", algo, " is not a convolution algorithm"));
   }
+  const absl::string_view family =
+      AlgorithmName(static_cast<v1::AlgorithmFamily>(algo));
   const std::string key = ProblemKey(p);
   auto it = handle->found.find(key);
   if (it == handle->found.end()) {
@@ -250,10 +226,10 @@ convtuneStatus_t RunConvolution(convtuneHandle_t handle, const ConvProblem& p,
     absl::StatusOr<v1::ExecutionPlan> plan =
         handle->client->GetPlan(p, solver_id);
     if (!plan.ok()) return FailWith(handle, plan.status());
-    if (plan->backend() != "cpu") {
+    if (plan->backend() != v1::CPU) {
       return Fail(handle, convtuneStatusNotImplemented,
                   absl::StrCat("alpha ", a, " and beta ", b, ": solver ",
-                               solver_id, " has a ", plan->backend(),
+                               solver_id, " has a ", BackendName(plan->backend()),
                                " plan, which runs with alpha 1 and beta 0 "
                                "only"));
     }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/c_api_internal.h"
+#include "common/vocabulary.h"
 
 namespace convtune::capi {
 namespace {
@@ -25,11 +26,6 @@ struct Descs {
 convtuneStatus_t Problem(convtuneHandle_t handle, const Descs& d,
                          ConvProblem* p) {
   return MakeProblem(handle, d.direction, d.names, d.x, d.w, d.y, d.conv, p);
-}
-
-bool ValidFindMode(int mode) {
-  return mode == 0 || mode == 1 || mode == 2 || mode == 3 || mode == 5 ||
-         mode == 6 || mode == 7;
 }
 
 convtuneStatus_t SolutionCount(convtuneHandle_t handle, const Descs& d,
@@ -71,19 +67,12 @@ convtuneStatus_t GetSolutions(convtuneHandle_t handle, const Descs& d,
         std::min<size_t>(max_count, static_cast<size_t>(r->solutions_size()));
     for (size_t i = 0; i < n; ++i) {
       const v1::Solution& in = r->solutions(static_cast<int>(i));
-      const int algo = AlgoNumber(in.algorithm());
-      if (algo < 0) {
-        return Fail(
-            handle, convtuneStatusInternalError,
-            absl::StrCat("convtuned returned solution ", in.solution_id(),
-                         " with unknown algorithm '", in.algorithm(), "'"));
-      }
       convtuneConvSolution_t& out = solutions[i];
       std::memset(&out, 0, sizeof(out));
       out.time = static_cast<float>(in.time_ms());
       out.workspace_size = static_cast<size_t>(in.workspace_bytes());
       out.solution_id = in.solution_id();
-      out.algorithm = static_cast<convtuneConvAlgorithm_t>(algo);
+      out.algorithm = static_cast<convtuneConvAlgorithm_t>(in.algorithm());
       out.measured = in.measured() ? 1 : 0;
       std::strncpy(out.solver_name, in.solver_name().c_str(),
                    sizeof(out.solver_name) - 1);
@@ -172,7 +161,8 @@ convtuneStatus_t convtuneSetFindMode(convtuneHandle_t handle,
   if (handle == nullptr)
     return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
   const int mode = static_cast<int>(findMode);
-  if (!ValidFindMode(mode)) {
+  // 0 leaves the mode to the daemon.
+  if (mode != 0 && !convtune::FindModeFromNumber(mode).ok()) {
     return Fail(handle, convtuneStatusBadParm,
                 absl::StrCat(
                     "findMode ", mode,

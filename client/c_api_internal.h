@@ -77,8 +77,6 @@ struct Arg {
 // BadParm naming the first NULL of `handle` and `args`.
 convtuneStatus_t CheckArgs(convtuneHandle_t handle,
                            std::initializer_list<Arg> args);
-// MIOpen's algorithm number of a family ("gemm" -> 0); -1 for none.
-int AlgoNumber(const std::string& family);
 
 // Builds and validates the problem of `direction` from descriptors (x, w, y
 // in their forward roles). On failure records the error naming the

@@ -192,7 +192,7 @@ absl::StatusOr<v1::DbImportResponse> Client::DbImport(std::string file,
   return response;
 }
 
-absl::StatusOr<Device*> Client::DeviceFor(const std::string& backend) {
+absl::StatusOr<Device*> Client::DeviceFor(v1::Backend backend) {
   if (backend == cpu_.info().backend) return &cpu_;
   absl::MutexLock lock(&device_mu_);
   auto it = gpus_.find(backend);
@@ -203,15 +203,15 @@ absl::StatusOr<Device*> Client::DeviceFor(const std::string& backend) {
       return std::unique_ptr<Device>(*std::move(opened));
     };
     absl::StatusOr<std::unique_ptr<Device>> device =
-        backend == "cuda"  ? open(CudaDevice::Open(options_.device_ordinal))
-        : backend == "hip" ? open(HipDevice::Open(options_.device_ordinal))
-                           : absl::UnimplementedError(
-                                 absl::StrCat("unknown backend '", backend, "'"));
+        backend == v1::CUDA  ? open(CudaDevice::Open(options_.device_ordinal))
+        : backend == v1::HIP ? open(HipDevice::Open(options_.device_ordinal))
+                             : absl::UnimplementedError(absl::StrCat(
+                                   "unknown backend '", BackendName(backend), "'"));
     it = gpus_.emplace(backend, std::move(device)).first;
   }
   if (!it->second.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("this client cannot run ", backend, " plans: ",
+        absl::StrCat("this client cannot run ", BackendName(backend), " plans: ",
                      it->second.status().message()));
   }
   return it->second->get();
@@ -223,7 +223,7 @@ absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
   absl::StatusOr<Device*> device = DeviceFor(plan.backend());
   if (!device.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("solver ", solver_id, " has a ", plan.backend(),
+        absl::StrCat("solver ", solver_id, " has a ", BackendName(plan.backend()),
                      " plan; ", device.status().message()));
   }
   RETURN_IF_ERROR(LoadCodeObjects(plan, **device));

@@ -142,7 +142,7 @@ class Client {
   void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) const;
   // The device that runs `backend`'s plans here, opened on first use.
   // FailedPrecondition, saying why, when this process cannot open it.
-  absl::StatusOr<Device*> DeviceFor(const std::string& backend);
+  absl::StatusOr<Device*> DeviceFor(v1::Backend backend);
   // Makes every code object `plan` names loadable on `device`.
   absl::Status LoadCodeObjects(const v1::ExecutionPlan& plan, Device& device);
 
@@ -154,7 +154,7 @@ class Client {
 
   absl::Mutex device_mu_;
   // By backend name; a failed open is remembered, not retried per call.
-  std::map<std::string, absl::StatusOr<std::unique_ptr<Device>>> gpus_
+  std::map<v1::Backend, absl::StatusOr<std::unique_ptr<Device>>> gpus_
       ABSL_GUARDED_BY(device_mu_);
 
   mutable absl::Mutex mu_;
@@ -168,13 +168,6 @@ class Client {
 // The gRPC target for an address as Connect takes it. InvalidArgument for a
 // relative path or an address with spaces.
 absl::StatusOr<std::string> ResolveTarget(absl::string_view address);
-
-// A find mode by name (any case: "normal", "DYNAMIC_HYBRID") or number as the
-// specification numbers them. InvalidArgument for 4 (reserved), 0 and
-// anything unknown.
-absl::StatusOr<v1::FindMode> ParseFindMode(absl::string_view text);
-// "NORMAL", ..., or "DEFAULT" for FIND_MODE_UNSPECIFIED.
-std::string FindModeName(v1::FindMode mode);
 
 }  // namespace convtune
 

@@ -49,30 +49,6 @@ v1::SolutionRequest MakeSolutionRequest(const ConvProblem& problem,
 
 }  // namespace
 
-absl::StatusOr<v1::FindMode> ParseFindMode(absl::string_view text) {
-  int number = 0;
-  v1::FindMode mode = v1::FIND_MODE_UNSPECIFIED;
-  if (absl::SimpleAtoi(text, &number)) {
-    if (number != 0 && v1::FindMode_IsValid(number)) {
-      return static_cast<v1::FindMode>(number);
-    }
-  } else if (v1::FindMode_Parse(absl::AsciiStrToUpper(text), &mode) &&
-             mode != v1::FIND_MODE_UNSPECIFIED) {
-    return mode;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "find mode '", text,
-      "' is not one of NORMAL (1), FAST (2), HYBRID (3), DYNAMIC_HYBRID (5), "
-      "TRUST_VERIFY (6), TRUST_VERIFY_FULL (7)",
-      text == "4" ? "; 4 is reserved" : ""));
-}
-
-std::string FindModeName(v1::FindMode mode) {
-  if (mode == v1::FIND_MODE_UNSPECIFIED) return "DEFAULT";
-  const std::string& name = v1::FindMode_Name(mode);
-  return name.empty() ? absl::StrCat(static_cast<int>(mode)) : name;
-}
-
 absl::StatusOr<v1::GetSolutionsResponse> Client::GetSolutions(
     const ConvProblem& problem, int32_t max_count, int64_t workspace_limit) {
   v1::GetSolutionsRequest request;

@@ -9,8 +9,12 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libdnnl-dev
+  libopenblas-dev
+  # oneDNN's CMake config (dnnl-config.cmake) requires OpenCL's headers and
+  # loader, which --no-install-recommends leaves out.
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers
   libamdhip64-dev
+  clang-format
 )
 
 missing=()

@@ -52,14 +52,14 @@ std::string CpuIsaLevel() {
 }
 
 std::string DeviceInfo::Key() const {
-  std::string key = absl::StrCat(backend, "-", arch, "-cu", compute_units);
+  std::string key = absl::StrCat(BackendName(backend), "-", arch, "-cu", compute_units);
   if (!driver_version.empty()) absl::StrAppend(&key, "-drv", driver_version);
   if (!compiler_version.empty()) absl::StrAppend(&key, "-", compiler_version);
   return key;
 }
 
 CpuDevice::CpuDevice() {
-  info_.backend = "cpu";
+  info_.backend = v1::CPU;
   info_.arch = CpuIsaLevel();
   info_.compute_units = cpu::NumThreads();
   info_.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);

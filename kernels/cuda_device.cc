@@ -406,7 +406,7 @@ absl::StatusOr<DeviceInfo> QueryInfo(const CudaApi& api, CUdevice dev) {
     return api.cuDeviceGetAttribute_(&v, a, dev) == CUDA_SUCCESS ? v : 0;
   };
   DeviceInfo info;
-  info.backend = "cuda";
+  info.backend = v1::CUDA;
   const int major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   const int minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   info.arch = absl::StrCat("sm_", major, minor);

@@ -13,12 +13,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/vocabulary.h"
 #include "convtune/v1/plan.pb.h"
 
 namespace convtune {
 
 struct DeviceInfo {
-  std::string backend;           // "cpu", "cuda", "hip"
+  v1::Backend backend = v1::BACKEND_UNSPECIFIED;  // CPU, CUDA or HIP
   std::string arch;              // "x86-64-v4", "sm_90", "gfx90a"
   int compute_units = 0;         // hardware threads, SMs or CUs
   int64_t memory_bytes = 0;
@@ -80,7 +82,8 @@ class Device {
   // GPU backends: makes a compiled code object available to Launch under its
   // hash. Loading a hash twice is a no-op. The CPU has no code objects.
   virtual absl::Status LoadCodeObject(const std::string& hash, const std::string& binary) {
-    return absl::UnimplementedError(info().backend + " devices run built-in kernels only");
+    return absl::UnimplementedError(absl::StrCat(BackendName(info().backend),
+                                                 " devices run built-in kernels only"));
   }
   virtual bool HasCodeObject(const std::string& hash) const { return false; }
 

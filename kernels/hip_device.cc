@@ -381,7 +381,7 @@ absl::StatusOr<DeviceInfo> QueryInfo(const HipApi& api, int ordinal) {
     return api.hipDeviceGetAttribute_(&v, a, ordinal) == hipSuccess ? v : 0;
   };
   DeviceInfo info;
-  info.backend = "hip";
+  info.backend = v1::HIP;
   // The properties struct grows between releases; give it room to spare.
   alignas(hipDeviceProp_t) char props[2 * sizeof(hipDeviceProp_t)] = {};
   auto* prop = reinterpret_cast<hipDeviceProp_t*>(props);

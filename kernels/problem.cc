@@ -59,6 +59,24 @@ absl::string_view DirectionName(Direction dir) {
   return "?";
 }
 
+Tensor OutputTensor(Direction dir) {
+  switch (dir) {
+    case Direction::kForward: return Tensor::kY;
+    case Direction::kBackwardData: return Tensor::kX;
+    case Direction::kBackwardWeights: return Tensor::kW;
+  }
+  return Tensor::kY;
+}
+
+absl::string_view TensorName(Tensor t) {
+  switch (t) {
+    case Tensor::kX: return "x";
+    case Tensor::kW: return "w";
+    case Tensor::kY: return "y";
+  }
+  return "?";
+}
+
 absl::StatusOr<DataType> ParseDataType(absl::string_view s) {
   if (s == "FP32" || s == "fp32") return DataType::kFp32;
   if (s == "FP16" || s == "fp16") return DataType::kFp16;

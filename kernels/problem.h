@@ -18,6 +18,15 @@ enum class DataType : int { kFp32 = 1, kFp16 = 2, kBf16 = 3 };
 enum class Layout : int { kNCHW = 1, kNHWC = 2 };  // channels first / last
 enum class Direction : int { kForward = 1, kBackwardData = 2, kBackwardWeights = 3 };
 
+// The three tensors of a problem, named by their forward roles: x (input),
+// w (filter), y (output). Every direction reads two and writes one.
+enum class Tensor : int { kX = 0, kW = 1, kY = 2 };
+inline constexpr Tensor kAllTensors[] = {Tensor::kX, Tensor::kW, Tensor::kY};
+// The tensor a direction writes: y (forward), x (backward data), w
+// (backward weights).
+Tensor OutputTensor(Direction dir);
+absl::string_view TensorName(Tensor t);  // "x", "w", "y"
+
 int64_t ElementBytes(DataType type);
 absl::string_view DataTypeName(DataType type);     // "FP32", "FP16", "BF16"
 absl::string_view DirectionName(Direction dir);    // "F", "B", "W"
@@ -56,6 +65,13 @@ struct ConvProblem {
   int64_t x_bytes() const { return x_elements() * ElementBytes(type); }
   int64_t w_bytes() const { return w_elements() * ElementBytes(type); }
   int64_t y_bytes() const { return y_elements() * ElementBytes(type); }
+  int64_t elements(Tensor t) const {
+    return t == Tensor::kX ? x_elements() : t == Tensor::kW ? w_elements() : y_elements();
+  }
+  int64_t bytes(Tensor t) const { return elements(t) * ElementBytes(type); }
+  // The direction's output tensor, and its size.
+  Tensor output() const { return OutputTensor(direction); }
+  int64_t output_elements() const { return elements(output()); }
   // Multiply-accumulates of the whole convolution (same in every direction).
   double macs() const {
     return static_cast<double>(n) * k * out_spatial() * c_per_group() * filter_spatial();

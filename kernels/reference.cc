@@ -296,4 +296,41 @@ absl::Status CheckOutputElements(const ConvProblem& p, const HostTensors& t,
   return absl::OkStatus();
 }
 
+std::vector<ReferenceValue> ReferenceOutput(const ConvProblem& p,
+                                            const HostTensors& t) {
+  std::vector<ReferenceValue> out(OutputElements(p));
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    out[i] = ReferenceElement(p, t, i);
+  }
+  return out;
+}
+
+absl::Status CompareOutput(const ConvProblem& p,
+                           const std::vector<ReferenceValue>& ref,
+                           const void* output) {
+  const double tolerance = Tolerance(p.type);
+  int64_t bad = 0, worst = -1;
+  double worst_ratio = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(ref.size()); ++i) {
+    const double err = std::fabs(LoadElement(output, p.type, i) - ref[i].value);
+    const double allowed = tolerance * ref[i].abs_sum;
+    // False for a NaN element, which therefore counts as off.
+    if (err <= allowed) continue;
+    ++bad;
+    const double ratio =
+        allowed > 0 ? err / allowed : std::numeric_limits<double>::infinity();
+    // A NaN ratio (a NaN element) ranks worst.
+    if (worst < 0 || !(ratio <= worst_ratio)) {
+      worst = i;
+      worst_ratio = ratio;
+    }
+  }
+  if (bad == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(
+      bad, " of ", ref.size(), " output elements are off; the worst, element ",
+      worst, ", is ", LoadElement(output, p.type, worst),
+      "; the float64 reference is ", ref[worst].value, " (allowed error ",
+      tolerance * ref[worst].abs_sum, ")"));
+}
+
 }  // namespace convtune

@@ -63,6 +63,19 @@ absl::Status CheckOutputElements(const ConvProblem& p, const HostTensors& t,
                                  const std::vector<int64_t>& indices,
                                  const std::vector<double>& values);
 
+// Every element of the output, in the problem's dense layout.
+// Taken before a run, it is immune to a kernel that overwrites its inputs.
+std::vector<ReferenceValue> ReferenceOutput(const ConvProblem& p,
+                                            const HostTensors& t);
+
+// Compares the whole `output` with `ref` (from ReferenceOutput), each element
+// within Tolerance(p.type) * abs_sum: tighter than CheckOutput, which also
+// allows for the output's own rounding. Returns Internal saying how many
+// elements are off and naming the worst, or OK.
+absl::Status CompareOutput(const ConvProblem& p,
+                           const std::vector<ReferenceValue>& ref,
+                           const void* output);
+
 }  // namespace convtune
 
 #endif  // CONVTUNE_KERNELS_REFERENCE_H_

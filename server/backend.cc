@@ -10,13 +10,13 @@ namespace {
 
 // Opens a GPU device and its compiler; Unavailable if either is missing.
 template <typename DeviceT>
-absl::StatusOr<SelectedBackend> OpenGpu(absl::string_view backend, int ordinal) {
+absl::StatusOr<SelectedBackend> OpenGpu(v1::Backend backend, int ordinal) {
   absl::StatusOr<std::unique_ptr<DeviceT>> device = DeviceT::Open(ordinal);
   if (!device.ok()) return device.status();
   absl::StatusOr<std::unique_ptr<KernelCompiler>> compiler = MakeCompiler(backend);
   if (!compiler.ok()) return compiler.status();
   SelectedBackend out;
-  out.note = absl::StrCat("using ", backend, " device ", ordinal, " (", (*device)->info().Key(),
+  out.note = absl::StrCat("using ", BackendName(backend), " device ", ordinal, " (", (*device)->info().Key(),
                           ")");
   out.device = *std::move(device);
   out.compiler = *std::move(compiler);
@@ -37,7 +37,7 @@ absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name, int ordina
   }
   if (name == "cuda" || name == "hip") {
     absl::StatusOr<SelectedBackend> gpu =
-        name == "cuda" ? OpenGpu<CudaDevice>("cuda", ordinal) : OpenGpu<HipDevice>("hip", ordinal);
+        name == "cuda" ? OpenGpu<CudaDevice>(v1::CUDA, ordinal) : OpenGpu<HipDevice>(v1::HIP, ordinal);
     if (!gpu.ok()) {
       return absl::UnavailableError(
           absl::StrCat("backend ", name, ": ", gpu.status().message()));
@@ -49,12 +49,12 @@ absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name, int ordina
     return absl::InvalidArgumentError(
         absl::StrCat("backend: unknown '", name, "' (expected auto, cpu, cuda or hip)"));
   }
-  absl::StatusOr<SelectedBackend> cuda = OpenGpu<CudaDevice>("cuda", ordinal);
+  absl::StatusOr<SelectedBackend> cuda = OpenGpu<CudaDevice>(v1::CUDA, ordinal);
   if (cuda.ok()) {
     cuda->note = absl::StrCat("backend auto: ", cuda->note);
     return cuda;
   }
-  absl::StatusOr<SelectedBackend> hip = OpenGpu<HipDevice>("hip", ordinal);
+  absl::StatusOr<SelectedBackend> hip = OpenGpu<HipDevice>(v1::HIP, ordinal);
   if (hip.ok()) {
     hip->note = absl::StrCat("backend auto: ", cuda.status().message(), "; ", hip->note);
     return hip;

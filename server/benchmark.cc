@@ -34,10 +34,10 @@ absl::StatusOr<std::unique_ptr<BenchmarkSession>> BenchmarkSession::Create(
 }
 
 DeviceBuffer* BenchmarkSession::output_buffer() {
-  switch (problem_.direction) {
-    case Direction::kForward: return y_.get();
-    case Direction::kBackwardData: return x_.get();
-    case Direction::kBackwardWeights: return w_.get();
+  switch (problem_.output()) {
+    case Tensor::kX: return x_.get();
+    case Tensor::kW: return w_.get();
+    case Tensor::kY: return y_.get();
   }
   return nullptr;
 }
@@ -55,7 +55,7 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(const v1::ExecutionPlan& p
   DeviceBuffer* out = output_buffer();
   const int element_bytes = static_cast<int>(ElementBytes(problem_.type));
   RETURN_IF_ERROR(
-      device_->Fill(out, NaNBits(problem_.type), element_bytes, OutputElements(problem_)));
+      device_->Fill(out, NaNBits(problem_.type), element_bytes, problem_.output_elements()));
   RETURN_IF_ERROR(Run(plan));
   RETURN_IF_ERROR(device_->Synchronize());
   const std::vector<int64_t> indices =

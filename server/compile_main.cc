@@ -163,10 +163,10 @@ std::vector<Job> DistinctSources(std::vector<Job> jobs) {
 }
 
 int Main(const Flags& flags) {
-  const char* backend = absl::StartsWith(flags.target, "sm_")    ? "cuda"
-                        : absl::StartsWith(flags.target, "gfx") ? "hip"
-                                                                : nullptr;
-  if (backend == nullptr) {
+  const v1::Backend backend = absl::StartsWith(flags.target, "sm_")    ? v1::CUDA
+                              : absl::StartsWith(flags.target, "gfx") ? v1::HIP
+                                                                      : v1::BACKEND_UNSPECIFIED;
+  if (backend == v1::BACKEND_UNSPECIFIED) {
     return UsageError(
         absl::StrCat("--target: '", flags.target, "' is neither sm_XY nor gfxNNN"));
   }

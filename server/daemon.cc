@@ -65,6 +65,10 @@ absl::Status PrepareSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
+// Bulk store operations (stats, export, import) are rare; two threads keep
+// one long export from holding up a stats call.
+constexpr int kStoreThreads = 2;
+
 int DefaultCompileThreads() {
   if (const char* env = std::getenv("CONVTUNE_COMPILE_PARALLEL_LEVEL")) {
     int v;
@@ -93,16 +97,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                                                    options.compile_threads));
   }
   if (options.compile_threads == 0) options.compile_threads = DefaultCompileThreads();
-  absl::StatusOr<FindMode> mode = options.find_mode.empty()
-                                      ? FindModeFromEnvironment()
-                                      : ParseFindMode(options.find_mode, "find_mode");
+  absl::StatusOr<v1::FindMode> mode = options.find_mode.empty()
+                                          ? FindModeFromEnvironment()
+                                          : ParseFindMode(options.find_mode, "find_mode");
   if (!mode.ok()) return mode.status();
-  options.find_mode = std::string(FindModeName(*mode));
+  options.find_mode = FindModeName(*mode);
   options.service.default_mode = *mode;
   if (options.backend != "auto" && options.backend != "cpu" && options.backend != "cuda" &&
       options.backend != "hip") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "backend: unknown '", options.backend, "' (expected auto, cpu, cuda or hip)"));
+        "backend: unknown '", options.backend.substr(0, 32), "' (expected auto, cpu, cuda or hip)"));
   }
   std::unique_ptr<Daemon> d(new Daemon(std::move(options)));
   RETURN_IF_ERROR(d->Init());
@@ -137,19 +141,20 @@ absl::Status Daemon::Init() {
     }
   }
   compile_pool_ = std::make_unique<ThreadPool>("ct-compile", options_.compile_threads);
-  bench_queue_ = std::make_unique<ThreadPool>("ct-bench", 1);
-  engine_ = std::make_unique<FindEngine>(*device_, SolverRegistry::Default(), *store_,
-                                         *compile_pool_, *bench_queue_, options_.engine,
-                                         system_db_.get(), kernel_builder_.get());
-  engine_->SetDeviceLostHandler([this](const std::string& why) {
+  timing_queue_ = std::make_unique<ThreadPool>("ct-timing", 1);
+  store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);
+  core_ = std::make_unique<Core>(*device_, SolverRegistry::Default(), *store_, *compile_pool_,
+                                 *timing_queue_, options_.core, system_db_.get(),
+                                 kernel_builder_.get());
+  core_->SetDeviceLostHandler([this](const std::string& why) {
     std::cerr << "convtuned: device lost: " << why
               << "; stopping (exit status 3) so that a supervisor restarts convtuned" << std::endl;
     absl::MutexLock lock(&mu_);
     device_lost_ = why;
-    // Not on the benchmark queue: Shutdown waits for calls in flight.
+    // Not on the timing queue: Shutdown waits for calls in flight.
     if (!lost_shutdown_.joinable()) lost_shutdown_ = std::thread([this] { Shutdown(); });
   });
-  service_ = std::make_unique<ConvTuneService>(*engine_, *store_, options_.service);
+  service_ = std::make_unique<ConvTuneService>(*core_, *store_, *store_pool_, options_.service);
 
   RETURN_IF_ERROR(PrepareSocketPath(options_.socket_path));
   grpc::EnableDefaultHealthCheckService(true);
@@ -195,7 +200,7 @@ void Daemon::Shutdown(int grace_ms) {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  if (engine_) engine_->Shutdown();
+  if (core_) core_->Shutdown();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   }
@@ -214,14 +219,29 @@ std::string Daemon::device_lost() const {
 Daemon::~Daemon() {
   Shutdown();
   // The pools drain first: their tasks finish calls on the server and use
-  // the engine, so both must still exist. With the benchmark queue gone no
-  // device-loss handler can start a thread any more.
+  // the core, so both must still exist. Compile tasks hand work to the
+  // timing queue and timing tasks to the compile pool (a stored record may
+  // start a training), so both are drained until neither has any left.
+  // With the timing queue gone no device-loss handler can start a thread.
+  ThreadPool* pools[] = {compile_pool_.get(), timing_queue_.get(), store_pool_.get()};
+  auto busy = [&] {
+    for (ThreadPool* p : pools) {
+      if (p != nullptr && !p->idle()) return true;
+    }
+    return false;
+  };
+  while (busy()) {
+    for (ThreadPool* p : pools) {
+      if (p != nullptr) p->WaitIdle();
+    }
+  }
   compile_pool_.reset();
-  bench_queue_.reset();
+  timing_queue_.reset();
+  store_pool_.reset();
   if (lost_shutdown_.joinable()) lost_shutdown_.join();
   server_.reset();
   service_.reset();
-  engine_.reset();
+  core_.reset();
   if (owns_socket_) unlink(options_.socket_path.c_str());
 }
 

@@ -1,5 +1,6 @@
 // convtuned's wiring: opens the store, picks the device, starts the pools, the
-// find engine and the gRPC server (Unix socket, optional TCP, health service).
+// core (find engine, immediate mode, tuner, remote execute) and the gRPC server
+// (Unix socket, optional TCP, health service).
 // Members are declared in dependency order so teardown runs in reverse.
 // Start/Shutdown/Wait are thread-safe.
 #ifndef CONVTUNE_SERVER_DAEMON_H_
@@ -14,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/device.h"
 #include "kernels/gpu/compiler.h"
-#include "server/find_engine.h"
+#include "server/core.h"
 #include "server/kernel_builder.h"
 #include "server/service.h"
 #include "server/thread_pool.h"
@@ -41,7 +42,7 @@ struct DaemonOptions {
   // Threads that build and compile plans. Default: CONVTUNE_COMPILE_PARALLEL_LEVEL, else
   // the number of hardware threads.
   int compile_threads = 0;
-  FindEngine::Options engine;
+  Core::Options core;
   ServiceOptions service;
 };
 
@@ -64,8 +65,8 @@ class Daemon {
   void Wait();
 
   const DaemonOptions& options() const { return options_; }
-  FindEngine& engine() { return *engine_; }
-  const std::string& device_key() const { return engine_->device_key(); }
+  Core& core() { return *core_; }
+  const std::string& device_key() const { return core_->device_key(); }
   // Which backend was chosen and why ("backend auto: no CUDA driver ...").
   const std::string& backend_note() const { return backend_note_; }
   // A line about the system FindDb in use ("none" if there is none).
@@ -88,8 +89,9 @@ class Daemon {
   std::string backend_note_;
   std::unique_ptr<SystemFindDb> system_db_;
   std::unique_ptr<ThreadPool> compile_pool_;
-  std::unique_ptr<ThreadPool> bench_queue_;
-  std::unique_ptr<FindEngine> engine_;
+  std::unique_ptr<ThreadPool> timing_queue_;
+  std::unique_ptr<ThreadPool> store_pool_;
+  std::unique_ptr<Core> core_;
   std::unique_ptr<ConvTuneService> service_;
   std::unique_ptr<grpc::Server> server_;
   mutable absl::Mutex mu_;

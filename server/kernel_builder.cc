@@ -24,13 +24,14 @@ BuildStats KernelBuilder::stats() const {
   return stats_;
 }
 
-absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan) {
+absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan, int* compiled) {
+  if (compiled != nullptr) *compiled = 0;
   if (plan->sources_size() == 0) return absl::OkStatus();
   if (plan->backend() != compiler_.backend()) {
-    return absl::InvalidArgumentError(absl::StrCat("plan of solver ", plan->solver_id(),
-                                                   " is for backend '", plan->backend(),
-                                                   "'; this builder compiles for '",
-                                                   compiler_.backend(), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan of solver ", plan->solver_id(), " is for backend '",
+                     BackendName(plan->backend()), "'; this builder compiles for '",
+                     BackendName(compiler_.backend()), "'"));
   }
   for (const v1::KernelStep& step : plan->steps()) {
     if (gpu::IsLibraryStep(step)) continue;
@@ -43,7 +44,9 @@ absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan) {
   std::vector<std::string> hashes;
   hashes.reserve(plan->sources_size());
   for (const v1::KernelSource& source : plan->sources()) {
-    ASSIGN_OR_RETURN(std::string hash, BuildSource(source));
+    bool ran = false;
+    ASSIGN_OR_RETURN(std::string hash, BuildSource(source, &ran));
+    if (ran && compiled != nullptr) ++*compiled;
     hashes.push_back(std::move(hash));
   }
   for (v1::KernelStep& step : *plan->mutable_steps()) {
@@ -54,7 +57,9 @@ absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> KernelBuilder::BuildSource(const v1::KernelSource& source) {
+absl::StatusOr<std::string> KernelBuilder::BuildSource(const v1::KernelSource& source,
+                                                       bool* compiled) {
+  if (compiled != nullptr) *compiled = false;
   CompileRequest req;
   req.file = source.file();
   ASSIGN_OR_RETURN(req.source, KernelSourceText(source.file(), compiler_.backend()));
@@ -62,7 +67,7 @@ absl::StatusOr<std::string> KernelBuilder::BuildSource(const v1::KernelSource& s
   req.arch = arch_;
   std::string hash =
       CodeObjectHash(compiler_.backend(), arch_, req.source, req.options, compiler_.version());
-  ASSIGN_OR_RETURN(CodeObject code, Lookup(hash, req));
+  ASSIGN_OR_RETURN(CodeObject code, Lookup(hash, req, compiled));
   if (device_ != nullptr && !device_->HasCodeObject(hash)) {
     RETURN_IF_ERROR(device_->LoadCodeObject(hash, *code));
     absl::MutexLock lock(&mu_);
@@ -72,7 +77,8 @@ absl::StatusOr<std::string> KernelBuilder::BuildSource(const v1::KernelSource& s
 }
 
 absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(const std::string& hash,
-                                                                const CompileRequest& req) {
+                                                                const CompileRequest& req,
+                                                                bool* compiled) {
   std::shared_ptr<InFlight> flight;
   bool owner = false;
   {
@@ -94,7 +100,7 @@ absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(const std::strin
     }
     return flight->result;
   }
-  flight->result = FetchOrCompile(hash, req);
+  flight->result = FetchOrCompile(hash, req, compiled);
   {
     absl::MutexLock lock(&mu_);
     // A failure is not remembered: a later build tries again.
@@ -106,9 +112,10 @@ absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(const std::strin
 }
 
 absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::FetchOrCompile(
-    const std::string& hash, const CompileRequest& req) {
+    const std::string& hash, const CompileRequest& req, bool* compiled) {
   absl::StatusOr<v1::KernelCacheRecord> stored = cache_.Get(hash);
-  if (stored.ok() && stored->backend() == compiler_.backend() && stored->arch() == arch_ &&
+  if (stored.ok() && stored->backend() == BackendName(compiler_.backend()) &&
+      stored->arch() == arch_ &&
       !stored->code_object().empty()) {
     absl::MutexLock lock(&mu_);
     ++stats_.store_hits;
@@ -120,10 +127,11 @@ absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::FetchOrCompile(
   }
   ASSIGN_OR_RETURN(std::string code, compiler_.Compile(req));
   v1::KernelCacheRecord record;
-  record.set_backend(std::string(compiler_.backend()));
+  record.set_backend(std::string(BackendName(compiler_.backend())));
   record.set_arch(arch_);
   record.set_code_object(code);
   RETURN_IF_ERROR(cache_.Put(hash, record));
+  if (compiled != nullptr) *compiled = true;
   absl::MutexLock lock(&mu_);
   ++stats_.compiled;
   return std::make_shared<const std::string>(std::move(code));

@@ -42,10 +42,13 @@ class KernelBuilder {
   // is out of range; NotFound for an unknown source file; Internal with the
   // compiler's log when a source does not compile.
   // Idempotent: after Device::Reset it re-loads what the device lost.
-  absl::Status BuildPlan(v1::ExecutionPlan* plan);
+  // *compiled (may be null) counts the compiler runs this call made.
+  absl::Status BuildPlan(v1::ExecutionPlan* plan, int* compiled = nullptr);
 
-  // Compiles (or finds) one source and loads it; returns its hash.
-  absl::StatusOr<std::string> BuildSource(const v1::KernelSource& source);
+  // Compiles (or finds) one source and loads it; returns its hash. Sets
+  // *compiled (may be null) when this call ran the compiler.
+  absl::StatusOr<std::string> BuildSource(const v1::KernelSource& source,
+                                          bool* compiled = nullptr);
 
   BuildStats stats() const;
   const std::string& arch() const { return arch_; }
@@ -55,8 +58,10 @@ class KernelBuilder {
   using CodeObject = std::shared_ptr<const std::string>;
   struct InFlight;
 
-  absl::StatusOr<CodeObject> Lookup(const std::string& hash, const CompileRequest& req);
-  absl::StatusOr<CodeObject> FetchOrCompile(const std::string& hash, const CompileRequest& req);
+  absl::StatusOr<CodeObject> Lookup(const std::string& hash, const CompileRequest& req,
+                                    bool* compiled);
+  absl::StatusOr<CodeObject> FetchOrCompile(const std::string& hash, const CompileRequest& req,
+                                            bool* compiled);
 
   Device* const device_;
   const KernelCompiler& compiler_;

@@ -1,36 +1,34 @@
-// The gRPC adapter of convtuned: converts requests, validates every field from
-// the wire, and hands work to the find engine. Handlers never block on tuning
-// or timing (callback API); they hold no logic of their own. Thread-safe.
+// The gRPC edge of convtuned: each handler converts its request with the
+// transport-free functions of requests.h and hands the work to the core. A
+// handler never compiles, times or waits on the device: kernel builds run on
+// the compile pool, timings and remote execution on the device's timing
+// queue, and bulk store operations (stats, export, import) on the store pool;
+// each finishes its reactor from there. FindDb hits, immediate-mode answers
+// and workspace sizes are answered on the callback thread at once.
+// Thread-safe.
 #ifndef CONVTUNE_SERVER_SERVICE_H_
 #define CONVTUNE_SERVER_SERVICE_H_
 
-#include <cstdint>
-
 #include "convtune/v1/service.grpc.pb.h"
-#include "kernels/problem.h"
-#include "server/find_engine.h"
-#include "server/find_mode.h"
+#include "server/core.h"
+#include "server/requests.h"
+#include "server/thread_pool.h"
 #include "storage/store.h"
 
 namespace convtune {
 
-struct ServiceOptions {
-  ProblemLimits limits;
-  // The mode of a find that names none.
-  FindMode default_mode = kDefaultFindMode;
-  // Largest total of inline tensors an Execute request may carry.
-  int64_t max_execute_bytes = int64_t{64} << 20;
-};
-
 class ConvTuneService final : public v1::ConvTune::CallbackService {
  public:
-  ConvTuneService(FindEngine& engine, storage::Store& store, ServiceOptions options)
-      : engine_(engine), store_(store), options_(options) {}
+  // References must outlive the service.
+  ConvTuneService(Core& core, storage::Store& store, ThreadPool& store_pool,
+                  ServiceOptions options)
+      : core_(core), store_(store), store_pool_(store_pool), options_(options) {}
 
-  grpc::ServerUnaryReactor* GetWorkspaceSize(grpc::CallbackServerContext* ctx,
-                                             const v1::WorkspaceSizeRequest* req,
-                                             v1::WorkspaceSizeResponse* resp) override;
-  grpc::ServerUnaryReactor* Find(grpc::CallbackServerContext* ctx, const v1::FindRequest* req,
+  grpc::ServerUnaryReactor* GetWorkspaceSize(
+      grpc::CallbackServerContext* ctx, const v1::WorkspaceSizeRequest* req,
+      v1::WorkspaceSizeResponse* resp) override;
+  grpc::ServerUnaryReactor* Find(grpc::CallbackServerContext* ctx,
+                                 const v1::FindRequest* req,
                                  v1::FindResponse* resp) override;
   grpc::ServerUnaryReactor* GetPlan(grpc::CallbackServerContext* ctx,
                                     const v1::GetPlanRequest* req,
@@ -50,25 +48,26 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   grpc::ServerUnaryReactor* DbImport(grpc::CallbackServerContext* ctx,
                                      const v1::DbImportRequest* req,
                                      v1::DbImportResponse* resp) override;
-  grpc::ServerUnaryReactor* GetSolutions(grpc::CallbackServerContext* ctx,
-                                         const v1::GetSolutionsRequest* req,
-                                         v1::GetSolutionsResponse* resp) override;
-  grpc::ServerUnaryReactor* GetSolutionWorkspaceSize(grpc::CallbackServerContext* ctx,
-                                                     const v1::SolutionRequest* req,
-                                                     v1::WorkspaceSizeResponse* resp) override;
-  grpc::ServerUnaryReactor* CompileSolution(grpc::CallbackServerContext* ctx,
-                                            const v1::SolutionRequest* req,
-                                            v1::CompileSolutionResponse* resp) override;
-  grpc::ServerUnaryReactor* TrainHeuristic(grpc::CallbackServerContext* ctx,
-                                           const v1::TrainHeuristicRequest* req,
-                                           v1::TrainHeuristicResponse* resp) override;
-  grpc::ServerUnaryReactor* GetCodeObject(grpc::CallbackServerContext* ctx,
-                                          const v1::GetCodeObjectRequest* req,
-                                          v1::GetCodeObjectResponse* resp) override;
+  grpc::ServerUnaryReactor* GetSolutions(
+      grpc::CallbackServerContext* ctx, const v1::GetSolutionsRequest* req,
+      v1::GetSolutionsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetSolutionWorkspaceSize(
+      grpc::CallbackServerContext* ctx, const v1::SolutionRequest* req,
+      v1::WorkspaceSizeResponse* resp) override;
+  grpc::ServerUnaryReactor* CompileSolution(
+      grpc::CallbackServerContext* ctx, const v1::SolutionRequest* req,
+      v1::CompileSolutionResponse* resp) override;
+  grpc::ServerUnaryReactor* TrainHeuristic(
+      grpc::CallbackServerContext* ctx, const v1::TrainHeuristicRequest* req,
+      v1::TrainHeuristicResponse* resp) override;
+  grpc::ServerUnaryReactor* GetCodeObject(
+      grpc::CallbackServerContext* ctx, const v1::GetCodeObjectRequest* req,
+      v1::GetCodeObjectResponse* resp) override;
 
  private:
-  FindEngine& engine_;
+  Core& core_;
   storage::Store& store_;
+  ThreadPool& store_pool_;
   const ServiceOptions options_;
 };
 

@@ -8,17 +8,6 @@
 
 namespace convtune {
 
-absl::string_view AlgorithmName(AlgorithmFamily family) {
-  switch (family) {
-    case AlgorithmFamily::kDirect: return "direct";
-    case AlgorithmFamily::kGemm: return "gemm";
-    case AlgorithmFamily::kWinograd: return "winograd";
-    case AlgorithmFamily::kFft: return "fft";
-    case AlgorithmFamily::kImplicitGemm: return "implicit_gemm";
-  }
-  return "?";
-}
-
 std::string PerfConfigString(const PerfConfig& config) { return absl::StrJoin(config, ","); }
 
 absl::Status Solver::ValidateConfig(const ConvProblem& p, const PerfConfig& config) const {
@@ -38,18 +27,18 @@ double Solver::EstimatedBytes(const ConvProblem& p) const {
 double Solver::Efficiency(const ConvProblem& p) const {
   // Rough fractions of peak per family; solvers that know better override.
   switch (family()) {
-    case AlgorithmFamily::kDirect: return 0.05;
-    case AlgorithmFamily::kGemm: return 0.5;
-    case AlgorithmFamily::kWinograd: return 0.35;
-    case AlgorithmFamily::kFft: return 0.3;
-    case AlgorithmFamily::kImplicitGemm: return 0.4;
+    case v1::DIRECT: return 0.05;
+    case v1::GEMM: return 0.5;
+    case v1::WINOGRAD: return 0.35;
+    case v1::FFT: return 0.3;
+    case v1::IMPLICIT_GEMM: return 0.4;
   }
   return 0.1;
 }
 
 v1::ExecutionPlan Solver::NewPlan(const ConvProblem& p, const PerfConfig& config) const {
   v1::ExecutionPlan plan;
-  plan.set_backend(std::string(backend()));
+  plan.set_backend(backend());
   plan.set_solver_id(id());
   ProblemToProto(p, plan.mutable_problem());
   for (int64_t v : config) plan.add_perf_config(v);

@@ -7,19 +7,17 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/vocabulary.h"
 #include "convtune/v1/plan.pb.h"
 #include "kernels/device.h"
 #include "kernels/problem.h"
 
 namespace convtune {
-
-enum class AlgorithmFamily { kDirect, kGemm, kWinograd, kFft, kImplicitGemm };
-absl::string_view AlgorithmName(AlgorithmFamily family);  // "direct", "gemm", ...
 
 // A point in a solver's tuning space; the solver gives the values meaning.
 using PerfConfig = std::vector<int64_t>;
@@ -32,9 +30,9 @@ class Solver {
   // Stable across releases; never reused for another solver.
   virtual uint32_t id() const = 0;
   virtual absl::string_view name() const = 0;
-  virtual AlgorithmFamily family() const = 0;
-  // "cpu", or "gpu" for solvers whose kernels build for cuda and hip alike.
-  virtual absl::string_view backend() const = 0;
+  virtual v1::AlgorithmFamily family() const = 0;
+  // CPU, or GPU for solvers whose kernels build for CUDA and HIP alike.
+  virtual v1::Backend backend() const = 0;
   // True when problem sizes are kernel arguments (nothing compiled per size).
   virtual bool dynamic() const = 0;
 

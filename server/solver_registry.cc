@@ -40,23 +40,23 @@ const Solver* SolverRegistry::Find(uint32_t id) const {
 
 namespace {
 
-bool ForBackendName(const Solver& s, absl::string_view backend) {
+bool ForBackendOf(const Solver& s, v1::Backend backend) {
   return s.backend() == backend ||
-         (s.backend() == "gpu" && (backend == "cuda" || backend == "hip"));
+         (s.backend() == v1::GPU && (backend == v1::CUDA || backend == v1::HIP));
 }
 
 }  // namespace
 
-std::vector<const Solver*> SolverRegistry::ForBackend(absl::string_view backend) const {
+std::vector<const Solver*> SolverRegistry::ForBackend(v1::Backend backend) const {
   std::vector<const Solver*> out;
   for (const auto& s : solvers_) {
-    if (ForBackendName(*s, backend)) out.push_back(s.get());
+    if (ForBackendOf(*s, backend)) out.push_back(s.get());
   }
   return out;
 }
 
 bool SolverRegistry::Runs(const Solver& s, const DeviceInfo& device) {
-  return ForBackendName(s, device.backend) && s.SupportsDevice(device);
+  return ForBackendOf(s, device.backend) && s.SupportsDevice(device);
 }
 
 std::vector<const Solver*> SolverRegistry::ForDevice(const DeviceInfo& device) const {

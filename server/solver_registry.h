@@ -4,7 +4,6 @@
 #define CONVTUNE_SERVER_SOLVER_REGISTRY_H_
 
 #include <memory>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "server/solver.h"
@@ -20,8 +19,8 @@ class SolverRegistry {
 
   // nullptr if no solver has that id.
   const Solver* Find(uint32_t id) const;
-  // Solvers of one backend, in id order ("gpu" solvers count for cuda and hip).
-  std::vector<const Solver*> ForBackend(absl::string_view backend) const;
+  // Solvers of one backend, in id order (GPU solvers count for CUDA and HIP).
+  std::vector<const Solver*> ForBackend(v1::Backend backend) const;
   // Solvers that run on this device, in id order.
   std::vector<const Solver*> ForDevice(const DeviceInfo& device) const;
   // Whether `s` runs on this device.

@@ -30,6 +30,20 @@ int ThreadPool::queued() const {
   return static_cast<int>(tasks_.size());
 }
 
+bool ThreadPool::idle() const {
+  absl::MutexLock lock(&mu_);
+  return tasks_.empty() && running_ == 0;
+}
+
+void ThreadPool::WaitIdle() const {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](const ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+        return p->tasks_.empty() && p->running_ == 0;
+      },
+      this));
+}
+
 void ThreadPool::Loop() {
   for (;;) {
     std::function<void()> task;
@@ -43,8 +57,11 @@ void ThreadPool::Loop() {
       if (tasks_.empty()) return;  // stopping and drained
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      ++running_;
     }
     task();
+    absl::MutexLock lock(&mu_);
+    --running_;
   }
 }
 

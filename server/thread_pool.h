@@ -30,6 +30,11 @@ class ThreadPool {
   int threads() const { return static_cast<int>(workers_.size()); }
   // Tasks waiting (not running).
   int queued() const;
+  // Blocks until no task is queued or running. Pools whose tasks schedule
+  // onto each other are drained by waiting on each in turn until all are
+  // idle, before any of them is destroyed.
+  void WaitIdle() const;
+  bool idle() const;
 
  private:
   void Loop();
@@ -38,6 +43,7 @@ class ThreadPool {
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> workers_;
 };
 

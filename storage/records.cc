@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 
@@ -135,16 +136,6 @@ std::string DevicePrefix(absl::string_view device_key) {
 }
 
 }  // namespace
-
-std::string FindDbKey(absl::string_view device_key, absl::string_view problem_key) {
-  return absl::StrCat(device_key, std::string(1, kKeySeparator), problem_key);
-}
-
-std::string PerfDbKey(absl::string_view device_key, absl::string_view problem_key,
-                      uint32_t solver_id) {
-  return absl::StrCat(FindDbKey(device_key, problem_key), std::string(1, kKeySeparator),
-                      solver_id);
-}
 
 absl::Status ValidateStoredPair(Column column, absl::string_view key, absl::string_view value) {
   absl::Status s;
@@ -323,6 +314,37 @@ absl::Status Meta::Put(absl::string_view name, absl::string_view value) {
   r.set_schema_version(kSchemaVersion);
   r.set_value(std::string(value));
   return store_->Put(Column::kMeta, name, r.SerializeAsString(), kSynced);
+}
+
+// ---- Quarantine ----
+
+QuarantineRecords::QuarantineRecords(Store* store, std::string device_key)
+    : store_(store), device_key_(std::move(device_key)) {}
+
+absl::StatusOr<std::map<std::string, std::vector<uint32_t>>> QuarantineRecords::LoadAll() {
+  const std::string prefix = QuarantineName(device_key_, "");
+  std::vector<std::string> names;
+  RETURN_IF_ERROR(store_->Scan(Column::kMeta, prefix,
+                               [&](absl::string_view key, absl::string_view) {
+                                 names.emplace_back(key);
+                                 return true;
+                               }));
+  std::map<std::string, std::vector<uint32_t>> out;
+  for (const std::string& name : names) {
+    absl::StatusOr<std::string> value = Meta(store_).Get(name);
+    if (!value.ok()) continue;
+    std::vector<uint32_t>& ids = out[name.substr(prefix.size())];
+    for (absl::string_view part : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+      uint32_t id = 0;
+      if (absl::SimpleAtoi(part, &id)) ids.push_back(id);
+    }
+  }
+  return out;
+}
+
+absl::Status QuarantineRecords::Put(absl::string_view problem_key,
+                                    const std::vector<uint32_t>& ids) {
+  return Meta(store_).Put(QuarantineName(device_key_, problem_key), absl::StrJoin(ids, ","));
 }
 
 absl::Status StampMeta(Store* store, absl::string_view created_by) {

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "convtune/v1/records.pb.h"
+#include "storage/keys.h"
 #include "storage/store.h"
 
 namespace convtune::storage {
@@ -23,15 +24,6 @@ namespace convtune::storage {
 // The schema version every record is written with. A reader drops (deletes)
 // a record whose version differs and answers DataLoss, so the caller re-tunes.
 inline constexpr uint32_t kSchemaVersion = 1;
-
-// Key separator; device keys, problem keys and kernel hashes never contain it.
-inline constexpr char kKeySeparator = '/';
-
-// "<device_key>/<problem_key>". REQUIRES: neither contains '/'.
-std::string FindDbKey(absl::string_view device_key, absl::string_view problem_key);
-// "<device_key>/<problem_key>/<solver_id in decimal>".
-std::string PerfDbKey(absl::string_view device_key, absl::string_view problem_key,
-                      uint32_t solver_id);
 
 // OK if `value` is a valid record of `column` stored under `key`: it parses,
 // carries kSchemaVersion, and agrees with its key. DataLoss naming what is
@@ -114,6 +106,25 @@ class Meta {
 
  private:
   Store* store_;
+};
+
+// Solvers that left the device unusable on a problem, per device key: meta
+// records named QuarantineName(), whose value is the solver ids in decimal,
+// comma-separated, in the order they were quarantined.
+class QuarantineRecords {
+ public:
+  QuarantineRecords(Store* store, std::string device_key);
+
+  // Every quarantined problem of this device with its solver ids. A record
+  // that does not read is skipped (a Meta::Get drops it); store errors as
+  // the store reports them.
+  absl::StatusOr<std::map<std::string, std::vector<uint32_t>>> LoadAll();
+  // Replaces the problem's list; written synced.
+  absl::Status Put(absl::string_view problem_key, const std::vector<uint32_t>& ids);
+
+ private:
+  Store* store_;
+  std::string device_key_;
 };
 
 // Writes meta "schema_version" and "created_by" when the database has none.

@@ -18,6 +18,7 @@
 #include "client/cli/cli.h"
 #include "client/cli/db_merge.h"
 #include "common/file_util.h"
+#include "common/vocabulary.h"
 #include "kernels/driver_line.h"
 
 namespace convtune::cli {
@@ -33,7 +34,7 @@ void PrintSolvers(const v1::ListSolversResponse& response, bool with_problem) {
   int applicable = 0;
   for (const v1::SolverInfo& s : response.solvers()) {
     std::cout << absl::StrFormat("%5u  %-32s  %-14s  %-7s  %-7s", s.id(),
-                                 s.name(), s.algorithm(), s.backend(),
+                                 s.name(), AlgorithmName(s.algorithm()), BackendName(s.backend()),
                                  s.dynamic() ? "yes" : "no");
     if (with_problem) {
       applicable += s.applicable();

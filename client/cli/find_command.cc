@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/cli.h"
+#include "common/vocabulary.h"
 #include "kernels/driver_line.h"
 
 namespace convtune::cli {
@@ -123,8 +124,8 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
       }
     } else if (a == "--mode") {
       if (!value(&v)) return UsageError("--mode needs a MODE");
-      absl::StatusOr<v1::FindMode> mode = ParseFindMode(v);
-      if (!mode.ok()) return UsageError(absl::StrCat("--mode: ", mode.status().message()));
+      absl::StatusOr<v1::FindMode> mode = ParseFindMode(v, "--mode");
+      if (!mode.ok()) return UsageError(std::string(mode.status().message()));
       flags->options.mode = *mode;
     } else if (a == "--count") {
       if (!value(&v) || !absl::SimpleAtoi(v, &flags->options.request_count) ||

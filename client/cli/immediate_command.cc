@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/cli.h"
+#include "common/vocabulary.h"
 #include "kernels/driver_line.h"
 
 namespace convtune::cli {
@@ -87,7 +88,7 @@ void PrintJson(const std::vector<Answer>& answers) {
                        "%s, \"algorithm\": %s, \"time_ms\": %.6g, "
                        "\"workspace_bytes\": %d, \"measured\": %s}",
                        r + 1, s.solution_id(), JsonString(s.solver_name()),
-                       JsonString(s.algorithm()), s.time_ms(),
+                       JsonString(AlgorithmName(s.algorithm())), s.time_ms(),
                        s.workspace_bytes(), s.measured() ? "true" : "false");
     }
     std::cout << "]}";
@@ -118,7 +119,7 @@ void PrintTable(const std::vector<Answer>& answers) {
       const v1::Solution& s = a.response.solutions(r);
       std::cout << absl::StrFormat(
           "  %4d  %5u  %-32s  %-14s  %12.4f  %14d  %s\n", r + 1,
-          s.solution_id(), s.solver_name(), s.algorithm(), s.time_ms(),
+          s.solution_id(), s.solver_name(), AlgorithmName(s.algorithm()), s.time_ms(),
           s.workspace_bytes(), s.measured() ? "measured" : "estimated");
     }
     if (a.response.solutions_size() == 0) std::cout << "  (no solution)\n";

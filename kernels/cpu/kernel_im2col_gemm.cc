@@ -11,13 +11,10 @@
 #include "kernels/cpu/kernel_sgemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/index_math.h"
 
 namespace convtune::cpu {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) {
-  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
-}
 
 // The outputs [lo, hi) along an axis whose input index o*s + off is in [0,
 // len).

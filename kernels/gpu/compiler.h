@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "convtune/v1/problem.pb.h"
 
 namespace convtune {
 
@@ -25,7 +26,7 @@ class KernelCompiler {
  public:
   virtual ~KernelCompiler() = default;
 
-  virtual absl::string_view backend() const = 0;  // "cuda" or "hip"
+  virtual v1::Backend backend() const = 0;  // CUDA or HIP
   // The compiler's version, part of every code object's hash ("nvrtc13.0").
   virtual const std::string& version() const = 0;
 
@@ -38,11 +39,11 @@ class KernelCompiler {
 // Unavailable (naming the library) when the compiler library cannot be loaded.
 absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeNvrtcCompiler();
 absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeHiprtcCompiler();
-// By backend name; InvalidArgument for another name.
-absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(absl::string_view backend);
+// InvalidArgument for a backend other than CUDA and HIP.
+absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(v1::Backend backend);
 
 // The kernel cache key: a hex digest of everything a code object depends on.
-std::string CodeObjectHash(absl::string_view backend, absl::string_view arch,
+std::string CodeObjectHash(v1::Backend backend, absl::string_view arch,
                            absl::string_view source, const std::vector<std::string>& options,
                            absl::string_view compiler_version);
 

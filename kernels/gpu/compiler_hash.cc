@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/vocabulary.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/sha256.h"
 
@@ -90,11 +91,11 @@ std::string Sha256Hex(absl::string_view data) {
   return out;
 }
 
-std::string CodeObjectHash(absl::string_view backend, absl::string_view arch,
+std::string CodeObjectHash(v1::Backend backend, absl::string_view arch,
                            absl::string_view source, const std::vector<std::string>& options,
                            absl::string_view compiler_version) {
   std::string message = "convtune-code-object-v1";
-  AppendField(&message, backend);
+  AppendField(&message, BackendName(backend));
   AppendField(&message, arch);
   AppendField(&message, compiler_version);
   AppendField(&message, source);
@@ -103,11 +104,11 @@ std::string CodeObjectHash(absl::string_view backend, absl::string_view arch,
   return Sha256Hex(message);
 }
 
-absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(absl::string_view backend) {
-  if (backend == "cuda") return MakeNvrtcCompiler();
-  if (backend == "hip") return MakeHiprtcCompiler();
-  return absl::InvalidArgumentError(
-      absl::StrCat("backend: no run-time compiler for '", backend, "' (expected cuda or hip)"));
+absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(v1::Backend backend) {
+  if (backend == v1::CUDA) return MakeNvrtcCompiler();
+  if (backend == v1::HIP) return MakeHiprtcCompiler();
+  return absl::InvalidArgumentError(absl::StrCat("backend: no run-time compiler for '",
+                                                 BackendName(backend), "' (expected cuda or hip)"));
 }
 
 }  // namespace convtune

@@ -92,7 +92,7 @@ class HiprtcCompiler final : public KernelCompiler {
   HiprtcCompiler(const HiprtcApi* api, std::string version)
       : api_(api), version_(std::move(version)) {}
 
-  absl::string_view backend() const override { return "hip"; }
+  v1::Backend backend() const override { return v1::HIP; }
   const std::string& version() const override { return version_; }
 
   absl::StatusOr<std::string> Compile(const CompileRequest& req) const override {

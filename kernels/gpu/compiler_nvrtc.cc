@@ -73,7 +73,7 @@ class NvrtcCompiler final : public KernelCompiler {
   NvrtcCompiler(const NvrtcApi* api, std::string version, std::vector<int> archs)
       : api_(api), version_(std::move(version)), archs_(std::move(archs)) {}
 
-  absl::string_view backend() const override { return "cuda"; }
+  v1::Backend backend() const override { return v1::CUDA; }
   const std::string& version() const override { return version_; }
 
   absl::StatusOr<std::string> Compile(const CompileRequest& req) const override {

@@ -1,19 +1,20 @@
 #include "kernels/gpu/sources.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/vocabulary.h"
 #include "kernels/gpu/embedded.h"
 
 namespace convtune {
 
-absl::StatusOr<std::string> KernelSourceText(absl::string_view file, absl::string_view backend) {
+absl::StatusOr<std::string> KernelSourceText(absl::string_view file, v1::Backend backend) {
   absl::string_view define;
-  if (backend == "cuda") {
+  if (backend == v1::CUDA) {
     define = "#define CONVTUNE_BACKEND_CUDA 1\n";
-  } else if (backend == "hip") {
+  } else if (backend == v1::HIP) {
     define = "#define CONVTUNE_BACKEND_HIP 1\n";
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("backend: no GPU kernel sources for '", backend, "' (expected cuda or hip)"));
+        absl::StrCat("backend: no GPU kernel sources for '", BackendName(backend), "' (expected cuda or hip)"));
   }
   for (int i = 0; i < gpu_embedded::kNumSources; ++i) {
     const gpu_embedded::EmbeddedSource& s = gpu_embedded::kSources[i];

@@ -10,12 +10,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "convtune/v1/problem.pb.h"
 
 namespace convtune {
 
 // The text of an embedded source with the prelude for `backend` in front,
 // ready to compile. NotFound for an unknown file.
-absl::StatusOr<std::string> KernelSourceText(absl::string_view file, absl::string_view backend);
+absl::StatusOr<std::string> KernelSourceText(absl::string_view file, v1::Backend backend);
 
 // Names of all embedded sources ("conv_direct.cu", ...).
 std::vector<std::string> KernelSourceFiles();

@@ -7,9 +7,6 @@
 
 namespace convtune {
 
-std::string Heuristics::ModelKey(absl::string_view device_key) {
-  return absl::StrCat("heuristic/", device_key);
-}
 
 Heuristics::Heuristics(storage::Store& store, const SolverRegistry& registry,
                        const DeviceInfo& device)
@@ -33,7 +30,7 @@ Heuristics::~Heuristics() {
 
 void Heuristics::Load() {
   storage::Meta meta(&store_);
-  const std::string key = ModelKey(device_key_);
+  const std::string key = storage::HeuristicModelName(device_key_);
   // Meta::Get deletes an unreadable meta record itself.
   absl::StatusOr<std::string> encoded = meta.Get(key);
   if (!encoded.ok()) return;
@@ -132,7 +129,7 @@ absl::StatusOr<TrainReport> Heuristics::Train() {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<LearnedRanker> ranker,
                    LearnedRanker::Train(samples, device_key_, registry_, wti_, options_.learned));
-  RETURN_IF_ERROR(storage::Meta(&store_).Put(ModelKey(device_key_),
+  RETURN_IF_ERROR(storage::Meta(&store_).Put(storage::HeuristicModelName(device_key_),
                                              absl::Base64Escape(ranker->proto().SerializeAsString())));
   report.records = static_cast<int64_t>(samples.size());
   report.train_accuracy = ranker->proto().train_accuracy();
@@ -143,6 +140,11 @@ absl::StatusOr<TrainReport> Heuristics::Train() {
   new_records_ = std::max<int64_t>(0, new_records_ - seen_before);
   report.generation = generation_;
   return report;
+}
+
+void Heuristics::TrainOn(ThreadPool& pool,
+                         std::function<void(absl::StatusOr<TrainReport>)> done) {
+  pool.Schedule([this, done = std::move(done)] { done(Train()); });
 }
 
 void Heuristics::NoteRecordStored(ThreadPool& pool) {

@@ -7,6 +7,7 @@
 #define CONVTUNE_SERVER_HEURISTICS_HEURISTICS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,10 @@ class Heuristics {
   // synced and installs it. FailedPrecondition with fewer usable records than
   // options.learned.min_records; store errors as the store reports them.
   absl::StatusOr<TrainReport> Train();
+  // Train() on `pool`; `done` gets its report there. The same REQUIRES as
+  // NoteRecordStored.
+  void TrainOn(ThreadPool& pool,
+               std::function<void(absl::StatusOr<TrainReport>)> done);
 
   // Called after each stored FindRecord. Once retrain_every records arrived
   // since the last training and none is running, schedules Train() on pool.
@@ -77,8 +82,6 @@ class Heuristics {
   int64_t generation() const;
   // Background trainings finished (successful or not).
   int64_t background_trainings() const;
-  // The meta-record name the model is stored under: "heuristic/<device_key>".
-  static std::string ModelKey(absl::string_view device_key);
 
   const WtiEstimator& wti() const { return wti_; }
 

@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cmath>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "storage/keys.h"
 
 namespace convtune {
 
@@ -102,7 +102,7 @@ Features ProblemFeatures(const ConvProblem& p) {
 }
 
 absl::StatusOr<TrainingSample> SampleFromRecord(const v1::FindRecord& record) {
-  if (absl::StrContains(record.problem_key(), "|ws=")) {
+  if (storage::IsWorkspaceLimited(record)) {
     return absl::InvalidArgumentError(
         absl::StrCat(record.problem_key(), ": tuned under a workspace limit"));
   }

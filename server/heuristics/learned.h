@@ -39,8 +39,8 @@ struct TrainingSample {
 };
 
 // The sample of one unconstrained FindRecord. InvalidArgument for records
-// tuned under a workspace limit ("|ws=" keys), unparsable keys, and records
-// with no measured result.
+// tuned under a workspace limit (storage::IsWorkspaceLimited), unparsable
+// keys, and records with no measured result.
 absl::StatusOr<TrainingSample> SampleFromRecord(const v1::FindRecord& record);
 
 struct LearnedOptions {

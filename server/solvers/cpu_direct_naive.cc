@@ -10,7 +10,7 @@ class CpuDirectNaive final : public CpuSolver {
  public:
   uint32_t id() const override { return kCpuDirectNaiveId; }
   absl::string_view name() const override { return "cpu_direct_naive"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
+  v1::AlgorithmFamily family() const override { return v1::DIRECT; }
   bool dynamic() const override { return true; }
   absl::Status IsApplicable(const ConvProblem& p) const override {
     return absl::OkStatus();

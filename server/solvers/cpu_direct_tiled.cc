@@ -23,7 +23,7 @@ class CpuDirectTiled final : public CpuSolver {
  public:
   uint32_t id() const override { return kCpuDirectTiledId; }
   absl::string_view name() const override { return "cpu_direct_tiled"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
+  v1::AlgorithmFamily family() const override { return v1::DIRECT; }
   bool dynamic() const override { return true; }
   absl::Status IsApplicable(const ConvProblem& p) const override {
     return absl::OkStatus();

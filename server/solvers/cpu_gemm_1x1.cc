@@ -12,7 +12,7 @@ class CpuGemm1x1 final : public CpuSolver {
  public:
   uint32_t id() const override { return kCpuGemm1x1Id; }
   absl::string_view name() const override { return "cpu_gemm_1x1"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kGemm; }
+  v1::AlgorithmFamily family() const override { return v1::GEMM; }
   bool dynamic() const override { return true; }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {

@@ -11,7 +11,7 @@ class CpuIm2colGemm final : public CpuSolver {
  public:
   uint32_t id() const override { return kCpuIm2colGemmId; }
   absl::string_view name() const override { return "cpu_im2col_gemm"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kGemm; }
+  v1::AlgorithmFamily family() const override { return v1::GEMM; }
   bool dynamic() const override { return true; }
   absl::Status IsApplicable(const ConvProblem& p) const override {
     return absl::OkStatus();

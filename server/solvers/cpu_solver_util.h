@@ -1,5 +1,4 @@
-// Pieces shared by the CPU solvers: the per-solver factories that
-// MakeCpuSolvers() collects, and the plan builder that serves fp16/bf16
+// Pieces shared by the CPU solvers: the plan builder that serves fp16/bf16
 // problems with fp32 kernels by converting through the workspace.
 // Stateless; thread-safe.
 #ifndef CONVTUNE_SERVER_SOLVERS_CPU_SOLVER_UTIL_H_
@@ -7,7 +6,6 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -17,15 +15,9 @@
 
 namespace convtune {
 
-std::unique_ptr<Solver> NewCpuDirectNaiveSolver();
-std::unique_ptr<Solver> NewCpuDirectTiledSolver();
-std::unique_ptr<Solver> NewCpuIm2colGemmSolver();
-std::unique_ptr<Solver> NewCpuGemm1x1Solver();
-std::unique_ptr<Solver> NewCpuWinogradF2x3Solver();
-
 class CpuSolver : public Solver {
  public:
-  absl::string_view backend() const final { return "cpu"; }
+  v1::Backend backend() const final { return v1::CPU; }
 };
 
 // The same problem with fp32 storage: what an fp32-only kernel is handed.

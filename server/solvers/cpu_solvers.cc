@@ -1,7 +1,5 @@
 #include "server/solvers/cpu_solvers.h"
 
-#include "server/solvers/cpu_solver_util.h"
-
 namespace convtune {
 
 std::vector<std::unique_ptr<Solver>> MakeCpuSolvers() {

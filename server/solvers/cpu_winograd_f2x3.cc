@@ -12,7 +12,7 @@ class CpuWinogradF2x3 final : public CpuSolver {
  public:
   uint32_t id() const override { return kCpuWinogradF2x3Id; }
   absl::string_view name() const override { return "cpu_winograd_f2x3"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kWinograd; }
+  v1::AlgorithmFamily family() const override { return v1::WINOGRAD; }
   bool dynamic() const override { return true; }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {

@@ -15,9 +15,6 @@ namespace {
 constexpr int64_t kBlock = 256;
 // Blocks stride over larger ranges rather than growing the grid without end.
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;
-// cuBLAS and rocBLAS want matrices aligned at least this far for their
-// fastest kernels; workspace regions start on such a boundary.
-constexpr int64_t kWorkspaceAlign = 256;
 
 int64_t Blocks(int64_t threads) {
   return std::clamp<int64_t>((threads + kBlock - 1) / kBlock, 1, kMaxBlocks);

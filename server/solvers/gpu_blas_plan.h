@@ -1,6 +1,7 @@
 // Plan pieces the BLAS GEMM solvers share: "blas.gemm" steps over grouped
 // operands (kernels/gpu/blas_step.h defines the step), the lowering kernels
-// of conv_im2col.cu, and dw summed in an fp32 workspace for 16-bit types.
+// of conv_im2col.cu, dw summed in an fp32 workspace for 16-bit types, and the
+// workspace layout of the solvers that stage operands there.
 // Stateless; thread-safe.
 #ifndef CONVTUNE_SERVER_SOLVERS_GPU_BLAS_PLAN_H_
 #define CONVTUNE_SERVER_SOLVERS_GPU_BLAS_PLAN_H_
@@ -86,8 +87,15 @@ void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst, const SampledTensor
 void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan,
                        int64_t slices = 1);
 
-// `bytes` rounded up to the alignment workspace regions start at.
+// cuBLAS and rocBLAS want matrices aligned at least this far for their
+// fastest kernels; workspace regions start on such a boundary.
+inline constexpr int64_t kWorkspaceAlign = 256;
+// `bytes` rounded up to kWorkspaceAlign.
 int64_t AlignWorkspace(int64_t bytes);
+
+// The most workspace a solver that runs the images in chunks takes: chunks
+// are sized to fit in it.
+inline constexpr int64_t kWorkspaceBudget = int64_t{512} << 20;
 
 // OK, or FailedPrecondition naming the first of `sizes` (name, value) that
 // exceeds the 32-bit sizes the BLAS interfaces take.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/status_macros.h"
+#include "kernels/index_math.h"
 #include "kernels/plan_args.h"
 #include "server/solvers/gpu_solver_util.h"
 #include "server/solvers/gpu_solvers.h"
@@ -29,7 +30,6 @@ constexpr int64_t kMaxChannelsPerGroup = 8;
 constexpr int64_t kMaxSharedBytes = 48 * 1024;
 constexpr int64_t kMaxThreads = 256;
 constexpr int64_t kMaxGridX = 2147483647;
-constexpr int64_t kMaxIndex32 = 2147483647;
 // CT_WSLOTS of conv_depthwise.cu, and the 32-lane groups a W block has at most.
 constexpr int64_t kWSlots = 4;
 constexpr int64_t kMaxWGroups = 16;
@@ -54,8 +54,6 @@ constexpr std::array<int64_t, 3> kNhwcTiles[] = {{4, 8, 32}, {2, 8, 32}, {4, 4, 
 constexpr int64_t kMaxRowsFilter = 7;
 constexpr int64_t kRowsThreads = 256;
 constexpr int64_t kRowsMaxLanes = 32;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One channel per group, NCHW, 2-D, a filter of at most 7x7: the row kernels.
 bool RowsApply(const ConvProblem& p) {
@@ -165,7 +163,7 @@ class GpuDepthwise final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuDepthwiseId; }
   absl::string_view name() const override { return "gpu_depthwise"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
+  v1::AlgorithmFamily family() const override { return v1::DIRECT; }
   bool dynamic() const override { return true; }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {

@@ -18,7 +18,7 @@ class GpuDirectNaive final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuDirectNaiveId; }
   absl::string_view name() const override { return "gpu_direct_naive"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
+  v1::AlgorithmFamily family() const override { return v1::DIRECT; }
   bool dynamic() const override { return true; }
   absl::Status IsApplicable(const ConvProblem& p) const override { return absl::OkStatus(); }
   int64_t WorkspaceBytes(const ConvProblem& p) const override { return 0; }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/index_math.h"
 #include "kernels/plan_args.h"
 #include "server/solvers/gpu_solver_util.h"
 #include "server/solvers/gpu_solvers.h"
@@ -36,8 +37,6 @@ constexpr int64_t kMaxReduceBlocks = 4096;
 // {TH, TW}, largest first, and TK.
 constexpr std::array<int64_t, 2> kSpatialTiles[] = {{16, 16}, {8, 16}, {8, 8}, {4, 16}};
 constexpr int64_t kChannelTiles[] = {16, 8, 4};
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Backward weights' splits of its (n, od, output tile) units, from the
 // problem alone so that the workspace does not depend on the config.
@@ -106,7 +105,7 @@ class GpuDirectTiled final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuDirectTiledId; }
   absl::string_view name() const override { return "gpu_direct_tiled"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
+  v1::AlgorithmFamily family() const override { return v1::DIRECT; }
   bool dynamic() const override { return true; }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {

@@ -30,10 +30,10 @@
 // workspace converted at the end for fp16 and bf16 (rounding every partial
 // sum to 16 bits would lose precision as the batch grows).
 #include <algorithm>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/index_math.h"
 #include "server/solvers/cpu_solver_util.h"
 #include "server/solvers/gpu_blas_plan.h"
 #include "server/solvers/gpu_solver_util.h"
@@ -45,7 +45,6 @@ namespace {
 // Past this many bytes of packed operands per chunk the GEMMs are large
 // enough to run efficiently and more memory buys nothing.
 constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
-constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
 
 bool Strided(const ConvProblem& p) {
   return p.stride[0] != 1 || p.stride[1] != 1 || p.stride[2] != 1;
@@ -173,7 +172,7 @@ class GpuGemm1x1Blas final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuGemm1x1BlasId; }
   absl::string_view name() const override { return "gpu_gemm_1x1_blas"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kGemm; }
+  v1::AlgorithmFamily family() const override { return v1::GEMM; }
   bool dynamic() const override { return true; }
   bool SupportsDevice(const DeviceInfo& device) const override { return !device.blas.empty(); }
 

@@ -19,9 +19,9 @@
 // over more than one chunk it is summed in fp32 in the workspace and
 // converted at the end.
 #include <algorithm>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/index_math.h"
 #include "server/solvers/gpu_blas_plan.h"
 #include "server/solvers/gpu_solver_util.h"
 #include "server/solvers/gpu_solvers.h"
@@ -33,7 +33,6 @@ namespace {
 // packed dy) a chunk is big enough to keep the GEMMs efficient and more
 // memory buys nothing.
 constexpr int64_t kMaxColumnBytes = int64_t{256} << 20;
-constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
 
 // How the batch is cut into chunks of images.
 struct Chunking {
@@ -108,7 +107,7 @@ class GpuIm2colGemmBlas final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuIm2colGemmBlasId; }
   absl::string_view name() const override { return "gpu_im2col_gemm_blas"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kGemm; }
+  v1::AlgorithmFamily family() const override { return v1::GEMM; }
   bool dynamic() const override { return true; }
   bool SupportsDevice(const DeviceInfo& device) const override { return !device.blas.empty(); }
 

@@ -12,7 +12,7 @@ class GpuImplicitGemm final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuImplicitGemmId; }
   absl::string_view name() const override { return "gpu_implicit_gemm"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kImplicitGemm; }
+  v1::AlgorithmFamily family() const override { return v1::IMPLICIT_GEMM; }
   bool dynamic() const override { return true; }
   absl::Status IsApplicable(const ConvProblem& p) const override {
     return IgemmApplicable(p, name());

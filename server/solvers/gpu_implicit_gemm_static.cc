@@ -11,7 +11,7 @@ class GpuImplicitGemmStatic final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuImplicitGemmStaticId; }
   absl::string_view name() const override { return "gpu_implicit_gemm_static"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kImplicitGemm; }
+  v1::AlgorithmFamily family() const override { return v1::IMPLICIT_GEMM; }
   bool dynamic() const override { return false; }
   absl::Status IsApplicable(const ConvProblem& p) const override {
     return IgemmApplicable(p, name());

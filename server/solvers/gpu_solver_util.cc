@@ -2,17 +2,15 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/index_math.h"
 #include "kernels/plan_args.h"
-#include "server/solvers/gpu_solvers.h"
 
 namespace convtune {
 namespace {
 
-constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridYZ = 65535;
 // The block count a default config aims for: about one wave on a large GPU,
 // whose SM count DefaultConfig does not know.
@@ -27,8 +25,6 @@ constexpr std::array<int64_t, 5> kFmaTiles[] = {
     {64, 32, 16, 4, 4},  {32, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
 constexpr std::array<int64_t, 5> kMmaTiles[] = {
     {128, 128, 16, 2, 4}, {128, 64, 16, 4, 2}, {64, 128, 16, 2, 4}, {64, 64, 16, 2, 2}};
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t MaxSplits(const ConvProblem& p) {
   if (p.direction != Direction::kBackwardWeights) return 1;
@@ -52,7 +48,7 @@ int64_t Blocks(const ConvProblem& p, const PerfConfig& c) {
 }  // namespace
 
 bool CudaSmAtLeast(const DeviceInfo& device, int sm) {
-  if (device.backend != "cuda" || !absl::StartsWith(device.arch, "sm_")) return false;
+  if (device.backend != v1::CUDA || !absl::StartsWith(device.arch, "sm_")) return false;
   return std::atoi(device.arch.c_str() + 3) >= sm;
 }
 

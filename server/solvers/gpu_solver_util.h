@@ -1,13 +1,11 @@
-// Pieces shared by the GPU solvers: the factories MakeGpuSolvers() collects,
-// plan building for run-time compiled kernels (sources, options, launch
-// geometry), and the implicit-GEMM plan that three solvers share.
-// Stateless; thread-safe.
+// Pieces shared by the GPU solvers: plan building for run-time compiled
+// kernels (sources, options, launch geometry), and the implicit-GEMM plan
+// that three solvers share. Stateless; thread-safe.
 #ifndef CONVTUNE_SERVER_SOLVERS_GPU_SOLVER_UTIL_H_
 #define CONVTUNE_SERVER_SOLVERS_GPU_SOLVER_UTIL_H_
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,21 +18,9 @@
 
 namespace convtune {
 
-std::unique_ptr<Solver> NewGpuDirectNaiveSolver();
-std::unique_ptr<Solver> NewGpuImplicitGemmSolver();
-std::unique_ptr<Solver> NewGpuImplicitGemmStaticSolver();
-std::unique_ptr<Solver> NewGpuDepthwiseSolver();
-std::unique_ptr<Solver> NewGpuTensorCoreIgemmSolver();
-std::unique_ptr<Solver> NewGpuIm2colGemmBlasSolver();
-std::unique_ptr<Solver> NewGpuGemm1x1BlasSolver();
-std::unique_ptr<Solver> NewGpuWinogradF2x3Solver();
-std::unique_ptr<Solver> NewGpuDirectTiledSolver();
-std::unique_ptr<Solver> NewGpuWinogradBlasSolver();
-std::unique_ptr<Solver> NewGpuTensorCorePipelinedSolver();
-
 class GpuSolver : public Solver {
  public:
-  absl::string_view backend() const final { return "gpu"; }
+  v1::Backend backend() const final { return v1::GPU; }
 };
 
 // True for a CUDA device of compute capability `sm` (e.g. 80) or newer.

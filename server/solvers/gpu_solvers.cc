@@ -1,7 +1,5 @@
 #include "server/solvers/gpu_solvers.h"
 
-#include "server/solvers/gpu_solver_util.h"
-
 namespace convtune {
 
 std::vector<std::unique_ptr<Solver>> MakeGpuSolvers() {

@@ -23,6 +23,19 @@ inline constexpr uint32_t kGpuDirectTiledId = 109;
 inline constexpr uint32_t kGpuWinogradBlasId = 110;
 inline constexpr uint32_t kGpuTensorCorePipelinedId = 111;
 
+// One factory per solver above, each defined in its solver's file.
+std::unique_ptr<Solver> NewGpuDirectNaiveSolver();
+std::unique_ptr<Solver> NewGpuImplicitGemmSolver();
+std::unique_ptr<Solver> NewGpuImplicitGemmStaticSolver();
+std::unique_ptr<Solver> NewGpuDepthwiseSolver();
+std::unique_ptr<Solver> NewGpuTensorCoreIgemmSolver();
+std::unique_ptr<Solver> NewGpuIm2colGemmBlasSolver();
+std::unique_ptr<Solver> NewGpuGemm1x1BlasSolver();
+std::unique_ptr<Solver> NewGpuWinogradF2x3Solver();
+std::unique_ptr<Solver> NewGpuDirectTiledSolver();
+std::unique_ptr<Solver> NewGpuWinogradBlasSolver();
+std::unique_ptr<Solver> NewGpuTensorCorePipelinedSolver();
+
 std::vector<std::unique_ptr<Solver>> MakeGpuSolvers();
 
 }  // namespace convtune

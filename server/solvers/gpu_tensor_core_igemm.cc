@@ -16,7 +16,7 @@ class GpuTensorCoreIgemm final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuTensorCoreIgemmId; }
   absl::string_view name() const override { return "gpu_tensor_core_igemm"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kImplicitGemm; }
+  v1::AlgorithmFamily family() const override { return v1::IMPLICIT_GEMM; }
   bool dynamic() const override { return true; }
 
   bool SupportsDevice(const DeviceInfo& device) const override {

@@ -17,10 +17,10 @@
 // allow it (F and B; W steps over 32 positions).
 #include <algorithm>
 #include <array>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/index_math.h"
 #include "kernels/plan_args.h"
 #include "server/solvers/gpu_blas_plan.h"
 #include "server/solvers/gpu_solver_util.h"
@@ -32,8 +32,6 @@ namespace {
 constexpr int kMinSm = 80;
 // Channels per group are padded to a multiple of conv_tc's shorter step.
 constexpr int64_t kChannelBlock = 32;
-constexpr int64_t kWorkspaceBudget = int64_t{512} << 20;
-constexpr int64_t kMaxIndex32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPackBlock = 256;
 constexpr int64_t kFloatBytes = sizeof(float);
@@ -54,7 +52,6 @@ constexpr std::array<int64_t, 6> kWrwConfigs[] = {
 constexpr int64_t kMaxSplits = 64;
 constexpr int64_t kMinPositionsPerSplit = 1024;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t Pad32(int64_t channels) { return CeilDiv(channels, kChannelBlock) * kChannelBlock; }
 
 // The pass as conv_tc sees it, and the workspace: the packed filter at 0
@@ -138,7 +135,8 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
   const int64_t dy_image = g.pack_dy ? g.oh * g.ow * g.groups * g.kp : 0;
   g.chunk = p.n;
   if (x_image + dy_image > 0) {
-    const int64_t room = kWorkspaceBudget - g.x_at - 256;  // 256: the dy region's alignment
+    // Leaves room for aligning the dy region.
+    const int64_t room = kWorkspaceBudget - g.x_at - kWorkspaceAlign;
     g.chunk = std::min({p.n, room / ((x_image + dy_image) * es), kMaxGridY});
     for (int64_t image : {x_image, dy_image}) {
       if (image > 0) g.chunk = std::min(g.chunk, kMaxIndex32 / image);
@@ -201,7 +199,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuTensorCorePipelinedId; }
   absl::string_view name() const override { return "gpu_tensor_core_pipelined"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kImplicitGemm; }
+  v1::AlgorithmFamily family() const override { return v1::IMPLICIT_GEMM; }
   bool dynamic() const override { return true; }
 
   bool SupportsDevice(const DeviceInfo& device) const override {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/gpu/blas_step.h"
+#include "kernels/index_math.h"
 #include "kernels/plan_args.h"
 #include "server/solvers/gpu_blas_plan.h"
 #include "server/solvers/gpu_solver_util.h"
@@ -26,7 +27,6 @@
 namespace convtune {
 namespace {
 
-constexpr int64_t kWorkspaceBudget = int64_t{512} << 20;
 constexpr int64_t kFloatBytes = sizeof(float);
 constexpr int64_t kPositions = 16;  // of a transformed 4x4 tile
 constexpr int64_t kTransformBlock = 256;
@@ -43,8 +43,6 @@ constexpr int64_t kMinTilesPerSplit = 128;
 constexpr std::array<int64_t, 5> kTiles[] = {{128, 128, 8, 8, 8}, {128, 64, 8, 8, 4},
                                              {64, 128, 8, 4, 8},  {64, 64, 8, 4, 4},
                                              {32, 128, 8, 4, 4},  {32, 32, 16, 4, 4}};
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One problem as the kernels see it. F and B run a forward-shaped pass from
 // a source (x, or dy for B) with ci channels per group to a destination with
@@ -222,7 +220,7 @@ class GpuWinogradF2x3 final : public GpuSolver {
   absl::string_view name() const override {
     return blas_ ? "gpu_winograd_blas" : "gpu_winograd_f2x3";
   }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kWinograd; }
+  v1::AlgorithmFamily family() const override { return v1::WINOGRAD; }
   bool dynamic() const override { return true; }
   bool SupportsDevice(const DeviceInfo& device) const override {
     return !blas_ || !device.blas.empty();

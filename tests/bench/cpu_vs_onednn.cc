@@ -136,7 +136,7 @@ int Main(int argc, char** argv) {
       double best = 1e30;
       std::string best_name;
       std::vector<float> best_y;
-      for (const Solver* s : SolverRegistry::Default().ForBackend("cpu")) {
+      for (const Solver* s : SolverRegistry::Default().ForBackend(v1::CPU)) {
         if (!s->IsApplicable(p).ok()) continue;
         auto plan = s->MakePlan(p, s->DefaultConfig(p));
         if (!plan.ok()) continue;

@@ -35,7 +35,7 @@
 #include "kernels/plan_executor.h"
 #include "kernels/reference.h"
 #include "server/backend.h"
-#include "server/find_engine.h"
+#include "server/core.h"
 #include "server/kernel_builder.h"
 #include "server/solver.h"
 
@@ -172,7 +172,7 @@ absl::StatusOr<std::pair<int, double>> CudnnBest(cudnnHandle_t h, Device& dev,
 
 struct Bench {
   Device* dev;
-  FindEngine* engine;
+  Core* engine;
   cudnnHandle_t cudnn;
   int repeats;
   bool exhaustive = false;
@@ -183,11 +183,11 @@ struct Bench {
     Row row;
     row.key = ProblemKey(p);
     const auto t0 = Clock::now();
-    ASSIGN_OR_RETURN(FindOutcome cold, engine->FindBlocking(
-                                         p, {.mode = FindMode::kNormal, .exhaustive = exhaustive}));
+    ASSIGN_OR_RETURN(FindOutcome cold, engine->find().FindBlocking(
+                                         p, {.mode = v1::NORMAL, .exhaustive = exhaustive}));
     row.cold_s = std::chrono::duration<double>(Clock::now() - t0).count();
     const auto t1 = Clock::now();
-    ASSIGN_OR_RETURN(FindOutcome warm, engine->FindBlocking(p, {}));
+    ASSIGN_OR_RETURN(FindOutcome warm, engine->find().FindBlocking(p, {}));
     row.warm_us = std::chrono::duration<double, std::micro>(Clock::now() - t1).count();
     const v1::PerfResult& best = cold.record.results(0);
     row.ours_solver = best.solver_name();
@@ -198,7 +198,7 @@ struct Bench {
                       "]");
     }
     ASSIGN_OR_RETURN(v1::ExecutionPlan plan,
-                     engine->Plan(p, best.solver_id(),
+                     engine->planner().Plan(p, best.solver_id(),
                                   PerfConfig(best.perf_config().begin(), best.perf_config().end())));
     // Shared buffers: inputs random, the output written by both and compared.
     std::vector<char> hx(p.x_bytes()), hw(p.w_bytes()), hy(p.y_bytes());
@@ -285,13 +285,13 @@ absl::Status ListColdFind(Device& dev, KernelCompiler& compiler, const std::stri
   ASSIGN_OR_RETURN(auto store, storage::OpenRocksDbStore(dir));
   KernelBuilder builder(&dev, compiler, *store, dev.info().arch);
   ThreadPool compile("compile", 16), bench_queue("bench", 1);
-  FindEngine engine(dev, SolverRegistry::Default(), *store, compile, bench_queue,
-                    FindEngine::Options(), nullptr, &builder);
+  Core engine(dev, SolverRegistry::Default(), *store, compile, bench_queue,
+                    Core::Options(), nullptr, &builder);
   absl::Mutex mu;
   int left = static_cast<int>(layers.size()), failed = 0;
   const auto t0 = Clock::now();
   for (const ConvProblem& p : layers) {
-    engine.Find(p, {.mode = FindMode::kNormal}, [&](absl::StatusOr<FindOutcome> r) {
+    engine.find().Find(p, {.mode = v1::NORMAL}, [&](absl::StatusOr<FindOutcome> r) {
       absl::MutexLock lock(&mu);
       if (!r.ok()) {
         ++failed;
@@ -352,8 +352,8 @@ int Main(int argc, char** argv) {
   Device& dev = *backend->device;
   KernelBuilder builder(&dev, *backend->compiler, **store, dev.info().arch);
   ThreadPool compile("compile", 16), bench_queue("bench", 1);
-  FindEngine::Options options;
-  FindEngine engine(dev, SolverRegistry::Default(), **store, compile, bench_queue, options,
+  Core::Options options;
+  Core engine(dev, SolverRegistry::Default(), **store, compile, bench_queue, options,
                     nullptr, &builder);
   cudnnHandle_t cudnn;
   if (cudnnCreate(&cudnn) != CUDNN_STATUS_SUCCESS) return 1;

@@ -32,7 +32,7 @@
 #include "server/backend.h"
 #include "server/kernel_builder.h"
 #include "kernels/driver_line.h"
-#include "server/find_engine.h"
+#include "server/core.h"
 #include "server/heuristics/learned.h"
 #include "server/heuristics/wti.h"
 #include "storage/records.h"
@@ -151,17 +151,17 @@ int Run(const Flags& flags) {
   }
   ThreadPool compile("compile", std::max(2u, std::thread::hardware_concurrency())),
       bench("bench", 1);
-  FindEngine::Options options;
+  Core::Options options;
   options.timing.min_repeats = 2;
   options.timing.budget_ms = flags.budget_ms;
-  FindEngine engine(device, SolverRegistry::Default(), **store, compile, bench, options,
+  Core engine(device, SolverRegistry::Default(), **store, compile, bench, options,
                     /*system_db=*/nullptr, builder.get());
   std::map<std::string, std::vector<Layer>> layers;
   const auto start = std::chrono::steady_clock::now();
   int total = 0;
   for (const auto& [net, ps] : nets) {
     for (const ConvProblem& p : ps) {
-      absl::StatusOr<FindOutcome> r = engine.FindBlocking(p, {});
+      absl::StatusOr<FindOutcome> r = engine.find().FindBlocking(p, {});
       if (!r.ok()) {
         std::cerr << net << " " << ProblemKey(p) << ": " << r.status() << "\n";
         continue;

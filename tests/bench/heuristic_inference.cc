@@ -26,7 +26,7 @@ ConvProblem Typical() {
 
 std::vector<const Solver*> Applicable(const ConvProblem& p) {
   std::vector<const Solver*> out;
-  for (const Solver* s : SolverRegistry::Default().ForBackend("cpu")) {
+  for (const Solver* s : SolverRegistry::Default().ForBackend(v1::CPU)) {
     if (s->IsApplicable(p).ok()) out.push_back(s);
   }
   return out;

@@ -518,21 +518,5 @@ TEST_F(ImmediateTest, TrainHeuristicNeedsRecordsThenTrains) {
   EXPECT_FALSE(r->device_key().empty());
 }
 
-TEST(FindModeNameTest, NamesAndNumbers) {
-  EXPECT_EQ(*ParseFindMode("normal"), v1::NORMAL);
-  EXPECT_EQ(*ParseFindMode("2"), v1::FAST);
-  EXPECT_EQ(*ParseFindMode("Dynamic_Hybrid"), v1::DYNAMIC_HYBRID);
-  EXPECT_EQ(*ParseFindMode("7"), v1::TRUST_VERIFY_FULL);
-  for (const char* bad :
-       {"4", "0", "8", "", "fastest", "FIND_MODE_UNSPECIFIED"}) {
-    absl::StatusOr<v1::FindMode> m = ParseFindMode(bad);
-    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << bad;
-  }
-  EXPECT_THAT(std::string(ParseFindMode("4").status().message()),
-              HasSubstr("reserved"));
-  EXPECT_EQ(FindModeName(v1::TRUST_VERIFY), "TRUST_VERIFY");
-  EXPECT_EQ(FindModeName(v1::FIND_MODE_UNSPECIFIED), "DEFAULT");
-}
-
 }  // namespace
 }  // namespace convtune

@@ -136,7 +136,7 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
       absl::StatusOr<v1::CompileSolutionResponse> compiled =
           (*client)->CompileSolution(p, s.solution_id());
       ASSERT_TRUE(compiled.ok()) << compiled.status();
-      EXPECT_EQ(compiled->plan().backend(), "cuda");
+      EXPECT_EQ(compiled->plan().backend(), v1::CUDA);
       absl::StatusOr<int64_t> ws = (*client)->GetSolutionWorkspaceSize(p, s.solution_id());
       ASSERT_TRUE(ws.ok()) << ws.status();
       auto dx = (*dev)->Allocate(x.size() * 4);

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda_device.h"
 #include "kernels/gpu/compiler.h"
-#include "server/find_engine.h"
+#include "server/core.h"
 #include "server/kernel_builder.h"
 #include "server/solvers/gpu_solver_util.h"
 #include "server/solvers/gpu_solvers.h"
@@ -37,7 +37,7 @@ class FaultingSolver final : public GpuSolver {
  public:
   uint32_t id() const override { return kFaultId; }
   absl::string_view name() const override { return "test_faulting"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
+  v1::AlgorithmFamily family() const override { return v1::DIRECT; }
   bool dynamic() const override { return true; }
   absl::Status IsApplicable(const ConvProblem&) const override { return absl::OkStatus(); }
   int64_t WorkspaceBytes(const ConvProblem&) const override { return 0; }
@@ -70,7 +70,7 @@ TEST(GpuFaultTest, FaultingSolverIsQuarantinedAndTheDeviceResetOrReportedLost) {
   solvers.push_back(NewGpuDirectNaiveSolver());
   SolverRegistry registry(std::move(solvers));
   ThreadPool compile("compile", 2), bench("bench", 1);
-  FindEngine engine(**device, registry, **store, compile, bench, FindEngine::Options(), nullptr,
+  Core engine(**device, registry, **store, compile, bench, Core::Options(), nullptr,
                     &builder);
   std::atomic<int> lost{0};
   engine.SetDeviceLostHandler([&](const std::string& why) {
@@ -84,8 +84,8 @@ TEST(GpuFaultTest, FaultingSolverIsQuarantinedAndTheDeviceResetOrReportedLost) {
   p.in = {1, 12, 12};
   p.filter = {1, 3, 3};
   p.pad = {0, 1, 1};
-  absl::StatusOr<FindOutcome> r = engine.FindBlocking(p, {.mode = FindMode::kNormal});
-  EXPECT_THAT(engine.Quarantined(ProblemKey(p)), ElementsAre(kFaultId));
+  absl::StatusOr<FindOutcome> r = engine.find().FindBlocking(p, {.mode = v1::NORMAL});
+  EXPECT_THAT(engine.quarantine().For(ProblemKey(p)), ElementsAre(kFaultId));
   EXPECT_EQ(engine.counters().device_resets, 1);
   if (r.ok()) {
     // The reset worked: the naive solver was timed on fresh buffers.

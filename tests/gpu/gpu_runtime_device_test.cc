@@ -47,7 +47,7 @@ class CudaDeviceTest : public ::testing::Test {
   // One step of fill_test.cu over the y buffer, n elements, 1-D launch.
   v1::ExecutionPlan Plan(const std::string& kernel, int64_t n, std::vector<int64_t> extra) {
     v1::ExecutionPlan plan;
-    plan.set_backend("cuda");
+    plan.set_backend(v1::CUDA);
     plan.add_sources()->set_file("fill_test.cu");
     v1::KernelStep* step = plan.add_steps();
     step->set_kernel(kernel);
@@ -90,7 +90,7 @@ class CudaDeviceTest : public ::testing::Test {
 
 TEST_F(CudaDeviceTest, DeviceKeyIsSane) {
   const DeviceInfo& info = device_->info();
-  EXPECT_EQ(info.backend, "cuda");
+  EXPECT_EQ(info.backend, v1::CUDA);
   EXPECT_TRUE(absl::StartsWith(info.arch, "sm_")) << info.arch;
   EXPECT_GT(info.compute_units, 0);
   EXPECT_GT(info.memory_bytes, int64_t{1} << 30);
@@ -249,7 +249,7 @@ TEST_F(CudaDeviceTest, BlasGemmMatchesAHostGemm) {
       const std::vector<std::pair<double, double>> want = HostGemm(g, a.data(), b.data(), c.data());
 
       v1::ExecutionPlan plan;
-      plan.set_backend("cuda");
+      plan.set_backend(v1::CUDA);
       v1::KernelStep* step = plan.add_steps();
       gpu::SetBlasGemm(g, step);
       step->add_buffers()->set_role(v1::BUFFER_X);

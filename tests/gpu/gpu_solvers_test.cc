@@ -208,7 +208,7 @@ void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p, const Solver& solve
   absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->workspace_bytes(), solver.WorkspaceBytes(p));
-  // A "gpu" plan runs on whichever GPU backend builds it.
+  // A GPU solver's plan runs on whichever GPU backend builds it.
   plan->set_backend(device_->info().backend);
   ASSERT_EQ(builder_->BuildPlan(&*plan), absl::OkStatus());
 

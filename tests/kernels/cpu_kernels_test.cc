@@ -11,7 +11,7 @@
 #include "kernels/cpu/kernel_conv.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu_device.h"
-#include "tests/kernels/reference.h"
+#include "kernels/reference.h"
 
 namespace convtune {
 namespace {
@@ -40,16 +40,18 @@ void CheckKernel(const ConvProblem& p, absl::string_view kernel,
                  int64_t workspace_bytes) {
   SCOPED_TRACE(absl::StrCat(kernel, " ", DescribeProblem(p)));
   std::mt19937_64 rng(std::random_device{}());
-  auto x = reference::RandomTensor(p.type, p.x_elements(), rng);
-  auto w = reference::RandomTensor(p.type, p.w_elements(), rng);
-  auto y = reference::RandomTensor(p.type, p.y_elements(), rng);
+  std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+  FillRandom(x.data(), p.type, p.x_elements(), rng);
+  FillRandom(w.data(), p.type, p.w_elements(), rng);
+  FillRandom(y.data(), p.type, p.y_elements(), rng);
   auto* out = p.direction == Direction::kForward        ? &y
               : p.direction == Direction::kBackwardData ? &x
                                                         : &w;
-  reference::PoisonNaN(p.type, out->data(), out->size() / ElementBytes(p.type));
-  const auto want = reference::ReferenceConv(p, x.data(), w.data(), y.data());
+  FillNaN(out->data(), p.type, out->size() / ElementBytes(p.type));
+  const std::vector<ReferenceValue> want =
+      ReferenceOutput(p, {x.data(), w.data(), y.data()});
   std::vector<float> ws(workspace_bytes / 4 + 1);
-  reference::PoisonNaN(DataType::kFp32, ws.data(), ws.size());
+  FillNaN(ws.data(), DataType::kFp32, ws.size());
   const v1::KernelStep step = cpu::MakeConvStep(
       kernel, p, params, Ref(v1::BUFFER_X), Ref(v1::BUFFER_W),
       Ref(v1::BUFFER_Y),
@@ -58,7 +60,7 @@ void CheckKernel(const ConvProblem& p, absl::string_view kernel,
   if (workspace_bytes > 0) buffers.push_back(ws.data());
   CpuDevice device;
   ASSERT_EQ(device.Launch(step, buffers), absl::OkStatus());
-  EXPECT_EQ(reference::CompareWithReference(p, out->data(), want), "");
+  EXPECT_EQ(CompareOutput(p, want, out->data()), absl::OkStatus());
 }
 
 TEST(CpuConvKernels, AreRegistered) {

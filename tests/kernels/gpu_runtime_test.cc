@@ -51,35 +51,35 @@ TEST(Sha256Test, KnownVectors) {
 }
 
 TEST(CodeObjectHashTest, EveryFieldCounts) {
-  const std::string base = CodeObjectHash("cuda", "sm_90", "src", {"-DA=1"}, "nvrtc13.0");
+  const std::string base = CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.0");
   EXPECT_EQ(base.size(), 64u);
-  EXPECT_EQ(base, CodeObjectHash("cuda", "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash("hip", "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash("cuda", "sm_80", "src", {"-DA=1"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash("cuda", "sm_90", "src2", {"-DA=1"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash("cuda", "sm_90", "src", {"-DA=2"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash("cuda", "sm_90", "src", {"-DA=1"}, "nvrtc13.1"));
+  EXPECT_EQ(base, CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash(v1::HIP, "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash(v1::CUDA, "sm_80", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash(v1::CUDA, "sm_90", "src2", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=2"}, "nvrtc13.0"));
+  EXPECT_NE(base, CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.1"));
   // Field boundaries are part of the hash.
-  EXPECT_NE(CodeObjectHash("cuda", "sm_90", "s", {"ab"}, "v"),
-            CodeObjectHash("cuda", "sm_90", "s", {"a", "b"}, "v"));
-  EXPECT_NE(CodeObjectHash("cuda", "sm_9", "0s", {}, "v"),
-            CodeObjectHash("cuda", "sm_90", "s", {}, "v"));
+  EXPECT_NE(CodeObjectHash(v1::CUDA, "sm_90", "s", {"ab"}, "v"),
+            CodeObjectHash(v1::CUDA, "sm_90", "s", {"a", "b"}, "v"));
+  EXPECT_NE(CodeObjectHash(v1::CUDA, "sm_9", "0s", {}, "v"),
+            CodeObjectHash(v1::CUDA, "sm_90", "s", {}, "v"));
 }
 
 TEST(KernelSourcesTest, PreludePerBackend) {
   const std::vector<std::string> files = KernelSourceFiles();
   ASSERT_NE(std::find(files.begin(), files.end(), "fill_test.cu"), files.end());
-  absl::StatusOr<std::string> cuda = KernelSourceText("fill_test.cu", "cuda");
+  absl::StatusOr<std::string> cuda = KernelSourceText("fill_test.cu", v1::CUDA);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   EXPECT_TRUE(absl::StartsWith(*cuda, "#define CONVTUNE_BACKEND_CUDA 1\n"));
   EXPECT_TRUE(absl::StrContains(*cuda, "CT_KERNEL void fill_i64"));
-  absl::StatusOr<std::string> hip = KernelSourceText("fill_test.cu", "hip");
+  absl::StatusOr<std::string> hip = KernelSourceText("fill_test.cu", v1::HIP);
   ASSERT_TRUE(hip.ok()) << hip.status();
   EXPECT_TRUE(absl::StartsWith(*hip, "#define CONVTUNE_BACKEND_HIP 1\n"));
-  EXPECT_EQ(KernelSourceText("no_such.cu", "cuda").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(KernelSourceText("fill_test.cu", "cpu").status().code(),
+  EXPECT_EQ(KernelSourceText("no_such.cu", v1::CUDA).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(KernelSourceText("fill_test.cu", v1::CPU).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MakeCompiler("cpu").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeCompiler(v1::CPU).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Compiles every embedded source for `arch`; a broken source must give
@@ -109,19 +109,19 @@ void CompileEverything(const KernelCompiler& compiler, const std::string& arch,
 TEST(NvrtcTest, CompilesEveryEmbeddedSourceForSm90) {
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
   ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
-  EXPECT_EQ((*nvrtc)->backend(), "cuda");
+  EXPECT_EQ((*nvrtc)->backend(), v1::CUDA);
   EXPECT_TRUE(absl::StartsWith((*nvrtc)->version(), "nvrtc")) << (*nvrtc)->version();
   CompileEverything(**nvrtc, "sm_90", "gfx90a");
-  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", "cuda"), {}, "sm_7"};
+  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", v1::CUDA), {}, "sm_7"};
   EXPECT_EQ((*nvrtc)->Compile(req).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HiprtcTest, CompilesEveryEmbeddedSourceForGfx90aWithoutADevice) {
   absl::StatusOr<std::unique_ptr<KernelCompiler>> hiprtc = MakeHiprtcCompiler();
   ASSERT_TRUE(hiprtc.ok()) << hiprtc.status();
-  EXPECT_EQ((*hiprtc)->backend(), "hip");
+  EXPECT_EQ((*hiprtc)->backend(), v1::HIP);
   CompileEverything(**hiprtc, "gfx90a", "sm_90");
-  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", "hip"), {}, "gfx90a:xnack-"};
+  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", v1::HIP), {}, "gfx90a:xnack-"};
   absl::StatusOr<std::string> code = (*hiprtc)->Compile(req);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_TRUE(IsElf(*code));
@@ -144,7 +144,7 @@ TEST(DeviceOpenTest, MissingGpuIsUnavailable) {
 TEST(BackendTest, AutoFallsBackToCpuAndSaysWhy) {
   absl::StatusOr<SelectedBackend> any = SelectBackend("auto", 0);
   ASSERT_TRUE(any.ok()) << any.status();
-  if (any->device->info().backend == "cpu") {
+  if (any->device->info().backend == v1::CPU) {
     EXPECT_TRUE(absl::StrContains(any->note, "using cpu")) << any->note;
     EXPECT_TRUE(absl::StrContains(any->note, "CUDA")) << any->note;
     EXPECT_EQ(any->compiler, nullptr);
@@ -159,7 +159,7 @@ TEST(BackendTest, AutoFallsBackToCpuAndSaysWhy) {
 
 // A one-step plan over fill_test.cu, with a fresh option so every test run
 // really compiles.
-v1::ExecutionPlan FillPlan(const std::string& backend, const std::string& salt) {
+v1::ExecutionPlan FillPlan(v1::Backend backend, const std::string& salt) {
   v1::ExecutionPlan plan;
   plan.set_backend(backend);
   v1::KernelSource* src = plan.add_sources();
@@ -182,7 +182,7 @@ TEST(KernelBuilderTest, CompiledOnceAcrossRestartsAndConcurrentBuilds) {
     ASSERT_TRUE(store.ok()) << store.status();
     KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
     std::vector<std::thread> threads;
-    std::vector<v1::ExecutionPlan> plans(4, FillPlan("cuda", salt));
+    std::vector<v1::ExecutionPlan> plans(4, FillPlan(v1::CUDA, salt));
     std::atomic<int> failures{0};
     for (v1::ExecutionPlan& plan : plans) {
       threads.emplace_back([&] { failures += !builder.BuildPlan(&plan).ok(); });
@@ -200,14 +200,14 @@ TEST(KernelBuilderTest, CompiledOnceAcrossRestartsAndConcurrentBuilds) {
   absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
   KernelBuilder again(nullptr, **nvrtc, **store, "sm_90");
-  v1::ExecutionPlan plan = FillPlan("cuda", salt);
+  v1::ExecutionPlan plan = FillPlan(v1::CUDA, salt);
   ASSERT_TRUE(again.BuildPlan(&plan).ok());
   EXPECT_EQ(plan.steps(0).code_object_hash(), hash);
   EXPECT_EQ(again.stats().compiled, 0);
   EXPECT_EQ(again.stats().store_hits, 1);
   // Another arch is another code object.
   KernelBuilder other_arch(nullptr, **nvrtc, **store, "sm_80");
-  v1::ExecutionPlan plan80 = FillPlan("cuda", salt);
+  v1::ExecutionPlan plan80 = FillPlan(v1::CUDA, salt);
   ASSERT_TRUE(other_arch.BuildPlan(&plan80).ok());
   EXPECT_NE(plan80.steps(0).code_object_hash(), hash);
   EXPECT_EQ(other_arch.stats().compiled, 1);
@@ -220,15 +220,15 @@ TEST(KernelBuilderTest, RejectsBadPlans) {
   absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
   KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
-  v1::ExecutionPlan hip_plan = FillPlan("hip", RandomDefine());
+  v1::ExecutionPlan hip_plan = FillPlan(v1::HIP, RandomDefine());
   EXPECT_EQ(builder.BuildPlan(&hip_plan).code(), absl::StatusCode::kInvalidArgument);
-  v1::ExecutionPlan out_of_range = FillPlan("cuda", RandomDefine());
+  v1::ExecutionPlan out_of_range = FillPlan(v1::CUDA, RandomDefine());
   out_of_range.mutable_steps(0)->set_source_index(1);
   EXPECT_EQ(builder.BuildPlan(&out_of_range).code(), absl::StatusCode::kInvalidArgument);
-  v1::ExecutionPlan missing = FillPlan("cuda", RandomDefine());
+  v1::ExecutionPlan missing = FillPlan(v1::CUDA, RandomDefine());
   missing.mutable_sources(0)->set_file("no_such.cu");
   EXPECT_EQ(builder.BuildPlan(&missing).code(), absl::StatusCode::kNotFound);
-  v1::ExecutionPlan broken = FillPlan("cuda", "-DCT_TEST_SALT=");
+  v1::ExecutionPlan broken = FillPlan(v1::CUDA, "-DCT_TEST_SALT=");
   broken.mutable_sources(0)->add_options("--no-such-nvrtc-option");
   EXPECT_EQ(builder.BuildPlan(&broken).code(), absl::StatusCode::kInternal);
   EXPECT_EQ(builder.stats().compiled, 0);
@@ -243,7 +243,7 @@ TEST(KernelBuilderTest, LeavesLibraryStepsAlone) {
   ASSERT_TRUE(store.ok()) << store.status();
   KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
   // A library step has no source: its source_index means nothing.
-  v1::ExecutionPlan plan = FillPlan("cuda", RandomDefine());
+  v1::ExecutionPlan plan = FillPlan(v1::CUDA, RandomDefine());
   v1::KernelStep* gemm = plan.add_steps();
   gpu::SetBlasGemm(gpu::BlasGemm(), gemm);
   gemm->set_source_index(7);
@@ -252,7 +252,7 @@ TEST(KernelBuilderTest, LeavesLibraryStepsAlone) {
   EXPECT_TRUE(plan.steps(1).code_object_hash().empty());
   // A plan of library steps alone compiles nothing.
   v1::ExecutionPlan only_blas;
-  only_blas.set_backend("cuda");
+  only_blas.set_backend(v1::CUDA);
   gpu::SetBlasGemm(gpu::BlasGemm(), only_blas.add_steps());
   ASSERT_EQ(builder.BuildPlan(&only_blas), absl::OkStatus());
   EXPECT_TRUE(only_blas.steps(0).code_object_hash().empty());

@@ -1,19 +1,27 @@
-// The float64 reference checked against facts that do not depend on it: the
-// three directions are adjoints of one linear map, a one-hot filter shifts
-// the input, and the layout changes storage order, not values.
-#include "tests/kernels/reference.h"
+// The float64 reference checked against facts that do not depend on it: small
+// convolutions worked by hand, the three directions are adjoints of one
+// linear map, a one-hot filter shifts the input, and the layout changes
+// storage order, not values.
+#include "kernels/reference.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <random>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace convtune::reference {
+namespace convtune {
 namespace {
+
+using ::testing::HasSubstr;
 
 ConvProblem Problem(Layout layout, int spatial_dims, int64_t groups) {
   ConvProblem p;
@@ -29,16 +37,74 @@ ConvProblem Problem(Layout layout, int spatial_dims, int64_t groups) {
 }
 
 std::vector<float> Random(int64_t count, std::mt19937_64& rng) {
-  std::vector<char> raw = RandomTensor(DataType::kFp32, count, rng);
   std::vector<float> out(count);
-  std::memcpy(out.data(), raw.data(), raw.size());
+  FillRandom(out.data(), DataType::kFp32, count, rng);
   return out;
 }
 
-double Dot(const std::vector<float>& a, const std::vector<double>& b) {
+std::vector<double> Values(const std::vector<ReferenceValue>& ref) {
+  std::vector<double> out;
+  for (const ReferenceValue& r : ref) out.push_back(r.value);
+  return out;
+}
+
+std::vector<double> AbsSums(const std::vector<ReferenceValue>& ref) {
+  std::vector<double> out;
+  for (const ReferenceValue& r : ref) out.push_back(r.abs_sum);
+  return out;
+}
+
+double Dot(const std::vector<float>& a, const std::vector<ReferenceValue>& b) {
   double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i].value;
   return s;
+}
+
+// Two groups of one channel, 1x4 images, a 1x2 filter at stride 2 in w.
+TEST(Reference, SmallGroupedStridedConvolutionByHand) {
+  ConvProblem p;
+  p.n = 1, p.c = 2, p.k = 2, p.groups = 2;
+  p.in = {1, 1, 4};
+  p.filter = {1, 1, 2};
+  p.stride = {1, 1, 2};
+  ASSERT_EQ(ValidateProblem(p), absl::OkStatus());
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> w = {1, -1, 2, 3};
+  const std::vector<float> dy = {1, 2, 3, -1};
+
+  p.direction = Direction::kForward;
+  const std::vector<ReferenceValue> y =
+      ReferenceOutput(p, {x.data(), w.data(), nullptr});
+  EXPECT_EQ(Values(y), (std::vector<double>{-1, -1, 28, 38}));
+  EXPECT_EQ(AbsSums(y), (std::vector<double>{3, 7, 28, 38}));
+
+  p.direction = Direction::kBackwardData;
+  EXPECT_EQ(Values(ReferenceOutput(p, {nullptr, w.data(), dy.data()})),
+            (std::vector<double>{1, -1, 2, -2, 6, 9, -2, -3}));
+
+  p.direction = Direction::kBackwardWeights;
+  EXPECT_EQ(Values(ReferenceOutput(p, {x.data(), nullptr, dy.data()})),
+            (std::vector<double>{7, 10, 8, 10}));
+}
+
+// The reference reads inputs as stored: 1 + 2^-9 is exact in fp16 but
+// rounds to 1 in bf16.
+TEST(Reference, ReadsInputsRoundedToTheirType) {
+  ConvProblem p;
+  p.n = 1, p.c = 1, p.k = 1;
+  p.in = {1, 1, 1};
+  p.filter = {1, 1, 1};
+  for (auto [type, want] : {std::pair{DataType::kFp32, 1 + 0x1p-9},
+                            std::pair{DataType::kFp16, 1 + 0x1p-9},
+                            std::pair{DataType::kBf16, 1.0}}) {
+    p.type = type;
+    std::vector<uint32_t> x(1), w(1);
+    StoreElement(x.data(), type, 0, 1 + 0x1p-9);
+    StoreElement(w.data(), type, 0, 1);
+    const std::vector<ReferenceValue> y =
+        ReferenceOutput(p, {x.data(), w.data(), nullptr});
+    EXPECT_EQ(y[0].value, want) << DataTypeName(type);
+  }
 }
 
 // <F(x, w), y> = <x, B(y, w)> = <w, W(x, y)>.
@@ -54,13 +120,13 @@ TEST(Reference, DirectionsAreAdjoint) {
                    y = Random(p.y_elements(), rng);
         p.direction = Direction::kForward;
         const double fy =
-            Dot(y, ReferenceConv(p, x.data(), w.data(), nullptr).value);
+            Dot(y, ReferenceOutput(p, {x.data(), w.data(), nullptr}));
         p.direction = Direction::kBackwardData;
         const double bx =
-            Dot(x, ReferenceConv(p, nullptr, w.data(), y.data()).value);
+            Dot(x, ReferenceOutput(p, {nullptr, w.data(), y.data()}));
         p.direction = Direction::kBackwardWeights;
         const double ww =
-            Dot(w, ReferenceConv(p, x.data(), nullptr, y.data()).value);
+            Dot(w, ReferenceOutput(p, {x.data(), nullptr, y.data()}));
         EXPECT_NEAR(fy, bx, 1e-9 * (1 + std::fabs(fy))) << DescribeProblem(p);
         EXPECT_NEAR(fy, ww, 1e-9 * (1 + std::fabs(fy))) << DescribeProblem(p);
         EXPECT_NE(fy, 0.0);
@@ -82,7 +148,8 @@ TEST(Reference, OneHotFilterShiftsTheInput) {
     const int64_t fh = 2, fw = 1;
     for (int64_t c = 0; c < p.c; ++c)
       w[c * ws[0] + c * ws[1] + fh * ws[3] + fw * ws[4]] = 1.f;
-    const ReferenceOutput out = ReferenceConv(p, x.data(), w.data(), nullptr);
+    const std::vector<ReferenceValue> out =
+        ReferenceOutput(p, {x.data(), w.data(), nullptr});
     for (int64_t n = 0; n < p.n; ++n)
       for (int64_t c = 0; c < p.c; ++c)
         for (int64_t oh = 0; oh < p.out(1); ++oh)
@@ -95,7 +162,7 @@ TEST(Reference, OneHotFilterShiftsTheInput) {
                 inside ? x[n * xs[0] + c * xs[1] + ih * xs[3] + iw * xs[4]]
                        : 0.0;
             EXPECT_EQ(
-                out.value[n * ys[0] + c * ys[1] + oh * ys[3] + ow * ys[4]],
+                out[n * ys[0] + c * ys[1] + oh * ys[3] + ow * ys[4]].value,
                 want);
           }
   }
@@ -126,8 +193,10 @@ TEST(Reference, LayoutChangesOrderNotValues) {
   const auto wb =
       restride(wa, WStrides(a), WStrides(b),
                {a.k, a.c_per_group(), a.filter[0], a.filter[1], a.filter[2]});
-  const ReferenceOutput ya = ReferenceConv(a, xa.data(), wa.data(), nullptr);
-  const ReferenceOutput yb = ReferenceConv(b, xb.data(), wb.data(), nullptr);
+  const std::vector<ReferenceValue> ya =
+      ReferenceOutput(a, {xa.data(), wa.data(), nullptr});
+  const std::vector<ReferenceValue> yb =
+      ReferenceOutput(b, {xb.data(), wb.data(), nullptr});
   const Strides sa = YStrides(a), sb = YStrides(b);
   for (int64_t n = 0; n < a.n; ++n)
     for (int64_t k = 0; k < a.k; ++k)
@@ -138,7 +207,7 @@ TEST(Reference, LayoutChangesOrderNotValues) {
                 n * sa[0] + k * sa[1] + od * sa[2] + oh * sa[3] + ow * sa[4];
             const int64_t ib =
                 n * sb[0] + k * sb[1] + od * sb[2] + oh * sb[3] + ow * sb[4];
-            EXPECT_EQ(ya.value[ia], yb.value[ib]);
+            EXPECT_EQ(ya[ia].value, yb[ib].value);
           }
 }
 
@@ -146,24 +215,31 @@ TEST(Reference, ComparisonCatchesAWrongElementAndNaN) {
   std::mt19937_64 rng(std::random_device{}());
   ConvProblem p = Problem(Layout::kNCHW, 2, 1);
   const auto x = Random(p.x_elements(), rng), w = Random(p.w_elements(), rng);
-  const ReferenceOutput ref = ReferenceConv(p, x.data(), w.data(), nullptr);
-  std::vector<float> y(ref.value.begin(), ref.value.end());
-  EXPECT_EQ(CompareWithReference(p, y.data(), ref), "");
+  const std::vector<ReferenceValue> ref =
+      ReferenceOutput(p, {x.data(), w.data(), nullptr});
+  const std::vector<double> want = Values(ref);
+  std::vector<float> y(want.begin(), want.end());
+  EXPECT_EQ(CompareOutput(p, ref, y.data()), absl::OkStatus());
   y[3] += 0.05f;
-  EXPECT_NE(CompareWithReference(p, y.data(), ref), "");
-  y.assign(ref.value.begin(), ref.value.end());
-  PoisonNaN(DataType::kFp32, y.data() + 5, 1);
-  EXPECT_NE(CompareWithReference(p, y.data(), ref), "");
+  EXPECT_THAT(std::string(CompareOutput(p, ref, y.data()).message()),
+              HasSubstr(absl::StrCat("1 of ", ref.size(),
+                                     " output elements are off; the worst, "
+                                     "element 3,")));
+  y.assign(want.begin(), want.end());
+  FillNaN(y.data() + 5, DataType::kFp32, 1);
+  EXPECT_THAT(std::string(CompareOutput(p, ref, y.data()).message()),
+              HasSubstr("the worst, element 5,"));
 }
 
 TEST(Reference, RandomTensorsHaveNoZerosInAnyType) {
   std::mt19937_64 rng(std::random_device{}());
   for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
-    const std::vector<char> v = RandomTensor(t, 4096, rng);
+    std::vector<char> v(4096 * ElementBytes(t));
+    FillRandom(v.data(), t, 4096, rng);
     double sum = 0, lo = 1, hi = -1;
     std::set<double> distinct;
     for (int64_t i = 0; i < 4096; ++i) {
-      const double d = LoadAsDouble(t, v.data(), i);
+      const double d = LoadElement(v.data(), t, i);
       ASSERT_NE(d, 0.0);
       ASSERT_LE(std::fabs(d), 1.0);
       sum += d;
@@ -177,12 +253,15 @@ TEST(Reference, RandomTensorsHaveNoZerosInAnyType) {
     EXPECT_GT(hi, 0.95);
     EXPECT_GT(distinct.size(), 1000u);
     // Two draws from one generator differ.
-    EXPECT_NE(v, RandomTensor(t, 4096, rng));
+    std::vector<char> again(v.size());
+    FillRandom(again.data(), t, 4096, rng);
+    EXPECT_NE(v, again);
     std::vector<char> poisoned = v;
-    PoisonNaN(t, poisoned.data(), 4096);
-    for (int64_t i = 0; i < 4096; ++i) ASSERT_TRUE(std::isnan(LoadAsDouble(t, poisoned.data(), i)));
+    FillNaN(poisoned.data(), t, 4096);
+    for (int64_t i = 0; i < 4096; ++i)
+      ASSERT_TRUE(std::isnan(LoadElement(poisoned.data(), t, i)));
   }
 }
 
 }  // namespace
-}  // namespace convtune::reference
+}  // namespace convtune

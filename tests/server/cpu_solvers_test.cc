@@ -13,8 +13,8 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu_device.h"
 #include "kernels/plan_executor.h"
+#include "kernels/reference.h"
 #include "server/solver_registry.h"
-#include "tests/kernels/reference.h"
 
 namespace convtune {
 namespace {
@@ -88,15 +88,16 @@ struct Buffers {
 void RunAndCheck(CpuDevice& device, const ConvProblem& p, const Solver& solver,
                  const PerfConfig& config, std::mt19937_64& rng) {
   SCOPED_TRACE(absl::StrCat("config [", PerfConfigString(config), "]"));
-  std::vector<char> x = reference::RandomTensor(p.type, p.x_elements(), rng);
-  std::vector<char> w = reference::RandomTensor(p.type, p.w_elements(), rng);
-  std::vector<char> y = reference::RandomTensor(p.type, p.y_elements(), rng);
+  std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+  FillRandom(x.data(), p.type, p.x_elements(), rng);
+  FillRandom(w.data(), p.type, p.w_elements(), rng);
+  FillRandom(y.data(), p.type, p.y_elements(), rng);
   std::vector<char>* out = p.direction == Direction::kForward        ? &y
                            : p.direction == Direction::kBackwardData ? &x
                                                                      : &w;
-  reference::PoisonNaN(p.type, out->data(), out->size() / ElementBytes(p.type));
-  const reference::ReferenceOutput want =
-      reference::ReferenceConv(p, x.data(), w.data(), y.data());
+  FillNaN(out->data(), p.type, out->size() / ElementBytes(p.type));
+  const std::vector<ReferenceValue> want =
+      ReferenceOutput(p, {x.data(), w.data(), y.data()});
 
   absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -104,14 +105,12 @@ void RunAndCheck(CpuDevice& device, const ConvProblem& p, const Solver& solver,
   ASSERT_EQ(plan->workspace_bytes(), ws_bytes);
   ASSERT_EQ(plan->solver_id(), solver.id());
   std::vector<float> ws(ws_bytes / sizeof(float) + 1);
-  reference::PoisonNaN(DataType::kFp32, ws.data(), ws.size());
+  FillNaN(ws.data(), DataType::kFp32, ws.size());
 
   PlanBuffers buffers{x.data(), w.data(), y.data(),
                       ws_bytes > 0 ? ws.data() : nullptr, ws_bytes};
   ASSERT_EQ(ExecutePlan(device, *plan, buffers), absl::OkStatus());
-  const std::string diff =
-      reference::CompareWithReference(p, out->data(), want);
-  EXPECT_EQ(diff, "");
+  EXPECT_EQ(CompareOutput(p, want, out->data()), absl::OkStatus());
 }
 
 struct Combo {
@@ -201,7 +200,7 @@ TEST(CpuSolvers, IdsAreUniqueAndStable) {
   for (const auto& s : MakeCpuSolvers()) {
     EXPECT_TRUE(got.emplace(s->id(), std::string(s->name())).second)
         << "id " << s->id();
-    EXPECT_EQ(s->backend(), "cpu");
+    EXPECT_EQ(s->backend(), v1::CPU);
   }
   EXPECT_EQ(got, want);
   for (const auto& [id, name] : want) {
@@ -213,11 +212,11 @@ TEST(CpuSolvers, IdsAreUniqueAndStable) {
 
 TEST(CpuSolvers, FamiliesAndDynamic) {
   const auto& r = SolverRegistry::Default();
-  EXPECT_EQ(r.Find(kCpuDirectNaiveId)->family(), AlgorithmFamily::kDirect);
-  EXPECT_EQ(r.Find(kCpuDirectTiledId)->family(), AlgorithmFamily::kDirect);
-  EXPECT_EQ(r.Find(kCpuIm2colGemmId)->family(), AlgorithmFamily::kGemm);
-  EXPECT_EQ(r.Find(kCpuGemm1x1Id)->family(), AlgorithmFamily::kGemm);
-  EXPECT_EQ(r.Find(kCpuWinogradF2x3Id)->family(), AlgorithmFamily::kWinograd);
+  EXPECT_EQ(r.Find(kCpuDirectNaiveId)->family(), v1::DIRECT);
+  EXPECT_EQ(r.Find(kCpuDirectTiledId)->family(), v1::DIRECT);
+  EXPECT_EQ(r.Find(kCpuIm2colGemmId)->family(), v1::GEMM);
+  EXPECT_EQ(r.Find(kCpuGemm1x1Id)->family(), v1::GEMM);
+  EXPECT_EQ(r.Find(kCpuWinogradF2x3Id)->family(), v1::WINOGRAD);
   EXPECT_TRUE(r.Find(kCpuDirectNaiveId)->dynamic());
   EXPECT_TRUE(r.Find(kCpuDirectTiledId)->dynamic());
 }

@@ -1,4 +1,4 @@
-#include "server/find_engine.h"
+#include "server/core.h"
 
 #include <stdlib.h>
 
@@ -15,7 +15,6 @@
 #include "common/status_macros.h"
 #include "kernels/cpu/kernel_conv.h"
 #include "kernels/cpu_device.h"
-#include "server/solvers/cpu_solver_util.h"
 #include "server/solvers/cpu_solvers.h"
 #include "storage/records.h"
 
@@ -38,7 +37,7 @@ ConvProblem SmallProblem(Direction dir = Direction::kForward) {
 
 int ApplicableCount(const ConvProblem& p) {
   int n = 0;
-  for (const Solver* s : SolverRegistry::Default().ForBackend("cpu")) n += s->IsApplicable(p).ok();
+  for (const Solver* s : SolverRegistry::Default().ForBackend(v1::CPU)) n += s->IsApplicable(p).ok();
   return n;
 }
 
@@ -60,14 +59,14 @@ class FindEngineTest : public ::testing::Test {
     store_ = *std::move(store);
     compile_ = std::make_unique<ThreadPool>("compile", 2);
     bench_ = std::make_unique<ThreadPool>("bench", 1);
-    FindEngine::Options options;
+    Core::Options options;
     options.timing.min_repeats = 2;
     options.timing.budget_ms = 5;
-    engine_ = std::make_unique<FindEngine>(device_, SolverRegistry::Default(), *store_, *compile_,
+    core_ = std::make_unique<Core>(device_, SolverRegistry::Default(), *store_, *compile_,
                                            *bench_, options);
   }
   void Close() {
-    engine_.reset();
+    core_.reset();
     compile_.reset();
     bench_.reset();
     store_.reset();
@@ -77,12 +76,12 @@ class FindEngineTest : public ::testing::Test {
   CpuDevice device_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<ThreadPool> compile_, bench_;
-  std::unique_ptr<FindEngine> engine_;
+  std::unique_ptr<Core> core_;
 };
 
 TEST_F(FindEngineTest, ColdFindTimesEveryApplicableSolverAndStoresTheRanking) {
   const ConvProblem p = SmallProblem();
-  auto r = engine_->FindBlocking(p, {});
+  auto r = core_->find().FindBlocking(p, {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->from_db);
   const int applicable = ApplicableCount(p);
@@ -96,7 +95,7 @@ TEST_F(FindEngineTest, ColdFindTimesEveryApplicableSolverAndStoresTheRanking) {
     EXPECT_TRUE(res.measured());
     EXPECT_FALSE(res.solver_name().empty());
   }
-  EngineCounters c = engine_->counters();
+  EngineCounters c = core_->counters();
   EXPECT_EQ(c.tunings, 1);
   EXPECT_EQ(c.plans_timed, applicable);
   EXPECT_EQ(c.records_stored, 1);
@@ -109,45 +108,45 @@ TEST_F(FindEngineTest, ColdFindTimesEveryApplicableSolverAndStoresTheRanking) {
 
 TEST_F(FindEngineTest, SecondFindIsAnsweredFromTheFindDbWithoutTiming) {
   const ConvProblem p = SmallProblem(Direction::kBackwardWeights);
-  ASSERT_TRUE(engine_->FindBlocking(p, {}).ok());
-  const int64_t timed = engine_->counters().plans_timed;
-  auto again = engine_->FindBlocking(p, {});
+  ASSERT_TRUE(core_->find().FindBlocking(p, {}).ok());
+  const int64_t timed = core_->counters().plans_timed;
+  auto again = core_->find().FindBlocking(p, {});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->from_db);
-  EXPECT_EQ(engine_->counters().plans_timed, timed);
-  EXPECT_EQ(engine_->counters().db_hits, 1);
+  EXPECT_EQ(core_->counters().plans_timed, timed);
+  EXPECT_EQ(core_->counters().db_hits, 1);
 
   // And after the store is closed and opened again.
   Close();
   Open();
-  auto reopened = engine_->FindBlocking(p, {});
+  auto reopened = core_->find().FindBlocking(p, {});
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   EXPECT_TRUE(reopened->from_db);
-  EXPECT_EQ(engine_->counters().plans_timed, 0);
+  EXPECT_EQ(core_->counters().plans_timed, 0);
   EXPECT_EQ(reopened->record.results_size(), again->record.results_size());
 }
 
 TEST_F(FindEngineTest, WorkspaceLimitLeavesSolversOutAndIsNotStoredAsTheFullAnswer) {
   const ConvProblem p = SmallProblem();
-  auto limited = engine_->FindBlocking(p, {.workspace_limit = 0});
+  auto limited = core_->find().FindBlocking(p, {.workspace_limit = 0});
   ASSERT_TRUE(limited.ok()) << limited.status();
   EXPECT_FALSE(limited->from_db);
   EXPECT_LT(limited->record.results_size(), ApplicableCount(p));
   for (const auto& r : limited->record.results()) EXPECT_EQ(r.workspace_bytes(), 0);
 
   // The unconstrained answer is not there: this find tunes.
-  auto full = engine_->FindBlocking(p, {});
+  auto full = core_->find().FindBlocking(p, {});
   ASSERT_TRUE(full.ok());
   EXPECT_FALSE(full->from_db);
   EXPECT_EQ(full->record.results_size(), ApplicableCount(p));
-  EXPECT_EQ(engine_->counters().tunings, 2);
+  EXPECT_EQ(core_->counters().tunings, 2);
 
   // Now a limited find is served from the full record, filtered.
-  auto again = engine_->FindBlocking(p, {.workspace_limit = 0});
+  auto again = core_->find().FindBlocking(p, {.workspace_limit = 0});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->from_db);
   for (const auto& r : again->record.results()) EXPECT_EQ(r.workspace_bytes(), 0);
-  EXPECT_EQ(engine_->counters().tunings, 2);
+  EXPECT_EQ(core_->counters().tunings, 2);
 }
 
 TEST_F(FindEngineTest, IdenticalConcurrentFindsShareOneRun) {
@@ -159,13 +158,13 @@ TEST_F(FindEngineTest, IdenticalConcurrentFindsShareOneRun) {
   for (int i = 0; i < kCallers; ++i) {
     threads.emplace_back([&, i] {
       go.WaitForNotification();
-      results[i] = engine_->FindBlocking(p, {});
+      results[i] = core_->find().FindBlocking(p, {});
     });
   }
   go.Notify();
   for (auto& t : threads) t.join();
   for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
-  const EngineCounters c = engine_->counters();
+  const EngineCounters c = core_->counters();
   // Every caller either joined the one tuning or, arriving after it stored
   // its record, read the FindDb.
   EXPECT_EQ(c.tunings, 1);
@@ -177,10 +176,10 @@ TEST_F(FindEngineTest, CorruptRecordIsDroppedAndRetuned) {
   const ConvProblem p = SmallProblem();
   const std::string key = storage::FindDbKey(device_.info().Key(), ProblemKey(p));
   ASSERT_TRUE(store_->Put(storage::Column::kFindDb, key, "\xff\xfe not a record").ok());
-  auto r = engine_->FindBlocking(p, {});
+  auto r = core_->find().FindBlocking(p, {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->from_db);
-  EXPECT_EQ(engine_->counters().records_dropped, 1);
+  EXPECT_EQ(core_->counters().records_dropped, 1);
   storage::FindDb db(store_.get(), device_.info().Key());
   EXPECT_TRUE(db.Get(ProblemKey(p)).ok());
 }
@@ -191,39 +190,39 @@ TEST_F(FindEngineTest, ExhaustiveFindSearchesConfigsAndKeepsTheBestInThePerfDb) 
   ASSERT_NE(tiled, nullptr);
   const size_t space = tiled->ConfigSpace(p).size();
   ASSERT_GT(space, 1u);
-  auto r = engine_->FindBlocking(p, {.exhaustive = true});
+  auto r = core_->find().FindBlocking(p, {.exhaustive = true});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_GT(engine_->counters().plans_timed, ApplicableCount(p));
+  EXPECT_GT(core_->counters().plans_timed, ApplicableCount(p));
   storage::PerfDb perf(store_.get(), device_.info().Key());
   auto best = perf.Get(ProblemKey(p), kCpuDirectTiledId);
   ASSERT_TRUE(best.ok()) << best.status();
   const PerfConfig config(best->perf_config().begin(), best->perf_config().end());
   EXPECT_TRUE(tiled->ValidateConfig(p, config).ok());
   // Plans now use the tuned config.
-  auto plan = engine_->Plan(p, kCpuDirectTiledId, {});
+  auto plan = core_->planner().Plan(p, kCpuDirectTiledId, {});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(PerfConfig(plan->perf_config().begin(), plan->perf_config().end()), config);
   // An exhaustive find re-tunes even though the record exists.
-  ASSERT_TRUE(engine_->FindBlocking(p, {.exhaustive = true}).ok());
-  EXPECT_EQ(engine_->counters().tunings, 2);
+  ASSERT_TRUE(core_->find().FindBlocking(p, {.exhaustive = true}).ok());
+  EXPECT_EQ(core_->counters().tunings, 2);
 }
 
 TEST_F(FindEngineTest, PlanErrorsNameTheProblem) {
   const ConvProblem p = SmallProblem();
-  EXPECT_EQ(engine_->Plan(p, 9999, {}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(core_->planner().Plan(p, 9999, {}).status().code(), absl::StatusCode::kNotFound);
   ConvProblem big = p;
   big.filter = {1, 5, 5};
   big.pad = {0, 2, 2};
-  auto s = engine_->Plan(big, kCpuWinogradF2x3Id, {}).status();
+  auto s = core_->planner().Plan(big, kCpuWinogradF2x3Id, {}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), HasSubstr("filter"));
-  EXPECT_EQ(engine_->Plan(p, kCpuDirectTiledId, {999, 999}).status().code(),
+  EXPECT_EQ(core_->planner().Plan(p, kCpuDirectTiledId, {999, 999}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(FindEngineTest, ShutdownFailsNewFindsWithUnavailable) {
-  engine_->Shutdown();
-  auto r = engine_->FindBlocking(SmallProblem(), {});
+  core_->Shutdown();
+  auto r = core_->find().FindBlocking(SmallProblem(), {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
 }
 
@@ -291,7 +290,7 @@ class DeviceFaultTest : public ::testing::Test {
   struct Engine {
     std::unique_ptr<storage::Store> store;
     std::unique_ptr<ThreadPool> compile, bench;
-    std::unique_ptr<FindEngine> engine;
+    std::unique_ptr<Core> engine;
     ~Engine() {
       engine.reset();
       compile.reset();
@@ -305,10 +304,10 @@ class DeviceFaultTest : public ::testing::Test {
     e->store = *std::move(store);
     e->compile = std::make_unique<ThreadPool>("compile", 2);
     e->bench = std::make_unique<ThreadPool>("bench", 1);
-    FindEngine::Options options;
+    Core::Options options;
     options.timing.min_repeats = 2;
     options.timing.budget_ms = 5;
-    e->engine = std::make_unique<FindEngine>(device, SolverRegistry::Default(), *e->store,
+    e->engine = std::make_unique<Core>(device, SolverRegistry::Default(), *e->store,
                                              *e->compile, *e->bench, options);
     return e;
   }
@@ -320,7 +319,7 @@ TEST_F(DeviceFaultTest, FaultingSolverIsQuarantinedAndTheRestAreTimedAfterAReset
   FaultingDevice device(std::string(cpu::kDirectNaiveKernel), /*resettable=*/true);
   {
     std::unique_ptr<Engine> e = Open(device);
-    absl::StatusOr<FindOutcome> r = e->engine->FindBlocking(p, {.mode = FindMode::kNormal});
+    absl::StatusOr<FindOutcome> r = e->engine->find().FindBlocking(p, {.mode = v1::NORMAL});
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(device.resets, 1);
     EXPECT_EQ(e->engine->counters().solvers_quarantined, 1);
@@ -330,20 +329,20 @@ TEST_F(DeviceFaultTest, FaultingSolverIsQuarantinedAndTheRestAreTimedAfterAReset
       EXPECT_NE(res.solver_id(), kCpuDirectNaiveId);
     }
     EXPECT_TRUE(r->stored);
-    EXPECT_THAT(e->engine->Quarantined(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
+    EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
   }
   // After a restart the quarantine holds: an exhaustive find never runs it.
   std::unique_ptr<Engine> e = Open(device);
-  EXPECT_THAT(e->engine->Quarantined(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
+  EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
   absl::StatusOr<FindOutcome> again =
-      e->engine->FindBlocking(p, {.mode = FindMode::kNormal, .exhaustive = true});
+      e->engine->find().FindBlocking(p, {.mode = v1::NORMAL, .exhaustive = true});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_THAT(again->timed_solvers, ::testing::Not(::testing::Contains(kCpuDirectNaiveId)));
   EXPECT_EQ(device.resets, 1);
   // Other problems still use the solver.
   ConvProblem other = p;
   other.k = 16;
-  absl::StatusOr<Solutions> solutions = e->engine->GetSolutions(other, -1);
+  absl::StatusOr<Solutions> solutions = e->engine->immediate().GetSolutions(other, -1);
   ASSERT_TRUE(solutions.ok());
   bool listed = false;
   for (const v1::PerfResult& r : solutions->results) listed |= r.solver_id() == kCpuDirectNaiveId;
@@ -360,7 +359,7 @@ TEST_F(DeviceFaultTest, DeviceThatCannotBeResetIsLostOnceAndNothingIsStored) {
     ++lost;
     why = reason;
   });
-  absl::StatusOr<FindOutcome> r = e->engine->FindBlocking(p, {.mode = FindMode::kNormal});
+  absl::StatusOr<FindOutcome> r = e->engine->find().FindBlocking(p, {.mode = v1::NORMAL});
   ASSERT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("lost"));
   EXPECT_EQ(lost, 1);
@@ -370,9 +369,9 @@ TEST_F(DeviceFaultTest, DeviceThatCannotBeResetIsLostOnceAndNothingIsStored) {
   // The engine refuses further work; the quarantine is on disk.
   ConvProblem other = p;
   other.k = 16;
-  EXPECT_EQ(e->engine->FindBlocking(other, {}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(e->engine->find().FindBlocking(other, {}).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(lost, 1);
-  EXPECT_THAT(e->engine->Quarantined(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
+  EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
 }
 
 // Runs the naive kernel as if the problem had half the output channels: a
@@ -381,8 +380,8 @@ class HalfOutputSolver final : public Solver {
  public:
   uint32_t id() const override { return 90; }
   absl::string_view name() const override { return "test_half_output"; }
-  AlgorithmFamily family() const override { return AlgorithmFamily::kDirect; }
-  absl::string_view backend() const override { return "cpu"; }
+  v1::AlgorithmFamily family() const override { return v1::DIRECT; }
+  v1::Backend backend() const override { return v1::CPU; }
   bool dynamic() const override { return true; }
   absl::Status IsApplicable(const ConvProblem&) const override { return absl::OkStatus(); }
   int64_t WorkspaceBytes(const ConvProblem&) const override { return 0; }
@@ -406,10 +405,10 @@ TEST_F(FindEngineTest, VerificationLeavesOutASolverWithWrongOutput) {
   solvers.push_back(std::make_unique<HalfOutputSolver>());
   solvers.push_back(NewCpuDirectNaiveSolver());
   SolverRegistry registry(std::move(solvers));
-  FindEngine::Options options;
+  Core::Options options;
   options.timing.verify_samples = 200;
-  FindEngine engine(device_, registry, *store_, *compile_, *bench_, options);
-  absl::StatusOr<FindOutcome> r = engine.FindBlocking(p, {.mode = FindMode::kNormal});
+  Core engine(device_, registry, *store_, *compile_, *bench_, options);
+  absl::StatusOr<FindOutcome> r = engine.find().FindBlocking(p, {.mode = v1::NORMAL});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->record.results_size(), 1);
   EXPECT_EQ(r->record.results(0).solver_id(), kCpuDirectNaiveId);

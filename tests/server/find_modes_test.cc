@@ -1,5 +1,5 @@
 // Each find mode, asserting what was timed and what was stored, not only the
-// answer; the system FindDb; mode names and numbers.
+// answer; the system FindDb.
 #include <stdlib.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 
 #include "common/file_util.h"
 #include "kernels/cpu_device.h"
-#include "server/find_engine.h"
+#include "server/core.h"
 #include "server/solvers/cpu_solvers.h"
 #include "storage/portable.h"
 
@@ -31,8 +31,8 @@ class StaticIm2col final : public Solver {
   explicit StaticIm2col(const Solver* inner) : inner_(inner) {}
   uint32_t id() const override { return kStaticId; }
   absl::string_view name() const override { return "test_static_im2col"; }
-  AlgorithmFamily family() const override { return inner_->family(); }
-  absl::string_view backend() const override { return inner_->backend(); }
+  v1::AlgorithmFamily family() const override { return inner_->family(); }
+  v1::Backend backend() const override { return inner_->backend(); }
   bool dynamic() const override { return false; }
   absl::Status IsApplicable(const ConvProblem& p) const override { return inner_->IsApplicable(p); }
   int64_t WorkspaceBytes(const ConvProblem& p) const override { return inner_->WorkspaceBytes(p); }
@@ -79,19 +79,19 @@ std::string TempDir() {
 // One engine on its own database, optionally with a system FindDb.
 struct Engine {
   explicit Engine(const std::string& db, const SystemFindDb* system = nullptr,
-                  FindEngine::Options options = Defaults()) {
+                  Core::Options options = Defaults()) {
     store = *storage::OpenRocksDbStore(db);
-    engine = std::make_unique<FindEngine>(device, *TestRegistry(), *store, compile, bench,
+    engine = std::make_unique<Core>(device, *TestRegistry(), *store, compile, bench,
                                           options, system);
   }
-  static FindEngine::Options Defaults() {
-    FindEngine::Options o;
+  static Core::Options Defaults() {
+    Core::Options o;
     o.timing.min_repeats = 2;
     o.timing.budget_ms = 3;
     return o;
   }
-  FindOutcome Find(const ConvProblem& p, FindMode mode) {
-    absl::StatusOr<FindOutcome> r = engine->FindBlocking(p, {.mode = mode});
+  FindOutcome Find(const ConvProblem& p, v1::FindMode mode) {
+    absl::StatusOr<FindOutcome> r = engine->find().FindBlocking(p, {.mode = mode});
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : FindOutcome{};
   }
@@ -99,12 +99,12 @@ struct Engine {
   ThreadPool compile{"compile", 2};
   ThreadPool bench{"bench", 1};
   std::unique_ptr<storage::Store> store;
-  std::unique_ptr<FindEngine> engine;
+  std::unique_ptr<Core> engine;
 };
 
 int Applicable(const ConvProblem& p, bool dynamic_only) {
   int n = 0;
-  for (const Solver* s : TestRegistry()->ForBackend("cpu")) {
+  for (const Solver* s : TestRegistry()->ForBackend(v1::CPU)) {
     n += s->IsApplicable(p).ok() && (!dynamic_only || s->dynamic());
   }
   return n;
@@ -120,12 +120,12 @@ class FindModesTest : public ::testing::Test {
 TEST_F(FindModesTest, NormalAlwaysTimesEverySolverAndStores) {
   Engine e(dir_ + "/db");
   const ConvProblem p = Problem();
-  FindOutcome first = e.Find(p, FindMode::kNormal);
+  FindOutcome first = e.Find(p, v1::NORMAL);
   EXPECT_EQ(first.source, "tuned");
   EXPECT_EQ(first.timed_solvers.size(), static_cast<size_t>(Applicable(p, false)));
   EXPECT_THAT(first.timed_solvers, Contains(kStaticId));
   EXPECT_TRUE(first.stored);
-  FindOutcome second = e.Find(p, FindMode::kNormal);
+  FindOutcome second = e.Find(p, v1::NORMAL);
   EXPECT_EQ(second.source, "tuned");
   EXPECT_EQ(e.engine->counters().tunings, 2);
   EXPECT_EQ(e.engine->counters().db_hits, 0);
@@ -134,7 +134,7 @@ TEST_F(FindModesTest, NormalAlwaysTimesEverySolverAndStores) {
 TEST_F(FindModesTest, FastUsesTheFindDbElseTheFallbackWithoutTiming) {
   Engine e(dir_ + "/db");
   const ConvProblem p = Problem();
-  FindOutcome miss = e.Find(p, FindMode::kFast);
+  FindOutcome miss = e.Find(p, v1::FAST);
   EXPECT_EQ(miss.source, "fallback");
   EXPECT_TRUE(miss.timed_solvers.empty());
   EXPECT_FALSE(miss.stored);
@@ -145,8 +145,8 @@ TEST_F(FindModesTest, FastUsesTheFindDbElseTheFallbackWithoutTiming) {
     EXPECT_FALSE(r.measured());
     EXPECT_NE(r.solver_id(), kStaticId);  // only dynamic solvers are candidates
   }
-  e.Find(p, FindMode::kHybrid);
-  FindOutcome hit = e.Find(p, FindMode::kFast);
+  e.Find(p, v1::HYBRID);
+  FindOutcome hit = e.Find(p, v1::FAST);
   EXPECT_EQ(hit.source, "user_db");
   EXPECT_TRUE(hit.record.results(0).measured());
 }
@@ -154,17 +154,17 @@ TEST_F(FindModesTest, FastUsesTheFindDbElseTheFallbackWithoutTiming) {
 TEST_F(FindModesTest, HybridTimesAllOnAMissDynamicHybridOnlyDynamicOnes) {
   Engine e(dir_ + "/db");
   const ConvProblem a = Problem(8), b = Problem(16);
-  FindOutcome hybrid = e.Find(a, FindMode::kHybrid);
+  FindOutcome hybrid = e.Find(a, v1::HYBRID);
   EXPECT_THAT(hybrid.timed_solvers, Contains(kStaticId));
   EXPECT_EQ(hybrid.timed_solvers.size(), static_cast<size_t>(Applicable(a, false)));
-  FindOutcome dynamic = e.Find(b, FindMode::kDynamicHybrid);
+  FindOutcome dynamic = e.Find(b, v1::DYNAMIC_HYBRID);
   EXPECT_THAT(dynamic.timed_solvers, Not(Contains(kStaticId)));
   EXPECT_EQ(dynamic.timed_solvers.size(), static_cast<size_t>(Applicable(b, true)));
   EXPECT_TRUE(dynamic.stored);
   // Both hit afterwards, timing nothing.
   const int64_t timed = e.engine->counters().plans_timed;
-  EXPECT_EQ(e.Find(a, FindMode::kDynamicHybrid).source, "user_db");
-  EXPECT_EQ(e.Find(b, FindMode::kHybrid).source, "user_db");
+  EXPECT_EQ(e.Find(a, v1::DYNAMIC_HYBRID).source, "user_db");
+  EXPECT_EQ(e.Find(b, v1::HYBRID).source, "user_db");
   EXPECT_EQ(e.engine->counters().plans_timed, timed);
 }
 
@@ -201,7 +201,7 @@ TEST_F(FindModesTest, SystemFindDbIsConsultedAfterTheUserOne) {
   std::string sys;
   {
     Engine tuner(dir_ + "/tuner");
-    tuner.Find(p, FindMode::kNormal);
+    tuner.Find(p, v1::NORMAL);
     key = tuner.engine->device_key();
     sys = MakeSystemDb(dir_ + "/sys", tuner, key, 1.0);
   }
@@ -209,12 +209,12 @@ TEST_F(FindModesTest, SystemFindDbIsConsultedAfterTheUserOne) {
   ASSERT_TRUE(system.ok()) << system.status();
   EXPECT_TRUE((*system)->exact());
   Engine e(dir_ + "/user", system->get());
-  FindOutcome out = e.Find(p, FindMode::kDynamicHybrid);
+  FindOutcome out = e.Find(p, v1::DYNAMIC_HYBRID);
   EXPECT_EQ(out.source, "system_db");
   EXPECT_TRUE(out.timed_solvers.empty());
   EXPECT_FALSE(out.stored);
   EXPECT_EQ(e.engine->counters().system_hits, 1);
-  auto solutions = e.engine->GetSolutions(p, -1);
+  auto solutions = e.engine->immediate().GetSolutions(p, -1);
   ASSERT_TRUE(solutions.ok());
   EXPECT_EQ(solutions->source, "system_db");
   EXPECT_TRUE(solutions->results[0].measured());
@@ -225,7 +225,7 @@ TEST_F(FindModesTest, TrustVerifyKeepsASystemRecordThatHoldsUp) {
   std::string key, sys;
   {
     Engine tuner(dir_ + "/tuner");
-    tuner.Find(p, FindMode::kNormal);
+    tuner.Find(p, v1::NORMAL);
     key = tuner.engine->device_key();
     // Recorded times ten times slower than this machine: re-timing agrees.
     sys = MakeSystemDb(dir_ + "/sys", tuner, key, 10.0);
@@ -233,14 +233,14 @@ TEST_F(FindModesTest, TrustVerifyKeepsASystemRecordThatHoldsUp) {
   auto system = SystemFindDb::Open(sys, key);
   ASSERT_TRUE(system.ok());
   Engine e(dir_ + "/user", system->get());
-  FindOutcome out = e.Find(p, FindMode::kTrustVerify);
+  FindOutcome out = e.Find(p, v1::TRUST_VERIFY);
   EXPECT_EQ(out.source, "system_db");
   ASSERT_EQ(out.timed_solvers.size(), 1u);  // only the recorded best was re-timed
   EXPECT_EQ(out.timed_solvers[0], out.record.results(0).solver_id());
   EXPECT_TRUE(out.stored);  // copied to the user FindDb
   EXPECT_EQ(e.engine->counters().verifications, 1);
   EXPECT_EQ(e.engine->counters().verify_rejected, 0);
-  FindOutcome again = e.Find(p, FindMode::kTrustVerify);
+  FindOutcome again = e.Find(p, v1::TRUST_VERIFY);
   EXPECT_EQ(again.source, "user_db");
   EXPECT_TRUE(again.timed_solvers.empty());
 }
@@ -250,14 +250,14 @@ TEST_F(FindModesTest, TrustVerifyRetunesWhenTheSystemRecordIsTooOptimistic) {
   std::string key, sys;
   {
     Engine tuner(dir_ + "/tuner");
-    tuner.Find(p, FindMode::kNormal);
+    tuner.Find(p, v1::NORMAL);
     key = tuner.engine->device_key();
     sys = MakeSystemDb(dir_ + "/sys", tuner, key, 0.01);  // claims 100x faster
   }
   auto system = SystemFindDb::Open(sys, key);
   ASSERT_TRUE(system.ok());
   Engine e(dir_ + "/user", system->get());
-  FindOutcome out = e.Find(p, FindMode::kTrustVerify);
+  FindOutcome out = e.Find(p, v1::TRUST_VERIFY);
   EXPECT_EQ(out.source, "tuned");
   EXPECT_EQ(e.engine->counters().verify_rejected, 1);
   // First the recorded best was re-timed (it may be any solver), then the
@@ -268,7 +268,7 @@ TEST_F(FindModesTest, TrustVerifyRetunesWhenTheSystemRecordIsTooOptimistic) {
   const std::vector<uint32_t> tuned(out.timed_solvers.begin() + 1, out.timed_solvers.end());
   EXPECT_THAT(tuned, Not(Contains(kStaticId)));
   EXPECT_TRUE(out.stored);
-  EXPECT_EQ(e.Find(p, FindMode::kTrustVerify).source, "user_db");
+  EXPECT_EQ(e.Find(p, v1::TRUST_VERIFY).source, "user_db");
 }
 
 TEST_F(FindModesTest, TrustVerifyBoundsTheSearchAndFullDoesNot) {
@@ -276,31 +276,19 @@ TEST_F(FindModesTest, TrustVerifyBoundsTheSearchAndFullDoesNot) {
   const Solver* tiled = TestRegistry()->Find(kCpuDirectTiledId);
   const size_t space = std::min<size_t>(tiled->ConfigSpace(p).size(), 16);
   ASSERT_GT(space, 3u);
-  FindEngine::Options bounded = Engine::Defaults();
+  Core::Options bounded = Engine::Defaults();
   bounded.patience = 1;
   bounded.remeasure_top = 1;
   auto tiled_timings = [](const FindOutcome& o) {
     return std::count(o.timed_solvers.begin(), o.timed_solvers.end(), kCpuDirectTiledId);
   };
   Engine verify(dir_ + "/a", nullptr, bounded);
-  FindOutcome v = verify.Find(p, FindMode::kTrustVerify);
+  FindOutcome v = verify.Find(p, v1::TRUST_VERIFY);
   EXPECT_LT(static_cast<size_t>(tiled_timings(v)), space);
   Engine full(dir_ + "/b", nullptr, bounded);
-  FindOutcome f = full.Find(p, FindMode::kTrustVerifyFull);
+  FindOutcome f = full.Find(p, v1::TRUST_VERIFY_FULL);
   EXPECT_EQ(static_cast<size_t>(tiled_timings(f)), space);
   EXPECT_THAT(f.timed_solvers, Not(Contains(kStaticId)));
-}
-
-TEST(FindModeNamesTest, NamesNumbersAndTheReservedFour) {
-  EXPECT_EQ(*ParseFindMode("normal", "m"), FindMode::kNormal);
-  EXPECT_EQ(*ParseFindMode("5", "m"), FindMode::kDynamicHybrid);
-  EXPECT_EQ(*ParseFindMode("TRUST_VERIFY_FULL", "m"), FindMode::kTrustVerifyFull);
-  for (const char* bad : {"4", "0", "8", "SLOW", ""}) {
-    auto r = ParseFindMode(bad, "CONVTUNE_FIND_MODE");
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_THAT(std::string(r.status().message()), HasSubstr("CONVTUNE_FIND_MODE")) << bad;
-  }
-  EXPECT_THAT(std::string(ParseFindMode("4", "m").status().message()), HasSubstr("reserved"));
 }
 
 TEST(SystemDbTest, ComputeUnitsAreSplitFromTheKey) {
@@ -314,7 +302,7 @@ TEST(SystemDbTest, ComputeUnitsAreSplitFromTheKey) {
 TEST_F(FindModesTest, NearestComputeUnitCountIsUsedAndSaidSo) {
   const ConvProblem p = Problem();
   Engine tuner(dir_ + "/tuner");
-  tuner.Find(p, FindMode::kNormal);
+  tuner.Find(p, v1::NORMAL);
   const std::string key = tuner.engine->device_key();
   const auto [units, pattern] = SplitComputeUnits(key);
   ASSERT_GT(units, 0);

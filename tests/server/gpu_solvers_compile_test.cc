@@ -22,6 +22,7 @@
 #include "kernels/gpu/sources.h"
 #include "kernels/problem.h"
 #include "server/solver_registry.h"
+#include "server/solvers/gpu_blas_plan.h"
 #include "server/solvers/gpu_solvers.h"
 
 namespace convtune {
@@ -182,7 +183,7 @@ class GpuSolverCompile : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(GpuSolverCompile, EveryPlanSourceCompiles) {
   const Solver* solver = SolverRegistry::Default().Find(GetParam());
   ASSERT_NE(solver, nullptr);
-  EXPECT_EQ(solver->backend(), "gpu");
+  EXPECT_EQ(solver->backend(), v1::GPU);
   SourceSet sources;
   const int plans = CollectSources(*solver, &sources);
   ASSERT_GT(plans, 0);
@@ -190,7 +191,7 @@ TEST_P(GpuSolverCompile, EveryPlanSourceCompiles) {
 
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
   ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
-  DeviceInfo h200{.backend = "cuda", .arch = "sm_90", .blas = "cublas13.0.0"};
+  DeviceInfo h200{.backend = v1::CUDA, .arch = "sm_90", .blas = "cublas13.0.0"};
   if (solver->SupportsDevice(h200)) {
     const std::vector<std::string> failed = CompileAll(**nvrtc, "sm_90", sources);
     EXPECT_TRUE(failed.empty()) << failed.size() << " of " << sources.size()
@@ -198,7 +199,7 @@ TEST_P(GpuSolverCompile, EveryPlanSourceCompiles) {
                                 << absl::StrJoin(failed, "\n");
   }
 
-  DeviceInfo mi200{.backend = "hip", .arch = "gfx90a", .blas = "rocblas2.45.0"};
+  DeviceInfo mi200{.backend = v1::HIP, .arch = "gfx90a", .blas = "rocblas2.45.0"};
   if (!solver->SupportsDevice(mi200)) return;
   absl::StatusOr<std::unique_ptr<KernelCompiler>> hiprtc = MakeHiprtcCompiler();
   if (!hiprtc.ok()) {
@@ -231,16 +232,16 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
-    EXPECT_EQ(s->backend(), "gpu");
+    EXPECT_EQ(s->backend(), v1::GPU);
     EXPECT_EQ(s->dynamic(), s->id() != kGpuImplicitGemmStaticId) << s->name();
     EXPECT_EQ(SolverRegistry::Default().Find(s->id())->name(), s->name());
   }
   EXPECT_EQ(got, want);
   const Solver* tc = SolverRegistry::Default().Find(kGpuTensorCoreIgemmId);
-  EXPECT_TRUE(tc->SupportsDevice({.backend = "cuda", .arch = "sm_90"}));
-  EXPECT_TRUE(tc->SupportsDevice({.backend = "cuda", .arch = "sm_80"}));
-  EXPECT_FALSE(tc->SupportsDevice({.backend = "cuda", .arch = "sm_75"}));
-  EXPECT_FALSE(tc->SupportsDevice({.backend = "hip", .arch = "gfx90a"}));
+  EXPECT_TRUE(tc->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90"}));
+  EXPECT_TRUE(tc->SupportsDevice({.backend = v1::CUDA, .arch = "sm_80"}));
+  EXPECT_FALSE(tc->SupportsDevice({.backend = v1::CUDA, .arch = "sm_75"}));
+  EXPECT_FALSE(tc->SupportsDevice({.backend = v1::HIP, .arch = "gfx90a"}));
 }
 
 TEST(GpuSolvers, ConstraintsAreNamed) {
@@ -279,10 +280,14 @@ TEST(GpuSolvers, BackwardWeightsSplitsIntoWorkspace) {
   for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.back(), 1);
 }
 
-// The kernels of a plan, in order.
-// Workspace regions start on 256-byte boundaries.
-int64_t AlignWorkspaceForTest(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+TEST(GpuSolvers, WorkspaceRegionsStartOn256ByteBoundaries) {
+  EXPECT_EQ(AlignWorkspace(0), 0);
+  EXPECT_EQ(AlignWorkspace(1), 256);
+  EXPECT_EQ(AlignWorkspace(256), 256);
+  EXPECT_EQ(AlignWorkspace(257), 512);
+}
 
+// The kernels of a plan, in order.
 std::vector<std::string> Kernels(const v1::ExecutionPlan& plan) {
   std::vector<std::string> out;
   for (const v1::KernelStep& step : plan.steps()) out.push_back(step.kernel());
@@ -292,10 +297,10 @@ std::vector<std::string> Kernels(const v1::ExecutionPlan& plan) {
 TEST(GpuSolvers, BlasSolversRunWhereABlasIsFound) {
   for (uint32_t id : {kGpuIm2colGemmBlasId, kGpuGemm1x1BlasId, kGpuWinogradBlasId}) {
     const Solver* s = SolverRegistry::Default().Find(id);
-    EXPECT_FALSE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90"})) << s->name();
-    EXPECT_TRUE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90", .blas = "cublas13.1.0"}));
-    EXPECT_TRUE(s->SupportsDevice({.backend = "hip", .arch = "gfx90a", .blas = "rocblas2.45.0"}));
-    EXPECT_FALSE(SolverRegistry::Runs(*s, {.backend = "cpu", .arch = "x86-64-v3"}));
+    EXPECT_FALSE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90"})) << s->name();
+    EXPECT_TRUE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90", .blas = "cublas13.1.0"}));
+    EXPECT_TRUE(s->SupportsDevice({.backend = v1::HIP, .arch = "gfx90a", .blas = "rocblas2.45.0"}));
+    EXPECT_FALSE(SolverRegistry::Runs(*s, {.backend = v1::CPU, .arch = "x86-64-v3"}));
   }
 }
 
@@ -360,7 +365,8 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(Kernels(*plan),
               (std::vector<std::string>{"conv_pack", gpu::kBlasGemmKernel, "conv_unpack"}));
-    EXPECT_EQ(plan->workspace_bytes(), AlignWorkspaceForTest(4 * 64 * 49 * 2) + 4 * 32 * 49 * 2);
+    EXPECT_EQ(plan->workspace_bytes(),
+              AlignWorkspace(4 * 64 * 49 * 2) + 4 * 32 * 49 * 2);
     EXPECT_EQ(Kernels(*s->MakePlan(h, {})), std::vector<std::string>{gpu::kBlasGemmKernel});
   }
   // fp32 at stride 1 keeps the per-image GEMMs only.
@@ -474,7 +480,7 @@ TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
     p.direction = d, p.type = type;
     SCOPED_TRACE(absl::StrCat(s->name(), " ", DescribeProblem(p)));
     ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
-    EXPECT_LE(s->WorkspaceBytes(p), int64_t{512} << 20);
+    EXPECT_LE(s->WorkspaceBytes(p), kWorkspaceBudget);
     for (const PerfConfig& config : s->ConfigSpace(p)) {
       absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, config);
       ASSERT_TRUE(plan.ok()) << plan.status();
@@ -585,7 +591,8 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "tc_pack_act", "conv_tc"}));
-  EXPECT_EQ(plan->workspace_bytes(), AlignWorkspaceForTest(filter) + 4 * 28 * 28 * 64 * 2);
+  EXPECT_EQ(plan->workspace_bytes(),
+            AlignWorkspace(filter) + 4 * 28 * 28 * 64 * 2);
   // Every config's stage ring (or output tile) is its dynamic shared memory.
   for (const PerfConfig& c : s->ConfigSpace(p)) {
     plan = s->MakePlan(p, c);
@@ -615,7 +622,7 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "tc_pack_act", "conv_tc"}));
   EXPECT_EQ(plan->workspace_bytes(),
-            AlignWorkspaceForTest(128 * 9 * 32 * 2) + 4 * 28 * 28 * 16 * 32 * 2);
+            AlignWorkspace(128 * 9 * 32 * 2) + 4 * 28 * 28 * 16 * 32 * 2);
   // 64-channel steps need the padded channels to be a multiple of 64.
   for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c[2], 32);
   p.groups = 1;
@@ -627,8 +634,8 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
   const int64_t image = 112 * 112 * 64 * 2;
-  const int64_t chunk = ((int64_t{512} << 20) - AlignWorkspaceForTest(filter)) / image;
-  EXPECT_LE(plan->workspace_bytes(), int64_t{512} << 20);
+  const int64_t chunk = (kWorkspaceBudget - AlignWorkspace(filter)) / image;
+  EXPECT_LE(plan->workspace_bytes(), kWorkspaceBudget);
   ASSERT_EQ(plan->steps_size(), 1 + 2 * ((512 + chunk - 1) / chunk));
   ASSERT_GT(plan->steps_size(), 3);
   EXPECT_EQ(plan->steps(4).buffers(2).offset_bytes(), chunk * 128 * 112 * 112 * 2);
@@ -653,10 +660,11 @@ TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
   EXPECT_EQ(wrw.buffers(2).offset_bytes(), 0) << "partial sums first";
   EXPECT_EQ(wrw.scalars(wrw.scalars_size() - 1), 0) << "the first chunk writes";
   EXPECT_EQ(plan->steps(3).scalars(6), 3);
-  const int64_t x_at = AlignWorkspaceForTest(partials);
+  const int64_t x_at = AlignWorkspace(partials);
   EXPECT_EQ(wrw.buffers(0).offset_bytes(), x_at);
-  EXPECT_EQ(plan->workspace_bytes(),
-            AlignWorkspaceForTest(x_at + 4 * 28 * 28 * 64 * 2) + 4 * 28 * 28 * 128 * 2);
+  EXPECT_EQ(
+      plan->workspace_bytes(),
+      AlignWorkspace(x_at + 4 * 28 * 28 * 64 * 2) + 4 * 28 * 28 * 128 * 2);
   for (const PerfConfig& c : s->ConfigSpace(p)) {
     EXPECT_EQ(c[2], 32) << "W steps over 32 positions";
     plan = s->MakePlan(p, c);
@@ -673,7 +681,7 @@ TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
   p.layout = Layout::kNCHW, p.n = 512, p.in = {1, 112, 112};
   plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_LE(plan->workspace_bytes(), int64_t{512} << 20);
+  EXPECT_LE(plan->workspace_bytes(), kWorkspaceBudget);
   ASSERT_GT(plan->steps_size(), 4);
   EXPECT_EQ(plan->steps(5).kernel(), "conv_tc_wrw");
   EXPECT_EQ(plan->steps(5).scalars(plan->steps(5).scalars_size() - 1), 1) << "adds";
@@ -681,9 +689,9 @@ TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
 
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
-  EXPECT_TRUE(s->SupportsDevice({.backend = "cuda", .arch = "sm_90"}));
-  EXPECT_FALSE(s->SupportsDevice({.backend = "cuda", .arch = "sm_75"}));
-  EXPECT_FALSE(s->SupportsDevice({.backend = "hip", .arch = "gfx90a"}));
+  EXPECT_TRUE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90"}));
+  EXPECT_FALSE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_75"}));
+  EXPECT_FALSE(s->SupportsDevice({.backend = v1::HIP, .arch = "gfx90a"}));
   ConvProblem p;
   p.n = 2, p.c = 64, p.k = 64, p.in = {1, 14, 14}, p.filter = {1, 3, 3};
   const auto expect_named = [&](absl::string_view field) {

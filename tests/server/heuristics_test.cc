@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu_device.h"
-#include "server/find_engine.h"
+#include "server/core.h"
 #include "server/heuristics/learned.h"
 #include "server/solvers/cpu_solvers.h"
 #include "storage/records.h"
@@ -59,9 +59,9 @@ class HeuristicsTest : public ::testing::Test {
     store_ = store->release();
     device_ = new CpuDevice;
     ThreadPool compile("compile", 2), bench("bench", 1);
-    FindEngine engine(*device_, SolverRegistry::Default(), *store_, compile, bench, EngineOptions());
+    Core engine(*device_, SolverRegistry::Default(), *store_, compile, bench, EngineOptions());
     for (const ConvProblem& p : TrainingProblems()) {
-      auto r = engine.FindBlocking(p, {});
+      auto r = engine.find().FindBlocking(p, {});
       ASSERT_TRUE(r.ok()) << r.status();
     }
     // One find under a workspace limit that leaves im2col out: stored under
@@ -70,7 +70,7 @@ class HeuristicsTest : public ::testing::Test {
     limited.workspace_limit = 0;
     ConvProblem p = TrainingProblems()[1];
     p.c = 12;
-    auto r = engine.FindBlocking(p, limited);
+    auto r = engine.find().FindBlocking(p, limited);
     ASSERT_TRUE(r.ok()) << r.status();
   }
   static void TearDownTestSuite() {
@@ -79,15 +79,15 @@ class HeuristicsTest : public ::testing::Test {
     std::filesystem::remove_all(*dir_);
     delete dir_;
   }
-  static FindEngine::Options EngineOptions() {
-    FindEngine::Options options;
+  static Core::Options EngineOptions() {
+    Core::Options options;
     options.timing.min_repeats = 2;
     options.timing.budget_ms = 3;
     return options;
   }
   void SetUp() override {
     ASSERT_TRUE(
-        store_->Delete(storage::Column::kMeta, Heuristics::ModelKey(device_->info().Key())).ok());
+        store_->Delete(storage::Column::kMeta, storage::HeuristicModelName(device_->info().Key())).ok());
   }
   static Heuristics::Options SmallOptions() {
     Heuristics::Options o;
@@ -96,7 +96,7 @@ class HeuristicsTest : public ::testing::Test {
   }
   std::vector<const Solver*> Applicable(const ConvProblem& p) {
     std::vector<const Solver*> out;
-    for (const Solver* s : SolverRegistry::Default().ForBackend("cpu")) {
+    for (const Solver* s : SolverRegistry::Default().ForBackend(v1::CPU)) {
       if (s->IsApplicable(p).ok()) out.push_back(s);
     }
     return out;
@@ -129,7 +129,7 @@ TEST_F(HeuristicsTest, TrainUsesEveryUnconstrainedRecordAndStoresTheModel) {
   ASSERT_NE(h.model(), nullptr);
   EXPECT_EQ(h.model()->record_count(), report->records);
   EXPECT_TRUE(
-      storage::Meta(store_).Get(Heuristics::ModelKey(device_->info().Key())).ok());
+      storage::Meta(store_).Get(storage::HeuristicModelName(device_->info().Key())).ok());
 
   const ConvProblem p = TrainingProblems()[3];
   Ranking r = h.Rank(p, Applicable(p));
@@ -288,7 +288,7 @@ TEST_F(HeuristicsTest, SolversAbsentFromTrainingRankLast) {
 }
 
 TEST_F(HeuristicsTest, ACorruptStoredModelIsDeletedAndIgnored) {
-  const std::string key = Heuristics::ModelKey(device_->info().Key());
+  const std::string key = storage::HeuristicModelName(device_->info().Key());
   // Not a MetaRecord at all, then a MetaRecord whose value is not a model.
   for (int variant = 0; variant < 2; ++variant) {
     if (variant == 0) {
@@ -324,7 +324,7 @@ TEST_F(HeuristicsTest, BackgroundRetrainingStartsAfterRetrainEveryRecords) {
     auto store = storage::OpenRocksDbStore(tmpl);
     ASSERT_TRUE(store.ok());
     ThreadPool compile("compile", 2), bench("bench", 1), train("train", 1);
-    FindEngine engine(*device_, SolverRegistry::Default(), **store, compile, bench,
+    Core engine(*device_, SolverRegistry::Default(), **store, compile, bench,
                       EngineOptions());
     Heuristics::Options o = SmallOptions();
     o.retrain_every = 5;
@@ -337,7 +337,7 @@ TEST_F(HeuristicsTest, BackgroundRetrainingStartsAfterRetrainEveryRecords) {
     };
     const std::vector<ConvProblem> problems = TrainingProblems();
     for (int i = 0; i < 10; ++i) {
-      ASSERT_TRUE(engine.FindBlocking(problems[i], {}).ok());
+      ASSERT_TRUE(engine.find().FindBlocking(problems[i], {}).ok());
       h.NoteRecordStored(train);
       if (i == 3) {
         EXPECT_EQ(h.background_trainings(), 0);

@@ -1,3 +1,5 @@
+// What the RocksDB store does beyond the Store contract (store_test.cc runs
+// that against every store): folders, locks, reopening, files on disk.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -18,82 +20,13 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::RandomRecords;
+using testing::ScanAll;
 using testing::TempDir;
 
 std::unique_ptr<Store> MustOpen(const std::string& dir, const StoreOptions& options = {}) {
   absl::StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(dir, options);
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? std::move(*store) : nullptr;
-}
-
-std::map<std::string, std::string> ScanAll(Store& store, Column c, absl::string_view prefix) {
-  std::map<std::string, std::string> out;
-  absl::Status s = store.Scan(c, prefix, [&](absl::string_view k, absl::string_view v) {
-    out.emplace(std::string(k), std::string(v));
-    return true;
-  });
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
-}
-
-TEST(RocksDbStoreTest, PutGetDeleteScanInEveryColumn) {
-  TempDir tmp;
-  RandomRecords rnd;
-  std::unique_ptr<Store> store = MustOpen(tmp.db());
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->path(), tmp.db());
-  std::map<Column, std::map<std::string, std::string>> written;
-  for (Column c : kAllColumns) {
-    for (int i = 0; i < 20; ++i) {
-      std::string key = absl::StrCat(i % 2 ? "a/" : "b/", rnd.Int(0, 1'000'000'000));
-      std::string value = rnd.Bytes(static_cast<size_t>(rnd.Int(1, 300)));
-      ASSERT_TRUE(store->Put(c, key, value, {.sync = i % 3 == 0}).ok());
-      written[c][key] = value;
-    }
-  }
-  for (Column c : kAllColumns) {
-    SCOPED_TRACE(ColumnName(c));
-    for (const auto& [key, value] : written[c]) {
-      absl::StatusOr<std::string> got = store->Get(c, key);
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_EQ(*got, value);
-    }
-    // Columns are independent, and a prefix scan sees exactly its keys in order.
-    EXPECT_EQ(ScanAll(*store, c, ""), written[c]);
-    std::map<std::string, std::string> only_a;
-    for (const auto& [k, v] : written[c]) {
-      if (k[0] == 'a') only_a.emplace(k, v);
-    }
-    EXPECT_EQ(ScanAll(*store, c, "a/"), only_a);
-    const std::string victim = written[c].begin()->first;
-    ASSERT_TRUE(store->Delete(c, victim).ok());
-    EXPECT_EQ(store->Get(c, victim).status().code(), absl::StatusCode::kNotFound);
-    EXPECT_TRUE(store->Delete(c, victim).ok());
-  }
-}
-
-TEST(RocksDbStoreTest, ScanStopsWhenTheCallbackSaysSo) {
-  TempDir tmp;
-  std::unique_ptr<Store> store = MustOpen(tmp.db());
-  ASSERT_NE(store, nullptr);
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store->Put(Column::kMeta, absl::StrCat("k", i), "v").ok());
-  int seen = 0;
-  ASSERT_TRUE(store->Scan(Column::kMeta, "k", [&](absl::string_view, absl::string_view) {
-    return ++seen < 3;
-  }).ok());
-  EXPECT_EQ(seen, 3);
-}
-
-TEST(RocksDbStoreTest, PrefixOfHighBytesScansOnlyItsKeys) {
-  TempDir tmp;
-  std::unique_ptr<Store> store = MustOpen(tmp.db());
-  ASSERT_NE(store, nullptr);
-  const std::string high("\xff\xff", 2);
-  ASSERT_TRUE(store->Put(Column::kFindDb, high + "x", "1").ok());
-  ASSERT_TRUE(store->Put(Column::kFindDb, "\xfe", "2").ok());
-  ASSERT_TRUE(store->Put(Column::kFindDb, std::string("\xff\x00", 2), "3").ok());
-  EXPECT_EQ(ScanAll(*store, Column::kFindDb, high).size(), 1u);
-  EXPECT_EQ(ScanAll(*store, Column::kFindDb, "\xff").size(), 2u);
 }
 
 TEST(RocksDbStoreTest, RecordsSurviveCloseAndReopen) {

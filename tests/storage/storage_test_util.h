@@ -1,5 +1,6 @@
-// Test helpers for tests/storage: a fresh temporary folder per test and
-// random records. Not thread-safe; one per test.
+// Test helpers for tests/storage: a fresh temporary folder per test, random
+// records, and a whole-prefix scan. TempDir and RandomRecords are not
+// thread-safe; one per test.
 #ifndef CONVTUNE_TESTS_STORAGE_STORAGE_TEST_UTIL_H_
 #define CONVTUNE_TESTS_STORAGE_STORAGE_TEST_UTIL_H_
 
@@ -8,12 +9,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "convtune/v1/records.pb.h"
 #include "gtest/gtest.h"
+#include "storage/store.h"
 
 namespace convtune::storage::testing {
 
@@ -110,6 +113,19 @@ class RandomRecords {
  private:
   std::mt19937_64 rng_;
 };
+
+// Every pair under `prefix` in column `c`; a failed scan fails the test.
+inline std::map<std::string, std::string> ScanAll(Store& store, Column c,
+                                                  absl::string_view prefix) {
+  std::map<std::string, std::string> out;
+  absl::Status s =
+      store.Scan(c, prefix, [&](absl::string_view k, absl::string_view v) {
+        out.emplace(std::string(k), std::string(v));
+        return true;
+      });
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
 
 }  // namespace convtune::storage::testing
 

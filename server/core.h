@@ -1,0 +1,105 @@
+// Everything convtuned answers with, wired once, in dependency order, for the
+// daemon, the tests and the benchmarks: the find records, quarantine and
+// heuristics of one device, the planner, the timing stage and tuner, immediate
+// mode, remote execute, and the find engine over them. It holds no logic of
+// its own. Members are declared so that teardown runs in reverse dependency
+// order. Thread-safe.
+#ifndef CONVTUNE_SERVER_CORE_H_
+#define CONVTUNE_SERVER_CORE_H_
+
+#include <functional>
+#include <string>
+
+#include "kernels/device.h"
+#include "server/benchmark.h"
+#include "server/counters.h"
+#include "server/find_engine.h"
+#include "server/find_records.h"
+#include "server/heuristics/heuristics.h"
+#include "server/immediate.h"
+#include "server/kernel_builder.h"
+#include "server/planner.h"
+#include "server/quarantine.h"
+#include "server/remote_execute.h"
+#include "server/solver_registry.h"
+#include "server/stop_flag.h"
+#include "server/system_db.h"
+#include "server/thread_pool.h"
+#include "server/timing_stage.h"
+#include "server/tuner.h"
+#include "storage/store.h"
+
+namespace convtune {
+
+class Core {
+ public:
+  struct Options {
+    TimingOptions timing;
+    // Configs tried per solver in a config search.
+    int max_configs_per_solver = 16;
+    // Configs re-measured at the end of a search, the best first.
+    int remeasure_top = 3;
+    // TRUST_VERIFY: a system record is kept when measured / recorded time is
+    // at most 1 + verify_tolerance.
+    double verify_tolerance = 0.15;
+    // TRUST_VERIFY's bounds on tuning: total milliseconds, and configs in a
+    // row without improvement before a solver's search stops.
+    double max_tuning_ms = 30000;
+    int patience = 4;
+  };
+
+  // All references must outlive the core. Timing runs only on
+  // `timing_queue`, which must have exactly one thread; plans are built and
+  // the heuristics trained on `compile_pool`. `system_db` may be null;
+  // `kernel_builder` compiles GPU plans' sources, null on the CPU.
+  Core(Device& device, const SolverRegistry& registry, storage::Store& store,
+       ThreadPool& compile_pool, ThreadPool& timing_queue, Options options,
+       const SystemFindDb* system_db = nullptr,
+       KernelBuilder* kernel_builder = nullptr);
+
+  FindEngine& find() { return find_; }
+  Immediate& immediate() { return immediate_; }
+  const Planner& planner() const { return planner_; }
+  Tuner& tuner() { return tuner_; }
+  RemoteExecutor& executor() { return executor_; }
+  Heuristics& heuristics() { return heuristics_; }
+  FindRecords& records() { return records_; }
+  const Quarantine& quarantine() const { return quarantine_; }
+  ThreadPool& compile_pool() { return compile_pool_; }
+  const std::string& device_key() const { return device_key_; }
+  EngineCounters counters() const { return counters_.Snapshot(); }
+
+  // See TimingStage::SetDeviceLostHandler. Set before the first find.
+  void SetDeviceLostHandler(std::function<void(const std::string&)> handler) {
+    timing_.SetDeviceLostHandler(std::move(handler));
+  }
+  // Trains the learned heuristic on the compile pool; Unavailable when
+  // stopping. See Heuristics::Train.
+  void TrainHeuristics(std::function<void(absl::StatusOr<TrainReport>)> done) {
+    if (absl::Status s = stop_.Check(); !s.ok()) return done(s);
+    heuristics_.TrainOn(compile_pool_, std::move(done));
+  }
+  // Makes every later find, remeasure and execute, and every tuning not yet
+  // timed, finish with Unavailable. Idempotent.
+  void Shutdown() { stop_.Stop(); }
+  bool stopped() const { return stop_.stopped(); }
+
+ private:
+  const std::string device_key_;
+  ThreadPool& compile_pool_;
+  StopFlag stop_;
+  Counters counters_;
+  Heuristics heuristics_;
+  FindRecords records_;
+  Quarantine quarantine_;
+  Planner planner_;
+  TimingStage timing_;
+  Tuner tuner_;
+  Immediate immediate_;
+  RemoteExecutor executor_;
+  FindEngine find_;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_CORE_H_

@@ -1,0 +1,54 @@
+// What the find stack did, counted where it happens: finds and where their
+// answers came from, tuning runs and their stages, plans timed, failures and
+// device recovery. Tests and benchmarks read a snapshot. Thread-safe.
+#ifndef CONVTUNE_SERVER_COUNTERS_H_
+#define CONVTUNE_SERVER_COUNTERS_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace convtune {
+
+struct EngineCounters {
+  int64_t finds = 0;          // Find calls
+  int64_t db_hits = 0;        // answered from the user FindDb
+  int64_t system_hits = 0;    // answered from the system FindDb (verified or not)
+  int64_t fallbacks = 0;      // answered by the immediate-mode fallback (FAST)
+  int64_t tunings = 0;        // tuning runs started
+  int64_t joined = 0;         // finds that joined a tuning already running
+  int64_t plans_timed = 0;    // plan measurements (one per solver and config)
+  int64_t verifications = 0;  // system records re-timed (TRUST_VERIFY)
+  int64_t verify_rejected = 0;
+  int64_t solver_failures = 0;
+  int64_t records_stored = 0;
+  int64_t records_dropped = 0;  // corrupt records removed (DataLoss)
+  // Where tuning time goes: milliseconds from a tuning's start until its
+  // plans were built (kernels compiled, in parallel), and milliseconds its
+  // timing held the device, summed over tunings.
+  int64_t compile_stage_ms = 0;
+  int64_t timing_stage_ms = 0;
+  int64_t device_resets = 0;  // resets after a solver left the device unusable
+  int64_t solvers_quarantined = 0;
+};
+
+class Counters {
+ public:
+  void Add(int64_t EngineCounters::*counter, int64_t n = 1) {
+    absl::MutexLock lock(&mu_);
+    counts_.*counter += n;
+  }
+  EngineCounters Snapshot() const {
+    absl::MutexLock lock(&mu_);
+    return counts_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  EngineCounters counts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_COUNTERS_H_

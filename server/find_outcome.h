@@ -1,0 +1,45 @@
+// A find's parameters and its answer, and immediate mode's answer: the values
+// the find engine, its lookups, the tuner and immediate mode pass between
+// them. Plain values; thread-compatible.
+#ifndef CONVTUNE_SERVER_FIND_OUTCOME_H_
+#define CONVTUNE_SERVER_FIND_OUTCOME_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/vocabulary.h"
+#include "convtune/v1/records.pb.h"
+#include "convtune/v1/service.pb.h"
+
+namespace convtune {
+
+struct FindParams {
+  v1::FindMode mode = kDefaultFindMode;
+  // Largest workspace the caller offers; negative: no limit.
+  int64_t workspace_limit = -1;
+  // Ignore the FindDb, search every tunable solver's configs, re-store.
+  bool exhaustive = false;
+};
+
+struct FindOutcome {
+  v1::FindRecord record;
+  bool from_db = false;
+  // "user_db", "system_db", "tuned" or "fallback".
+  std::string source;
+  // Solvers whose plans this find timed (verification included), in order.
+  std::vector<uint32_t> timed_solvers;
+  // Whether this find wrote a record to the user FindDb.
+  bool stored = false;
+};
+
+// Immediate mode's answer: solutions best first, never timed here.
+struct Solutions {
+  std::vector<v1::PerfResult> results;  // measured from a FindDb, else estimated
+  std::string source;  // "user_db", "system_db", "heuristic", "estimate"
+  std::string fallback_reason;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_FIND_OUTCOME_H_

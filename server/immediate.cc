@@ -1,0 +1,81 @@
+#include "server/immediate.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace convtune {
+
+Immediate::Immediate(FindRecords& records, const Planner& planner,
+                     const Heuristics& heuristics)
+    : records_(records), planner_(planner), heuristics_(heuristics) {}
+
+absl::StatusOr<Solutions> Immediate::GetSolutions(const ConvProblem& p,
+                                                  int64_t limit) {
+  absl::StatusOr<FindOutcome> hit = records_.Lookup(p, limit);
+  if (hit.ok()) {
+    Solutions out;
+    out.results.assign(hit->record.results().begin(),
+                       hit->record.results().end());
+    out.source = hit->source;
+    return out;
+  }
+  if (!absl::IsNotFound(hit.status())) return hit.status();
+  return Rank(p, limit);
+}
+
+absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,
+                                              int64_t limit) const {
+  const std::vector<const Solver*> candidates =
+      planner_.Candidates(p, limit, /*dynamic_only=*/true, nullptr);
+  if (candidates.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no dynamic solver on ", records_.device_key(), " applies to ",
+        ProblemKey(p),
+        limit >= 0 ? absl::StrCat(" within a workspace of ", limit, " bytes")
+                   : ""));
+  }
+  Ranking ranking = heuristics_.Rank(p, candidates);
+  Solutions out;
+  for (const Estimate& e : ranking.estimates) {
+    v1::PerfResult r;
+    r.set_solver_id(e.solver->id());
+    r.set_solver_name(std::string(e.solver->name()));
+    r.set_algorithm(std::string(AlgorithmName(e.solver->family())));
+    r.set_time_ms(e.time_ms);
+    r.set_workspace_bytes(e.solver->WorkspaceBytes(p));
+    r.set_measured(false);
+    out.results.push_back(std::move(r));
+  }
+  out.source = ranking.source;
+  out.fallback_reason = ranking.fallback_reason;
+  return out;
+}
+
+absl::StatusOr<FindOutcome> Immediate::Fallback(const ConvProblem& p,
+                                                int64_t limit) {
+  ASSIGN_OR_RETURN(Solutions s, Rank(p, limit));
+  FindOutcome out;
+  out.record.set_device_key(records_.device_key());
+  out.record.set_problem_key(ProblemKey(p));
+  for (const v1::PerfResult& r : s.results) *out.record.add_results() = r;
+  out.source = "fallback";
+  return out;
+}
+
+int64_t Immediate::MaxWorkspace(const ConvProblem& p) const {
+  int64_t ws = 0;
+  for (const Solver* s : planner_.Candidates(p, -1, false, nullptr)) {
+    ws = std::max(ws, s->WorkspaceBytes(p));
+  }
+  return ws;
+}
+
+absl::StatusOr<int64_t> Immediate::SolutionWorkspace(
+    const ConvProblem& p, uint32_t solution_id) const {
+  ASSIGN_OR_RETURN(const Solver* s, planner_.Applicable(p, solution_id));
+  return s->WorkspaceBytes(p);
+}
+
+}  // namespace convtune

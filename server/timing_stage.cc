@@ -1,0 +1,193 @@
+#include "server/timing_stage.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace convtune {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+struct Timed {
+  double ms;
+  size_t config;
+};
+
+bool Faster(const Timed& a, const Timed& b) { return a.ms < b.ms; }
+
+}  // namespace
+
+struct TimingStage::Run {
+  TimingJob& job;
+  TimingResult result;
+  std::chrono::steady_clock::time_point started =
+      std::chrono::steady_clock::now();
+  // The fastest median timed so far in this job.
+  double best_ms = 0;
+};
+
+TimingStage::TimingStage(Device& device, ThreadPool& queue,
+                         Quarantine& quarantine, Counters& counters,
+                         StopFlag& stop, Options options)
+    : device_(device),
+      queue_(queue),
+      quarantine_(quarantine),
+      counters_(counters),
+      stop_(stop),
+      options_(options),
+      device_key_(device.info().Key()) {}
+
+void TimingStage::SetDeviceLostHandler(
+    std::function<void(const std::string&)> handler) {
+  on_device_lost_ = std::move(handler);
+}
+
+void TimingStage::Time(
+    std::shared_ptr<TimingJob> job,
+    std::function<void(absl::StatusOr<TimingResult>)> done) {
+  queue_.Schedule([this, job = std::move(job), done = std::move(done)] {
+    const auto started = std::chrono::steady_clock::now();
+    absl::StatusOr<TimingResult> result =
+        stop_.stopped() ? absl::StatusOr<TimingResult>(StopFlag::Error())
+                        : TimeAll(*job);
+    counters_.Add(&EngineCounters::timing_stage_ms,
+                  static_cast<int64_t>(MsSince(started)));
+    done(std::move(result));
+  });
+}
+
+void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
+                          std::function<void(absl::StatusOr<double>)> done) {
+  queue_.Schedule([this, p, plan = std::move(plan), done = std::move(done)] {
+    auto measure = [&]() -> absl::StatusOr<double> {
+      RETURN_IF_ERROR(stop_.Check());
+      ASSIGN_OR_RETURN(auto session,
+                       BenchmarkSession::Create(&device_, p,
+                                                plan.workspace_bytes(),
+                                                seed_.fetch_add(1)));
+      ASSIGN_OR_RETURN(Measurement m, session->Measure(plan, options_.timing));
+      return m.median_ms;
+    };
+    counters_.Add(&EngineCounters::plans_timed);
+    done(measure());
+  });
+}
+
+absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
+    Run& run, BenchmarkSession& session, const TimingCandidate& c) {
+  RETURN_IF_ERROR(c.status);
+  std::vector<Timed> timed;
+  int since_improvement = 0;
+  for (size_t i = 0; i < c.plans.size(); ++i) {
+    if (run.job.bounded && i > 0 &&
+        (MsSince(run.started) > options_.max_tuning_ms ||
+         since_improvement >= options_.patience)) {
+      break;
+    }
+    const double cutoff_ms =
+        run.best_ms > 0 && options_.timing.slow_factor > 0
+            ? run.best_ms * options_.timing.slow_factor
+            : std::numeric_limits<double>::infinity();
+    ASSIGN_OR_RETURN(Measurement m,
+                     session.Measure(c.plans[i], options_.timing, cutoff_ms));
+    counters_.Add(&EngineCounters::plans_timed);
+    run.result.timed_solvers.push_back(c.solver->id());
+    if (run.best_ms == 0 || m.median_ms < run.best_ms) run.best_ms = m.median_ms;
+    const bool better =
+        timed.empty() ||
+        m.median_ms < std::min_element(timed.begin(), timed.end(), Faster)->ms;
+    since_improvement = better ? 0 : since_improvement + 1;
+    timed.push_back({m.median_ms, i});
+  }
+  std::sort(timed.begin(), timed.end(), Faster);
+  // Timings of neighbouring configs are noisy; the few best are measured
+  // again side by side and the best second measurement wins.
+  if (timed.size() > 1) {
+    const size_t top = std::min<size_t>(timed.size(),
+                                        std::max(1, options_.remeasure_top));
+    for (size_t i = 0; i < top; ++i) {
+      ASSIGN_OR_RETURN(Measurement m, session.TimeOnly(c.plans[timed[i].config],
+                                                       options_.timing));
+      counters_.Add(&EngineCounters::plans_timed);
+      timed[i].ms = m.median_ms;
+    }
+    std::sort(timed.begin(), timed.begin() + top, Faster);
+  }
+  return TimedSolver{&c, timed.front().config, timed.front().ms};
+}
+
+absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
+  const ConvProblem& p = job.problem;
+  int64_t max_ws = 0;
+  for (const TimingCandidate& c : job.candidates) {
+    max_ws = std::max(max_ws, c.solver->WorkspaceBytes(p));
+  }
+  ASSIGN_OR_RETURN(auto session, BenchmarkSession::Create(&device_, p, max_ws,
+                                                          seed_.fetch_add(1)));
+  // The likely fastest first, so that the slow-plan cutoff is set early.
+  auto estimate = [&](const TimingCandidate& c) {
+    return c.solver->EstimatedFlops(p) /
+           std::max(1e-6, c.solver->Efficiency(p));
+  };
+  std::stable_sort(job.candidates.begin(), job.candidates.end(),
+                   [&](const TimingCandidate& a, const TimingCandidate& b) {
+                     return estimate(a) < estimate(b);
+                   });
+  Run run{job};
+  for (const TimingCandidate& c : job.candidates) {
+    RETURN_IF_ERROR(stop_.Check());
+    absl::StatusOr<TimedSolver> best = TimeCandidate(run, *session, c);
+    if (best.ok()) {
+      run.result.timed.push_back(*best);
+      continue;
+    }
+    // A failing solver is left out of this problem's answer; the rest go on
+    // (on fresh buffers if the device had to be reset).
+    counters_.Add(&EngineCounters::solver_failures);
+    absl::StrAppend(&run.result.failures, " ", c.solver->name(), ": ",
+                    best.status().ToString(), ";");
+    ASSIGN_OR_RETURN(const bool reset,
+                     Recover(job.problem_key, *c.solver, best.status()));
+    if (reset) {
+      session.reset();
+      ASSIGN_OR_RETURN(session, BenchmarkSession::Create(&device_, p, max_ws,
+                                                         seed_.fetch_add(1)));
+    }
+  }
+  return std::move(run.result);
+}
+
+absl::StatusOr<bool> TimingStage::Recover(const std::string& problem_key,
+                                          const Solver& solver,
+                                          const absl::Status& failure) {
+  if (device_.Synchronize().ok()) return false;
+  // The solver broke the device: it is not run on this problem again.
+  const absl::Status put = quarantine_.Add(problem_key, solver.id());
+  counters_.Add(&EngineCounters::solvers_quarantined);
+  std::cerr << "convtuned: " << solver.name() << " left " << device_key_
+            << " unusable on " << problem_key << " (" << failure.message()
+            << "); quarantined for that problem"
+            << (put.ok() ? "" : absl::StrCat(" in memory only: ", put.message()))
+            << "\n";
+  counters_.Add(&EngineCounters::device_resets);
+  const absl::Status reset = device_.Reset();
+  if (reset.ok()) return true;
+  const std::string why =
+      absl::StrCat(solver.name(), " faulted on ", problem_key, " (",
+                   failure.message(), ") and the device could not be reset (",
+                   reset.message(), ")");
+  if (stop_.Stop() && on_device_lost_) on_device_lost_(why);
+  return absl::UnavailableError(
+      absl::StrCat("device ", device_key_, " lost: ", why));
+}
+
+}  // namespace convtune

@@ -1,0 +1,123 @@
+// The timing stage of tuning, and the only part of it that touches the
+// device: candidate plans of one problem are measured one at a time on the
+// device's timing queue (one thread, so timings never overlap), each checked
+// against the float64 reference first. Plans far slower than the best so far
+// are cut short, a bounded config search stops on its time budget or
+// patience, and the few best configs of a solver are measured again. When a
+// plan leaves the device unusable, the device is reset and the solver
+// quarantined for the problem; a device that cannot be reset is lost, and
+// convtuned stops. Thread-safe; callbacks run on the timing queue.
+#ifndef CONVTUNE_SERVER_TIMING_STAGE_H_
+#define CONVTUNE_SERVER_TIMING_STAGE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/device.h"
+#include "kernels/problem.h"
+#include "server/benchmark.h"
+#include "server/counters.h"
+#include "server/quarantine.h"
+#include "server/solver.h"
+#include "server/stop_flag.h"
+#include "server/thread_pool.h"
+
+namespace convtune {
+
+// One solver of a tuning run with its configs and their built plans.
+struct TimingCandidate {
+  const Solver* solver = nullptr;
+  std::vector<PerfConfig> configs;
+  std::vector<v1::ExecutionPlan> plans;  // one per config, kernels built
+  absl::Status status;                   // why its plans could not be built
+};
+
+struct TimingJob {
+  ConvProblem problem;
+  std::string problem_key;
+  std::vector<TimingCandidate> candidates;
+  // Stop a solver's config search on the time budget or patience.
+  bool bounded = false;
+};
+
+struct TimedSolver {
+  const TimingCandidate* candidate = nullptr;
+  size_t config = 0;  // index of the fastest config
+  double ms = 0;      // its median
+};
+
+struct TimingResult {
+  // The candidates that measured, in the order they were timed.
+  std::vector<TimedSolver> timed;
+  // Every plan measurement's solver id, in order.
+  std::vector<uint32_t> timed_solvers;
+  // "name: error;" for each candidate that failed.
+  std::string failures;
+};
+
+class TimingStage {
+ public:
+  struct Options {
+    TimingOptions timing;
+    // Configs re-measured at the end of a search, the best first.
+    int remeasure_top = 3;
+    // Bounded searches: total milliseconds, and configs in a row without
+    // improvement before a solver's search stops.
+    double max_tuning_ms = 30000;
+    int patience = 4;
+  };
+
+  // References must outlive the stage. `queue` must have exactly one thread:
+  // everything here runs on it.
+  TimingStage(Device& device, ThreadPool& queue, Quarantine& quarantine,
+              Counters& counters, StopFlag& stop, Options options);
+
+  // Called once, from the timing queue, when the device is lost (a fault it
+  // could not be reset from). Set before the first timing.
+  void SetDeviceLostHandler(std::function<void(const std::string&)> handler);
+
+  // Times the job's candidates, the likely fastest first. A candidate whose
+  // plans failed to build or to run is left out with its error in
+  // `failures`; the others go on (on fresh buffers after a reset).
+  // Unavailable when stopping or when the device was lost.
+  void Time(std::shared_ptr<TimingJob> job,
+            std::function<void(absl::StatusOr<TimingResult>)> done);
+
+  // Measures one built plan of p on fresh inputs: its median milliseconds.
+  void TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
+               std::function<void(absl::StatusOr<double>)> done);
+
+  const Options& options() const { return options_; }
+
+ private:
+  struct Run;  // one job's progress (timing queue only)
+
+  absl::StatusOr<TimingResult> TimeAll(TimingJob& job);
+  absl::StatusOr<TimedSolver> TimeCandidate(Run& run, BenchmarkSession& session,
+                                            const TimingCandidate& c);
+  // After a solver failed: false when the device still answers, true when
+  // it was reset (buffers allocated before are gone) with the solver
+  // quarantined, Unavailable when the device is lost.
+  absl::StatusOr<bool> Recover(const std::string& problem_key,
+                               const Solver& solver,
+                               const absl::Status& failure);
+
+  Device& device_;
+  ThreadPool& queue_;
+  Quarantine& quarantine_;
+  Counters& counters_;
+  StopFlag& stop_;
+  const Options options_;
+  const std::string device_key_;
+  std::atomic<uint64_t> seed_{0x5eed};
+  std::function<void(const std::string&)> on_device_lost_;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_TIMING_STAGE_H_

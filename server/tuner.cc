@@ -1,0 +1,253 @@
+#include "server/tuner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "storage/keys.h"
+
+namespace convtune {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+int64_t UnixMsNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string LimitPhrase(int64_t limit) {
+  return limit >= 0 ? absl::StrCat(" within a workspace of ", limit, " bytes")
+                    : "";
+}
+
+}  // namespace
+
+struct Tuner::Run {
+  ConvProblem problem;
+  TuneRequest request;
+  std::string dedup_key;
+  bool excluded_by_limit = false;
+  std::shared_ptr<TimingJob> job = std::make_shared<TimingJob>();
+  std::atomic<int> to_build{0};
+  std::chrono::steady_clock::time_point build_started;
+};
+
+Tuner::Tuner(const Planner& planner, TimingStage& timing, FindRecords& records,
+             storage::Store& store, ThreadPool& compile_pool,
+             Counters& counters, const StopFlag& stop, Options options)
+    : planner_(planner),
+      timing_(timing),
+      records_(records),
+      perf_db_(&store, records.device_key()),
+      compile_pool_(compile_pool),
+      counters_(counters),
+      stop_(stop),
+      options_(options) {}
+
+std::vector<PerfConfig> Tuner::SearchSpace(const Solver& s,
+                                           const ConvProblem& p) const {
+  std::vector<PerfConfig> space = s.ConfigSpace(p);
+  const size_t cap =
+      static_cast<size_t>(std::max(1, options_.max_configs_per_solver));
+  if (space.size() <= cap) return space;
+  std::vector<PerfConfig> sampled;
+  for (size_t i = 0; i < cap; ++i) {
+    sampled.push_back(space[i * space.size() / cap]);
+  }
+  return sampled;
+}
+
+void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
+  auto run = std::make_shared<Run>();
+  run->problem = p;
+  run->request = request;
+  run->job->problem = p;
+  run->job->problem_key = ProblemKey(p);
+  run->job->bounded = request.bounded;
+  run->dedup_key =
+      absl::StrCat(run->job->problem_key, "|", request.workspace_limit, "|",
+                   request.dynamic_only, request.search, request.bounded);
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = in_flight_.try_emplace(run->dedup_key);
+    it->second.push_back(std::move(done));
+    if (!inserted) {
+      counters_.Add(&EngineCounters::joined);
+      return;
+    }
+  }
+  counters_.Add(&EngineCounters::tunings);
+  Start(std::move(run));
+}
+
+void Tuner::Start(std::shared_ptr<Run> run) {
+  const ConvProblem& p = run->problem;
+  const TuneRequest& r = run->request;
+  for (const Solver* s : planner_.Candidates(p, r.workspace_limit,
+                                             r.dynamic_only,
+                                             &run->excluded_by_limit)) {
+    run->job->candidates.push_back(TimingCandidate{
+        s,
+        r.search ? SearchSpace(*s, p)
+                 : std::vector<PerfConfig>{planner_.TunedOrDefault(*s, p)},
+        {},
+        {}});
+  }
+  if (run->job->candidates.empty()) {
+    Complete(run->dedup_key,
+             absl::FailedPreconditionError(absl::StrCat(
+                 "no ", r.dynamic_only ? "dynamic " : "", "solver on ",
+                 records_.device_key(), " applies to ", run->job->problem_key,
+                 LimitPhrase(r.workspace_limit))));
+    return;
+  }
+  run->to_build = static_cast<int>(run->job->candidates.size());
+  run->build_started = std::chrono::steady_clock::now();
+  // Plans are built (and, on GPUs, compiled) in parallel; timing waits for
+  // all of them.
+  for (size_t i = 0; i < run->job->candidates.size(); ++i) {
+    compile_pool_.Schedule([this, run, i] { BuildPlans(run, i); });
+  }
+}
+
+void Tuner::BuildPlans(std::shared_ptr<Run> run, size_t candidate) {
+  TimingCandidate& c = run->job->candidates[candidate];
+  for (const PerfConfig& config : c.configs) {
+    absl::StatusOr<v1::ExecutionPlan> plan =
+        planner_.Plan(*c.solver, run->problem, config);
+    if (plan.ok()) {
+      if (absl::Status built = planner_.BuildKernels(&*plan); !built.ok()) {
+        plan = built;
+      }
+    }
+    if (!plan.ok()) {
+      c.status = plan.status();
+      break;
+    }
+    c.plans.push_back(*std::move(plan));
+  }
+  if (--run->to_build > 0) return;
+  counters_.Add(&EngineCounters::compile_stage_ms,
+                static_cast<int64_t>(MsSince(run->build_started)));
+  timing_.Time(run->job, [this, run](absl::StatusOr<TimingResult> timed) {
+    Finish(run, std::move(timed));
+  });
+}
+
+absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,
+                                             const TimingResult& timed) {
+  v1::FindRecord record;
+  record.set_device_key(records_.device_key());
+  record.set_problem_key(run.job->problem_key);
+  record.set_workspace_limit(
+      run.excluded_by_limit ? run.request.workspace_limit : -1);
+  record.set_timing_repeats(timing_.options().timing.max_repeats);
+  for (const TimedSolver& t : timed.timed) {
+    const Solver& s = *t.candidate->solver;
+    const PerfConfig& config = t.candidate->configs[t.config];
+    if (t.candidate->configs.size() > 1) {
+      v1::PerfDbRecord tuned;
+      tuned.set_solver_id(s.id());
+      for (int64_t v : config) tuned.add_perf_config(v);
+      tuned.set_time_ms(t.ms);
+      absl::Status put = perf_db_.Put(run.job->problem_key, tuned);
+      if (!put.ok()) {
+        std::cerr << "convtuned: could not store perf config: " << put << "\n";
+      }
+    }
+    v1::PerfResult* r = record.add_results();
+    r->set_solver_id(s.id());
+    r->set_solver_name(std::string(s.name()));
+    r->set_algorithm(std::string(AlgorithmName(s.family())));
+    r->set_time_ms(t.ms);
+    r->set_workspace_bytes(s.WorkspaceBytes(run.problem));
+    for (int64_t v : config) r->add_perf_config(v);
+    r->set_measured(true);
+  }
+  if (record.results_size() == 0) {
+    return absl::InternalError(
+        absl::StrCat("every applicable solver failed on ",
+                     run.job->problem_key, ":", timed.failures));
+  }
+  std::sort(record.mutable_results()->begin(),
+            record.mutable_results()->end(),
+            [](const v1::PerfResult& a, const v1::PerfResult& b) {
+              return a.time_ms() < b.time_ms();
+            });
+  record.set_created_unix_ms(UnixMsNow());
+  return record;
+}
+
+void Tuner::Finish(std::shared_ptr<Run> run,
+                   absl::StatusOr<TimingResult> timed) {
+  if (!timed.ok()) {
+    Complete(run->dedup_key, timed.status());
+    return;
+  }
+  absl::StatusOr<v1::FindRecord> record = Record(*run, *timed);
+  if (!record.ok()) {
+    Complete(run->dedup_key, record.status());
+    return;
+  }
+  v1::FindRecord stored = *record;
+  if (run->excluded_by_limit) {
+    stored.set_problem_key(storage::LimitedProblemKey(
+        run->job->problem_key, run->request.workspace_limit));
+  }
+  const absl::Status put = records_.Store(stored);
+  if (!put.ok()) {
+    std::cerr << "convtuned: could not store find record "
+              << stored.problem_key() << ": " << put << "\n";
+  }
+  Complete(run->dedup_key,
+           FindOutcome{*std::move(record), false, "tuned",
+                       std::move(timed->timed_solvers), put.ok()});
+}
+
+void Tuner::Remeasure(const ConvProblem& p, const v1::PerfResult& r,
+                      std::function<void(absl::StatusOr<double>)> done) {
+  if (absl::Status s = stop_.Check(); !s.ok()) {
+    done(s);
+    return;
+  }
+  const PerfConfig config(r.perf_config().begin(), r.perf_config().end());
+  absl::StatusOr<v1::ExecutionPlan> plan =
+      planner_.Plan(p, r.solver_id(), config);
+  if (!plan.ok()) {
+    done(plan.status());
+    return;
+  }
+  planner_.Build(*std::move(plan), [this, p, done = std::move(done)](
+                                       absl::StatusOr<BuiltPlan> built) {
+    if (!built.ok()) {
+      done(built.status());
+      return;
+    }
+    timing_.TimeOne(p, std::move(built->plan), done);
+  });
+}
+
+void Tuner::Complete(const std::string& dedup_key,
+                     absl::StatusOr<FindOutcome> result) {
+  std::vector<Done> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = in_flight_.find(dedup_key);
+    if (it != in_flight_.end()) {
+      waiters = std::move(it->second);
+      in_flight_.erase(it);
+    }
+  }
+  for (Done& done : waiters) done(result);
+}
+
+}  // namespace convtune

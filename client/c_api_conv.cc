@@ -216,9 +216,7 @@ convtuneStatus_t RunConvolution(convtuneHandle_t handle, const ConvProblem& p,
       std::min<size_t>(workspace_size, std::numeric_limits<int64_t>::max()));
   const float a = *static_cast<const float*>(alpha);
   const float b = *static_cast<const float*>(beta);
-  const int64_t count = out_role == &PlanBuffers::x   ? p.x_elements()
-                        : out_role == &PlanBuffers::w ? p.w_elements()
-                                                      : p.y_elements();
+  const int64_t count = p.output_elements();
   std::unique_ptr<char[]> temp;
   void* out = buffers.*out_role;
   if (a != 1.0f || b != 0.0f) {

@@ -93,6 +93,52 @@ class Device {
   virtual absl::Status Reset() { return absl::OkStatus(); }
 };
 
+// A Device that forwards every call to another, so that a test overrides only
+// what it injects (a fault, a different DeviceInfo). As thread-safe as the
+// target, which must outlive the wrapper.
+class DeviceWrapper : public Device {
+ public:
+  explicit DeviceWrapper(Device* target) : target_(target) {}
+
+  Device* target() const { return target_; }
+
+  const DeviceInfo& info() const override { return target_->info(); }
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override {
+    return target_->Allocate(bytes);
+  }
+  absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override {
+    return target_->CopyToDevice(dst, src, bytes);
+  }
+  absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override {
+    return target_->CopyFromDevice(dst, src, bytes);
+  }
+  absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
+                                int64_t bytes) override {
+    return target_->CopyFromDeviceAt(dst, src, offset, bytes);
+  }
+  absl::Status Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
+                    int64_t count) override {
+    return target_->Fill(dst, pattern, element_bytes, count);
+  }
+  absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override {
+    return target_->Launch(step, buffers);
+  }
+  absl::Status Synchronize() override { return target_->Synchronize(); }
+  absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override {
+    return target_->TimeMs(work);
+  }
+  absl::Status LoadCodeObject(const std::string& hash, const std::string& binary) override {
+    return target_->LoadCodeObject(hash, binary);
+  }
+  bool HasCodeObject(const std::string& hash) const override {
+    return target_->HasCodeObject(hash);
+  }
+  absl::Status Reset() override { return target_->Reset(); }
+
+ private:
+  Device* const target_;
+};
+
 }  // namespace convtune
 
 #endif  // CONVTUNE_KERNELS_DEVICE_H_

@@ -26,6 +26,11 @@ inline constexpr Tensor kAllTensors[] = {Tensor::kX, Tensor::kW, Tensor::kY};
 // (backward weights).
 Tensor OutputTensor(Direction dir);
 absl::string_view TensorName(Tensor t);  // "x", "w", "y"
+// One of three things kept per tensor, by tensor: ByTensor(p.output(), x, w, y).
+template <typename T>
+T& ByTensor(Tensor t, T& x, T& w, T& y) {
+  return t == Tensor::kX ? x : t == Tensor::kW ? w : y;
+}
 
 int64_t ElementBytes(DataType type);
 absl::string_view DataTypeName(DataType type);     // "FP32", "FP16", "BF16"

@@ -173,15 +173,6 @@ double Tolerance(DataType type) {
   return 0;
 }
 
-int64_t OutputElements(const ConvProblem& p) {
-  switch (p.direction) {
-    case Direction::kForward: return p.y_elements();
-    case Direction::kBackwardData: return p.x_elements();
-    case Direction::kBackwardWeights: return p.w_elements();
-  }
-  return 0;
-}
-
 ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int64_t index) {
   const Strides xs = XStrides(p), ws = WStrides(p), ys = YStrides(p);
   const int64_t cg = p.c_per_group(), kg = p.k_per_group();
@@ -265,7 +256,7 @@ absl::Status CheckElement(const ConvProblem& p, const HostTensors& t, int64_t in
 
 absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void* output,
                          int samples, std::mt19937_64& rng) {
-  const int64_t total = OutputElements(p);
+  const int64_t total = p.output_elements();
   const bool all = samples <= 0 || samples >= total;
   std::uniform_int_distribution<int64_t> pick(0, total - 1);
   for (int64_t s = 0; s < (all ? total : samples); ++s) {
@@ -277,7 +268,7 @@ absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void*
 }
 
 std::vector<int64_t> SampleOutputIndices(const ConvProblem& p, int samples, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int64_t> pick(0, OutputElements(p) - 1);
+  std::uniform_int_distribution<int64_t> pick(0, p.output_elements() - 1);
   std::vector<int64_t> indices(std::max(samples, 0));
   for (int64_t& i : indices) i = pick(rng);
   return indices;
@@ -298,7 +289,7 @@ absl::Status CheckOutputElements(const ConvProblem& p, const HostTensors& t,
 
 std::vector<ReferenceValue> ReferenceOutput(const ConvProblem& p,
                                             const HostTensors& t) {
-  std::vector<ReferenceValue> out(OutputElements(p));
+  std::vector<ReferenceValue> out(p.output_elements());
   for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
     out[i] = ReferenceElement(p, t, i);
   }

@@ -20,10 +20,6 @@ struct HostTensors {
   const void* y = nullptr;
 };
 
-// The output tensor of the direction: y (forward), x (backward data) or w
-// (backward weights).
-int64_t OutputElements(const ConvProblem& p);
-
 // Element `index` of the output in the problem's dense layout, and the sum of
 // |a*b| over its terms (the scale its rounding error is relative to).
 struct ReferenceValue {

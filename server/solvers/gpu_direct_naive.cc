@@ -29,7 +29,7 @@ class GpuDirectNaive final : public GpuSolver {
                                              const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     const int source = AddSource(&plan, "conv_direct.cu", ProblemOptions(p));
-    const int64_t blocks = std::min((OutputElements(p) + kBlock - 1) / kBlock, kMaxBlocks);
+    const int64_t blocks = std::min((p.output_elements() + kBlock - 1) / kBlock, kMaxBlocks);
     AddConvArgs(p, AddGpuStep(&plan, "conv_naive", source, {blocks, 1, 1}, kBlock));
     return plan;
   }

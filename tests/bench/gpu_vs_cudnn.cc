@@ -217,9 +217,7 @@ struct Bench {
     ASSIGN_OR_RETURN(row.ours_ms, TimeMedian(*dev, repeats, [&] {
       return ExecutePlan(*dev, plan, b);
     }));
-    DeviceBuffer* out = p.direction == Direction::kForward         ? y.get()
-                        : p.direction == Direction::kBackwardData ? x.get()
-                                                                  : w.get();
+    DeviceBuffer* out = ByTensor(p.output(), x, w, y).get();
     const int64_t out_bytes = out->size();
     std::vector<char> ours(out_bytes), theirs(out_bytes);
     RETURN_IF_ERROR(dev->CopyFromDevice(ours.data(), *out, out_bytes));
@@ -244,7 +242,7 @@ struct Bench {
     row.cudnn_algo = std::to_string(algo.first);
     row.cudnn_ms = algo.second;
     RETURN_IF_ERROR(dev->CopyFromDevice(theirs.data(), *out, out_bytes));
-    const int64_t n = OutputElements(p);
+    const int64_t n = p.output_elements();
     double max_abs = 1e-30, max_err = 0;
     for (int64_t i = 0; i < n; ++i) {
       const double a = LoadElement(ours.data(), p.type, i), c = LoadElement(theirs.data(), p.type, i);

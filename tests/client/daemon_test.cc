@@ -71,10 +71,8 @@ class DaemonTest : public ::testing::Test {
     FillRandom(x.data(), p.type, p.x_elements(), rng64_);
     FillRandom(w.data(), p.type, p.w_elements(), rng64_);
     FillRandom(y.data(), p.type, p.y_elements(), rng64_);
-    void* out = p.direction == Direction::kForward        ? y.data()
-                : p.direction == Direction::kBackwardData ? x.data()
-                                                          : w.data();
-    FillNaN(out, p.type, OutputElements(p));
+    void* out = ByTensor(p.output(), x, w, y).data();
+    FillNaN(out, p.type, p.output_elements());
     absl::StatusOr<v1::ExecutionPlan> plan = client_->GetPlan(p, solver);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(plan->solver_id(), solver);
@@ -345,7 +343,7 @@ TEST_F(CApiDaemonTest, BackwardFindAndRun) {
     FillRandom(data ? w.data() : x.data(), p.type,
                data ? p.w_elements() : p.x_elements(), rng64_);
     char* out = data ? x.data() : w.data();
-    FillNaN(out, p.type, OutputElements(p));
+    FillNaN(out, p.type, p.output_elements());
     size_t max_ws = 0;
     convtuneConvAlgoPerf_t perf[2];
     int returned = 0;

@@ -184,9 +184,7 @@ void ImmediateTest::CImmediateWorkflow(const ConvProblem& p) {
   FillRandom(x.data(), p.type, p.x_elements(), rng64_);
   FillRandom(w.data(), p.type, p.w_elements(), rng64_);
   FillRandom(y.data(), p.type, p.y_elements(), rng64_);
-  void* out = p.direction == Direction::kForward        ? y.data()
-              : p.direction == Direction::kBackwardData ? x.data()
-                                                        : w.data();
+  void* out = ByTensor(p.output(), x, w, y).data();
   const DirectionApi api =
       BindApi(handle_, d, p.direction, x.data(), w.data(), y.data());
 
@@ -223,7 +221,7 @@ void ImmediateTest::CImmediateWorkflow(const ConvProblem& p) {
       ASSERT_EQ(api.compile(s.solution_id), convtuneStatusSuccess)
           << convtuneGetLastError(handle_);
     }
-    FillNaN(out, p.type, OutputElements(p));
+    FillNaN(out, p.type, p.output_elements());
     ASSERT_EQ(api.run(ws.data(), ws.size(), s.solution_id),
               convtuneStatusSuccess)
         << convtuneGetLastError(handle_);

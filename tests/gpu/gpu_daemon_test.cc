@@ -128,9 +128,7 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
     FillRandom(x.data(), p.type, x.size(), rng);
     FillRandom(w.data(), p.type, w.size(), rng);
     FillRandom(y.data(), p.type, y.size(), rng);
-    std::vector<float>& out = dir == Direction::kForward        ? y
-                              : dir == Direction::kBackwardData ? x
-                                                                : w;
+    std::vector<float>& out = ByTensor(OutputTensor(dir), x, w, y);
     for (const v1::Solution& s : solutions->solutions()) {
       SCOPED_TRACE(absl::StrCat(DirectionName(dir), " solution ", s.solution_id()));
       absl::StatusOr<v1::CompileSolutionResponse> compiled =
@@ -159,9 +157,7 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
       EXPECT_EQ(after.plan_rpcs, before.plan_rpcs);
       EXPECT_EQ(after.code_object_rpcs, before.code_object_rpcs);
       std::vector<float> result(out.size());
-      DeviceBuffer* out_buf = dir == Direction::kForward        ? dy->get()
-                              : dir == Direction::kBackwardData ? dx->get()
-                                                                : dw->get();
+      DeviceBuffer* out_buf = ByTensor(OutputTensor(dir), dx, dw, dy)->get();
       ASSERT_TRUE((*dev)->CopyFromDevice(result.data(), *out_buf, result.size() * 4).ok());
       HostTensors t{x.data(), w.data(), y.data()};
       EXPECT_TRUE(CheckOutput(p, t, result.data(), 0, rng).ok())

@@ -200,9 +200,7 @@ void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p, const Solver& solve
   FillRandom(x.data(), p.type, p.x_elements(), rng);
   FillRandom(w.data(), p.type, p.w_elements(), rng);
   FillRandom(y.data(), p.type, p.y_elements(), rng);
-  std::vector<char>* out = p.direction == Direction::kForward        ? &y
-                           : p.direction == Direction::kBackwardData ? &x
-                                                                     : &w;
+  std::vector<char>* out = &ByTensor(p.output(), x, w, y);
   FillNaN(out->data(), p.type, out->size() / es);
 
   absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);
@@ -220,9 +218,7 @@ void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p, const Solver& solve
                       ws.empty() ? nullptr : (*dws)->data(), plan->workspace_bytes()};
   ASSERT_EQ(ExecutePlan(*device_, *plan, buffers), absl::OkStatus());
   ASSERT_EQ(device_->Synchronize(), absl::OkStatus());
-  const DeviceBuffer& result = p.direction == Direction::kForward        ? **dy
-                               : p.direction == Direction::kBackwardData ? **dx
-                                                                         : **dw;
+  const DeviceBuffer& result = **ByTensor(p.output(), dx, dw, dy);
   std::vector<char> got(out->size());
   ASSERT_EQ(device_->CopyFromDevice(got.data(), result, got.size()), absl::OkStatus());
   EXPECT_EQ(CheckOutput(p, HostTensors{x.data(), w.data(), y.data()}, got.data(), kSamples, rng),

@@ -44,9 +44,7 @@ void CheckKernel(const ConvProblem& p, absl::string_view kernel,
   FillRandom(x.data(), p.type, p.x_elements(), rng);
   FillRandom(w.data(), p.type, p.w_elements(), rng);
   FillRandom(y.data(), p.type, p.y_elements(), rng);
-  auto* out = p.direction == Direction::kForward        ? &y
-              : p.direction == Direction::kBackwardData ? &x
-                                                        : &w;
+  auto* out = &ByTensor(p.output(), x, w, y);
   FillNaN(out->data(), p.type, out->size() / ElementBytes(p.type));
   const std::vector<ReferenceValue> want =
       ReferenceOutput(p, {x.data(), w.data(), y.data()});

@@ -92,9 +92,7 @@ void RunAndCheck(CpuDevice& device, const ConvProblem& p, const Solver& solver,
   FillRandom(x.data(), p.type, p.x_elements(), rng);
   FillRandom(w.data(), p.type, p.w_elements(), rng);
   FillRandom(y.data(), p.type, p.y_elements(), rng);
-  std::vector<char>* out = p.direction == Direction::kForward        ? &y
-                           : p.direction == Direction::kBackwardData ? &x
-                                                                     : &w;
+  std::vector<char>* out = &ByTensor(p.output(), x, w, y);
   FillNaN(out->data(), p.type, out->size() / ElementBytes(p.type));
   const std::vector<ReferenceValue> want =
       ReferenceOutput(p, {x.data(), w.data(), y.data()});

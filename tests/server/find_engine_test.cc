@@ -230,22 +230,21 @@ TEST_F(FindEngineTest, ShutdownFailsNewFindsWithUnavailable) {
 // `fault_kernel` breaks it, and every call fails until a Reset, which
 // succeeds only if `resettable`. (A CUDA context faults this way; the CPU
 // kernels themselves cannot.)
-class FaultingDevice final : public Device {
+class FaultingDevice final : public DeviceWrapper {
  public:
   FaultingDevice(std::string fault_kernel, bool resettable)
-      : fault_kernel_(std::move(fault_kernel)), resettable_(resettable) {}
-  const DeviceInfo& info() const override { return cpu_.info(); }
+      : DeviceWrapper(&cpu_), fault_kernel_(std::move(fault_kernel)), resettable_(resettable) {}
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override {
     RETURN_IF_ERROR(Usable());
-    return cpu_.Allocate(bytes);
+    return DeviceWrapper::Allocate(bytes);
   }
   absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override {
     RETURN_IF_ERROR(Usable());
-    return cpu_.CopyToDevice(dst, src, bytes);
+    return DeviceWrapper::CopyToDevice(dst, src, bytes);
   }
   absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override {
     RETURN_IF_ERROR(Usable());
-    return cpu_.CopyFromDevice(dst, src, bytes);
+    return DeviceWrapper::CopyFromDevice(dst, src, bytes);
   }
   absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override {
     RETURN_IF_ERROR(Usable());
@@ -253,12 +252,12 @@ class FaultingDevice final : public Device {
       faulted_ = true;
       return absl::InternalError("illegal address (injected)");
     }
-    return cpu_.Launch(step, buffers);
+    return DeviceWrapper::Launch(step, buffers);
   }
   absl::Status Synchronize() override { return Usable(); }
   absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override {
     RETURN_IF_ERROR(Usable());
-    return cpu_.TimeMs(work);
+    return DeviceWrapper::TimeMs(work);
   }
   absl::Status Reset() override {
     ++resets;

@@ -225,11 +225,12 @@ convtuneStatus_t RunConvolution(convtuneHandle_t handle, const ConvProblem& p,
         handle->client->GetPlan(p, solver_id);
     if (!plan.ok()) return FailWith(handle, plan.status());
     if (plan->backend() != v1::CPU) {
-      return Fail(handle, convtuneStatusNotImplemented,
-                  absl::StrCat("alpha ", a, " and beta ", b, ": solver ",
-                               solver_id, " has a ", BackendName(plan->backend()),
-                               " plan, which runs with alpha 1 and beta 0 "
-                               "only"));
+      return Fail(
+          handle, convtuneStatusNotImplemented,
+          absl::StrCat("alpha ", a, " and beta ", b, ": solver ", solver_id,
+                       " has a ", BackendName(plan->backend()),
+                       " plan, which runs with alpha 1 and beta 0 "
+                       "only"));
     }
     temp.reset(new (std::nothrow) char[count * ElementBytes(p.type)]);
     if (temp == nullptr) {

@@ -172,11 +172,12 @@ convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle,
           options.device_ordinal < 0) {
         return Fail(nullptr, convtuneStatusBadParm,
                     absl::StrCat("CONVTUNE_DEVICE: expected a GPU ordinal "
-                                 ">= 0, got '", ordinal, "'"));
+                                 ">= 0, got '",
+                                 ordinal, "'"));
       }
     }
-    auto client = convtune::Client::Connect(address == nullptr ? "" : address,
-                                            options);
+    auto client =
+        convtune::Client::Connect(address == nullptr ? "" : address, options);
     if (!client.ok()) return convtune::capi::FailWith(nullptr, client.status());
     auto* h = new (std::nothrow) convtuneHandle;
     if (h == nullptr)

@@ -203,16 +203,17 @@ absl::StatusOr<Device*> Client::DeviceFor(v1::Backend backend) {
       return std::unique_ptr<Device>(*std::move(opened));
     };
     absl::StatusOr<std::unique_ptr<Device>> device =
-        backend == v1::CUDA  ? open(CudaDevice::Open(options_.device_ordinal))
-        : backend == v1::HIP ? open(HipDevice::Open(options_.device_ordinal))
-                             : absl::UnimplementedError(absl::StrCat(
-                                   "unknown backend '", BackendName(backend), "'"));
+        backend == v1::CUDA ? open(CudaDevice::Open(options_.device_ordinal))
+        : backend == v1::HIP
+            ? open(HipDevice::Open(options_.device_ordinal))
+            : absl::UnimplementedError(
+                  absl::StrCat("unknown backend '", BackendName(backend), "'"));
     it = gpus_.emplace(backend, std::move(device)).first;
   }
   if (!it->second.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("this client cannot run ", BackendName(backend), " plans: ",
-                     it->second.status().message()));
+        absl::StrCat("this client cannot run ", BackendName(backend),
+                     " plans: ", it->second.status().message()));
   }
   return it->second->get();
 }
@@ -222,9 +223,9 @@ absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
   ASSIGN_OR_RETURN(v1::ExecutionPlan plan, GetPlan(problem, solver_id));
   absl::StatusOr<Device*> device = DeviceFor(plan.backend());
   if (!device.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("solver ", solver_id, " has a ", BackendName(plan.backend()),
-                     " plan; ", device.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "solver ", solver_id, " has a ", BackendName(plan.backend()), " plan; ",
+        device.status().message()));
   }
   RETURN_IF_ERROR(LoadCodeObjects(plan, **device));
   RETURN_IF_ERROR(ExecutePlan(**device, plan, buffers));

@@ -231,8 +231,9 @@ convtuneStatus_t convtuneFindConvolutionBackwardWeightsAlgorithm(
 /* Runs the fastest solution of `algo`'s family that fits in workSpaceSize
  * (from this handle's find results, else the daemon's FindDb) on the
  * buffers here: out = alpha * conv + beta * out, alpha and beta pointing to
- * host floats (GPU plans: 1 and 0 only, else NotImplemented). ResourceExhausted when no solution of the family fits the
- * workspace; NotFound when the family has no solution for the problem. */
+ * host floats (GPU plans: 1 and 0 only, else NotImplemented). ResourceExhausted
+ * when no solution of the family fits the workspace; NotFound when the family
+ * has no solution for the problem. */
 convtuneStatus_t convtuneConvolutionForward(
     convtuneHandle_t handle, const void* alpha,
     const convtuneTensorDescriptor_t xDesc, const void* x,

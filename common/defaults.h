@@ -16,10 +16,12 @@ namespace convtune {
 // $CONVTUNE_SOCKET, else $XDG_RUNTIME_DIR/convtune/convtuned.sock, else
 // /tmp/convtune-<uid>/convtuned.sock.
 inline std::string DefaultSocketPath() {
-  if (const char* env = std::getenv("CONVTUNE_SOCKET"); env != nullptr && *env != '\0') {
+  if (const char* env = std::getenv("CONVTUNE_SOCKET");
+      env != nullptr && *env != '\0') {
     return env;
   }
-  if (const char* run = std::getenv("XDG_RUNTIME_DIR"); run != nullptr && *run != '\0') {
+  if (const char* run = std::getenv("XDG_RUNTIME_DIR");
+      run != nullptr && *run != '\0') {
     return absl::StrCat(run, "/convtune/convtuned.sock");
   }
   return absl::StrCat("/tmp/convtune-", getuid(), "/convtuned.sock");
@@ -27,7 +29,8 @@ inline std::string DefaultSocketPath() {
 
 // A gRPC target for a Unix socket path ("unix:/abs/path").
 inline std::string UnixTarget(absl::string_view path) {
-  return absl::StartsWith(path, "unix:") ? std::string(path) : absl::StrCat("unix:", path);
+  return absl::StartsWith(path, "unix:") ? std::string(path)
+                                         : absl::StrCat("unix:", path);
 }
 
 // Largest gRPC message either side accepts (export files, inline tensors).

@@ -11,13 +11,15 @@
 namespace convtune {
 namespace {
 
-absl::Status ErrnoError(int err, absl::string_view what, absl::string_view path) {
+absl::Status ErrnoError(int err, absl::string_view what,
+                        absl::string_view path) {
   return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
 }
 
 }  // namespace
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view bytes) {
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(errno, "create", tmp);
@@ -39,7 +41,8 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view byte
     return fail("close");
   }
   fd = -1;
-  if (rename(tmp.c_str(), path.c_str()) != 0) return fail("rename to " + path + " from");
+  if (rename(tmp.c_str(), path.c_str()) != 0)
+    return fail("rename to " + path + " from");
   // The rename is durable only once the folder's entry is.
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::string dir = parent.empty() ? std::string(".") : parent.string();

@@ -14,7 +14,8 @@ namespace convtune {
 // Writes `bytes` to `path` so a reader sees the old file or the new one,
 // never a part: a temporary file next to it, fsync, rename, fsync the folder.
 // Errors carry the errno's code and name the path.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view bytes);
 
 // The whole file. NotFound if it does not exist.
 absl::StatusOr<std::string> ReadFile(const std::string& path);

@@ -10,10 +10,10 @@
 #define CONVTUNE_CONCAT_(a, b) CONVTUNE_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::absl::Status _status_ = (expr);                  \
-    if (!_status_.ok()) return _status_;               \
+#define RETURN_IF_ERROR(expr)            \
+  do {                                   \
+    ::absl::Status _status_ = (expr);    \
+    if (!_status_.ok()) return _status_; \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, Foo());` binds the value or returns the error.

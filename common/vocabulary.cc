@@ -9,9 +9,9 @@
 namespace convtune {
 namespace {
 
-constexpr v1::FindMode kModes[] = {v1::NORMAL,         v1::FAST,
-                                   v1::HYBRID,         v1::DYNAMIC_HYBRID,
-                                   v1::TRUST_VERIFY,   v1::TRUST_VERIFY_FULL};
+constexpr v1::FindMode kModes[] = {v1::NORMAL,       v1::FAST,
+                                   v1::HYBRID,       v1::DYNAMIC_HYBRID,
+                                   v1::TRUST_VERIFY, v1::TRUST_VERIFY_FULL};
 constexpr v1::AlgorithmFamily kFamilies[] = {v1::GEMM, v1::DIRECT, v1::FFT,
                                              v1::WINOGRAD, v1::IMPLICIT_GEMM};
 constexpr v1::Backend kBackends[] = {v1::CPU, v1::CUDA, v1::HIP, v1::GPU};
@@ -85,10 +85,10 @@ absl::StatusOr<v1::AlgorithmFamily> ParseAlgorithm(absl::string_view name,
   for (v1::AlgorithmFamily f : kFamilies) {
     if (AlgorithmName(f) == name) return f;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": '", name.substr(0, 32),
-      "' is not an algorithm family (gemm, direct, fft, winograd, "
-      "implicit_gemm)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": '", name.substr(0, 32),
+                   "' is not an algorithm family (gemm, direct, fft, winograd, "
+                   "implicit_gemm)"));
 }
 
 absl::string_view BackendName(v1::Backend backend) {

@@ -14,16 +14,21 @@ class CpuDevice final : public Device {
   CpuDevice();
 
   const DeviceInfo& info() const override { return info_; }
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override;
-  absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override;
-  absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override;
-  absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
-                                int64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(
+      int64_t bytes) override;
+  absl::Status CopyToDevice(DeviceBuffer* dst, const void* src,
+                            int64_t bytes) override;
+  absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src,
+                              int64_t bytes) override;
+  absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src,
+                                int64_t offset, int64_t bytes) override;
   absl::Status Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
                     int64_t count) override;
-  absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override;
+  absl::Status Launch(const v1::KernelStep& step,
+                      const std::vector<void*>& buffers) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
-  absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override;
+  absl::StatusOr<double> TimeMs(
+      const std::function<absl::Status()>& work) override;
 
  private:
   DeviceInfo info_;

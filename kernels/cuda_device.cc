@@ -1,6 +1,5 @@
 #include "kernels/cuda_device.h"
 
-
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
-#include "kernels/gpu/blas_step.h"
 #include "kernels/dynamic_library.h"
+#include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/launch_args.h"
 
@@ -29,15 +28,37 @@ namespace {
 // Expands the cuda.h macro first: CT_STR(cuMemAlloc) is "cuMemAlloc_v2".
 #define CT_STR(x) CT_STR2(x)
 
-#define CT_CUDA_FUNCTIONS(X)                                                                 \
-  X(cuInit)                                                                                  \
-  X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute)          \
-  X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)              \
-  X(cuDevicePrimaryCtxReset) X(cuCtxSetCurrent) X(cuStreamCreate) X(cuStreamDestroy)        \
-  X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)         \
-  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel)        \
-  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                 \
-  X(cuGetErrorName) X(cuMemsetD32) X(cuMemsetD16)
+// clang-format off
+#define CT_CUDA_FUNCTIONS(X)    \
+  X(cuInit)                     \
+  X(cuDriverGetVersion)         \
+  X(cuDeviceGetCount)           \
+  X(cuDeviceGet)                \
+  X(cuDeviceGetAttribute)       \
+  X(cuDeviceTotalMem)           \
+  X(cuDevicePrimaryCtxRetain)   \
+  X(cuDevicePrimaryCtxRelease)  \
+  X(cuDevicePrimaryCtxReset)    \
+  X(cuCtxSetCurrent)            \
+  X(cuStreamCreate)             \
+  X(cuStreamDestroy)            \
+  X(cuStreamSynchronize)        \
+  X(cuMemAlloc)                 \
+  X(cuMemFree)                  \
+  X(cuMemcpyHtoD)               \
+  X(cuMemcpyDtoH)               \
+  X(cuModuleLoadData)           \
+  X(cuModuleGetFunction)        \
+  X(cuFuncSetAttribute)         \
+  X(cuLaunchKernel)             \
+  X(cuEventCreate)              \
+  X(cuEventDestroy)             \
+  X(cuEventRecord)              \
+  X(cuEventSynchronize)         \
+  X(cuGetErrorName)             \
+  X(cuMemsetD32)                \
+  X(cuMemsetD16)
+// clang-format on
 
 struct CudaApi {
 #define CT_DECLARE(fn) decltype(&fn) fn##_ = nullptr;
@@ -54,8 +75,9 @@ absl::StatusOr<const CudaApi*> LoadDriver() {
     using Result = absl::StatusOr<const CudaApi*>;
     absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open({kDriverLibrary});
     if (!lib.ok()) {
-      return new Result(absl::UnavailableError(absl::StrCat(
-          "no CUDA driver (", kDriverLibrary, " not found: ", lib.status().message(), ")")));
+      return new Result(absl::UnavailableError(
+          absl::StrCat("no CUDA driver (", kDriverLibrary,
+                       " not found: ", lib.status().message(), ")")));
     }
     auto* t = new CudaApi;
 #define CT_LOAD(fn) lib->Require(&t->fn##_, CT_STR(fn));
@@ -63,10 +85,12 @@ absl::StatusOr<const CudaApi*> LoadDriver() {
 #undef CT_LOAD
     // Drivers before CUDA 12.8 have only the unversioned elapsed-time entry,
     // which has the same signature.
-    lib->Require(&t->cuEventElapsedTime_, {CT_STR(cuEventElapsedTime), "cuEventElapsedTime"});
+    lib->Require(&t->cuEventElapsedTime_,
+                 {CT_STR(cuEventElapsedTime), "cuEventElapsedTime"});
     if (!lib->missing().empty()) {
-      return new Result(absl::UnavailableError(absl::StrCat(
-          "CUDA driver ", kDriverLibrary, " is too old: it lacks ", lib->missing())));
+      return new Result(absl::UnavailableError(
+          absl::StrCat("CUDA driver ", kDriverLibrary, " is too old: it lacks ",
+                       lib->missing())));
     }
     return new Result(t);
   }();
@@ -82,12 +106,11 @@ struct CublasApi {
   cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
   cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t) = nullptr;
   cublasStatus_t (*get_property)(libraryPropertyType, int*) = nullptr;
-  cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
-                                         int, int, int, const void*, const void*, cudaDataType,
-                                         int, long long, const void*, cudaDataType, int,
-                                         long long, const void*, void*, cudaDataType, int,
-                                         long long, int, cublasComputeType_t,
-                                         cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*gemm_strided_batched)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+      const void*, const void*, cudaDataType, int, long long, const void*,
+      cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+      long long, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
   const char* (*status_name)(cublasStatus_t) = nullptr;  // may be missing
   std::string version;                                   // "cublas13.1.0"
 };
@@ -100,8 +123,8 @@ absl::StatusOr<const CublasApi*> LoadCublas() {
     using Result = absl::StatusOr<const CublasApi*>;
     absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open(kCublasLibraries);
     if (!lib.ok()) {
-      return new Result(
-          absl::UnavailableError(absl::StrCat("no cuBLAS: ", lib.status().message())));
+      return new Result(absl::UnavailableError(
+          absl::StrCat("no cuBLAS: ", lib.status().message())));
     }
     auto* t = new CublasApi;
     lib->Require(&t->create, "cublasCreate_v2");
@@ -111,14 +134,17 @@ absl::StatusOr<const CublasApi*> LoadCublas() {
     lib->Require(&t->get_property, "cublasGetProperty");
     lib->Require(&t->gemm_strided_batched, "cublasGemmStridedBatchedEx");
     if (!lib->missing().empty()) {
-      return new Result(absl::UnavailableError(absl::StrCat("cuBLAS lacks ", lib->missing())));
+      return new Result(absl::UnavailableError(
+          absl::StrCat("cuBLAS lacks ", lib->missing())));
     }
     t->status_name = lib->Find<decltype(t->status_name)>("cublasGetStatusName");
     int v[3] = {0, 0, 0};
-    const libraryPropertyType parts[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+    const libraryPropertyType parts[3] = {MAJOR_VERSION, MINOR_VERSION,
+                                          PATCH_LEVEL};
     for (int i = 0; i < 3; ++i) {
       if (t->get_property(parts[i], &v[i]) != CUBLAS_STATUS_SUCCESS) {
-        return new Result(absl::UnavailableError("cuBLAS does not report its version"));
+        return new Result(
+            absl::UnavailableError("cuBLAS does not report its version"));
       }
     }
     t->version = absl::StrCat("cublas", v[0], ".", v[1], ".", v[2]);
@@ -127,11 +153,12 @@ absl::StatusOr<const CublasApi*> LoadCublas() {
   return *api;
 }
 
-absl::Status CublasStatus(const CublasApi& api, cublasStatus_t r, absl::string_view what) {
+absl::Status CublasStatus(const CublasApi& api, cublasStatus_t r,
+                          absl::string_view what) {
   if (r == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   const char* name = api.status_name != nullptr ? api.status_name(r) : nullptr;
-  const std::string msg =
-      absl::StrCat(what, ": ", name != nullptr ? name : absl::StrCat("cublasStatus_t ", r));
+  const std::string msg = absl::StrCat(
+      what, ": ", name != nullptr ? name : absl::StrCat("cublasStatus_t ", r));
   switch (r) {
     case CUBLAS_STATUS_ALLOC_FAILED:
       return absl::ResourceExhaustedError(msg);
@@ -146,9 +173,12 @@ absl::Status CublasStatus(const CublasApi& api, cublasStatus_t r, absl::string_v
 
 cudaDataType CudaType(DataType t) {
   switch (t) {
-    case DataType::kFp32: return CUDA_R_32F;
-    case DataType::kFp16: return CUDA_R_16F;
-    case DataType::kBf16: return CUDA_R_16BF;
+    case DataType::kFp32:
+      return CUDA_R_32F;
+    case DataType::kFp16:
+      return CUDA_R_16F;
+    case DataType::kBf16:
+      return CUDA_R_16BF;
   }
   return CUDA_R_32F;
 }
@@ -210,7 +240,11 @@ class CudaDevice::Impl {
  public:
   Impl(const CudaApi* api, CUdevice dev, DeviceInfo info, const CublasApi* blas,
        std::string no_blas)
-      : api_(api), dev_(dev), info_(std::move(info)), blas_(blas), no_blas_(std::move(no_blas)) {}
+      : api_(api),
+        dev_(dev),
+        info_(std::move(info)),
+        blas_(blas),
+        no_blas_(std::move(no_blas)) {}
   ~Impl() {
     absl::MutexLock lock(&mu_);
     DestroyContext(/*reset=*/false);
@@ -218,16 +252,21 @@ class CudaDevice::Impl {
 
   // Retains the primary context and creates the stream and timing events.
   absl::Status CreateContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    RETURN_IF_ERROR(CuStatus(*api_, api_->cuDevicePrimaryCtxRetain_(&ctx_, dev_),
+    RETURN_IF_ERROR(CuStatus(*api_,
+                             api_->cuDevicePrimaryCtxRetain_(&ctx_, dev_),
                              "cuDevicePrimaryCtxRetain"));
-    RETURN_IF_ERROR(CuStatus(*api_, api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent"));
+    RETURN_IF_ERROR(
+        CuStatus(*api_, api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent"));
     // A blocking stream: the synchronous copies on the default stream order
     // after the kernels launched here.
-    RETURN_IF_ERROR(CuStatus(*api_, api_->cuStreamCreate_(&stream_, CU_STREAM_DEFAULT),
+    RETURN_IF_ERROR(CuStatus(*api_,
+                             api_->cuStreamCreate_(&stream_, CU_STREAM_DEFAULT),
                              "cuStreamCreate"));
-    RETURN_IF_ERROR(CuStatus(*api_, api_->cuEventCreate_(&start_, CU_EVENT_DEFAULT),
+    RETURN_IF_ERROR(CuStatus(*api_,
+                             api_->cuEventCreate_(&start_, CU_EVENT_DEFAULT),
                              "cuEventCreate"));
-    RETURN_IF_ERROR(CuStatus(*api_, api_->cuEventCreate_(&stop_, CU_EVENT_DEFAULT),
+    RETURN_IF_ERROR(CuStatus(*api_,
+                             api_->cuEventCreate_(&stop_, CU_EVENT_DEFAULT),
                              "cuEventCreate"));
     ++generation_;
     fault_.clear();
@@ -259,28 +298,34 @@ class CudaDevice::Impl {
   // Every entry point: refuses a faulted context, then makes it current.
   absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!fault_.empty()) {
-      return absl::InternalError(absl::StrCat("CUDA context of ", info_.Key(), " faulted (",
-                                              fault_, "); Reset() the device"));
+      return absl::InternalError(absl::StrCat("CUDA context of ", info_.Key(),
+                                              " faulted (", fault_,
+                                              "); Reset() the device"));
     }
-    if (ctx_ == nullptr) return absl::InternalError("CUDA context is gone; Reset() the device");
+    if (ctx_ == nullptr)
+      return absl::InternalError("CUDA context is gone; Reset() the device");
     return CuStatus(*api_, api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent");
   }
 
   // CuStatus that also marks the context faulted on a sticky error.
-  absl::Status Check(CUresult r, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status Check(CUresult r, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (IsSticky(r)) {
       fault_ = ErrorName(*api_, r);
-      return absl::InternalError(absl::StrCat(
-          what, ": ", fault_, " (kernel fault; the CUDA context must be Reset)"));
+      return absl::InternalError(
+          absl::StrCat(what, ": ", fault_,
+                       " (kernel fault; the CUDA context must be Reset)"));
     }
     return CuStatus(*api_, r, what);
   }
 
-  absl::StatusOr<CUfunction> Function(const std::string& hash, const std::string& entry)
+  absl::StatusOr<CUfunction> Function(const std::string& hash,
+                                      const std::string& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Runs a library step on the stream; the handle is created on first use.
-  absl::Status RunBlas(const v1::KernelStep& step, const std::vector<void*>& buffers)
+  absl::Status RunBlas(const v1::KernelStep& step,
+                       const std::vector<void*>& buffers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
@@ -304,25 +349,27 @@ class CudaDevice::Impl {
   absl::flat_hash_map<std::string, CUfunction> functions_ ABSL_GUARDED_BY(mu_);
 };
 
-absl::StatusOr<CUfunction> CudaDevice::Impl::Function(const std::string& hash,
-                                                      const std::string& entry) {
+absl::StatusOr<CUfunction> CudaDevice::Impl::Function(
+    const std::string& hash, const std::string& entry) {
   const std::string key = absl::StrCat(hash, "/", entry);
   if (auto it = functions_.find(key); it != functions_.end()) return it->second;
   auto mod = modules_.find(hash);
   if (mod == modules_.end()) {
     auto bin = binaries_.find(hash);
     if (bin == binaries_.end()) {
-      return absl::NotFoundError(absl::StrCat("step ", entry, ": code object ",
-                                              hash.empty() ? "(none)" : hash,
-                                              " is not loaded on ", info_.Key()));
+      return absl::NotFoundError(absl::StrCat(
+          "step ", entry, ": code object ", hash.empty() ? "(none)" : hash,
+          " is not loaded on ", info_.Key()));
     }
     CUmodule m = nullptr;
-    RETURN_IF_ERROR(Check(api_->cuModuleLoadData_(&m, bin->second.data()), "cuModuleLoadData"));
+    RETURN_IF_ERROR(Check(api_->cuModuleLoadData_(&m, bin->second.data()),
+                          "cuModuleLoadData"));
     mod = modules_.emplace(hash, m).first;
   }
   CUfunction fn = nullptr;
-  RETURN_IF_ERROR(Check(api_->cuModuleGetFunction_(&fn, mod->second, entry.c_str()),
-                        absl::StrCat("cuModuleGetFunction(", entry, ")")));
+  RETURN_IF_ERROR(
+      Check(api_->cuModuleGetFunction_(&fn, mod->second, entry.c_str()),
+            absl::StrCat("cuModuleGetFunction(", entry, ")")));
   functions_.emplace(key, fn);
   return fn;
 }
@@ -330,26 +377,32 @@ absl::StatusOr<CUfunction> CudaDevice::Impl::Function(const std::string& hash,
 absl::Status CudaDevice::Impl::RunBlas(const v1::KernelStep& step,
                                        const std::vector<void*>& buffers) {
   if (blas_ == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("step ", step.kernel(), ": ", info_.Key(), " has no BLAS (", no_blas_, ")"));
+    return absl::NotFoundError(absl::StrCat("step ", step.kernel(), ": ",
+                                            info_.Key(), " has no BLAS (",
+                                            no_blas_, ")"));
   }
   if (step.kernel() != gpu::kBlasGemmKernel) {
-    return absl::NotFoundError(absl::StrCat("no library step named '", step.kernel(), "'"));
+    return absl::NotFoundError(
+        absl::StrCat("no library step named '", step.kernel(), "'"));
   }
   ASSIGN_OR_RETURN(const gpu::BlasGemm g, gpu::DecodeBlasGemm(step));
   if (buffers.size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step ", step.kernel(), ": ", buffers.size(), " buffers given, 3 needed"));
+    return absl::InvalidArgumentError(absl::StrCat("step ", step.kernel(), ": ",
+                                                   buffers.size(),
+                                                   " buffers given, 3 needed"));
   }
   if (blas_handle_ == nullptr) {
     cublasHandle_t h = nullptr;
     RETURN_IF_ERROR(CublasStatus(*blas_, blas_->create(&h), "cublasCreate"));
     // Default math: CUBLAS_COMPUTE_32F then never uses TF32. Reductions of a
     // 16-bit output also stay in fp32.
-    const auto math = static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
-                                                CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
-    absl::Status s = CublasStatus(*blas_, blas_->set_math_mode(h, math), "cublasSetMathMode");
-    if (s.ok()) s = CublasStatus(*blas_, blas_->set_stream(h, stream_), "cublasSetStream");
+    const auto math = static_cast<cublasMath_t>(
+        CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+    absl::Status s = CublasStatus(*blas_, blas_->set_math_mode(h, math),
+                                  "cublasSetMathMode");
+    if (s.ok())
+      s = CublasStatus(*blas_, blas_->set_stream(h, stream_),
+                       "cublasSetStream");
     if (!s.ok()) {
       blas_->destroy(h);
       return s;
@@ -363,19 +416,21 @@ absl::Status CudaDevice::Impl::RunBlas(const v1::KernelStep& step,
   return CublasStatus(
       *blas_,
       blas_->gemm_strided_batched(
-          blas_handle_, op(c.trans_first), op(c.trans_second), c.m, c.n, c.k, &alpha,
-          buffers[c.first_buffer], ab, c.ld_first, c.stride_first, buffers[c.second_buffer], ab,
-          c.ld_second, c.stride_second, &beta, buffers[gpu::kBlasC], CudaType(g.c_type), c.ldc,
-          c.stride_c, c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-      absl::StrCat("cublasGemmStridedBatchedEx(m ", c.m, ", n ", c.n, ", k ", c.k, ", batch ",
-                   c.batch, ")"));
+          blas_handle_, op(c.trans_first), op(c.trans_second), c.m, c.n, c.k,
+          &alpha, buffers[c.first_buffer], ab, c.ld_first, c.stride_first,
+          buffers[c.second_buffer], ab, c.ld_second, c.stride_second, &beta,
+          buffers[gpu::kBlasC], CudaType(g.c_type), c.ldc, c.stride_c, c.batch,
+          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      absl::StrCat("cublasGemmStridedBatchedEx(m ", c.m, ", n ", c.n, ", k ",
+                   c.k, ", batch ", c.batch, ")"));
 }
 
 namespace {
 
 class CudaBuffer final : public DeviceBuffer {
  public:
-  CudaBuffer(CudaDevice::Impl* device, CUdeviceptr ptr, int64_t size, uint64_t generation)
+  CudaBuffer(CudaDevice::Impl* device, CUdeviceptr ptr, int64_t size,
+             uint64_t generation)
       : device_(device), ptr_(ptr), size_(size), generation_(generation) {}
   ~CudaBuffer() override {
     absl::MutexLock lock(&device_->mu_);
@@ -384,7 +439,9 @@ class CudaBuffer final : public DeviceBuffer {
       device_->api_->cuMemFree_(ptr_);
     }
   }
-  void* data() override { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
+  void* data() override {
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_));
+  }
   int64_t size() const override { return size_; }
   CUdeviceptr ptr() const { return ptr_; }
 
@@ -412,22 +469,26 @@ absl::StatusOr<DeviceInfo> QueryInfo(const CudaApi& api, CUdevice dev) {
   info.arch = absl::StrCat("sm_", major, minor);
   info.compute_units = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   size_t bytes = 0;
-  RETURN_IF_ERROR(CuStatus(api, api.cuDeviceTotalMem_(&bytes, dev), "cuDeviceTotalMem"));
+  RETURN_IF_ERROR(
+      CuStatus(api, api.cuDeviceTotalMem_(&bytes, dev), "cuDeviceTotalMem"));
   info.memory_bytes = static_cast<int64_t>(bytes);
   int driver = 0;
-  RETURN_IF_ERROR(CuStatus(api, api.cuDriverGetVersion_(&driver), "cuDriverGetVersion"));
+  RETURN_IF_ERROR(
+      CuStatus(api, api.cuDriverGetVersion_(&driver), "cuDriverGetVersion"));
   info.driver_version = absl::StrCat(driver / 1000, ".", (driver % 1000) / 10);
   // Nominal figures for estimates only. Clock attributes are in kHz; newer
   // drivers may report 0, then typical data-centre values stand in.
   const double core_ghz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) > 0
                               ? attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) * 1e-6
                               : 1.5;
-  info.peak_gflops = info.compute_units * Fp32LanesPerSm(major, minor) * 2.0 * core_ghz;
+  info.peak_gflops =
+      info.compute_units * Fp32LanesPerSm(major, minor) * 2.0 * core_ghz;
   const int mem_khz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
   const int bus_bits = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
   // Double data rate: two transfers per memory clock.
-  info.memory_gbps = mem_khz > 0 && bus_bits > 0 ? 2.0 * mem_khz * 1e3 * (bus_bits / 8) * 1e-9
-                                                 : 1000.0;
+  info.memory_gbps = mem_khz > 0 && bus_bits > 0
+                         ? 2.0 * mem_khz * 1e3 * (bus_bits / 8) * 1e-9
+                         : 1000.0;
   return info;
 }
 
@@ -436,12 +497,13 @@ absl::StatusOr<DeviceInfo> QueryInfo(const CudaApi& api, CUdevice dev) {
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
   ASSIGN_OR_RETURN(const CudaApi* api, LoadDriver());
   if (CUresult r = api->cuInit_(0); r != CUDA_SUCCESS) {
-    return absl::UnavailableError(
-        absl::StrCat("CUDA driver present but cuInit failed: ", ErrorName(*api, r)));
+    return absl::UnavailableError(absl::StrCat(
+        "CUDA driver present but cuInit failed: ", ErrorName(*api, r)));
   }
   int count = 0;
   if (CUresult r = api->cuDeviceGetCount_(&count); r != CUDA_SUCCESS) {
-    return absl::UnavailableError(absl::StrCat("cuDeviceGetCount: ", ErrorName(*api, r)));
+    return absl::UnavailableError(
+        absl::StrCat("cuDeviceGetCount: ", ErrorName(*api, r)));
   }
   if (ordinal < 0 || ordinal >= count) {
     return absl::UnavailableError(
@@ -449,27 +511,30 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
   }
   CUdevice dev = 0;
   if (CUresult r = api->cuDeviceGet_(&dev, ordinal); r != CUDA_SUCCESS) {
-    return absl::UnavailableError(absl::StrCat("cuDeviceGet(", ordinal, "): ", ErrorName(*api, r)));
+    return absl::UnavailableError(
+        absl::StrCat("cuDeviceGet(", ordinal, "): ", ErrorName(*api, r)));
   }
   absl::StatusOr<DeviceInfo> info = QueryInfo(*api, dev);
   if (!info.ok()) return absl::UnavailableError(info.status().message());
   // Timings depend on the compiler, so its version is part of the device key.
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
   if (!nvrtc.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("CUDA device ", ordinal, " found but ", nvrtc.status().message()));
+    return absl::UnavailableError(absl::StrCat(
+        "CUDA device ", ordinal, " found but ", nvrtc.status().message()));
   }
   info->compiler_version = (*nvrtc)->version();
   // Without cuBLAS the device still runs compiled kernels; the solvers that
   // need the BLAS see an empty `blas` and stay away.
   absl::StatusOr<const CublasApi*> blas = LoadCublas();
   if (blas.ok()) info->blas = (*blas)->version;
-  auto impl = std::make_unique<Impl>(api, dev, *std::move(info), blas.ok() ? *blas : nullptr,
-                                     blas.ok() ? "" : std::string(blas.status().message()));
+  auto impl = std::make_unique<Impl>(
+      api, dev, *std::move(info), blas.ok() ? *blas : nullptr,
+      blas.ok() ? "" : std::string(blas.status().message()));
   {
     absl::MutexLock lock(&impl->mu_);
     if (absl::Status s = impl->CreateContext(); !s.ok()) {
-      return absl::UnavailableError(absl::StrCat("CUDA device ", ordinal, ": ", s.message()));
+      return absl::UnavailableError(
+          absl::StrCat("CUDA device ", ordinal, ": ", s.message()));
     }
   }
   return std::unique_ptr<CudaDevice>(new CudaDevice(std::move(impl)));
@@ -480,46 +545,57 @@ CudaDevice::~CudaDevice() = default;
 
 const DeviceInfo& CudaDevice::info() const { return impl_->info_; }
 
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaDevice::Allocate(int64_t bytes) {
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaDevice::Allocate(
+    int64_t bytes) {
   if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
   absl::MutexLock lock(&impl_->mu_);
   RETURN_IF_ERROR(impl_->Enter());
   CUdeviceptr ptr = 0;
   // A zero-byte request still gets a distinct address.
-  const CUresult r = impl_->api_->cuMemAlloc_(&ptr, bytes == 0 ? 1 : static_cast<size_t>(bytes));
+  const CUresult r = impl_->api_->cuMemAlloc_(
+      &ptr, bytes == 0 ? 1 : static_cast<size_t>(bytes));
   if (r != CUDA_SUCCESS) {
-    return impl_->Check(r, absl::StrCat("cuMemAlloc(", bytes, " bytes on ", info().Key(), ")"));
+    return impl_->Check(
+        r, absl::StrCat("cuMemAlloc(", bytes, " bytes on ", info().Key(), ")"));
   }
-  return std::make_unique<CudaBuffer>(impl_.get(), ptr, bytes, impl_->generation_);
+  return std::make_unique<CudaBuffer>(impl_.get(), ptr, bytes,
+                                      impl_->generation_);
 }
 
-absl::Status CudaDevice::CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) {
-  if (bytes < 0 || bytes > dst->size()) return absl::OutOfRangeError("copy larger than the buffer");
+absl::Status CudaDevice::CopyToDevice(DeviceBuffer* dst, const void* src,
+                                      int64_t bytes) {
+  if (bytes < 0 || bytes > dst->size())
+    return absl::OutOfRangeError("copy larger than the buffer");
   absl::MutexLock lock(&impl_->mu_);
   RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(impl_->api_->cuMemcpyHtoD_(DevicePtr(*dst), src, bytes), "cuMemcpyHtoD");
+  return impl_->Check(impl_->api_->cuMemcpyHtoD_(DevicePtr(*dst), src, bytes),
+                      "cuMemcpyHtoD");
 }
 
-absl::Status CudaDevice::CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) {
-  if (bytes < 0 || bytes > src.size()) return absl::OutOfRangeError("copy larger than the buffer");
+absl::Status CudaDevice::CopyFromDevice(void* dst, const DeviceBuffer& src,
+                                        int64_t bytes) {
+  if (bytes < 0 || bytes > src.size())
+    return absl::OutOfRangeError("copy larger than the buffer");
   absl::MutexLock lock(&impl_->mu_);
   RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src), bytes), "cuMemcpyDtoH");
+  return impl_->Check(impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src), bytes),
+                      "cuMemcpyDtoH");
 }
 
-absl::Status CudaDevice::CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
-                                          int64_t bytes) {
+absl::Status CudaDevice::CopyFromDeviceAt(void* dst, const DeviceBuffer& src,
+                                          int64_t offset, int64_t bytes) {
   if (offset < 0 || bytes < 0 || offset + bytes > src.size()) {
     return absl::OutOfRangeError("copy past the end of the buffer");
   }
   absl::MutexLock lock(&impl_->mu_);
   RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src) + offset, bytes),
-                      "cuMemcpyDtoH");
+  return impl_->Check(
+      impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src) + offset, bytes),
+      "cuMemcpyDtoH");
 }
 
-absl::Status CudaDevice::Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
-                              int64_t count) {
+absl::Status CudaDevice::Fill(DeviceBuffer* dst, uint32_t pattern,
+                              int element_bytes, int64_t count) {
   if ((element_bytes != 2 && element_bytes != 4) || count < 0 ||
       count * element_bytes > dst->size()) {
     return absl::OutOfRangeError("fill past the end of the buffer");
@@ -528,14 +604,17 @@ absl::Status CudaDevice::Fill(DeviceBuffer* dst, uint32_t pattern, int element_b
   RETURN_IF_ERROR(impl_->Enter());
   // On the legacy stream, which the device's blocking stream waits for.
   return element_bytes == 4
-             ? impl_->Check(impl_->api_->cuMemsetD32_(DevicePtr(*dst), pattern, count),
-                            "cuMemsetD32")
-             : impl_->Check(impl_->api_->cuMemsetD16_(DevicePtr(*dst),
-                                                      static_cast<uint16_t>(pattern), count),
-                            "cuMemsetD16");
+             ? impl_->Check(
+                   impl_->api_->cuMemsetD32_(DevicePtr(*dst), pattern, count),
+                   "cuMemsetD32")
+             : impl_->Check(
+                   impl_->api_->cuMemsetD16_(
+                       DevicePtr(*dst), static_cast<uint16_t>(pattern), count),
+                   "cuMemsetD16");
 }
 
-absl::Status CudaDevice::Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) {
+absl::Status CudaDevice::Launch(const v1::KernelStep& step,
+                                const std::vector<void*>& buffers) {
   if (gpu::IsLibraryStep(step)) {
     absl::MutexLock lock(&impl_->mu_);
     RETURN_IF_ERROR(impl_->Enter());
@@ -545,59 +624,71 @@ absl::Status CudaDevice::Launch(const v1::KernelStep& step, const std::vector<vo
   gpu::KernelParams params(step, buffers);
   absl::MutexLock lock(&impl_->mu_);
   RETURN_IF_ERROR(impl_->Enter());
-  ASSIGN_OR_RETURN(CUfunction fn, impl_->Function(step.code_object_hash(), step.kernel()));
+  ASSIGN_OR_RETURN(CUfunction fn,
+                   impl_->Function(step.code_object_hash(), step.kernel()));
   // Dynamic shared memory over the default 48 KiB must be opted into.
   if (g.shared_bytes > 48 * 1024) {
-    RETURN_IF_ERROR(impl_->Check(
-        impl_->api_->cuFuncSetAttribute_(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         static_cast<int>(g.shared_bytes)),
-        absl::StrCat("step ", step.kernel(), ": ", g.shared_bytes, " bytes of shared memory")));
+    RETURN_IF_ERROR(
+        impl_->Check(impl_->api_->cuFuncSetAttribute_(
+                         fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                         static_cast<int>(g.shared_bytes)),
+                     absl::StrCat("step ", step.kernel(), ": ", g.shared_bytes,
+                                  " bytes of shared memory")));
   }
   return impl_->Check(
-      impl_->api_->cuLaunchKernel_(fn, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
-                                   g.block[2], g.shared_bytes, impl_->stream_, params.data(),
-                                   nullptr),
+      impl_->api_->cuLaunchKernel_(
+          fn, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
+          g.block[2], g.shared_bytes, impl_->stream_, params.data(), nullptr),
       absl::StrCat("cuLaunchKernel(", step.kernel(), ")"));
 }
 
 absl::Status CudaDevice::Synchronize() {
   absl::MutexLock lock(&impl_->mu_);
   RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(impl_->api_->cuStreamSynchronize_(impl_->stream_), "kernel execution");
+  return impl_->Check(impl_->api_->cuStreamSynchronize_(impl_->stream_),
+                      "kernel execution");
 }
 
-absl::StatusOr<double> CudaDevice::TimeMs(const std::function<absl::Status()>& work) {
+absl::StatusOr<double> CudaDevice::TimeMs(
+    const std::function<absl::Status()>& work) {
   {
     absl::MutexLock lock(&impl_->mu_);
     RETURN_IF_ERROR(impl_->Enter());
     RETURN_IF_ERROR(
-        impl_->Check(impl_->api_->cuEventRecord_(impl_->start_, impl_->stream_), "cuEventRecord"));
+        impl_->Check(impl_->api_->cuEventRecord_(impl_->start_, impl_->stream_),
+                     "cuEventRecord"));
   }
   // `work` launches through this device, which takes the lock itself.
   absl::Status s = work();
   absl::MutexLock lock(&impl_->mu_);
   RETURN_IF_ERROR(impl_->Enter());
   RETURN_IF_ERROR(
-      impl_->Check(impl_->api_->cuEventRecord_(impl_->stop_, impl_->stream_), "cuEventRecord"));
-  RETURN_IF_ERROR(impl_->Check(impl_->api_->cuEventSynchronize_(impl_->stop_), "kernel execution"));
+      impl_->Check(impl_->api_->cuEventRecord_(impl_->stop_, impl_->stream_),
+                   "cuEventRecord"));
+  RETURN_IF_ERROR(impl_->Check(impl_->api_->cuEventSynchronize_(impl_->stop_),
+                               "kernel execution"));
   if (!s.ok()) return s;
   float ms = 0;
-  RETURN_IF_ERROR(impl_->Check(impl_->api_->cuEventElapsedTime_(&ms, impl_->start_, impl_->stop_),
-                               "cuEventElapsedTime"));
+  RETURN_IF_ERROR(impl_->Check(
+      impl_->api_->cuEventElapsedTime_(&ms, impl_->start_, impl_->stop_),
+      "cuEventElapsedTime"));
   return static_cast<double>(ms);
 }
 
-absl::Status CudaDevice::LoadCodeObject(const std::string& hash, const std::string& binary) {
+absl::Status CudaDevice::LoadCodeObject(const std::string& hash,
+                                        const std::string& binary) {
   if (hash.empty() || binary.empty()) {
-    return absl::InvalidArgumentError("LoadCodeObject: empty hash or code object");
+    return absl::InvalidArgumentError(
+        "LoadCodeObject: empty hash or code object");
   }
   absl::MutexLock lock(&impl_->mu_);
   if (impl_->binaries_.contains(hash)) return absl::OkStatus();
   RETURN_IF_ERROR(impl_->Enter());
   // Loaded now, not lazily, so a bad binary is reported to the builder.
   CUmodule m = nullptr;
-  RETURN_IF_ERROR(impl_->Check(impl_->api_->cuModuleLoadData_(&m, binary.data()),
-                               absl::StrCat("cuModuleLoadData(", hash, ")")));
+  RETURN_IF_ERROR(
+      impl_->Check(impl_->api_->cuModuleLoadData_(&m, binary.data()),
+                   absl::StrCat("cuModuleLoadData(", hash, ")")));
   impl_->modules_.emplace(hash, m);
   impl_->binaries_.emplace(hash, binary);
   return absl::OkStatus();
@@ -619,7 +710,8 @@ absl::Status CudaDevice::Reset() {
 class CudaDevice::Impl {};
 
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
-  return absl::UnavailableError("no CUDA support: convtune was built without the CUDA headers");
+  return absl::UnavailableError(
+      "no CUDA support: convtune was built without the CUDA headers");
 }
 CudaDevice::CudaDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaDevice::~CudaDevice() = default;
@@ -636,24 +728,32 @@ absl::Status CudaDevice::CopyToDevice(DeviceBuffer*, const void*, int64_t) {
 absl::Status CudaDevice::CopyFromDevice(void*, const DeviceBuffer&, int64_t) {
   return absl::UnavailableError("no CUDA support");
 }
-absl::Status CudaDevice::Launch(const v1::KernelStep&, const std::vector<void*>&) {
+absl::Status CudaDevice::Launch(const v1::KernelStep&,
+                                const std::vector<void*>&) {
   return absl::UnavailableError("no CUDA support");
 }
-absl::Status CudaDevice::CopyFromDeviceAt(void*, const DeviceBuffer&, int64_t, int64_t) {
+absl::Status CudaDevice::CopyFromDeviceAt(void*, const DeviceBuffer&, int64_t,
+                                          int64_t) {
   return absl::UnavailableError("no CUDA support");
 }
 absl::Status CudaDevice::Fill(DeviceBuffer*, uint32_t, int, int64_t) {
   return absl::UnavailableError("no CUDA support");
 }
-absl::Status CudaDevice::Synchronize() { return absl::UnavailableError("no CUDA support"); }
-absl::StatusOr<double> CudaDevice::TimeMs(const std::function<absl::Status()>&) {
+absl::Status CudaDevice::Synchronize() {
   return absl::UnavailableError("no CUDA support");
 }
-absl::Status CudaDevice::LoadCodeObject(const std::string&, const std::string&) {
+absl::StatusOr<double> CudaDevice::TimeMs(
+    const std::function<absl::Status()>&) {
+  return absl::UnavailableError("no CUDA support");
+}
+absl::Status CudaDevice::LoadCodeObject(const std::string&,
+                                        const std::string&) {
   return absl::UnavailableError("no CUDA support");
 }
 bool CudaDevice::HasCodeObject(const std::string&) const { return false; }
-absl::Status CudaDevice::Reset() { return absl::UnavailableError("no CUDA support"); }
+absl::Status CudaDevice::Reset() {
+  return absl::UnavailableError("no CUDA support");
+}
 
 #endif
 

@@ -24,22 +24,28 @@ class CudaDevice final : public Device {
 
   const DeviceInfo& info() const override;
   // ResourceExhausted when the device is out of memory.
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override;
-  absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override;
-  absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override;
-  absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src, int64_t offset,
-                                int64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(
+      int64_t bytes) override;
+  absl::Status CopyToDevice(DeviceBuffer* dst, const void* src,
+                            int64_t bytes) override;
+  absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src,
+                              int64_t bytes) override;
+  absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src,
+                                int64_t offset, int64_t bytes) override;
   absl::Status Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
                     int64_t count) override;
   // NotFound when the step's code object is not loaded or lacks the entry,
   // or for a library step without cuBLAS; InvalidArgument for bad geometry
   // or GEMM arguments; Internal (naming the CUDA error) when the kernel
   // faults, after which every call fails until Reset().
-  absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override;
+  absl::Status Launch(const v1::KernelStep& step,
+                      const std::vector<void*>& buffers) override;
   absl::Status Synchronize() override;
-  absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override;
+  absl::StatusOr<double> TimeMs(
+      const std::function<absl::Status()>& work) override;
   // InvalidArgument when the driver rejects the binary.
-  absl::Status LoadCodeObject(const std::string& hash, const std::string& binary) override;
+  absl::Status LoadCodeObject(const std::string& hash,
+                              const std::string& binary) override;
   bool HasCodeObject(const std::string& hash) const override;
   // Destroys and re-creates the context. Buffers allocated before become
   // invalid (freeing them is safe); loaded code objects are kept as binaries

@@ -14,8 +14,20 @@ namespace {
 
 // What a flag sets. Spatial fields take the axis (0 = D, 1 = H, 2 = W).
 enum class Field {
-  kN, kC, kK, kIn, kFilter, kPad, kStride, kDilation, kGroups, kSpatialDims, kForw,
-  kMode, kLayout, kIgnored,
+  kN,
+  kC,
+  kK,
+  kIn,
+  kFilter,
+  kPad,
+  kStride,
+  kDilation,
+  kGroups,
+  kSpatialDims,
+  kForw,
+  kMode,
+  kLayout,
+  kIgnored,
 };
 
 struct FlagSpec {
@@ -80,21 +92,50 @@ const std::map<std::string, FlagSpec, std::less<>>& LongFlags() {
 // MIOpenDriver's short forms.
 const std::map<char, std::string>& ShortFlags() {
   static const auto* flags = new std::map<char, std::string>{
-      {'n', "batchsize"},     {'c', "in_channels"},   {'k', "out_channels"},
-      {'H', "in_h"},          {'W', "in_w"},          {'!', "in_d"},
-      {'y', "fil_h"},         {'x', "fil_w"},         {'@', "fil_d"},
-      {'p', "pad_h"},         {'q', "pad_w"},         {'$', "pad_d"},
-      {'u', "conv_stride_h"}, {'v', "conv_stride_w"}, {'#', "conv_stride_d"},
-      {'l', "dilation_h"},    {'j', "dilation_w"},    {'^', "dilation_d"},
-      {'g', "group_count"},   {'_', "spatial_dim"},   {'F', "forw"},
-      {'m', "mode"},          {'I', "in_layout"},     {'O', "out_layout"},
-      {'f', "fil_layout"},    {'z', "pad_mode"},      {'t', "time"},
-      {'V', "verify"},        {'i', "iter"},          {'s', "search"},
-      {'P', "printconv"},     {'r', "pad_val"},       {'b', "bias"},
-      {'w', "wall"},          {'S', "solution"},      {'d', "in_data"},
-      {'e', "weights"},       {'D', "dout_data"},     {'a', "in_bias"},
-      {'o', "dump_output"},   {'C', "gpubuffer_check"}, {'Z', "tensor_vect"},
-      {'L', "vector_length"}, {'Y', "pad_d"},
+      {'n', "batchsize"},
+      {'c', "in_channels"},
+      {'k', "out_channels"},
+      {'H', "in_h"},
+      {'W', "in_w"},
+      {'!', "in_d"},
+      {'y', "fil_h"},
+      {'x', "fil_w"},
+      {'@', "fil_d"},
+      {'p', "pad_h"},
+      {'q', "pad_w"},
+      {'$', "pad_d"},
+      {'u', "conv_stride_h"},
+      {'v', "conv_stride_w"},
+      {'#', "conv_stride_d"},
+      {'l', "dilation_h"},
+      {'j', "dilation_w"},
+      {'^', "dilation_d"},
+      {'g', "group_count"},
+      {'_', "spatial_dim"},
+      {'F', "forw"},
+      {'m', "mode"},
+      {'I', "in_layout"},
+      {'O', "out_layout"},
+      {'f', "fil_layout"},
+      {'z', "pad_mode"},
+      {'t', "time"},
+      {'V', "verify"},
+      {'i', "iter"},
+      {'s', "search"},
+      {'P', "printconv"},
+      {'r', "pad_val"},
+      {'b', "bias"},
+      {'w', "wall"},
+      {'S', "solution"},
+      {'d', "in_data"},
+      {'e', "weights"},
+      {'D', "dout_data"},
+      {'a', "in_bias"},
+      {'o', "dump_output"},
+      {'C', "gpubuffer_check"},
+      {'Z', "tensor_vect"},
+      {'L', "vector_length"},
+      {'Y', "pad_d"},
   };
   return *flags;
 }
@@ -105,8 +146,10 @@ absl::Status FlagError(absl::string_view flag, absl::string_view what) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::string>& args) {
-  if (args.empty()) return FlagError("command", "missing (conv, convfp16 or convbfp16)");
+absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(
+    const std::vector<std::string>& args) {
+  if (args.empty())
+    return FlagError("command", "missing (conv, convfp16 or convbfp16)");
   ConvProblem p;
   if (args[0] == "conv") {
     p.type = DataType::kFp32;
@@ -115,8 +158,9 @@ absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::
   } else if (args[0] == "convbfp16") {
     p.type = DataType::kBf16;
   } else {
-    return FlagError("command", absl::StrCat("'", args[0],
-                                             "' is not conv, convfp16 or convbfp16"));
+    return FlagError(
+        "command",
+        absl::StrCat("'", args[0], "' is not conv, convfp16 or convbfp16"));
   }
   int64_t forw = 0;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -148,7 +192,8 @@ absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::
     if (spec.field == Field::kIgnored) continue;
     if (spec.field == Field::kMode) {
       if (value != "conv") {
-        return FlagError(arg, absl::StrCat("mode '", value, "' is not supported (only conv)"));
+        return FlagError(arg, absl::StrCat("mode '", value,
+                                           "' is not supported (only conv)"));
       }
       continue;
     }
@@ -167,24 +212,45 @@ absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::
       return FlagError(arg, absl::StrCat("'", value, "' is not an integer"));
     }
     switch (spec.field) {
-      case Field::kN: p.n = v; break;
-      case Field::kC: p.c = v; break;
-      case Field::kK: p.k = v; break;
-      case Field::kIn: p.in[spec.axis] = v; break;
-      case Field::kFilter: p.filter[spec.axis] = v; break;
-      case Field::kPad: p.pad[spec.axis] = v; break;
-      case Field::kStride: p.stride[spec.axis] = v; break;
-      case Field::kDilation: p.dilation[spec.axis] = v; break;
-      case Field::kGroups: p.groups = v; break;
+      case Field::kN:
+        p.n = v;
+        break;
+      case Field::kC:
+        p.c = v;
+        break;
+      case Field::kK:
+        p.k = v;
+        break;
+      case Field::kIn:
+        p.in[spec.axis] = v;
+        break;
+      case Field::kFilter:
+        p.filter[spec.axis] = v;
+        break;
+      case Field::kPad:
+        p.pad[spec.axis] = v;
+        break;
+      case Field::kStride:
+        p.stride[spec.axis] = v;
+        break;
+      case Field::kDilation:
+        p.dilation[spec.axis] = v;
+        break;
+      case Field::kGroups:
+        p.groups = v;
+        break;
       case Field::kSpatialDims:
-        if (v != 2 && v != 3) return FlagError(arg, absl::StrCat("must be 2 or 3, got ", v));
+        if (v != 2 && v != 3)
+          return FlagError(arg, absl::StrCat("must be 2 or 3, got ", v));
         p.spatial_dims = static_cast<int>(v);
         break;
       case Field::kForw:
-        if (v < 0 || v > 7) return FlagError(arg, absl::StrCat("must be 0 to 7, got ", v));
+        if (v < 0 || v > 7)
+          return FlagError(arg, absl::StrCat("must be 0 to 7, got ", v));
         forw = v;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   if (p.spatial_dims == 2) {
@@ -206,26 +272,32 @@ absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::
   return out;
 }
 
-absl::StatusOr<std::vector<ConvProblem>> ParseDriverLine(absl::string_view line) {
-  std::vector<std::string> args = absl::StrSplit(line, absl::ByAnyChar(" \t\r\n"),
-                                                 absl::SkipEmpty());
-  if (!args.empty() && absl::EndsWith(args[0], "MIOpenDriver")) args.erase(args.begin());
+absl::StatusOr<std::vector<ConvProblem>> ParseDriverLine(
+    absl::string_view line) {
+  std::vector<std::string> args =
+      absl::StrSplit(line, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty());
+  if (!args.empty() && absl::EndsWith(args[0], "MIOpenDriver"))
+    args.erase(args.begin());
   return ParseDriverArgs(args);
 }
 
 std::string FormatDriverLine(const ConvProblem& p) {
   static constexpr const char* kCmd[] = {"", "conv", "convfp16", "convbfp16"};
   static constexpr int kForw[] = {0, 1, 2, 4};
-  std::string s = absl::StrCat(kCmd[static_cast<int>(p.type)], " --spatial_dim ",
-                               p.spatial_dims, " -n ", p.n, " -c ", p.c, " -k ", p.k);
+  std::string s =
+      absl::StrCat(kCmd[static_cast<int>(p.type)], " --spatial_dim ",
+                   p.spatial_dims, " -n ", p.n, " -c ", p.c, " -k ", p.k);
   if (p.is_3d()) {
-    absl::StrAppend(&s, " --in_d ", p.in[0], " --fil_d ", p.filter[0], " --pad_d ", p.pad[0],
-                    " --conv_stride_d ", p.stride[0], " --dilation_d ", p.dilation[0]);
+    absl::StrAppend(&s, " --in_d ", p.in[0], " --fil_d ", p.filter[0],
+                    " --pad_d ", p.pad[0], " --conv_stride_d ", p.stride[0],
+                    " --dilation_d ", p.dilation[0]);
   }
-  absl::StrAppend(&s, " -H ", p.in[1], " -W ", p.in[2], " -y ", p.filter[1], " -x ",
-                  p.filter[2], " -p ", p.pad[1], " -q ", p.pad[2], " -u ", p.stride[1], " -v ",
-                  p.stride[2], " -l ", p.dilation[1], " -j ", p.dilation[2], " -g ", p.groups);
-  absl::StrAppend(&s, " --in_layout ", p.layout == Layout::kNCHW ? "NCHW" : "NHWC", " -F ",
+  absl::StrAppend(&s, " -H ", p.in[1], " -W ", p.in[2], " -y ", p.filter[1],
+                  " -x ", p.filter[2], " -p ", p.pad[1], " -q ", p.pad[2],
+                  " -u ", p.stride[1], " -v ", p.stride[2], " -l ",
+                  p.dilation[1], " -j ", p.dilation[2], " -g ", p.groups);
+  absl::StrAppend(&s, " --in_layout ",
+                  p.layout == Layout::kNCHW ? "NCHW" : "NHWC", " -F ",
                   kForw[static_cast<int>(p.direction)]);
   return s;
 }

@@ -4,10 +4,10 @@
 #define CONVTUNE_KERNELS_DRIVER_LINE_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kernels/problem.h"
 
 namespace convtune {
@@ -17,13 +17,16 @@ namespace convtune {
 // bit mask: 1 forward, 2 backward data, 4 backward weights, 0 all three; one
 // problem is returned per direction, in F, B, W order. Flags MIOpenDriver
 // takes that do not change the problem (--time, --verify, ...) are accepted
-// and ignored, as are depth flags on a 2-D problem. InvalidArgument naming the flag for an unknown flag, a missing
-// or non-numeric value, a transposed-convolution mode, or an invalid problem.
-absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(const std::vector<std::string>& args);
+// and ignored, as are depth flags on a 2-D problem. InvalidArgument naming the
+// flag for an unknown flag, a missing or non-numeric value, a
+// transposed-convolution mode, or an invalid problem.
+absl::StatusOr<std::vector<ConvProblem>> ParseDriverArgs(
+    const std::vector<std::string>& args);
 
 // Splits a whole line on whitespace and parses it. A leading token ending in
 // "MIOpenDriver" is skipped.
-absl::StatusOr<std::vector<ConvProblem>> ParseDriverLine(absl::string_view line);
+absl::StatusOr<std::vector<ConvProblem>> ParseDriverLine(
+    absl::string_view line);
 
 // The MIOpenDriver command for one problem (long flags), e.g. for
 // `convtune find --file` round trips.

@@ -7,7 +7,8 @@
 
 namespace convtune {
 
-absl::StatusOr<DynamicLibrary> DynamicLibrary::Open(absl::Span<const char* const> names) {
+absl::StatusOr<DynamicLibrary> DynamicLibrary::Open(
+    absl::Span<const char* const> names) {
   std::string tried;
   for (const char* name : names) {
     if (void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL); handle != nullptr) {
@@ -18,7 +19,9 @@ absl::StatusOr<DynamicLibrary> DynamicLibrary::Open(absl::Span<const char* const
   return absl::UnavailableError(tried);
 }
 
-void* DynamicLibrary::Symbol(const char* name) const { return dlsym(handle_, name); }
+void* DynamicLibrary::Symbol(const char* name) const {
+  return dlsym(handle_, name);
+}
 
 void* DynamicLibrary::FirstSymbol(std::initializer_list<const char*> names) {
   for (const char* name : names) {

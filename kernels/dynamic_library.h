@@ -17,7 +17,8 @@ class DynamicLibrary {
  public:
   // The first of `names` that opens. Unavailable otherwise, its message the
   // loader's error for each name, "; "-joined.
-  static absl::StatusOr<DynamicLibrary> Open(absl::Span<const char* const> names);
+  static absl::StatusOr<DynamicLibrary> Open(
+      absl::Span<const char* const> names);
 
   // Sets *fn to the first of `names` the library exports; when none is, *fn
   // is null and the first name is added to missing().

@@ -20,7 +20,8 @@ inline float Bf16ToFloat(uint16_t h) {
 inline uint16_t FloatToBf16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
 }
@@ -58,13 +59,13 @@ inline uint16_t FloatToHalf(float f) {
   std::memcpy(&bits, &f, 4);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;       // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;      // overflow (>= 65520) to inf
-  if (abs < 0x38800000u) {                            // subnormal or zero in fp16
-    if (abs < 0x33000000u) return sign;               // below half the smallest subnormal
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // overflow (>= 65520) to inf
+  if (abs < 0x38800000u) {                        // subnormal or zero in fp16
+    if (abs < 0x33000000u) return sign;  // below half the smallest subnormal
     const uint32_t exp = abs >> 23;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exp;                 // 14 + (113 - exp) - ... keeps 10 bits
+    const uint32_t shift = 126 - exp;  // 14 + (113 - exp) - ... keeps 10 bits
     uint32_t h = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1);
     const uint32_t half = 1u << (shift - 1);

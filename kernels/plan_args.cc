@@ -23,7 +23,8 @@ void AppendProblemScalars(const ConvProblem& p, v1::KernelStep* step) {
 absl::StatusOr<ConvProblem> DecodeProblemScalars(absl::Span<const int64_t> s) {
   if (s.size() < static_cast<size_t>(kProblemScalars)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("kernel step has ", s.size(), " scalars; the problem needs ", kProblemScalars));
+        absl::StrCat("kernel step has ", s.size(),
+                     " scalars; the problem needs ", kProblemScalars));
   }
   ConvProblem p;
   size_t i = 0;
@@ -42,7 +43,8 @@ absl::StatusOr<ConvProblem> DecodeProblemScalars(absl::Span<const int64_t> s) {
   return p;
 }
 
-void AddBuffer(v1::KernelStep* step, v1::BufferRole role, int64_t offset_bytes) {
+void AddBuffer(v1::KernelStep* step, v1::BufferRole role,
+               int64_t offset_bytes) {
   v1::BufferRef* ref = step->add_buffers();
   ref->set_role(role);
   ref->set_offset_bytes(offset_bytes);

@@ -20,7 +20,8 @@ void AppendProblemScalars(const ConvProblem& p, v1::KernelStep* step);
 
 // Decodes and validates the problem at the front of `scalars`.
 // InvalidArgument if there are too few scalars or the problem is invalid.
-absl::StatusOr<ConvProblem> DecodeProblemScalars(absl::Span<const int64_t> scalars);
+absl::StatusOr<ConvProblem> DecodeProblemScalars(
+    absl::Span<const int64_t> scalars);
 
 // The kernel's own parameters, after the problem.
 inline absl::Span<const int64_t> KernelParams(const v1::KernelStep& step) {
@@ -30,7 +31,8 @@ inline absl::Span<const int64_t> KernelParams(const v1::KernelStep& step) {
 }
 
 // Appends a reference to a buffer role at a byte offset.
-void AddBuffer(v1::KernelStep* step, v1::BufferRole role, int64_t offset_bytes = 0);
+void AddBuffer(v1::KernelStep* step, v1::BufferRole role,
+               int64_t offset_bytes = 0);
 
 }  // namespace convtune
 

@@ -18,9 +18,12 @@ absl::Status FieldError(absl::string_view field, absl::string_view what) {
 }
 
 // Multiplies into *acc; false on int64 overflow.
-bool MulInto(int64_t* acc, int64_t v) { return !__builtin_mul_overflow(*acc, v, acc); }
+bool MulInto(int64_t* acc, int64_t v) {
+  return !__builtin_mul_overflow(*acc, v, acc);
+}
 
-absl::Status CheckTensorBytes(absl::string_view name, std::initializer_list<int64_t> dims,
+absl::Status CheckTensorBytes(absl::string_view name,
+                              std::initializer_list<int64_t> dims,
                               int64_t elem_bytes, int64_t limit) {
   int64_t count = 1;
   for (int64_t d : dims) {
@@ -29,10 +32,12 @@ absl::Status CheckTensorBytes(absl::string_view name, std::initializer_list<int6
     }
   }
   int64_t bytes = count;
-  if (!MulInto(&bytes, elem_bytes)) return FieldError(name, "byte size overflows int64");
+  if (!MulInto(&bytes, elem_bytes))
+    return FieldError(name, "byte size overflows int64");
   if (bytes > limit) {
-    return FieldError(name, absl::StrCat("tensor of ", bytes, " bytes is over the limit of ",
-                                         limit, " bytes"));
+    return FieldError(
+        name, absl::StrCat("tensor of ", bytes, " bytes is over the limit of ",
+                           limit, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -43,36 +48,48 @@ int64_t ElementBytes(DataType type) { return type == DataType::kFp32 ? 4 : 2; }
 
 absl::string_view DataTypeName(DataType type) {
   switch (type) {
-    case DataType::kFp32: return "FP32";
-    case DataType::kFp16: return "FP16";
-    case DataType::kBf16: return "BF16";
+    case DataType::kFp32:
+      return "FP32";
+    case DataType::kFp16:
+      return "FP16";
+    case DataType::kBf16:
+      return "BF16";
   }
   return "?";
 }
 
 absl::string_view DirectionName(Direction dir) {
   switch (dir) {
-    case Direction::kForward: return "F";
-    case Direction::kBackwardData: return "B";
-    case Direction::kBackwardWeights: return "W";
+    case Direction::kForward:
+      return "F";
+    case Direction::kBackwardData:
+      return "B";
+    case Direction::kBackwardWeights:
+      return "W";
   }
   return "?";
 }
 
 Tensor OutputTensor(Direction dir) {
   switch (dir) {
-    case Direction::kForward: return Tensor::kY;
-    case Direction::kBackwardData: return Tensor::kX;
-    case Direction::kBackwardWeights: return Tensor::kW;
+    case Direction::kForward:
+      return Tensor::kY;
+    case Direction::kBackwardData:
+      return Tensor::kX;
+    case Direction::kBackwardWeights:
+      return Tensor::kW;
   }
   return Tensor::kY;
 }
 
 absl::string_view TensorName(Tensor t) {
   switch (t) {
-    case Tensor::kX: return "x";
-    case Tensor::kW: return "w";
-    case Tensor::kY: return "y";
+    case Tensor::kX:
+      return "x";
+    case Tensor::kW:
+      return "w";
+    case Tensor::kY:
+      return "y";
   }
   return "?";
 }
@@ -94,7 +111,8 @@ absl::StatusOr<Direction> ParseDirection(absl::string_view s) {
 namespace {
 
 // Strides for dims (outer, inner, D, H, W) stored as channels-first or last.
-Strides DenseStrides(int64_t inner, const std::array<int64_t, 3>& sp, Layout layout) {
+Strides DenseStrides(int64_t inner, const std::array<int64_t, 3>& sp,
+                     Layout layout) {
   const int64_t spatial = sp[0] * sp[1] * sp[2];
   if (layout == Layout::kNCHW) {
     return {inner * spatial, spatial, sp[1] * sp[2], sp[2], 1};
@@ -104,7 +122,9 @@ Strides DenseStrides(int64_t inner, const std::array<int64_t, 3>& sp, Layout lay
 
 }  // namespace
 
-Strides XStrides(const ConvProblem& p) { return DenseStrides(p.c, p.in, p.layout); }
+Strides XStrides(const ConvProblem& p) {
+  return DenseStrides(p.c, p.in, p.layout);
+}
 Strides WStrides(const ConvProblem& p) {
   return DenseStrides(p.c_per_group(), p.filter, p.layout);
 }
@@ -112,76 +132,105 @@ Strides YStrides(const ConvProblem& p) {
   return DenseStrides(p.k, {p.out(0), p.out(1), p.out(2)}, p.layout);
 }
 
-absl::Status ValidateProblem(const ConvProblem& p, const ProblemLimits& limits) {
+absl::Status ValidateProblem(const ConvProblem& p,
+                             const ProblemLimits& limits) {
   if (p.spatial_dims != 2 && p.spatial_dims != 3) {
-    return FieldError("spatial_dims", absl::StrCat("must be 2 or 3, got ", p.spatial_dims));
+    return FieldError("spatial_dims",
+                      absl::StrCat("must be 2 or 3, got ", p.spatial_dims));
   }
   if (p.layout != Layout::kNCHW && p.layout != Layout::kNHWC) {
-    return FieldError("layout", absl::StrCat("unknown layout ", static_cast<int>(p.layout)));
+    return FieldError(
+        "layout", absl::StrCat("unknown layout ", static_cast<int>(p.layout)));
   }
-  if (p.type != DataType::kFp32 && p.type != DataType::kFp16 && p.type != DataType::kBf16) {
-    return FieldError("data_type", absl::StrCat("unknown data type ", static_cast<int>(p.type)));
+  if (p.type != DataType::kFp32 && p.type != DataType::kFp16 &&
+      p.type != DataType::kBf16) {
+    return FieldError("data_type", absl::StrCat("unknown data type ",
+                                                static_cast<int>(p.type)));
   }
-  if (p.direction != Direction::kForward && p.direction != Direction::kBackwardData &&
+  if (p.direction != Direction::kForward &&
+      p.direction != Direction::kBackwardData &&
       p.direction != Direction::kBackwardWeights) {
-    return FieldError("direction",
-                      absl::StrCat("unknown direction ", static_cast<int>(p.direction)));
+    return FieldError("direction", absl::StrCat("unknown direction ",
+                                                static_cast<int>(p.direction)));
   }
-  if (p.n < 1) return FieldError("n", absl::StrCat("must be positive, got ", p.n));
-  if (p.c < 1) return FieldError("c", absl::StrCat("must be positive, got ", p.c));
-  if (p.k < 1) return FieldError("k", absl::StrCat("must be positive, got ", p.k));
-  if (p.groups < 1) return FieldError("groups", absl::StrCat("must be positive, got ", p.groups));
+  if (p.n < 1)
+    return FieldError("n", absl::StrCat("must be positive, got ", p.n));
+  if (p.c < 1)
+    return FieldError("c", absl::StrCat("must be positive, got ", p.c));
+  if (p.k < 1)
+    return FieldError("k", absl::StrCat("must be positive, got ", p.k));
+  if (p.groups < 1)
+    return FieldError("groups",
+                      absl::StrCat("must be positive, got ", p.groups));
   if (p.c % p.groups != 0) {
-    return FieldError("groups", absl::StrCat("c=", p.c, " is not divisible by groups=", p.groups));
+    return FieldError(
+        "groups",
+        absl::StrCat("c=", p.c, " is not divisible by groups=", p.groups));
   }
   if (p.k % p.groups != 0) {
-    return FieldError("groups", absl::StrCat("k=", p.k, " is not divisible by groups=", p.groups));
+    return FieldError(
+        "groups",
+        absl::StrCat("k=", p.k, " is not divisible by groups=", p.groups));
   }
   const int first = p.is_3d() ? 0 : 1;
   for (int i = 0; i < 3; ++i) {
     const std::string ax = kAxis[i];
     if (i < first) {
-      if (p.in[i] != 1 || p.filter[i] != 1 || p.pad[i] != 0 || p.stride[i] != 1 ||
-          p.dilation[i] != 1) {
-        return FieldError("spatial_dims", "a 2-D problem has depth fields other than "
-                                          "in_d=1 filter_d=1 pad_d=0 stride_d=1 dilation_d=1");
+      if (p.in[i] != 1 || p.filter[i] != 1 || p.pad[i] != 0 ||
+          p.stride[i] != 1 || p.dilation[i] != 1) {
+        return FieldError("spatial_dims",
+                          "a 2-D problem has depth fields other than "
+                          "in_d=1 filter_d=1 pad_d=0 stride_d=1 dilation_d=1");
       }
       continue;
     }
-    if (p.in[i] < 1) return FieldError("in_" + ax, absl::StrCat("must be positive, got ", p.in[i]));
+    if (p.in[i] < 1)
+      return FieldError("in_" + ax,
+                        absl::StrCat("must be positive, got ", p.in[i]));
     if (p.filter[i] < 1) {
-      return FieldError("filter_" + ax, absl::StrCat("must be positive, got ", p.filter[i]));
+      return FieldError("filter_" + ax,
+                        absl::StrCat("must be positive, got ", p.filter[i]));
     }
-    if (p.pad[i] < 0) return FieldError("pad_" + ax, absl::StrCat("must be >= 0, got ", p.pad[i]));
+    if (p.pad[i] < 0)
+      return FieldError("pad_" + ax,
+                        absl::StrCat("must be >= 0, got ", p.pad[i]));
     if (p.stride[i] < 1) {
-      return FieldError("stride_" + ax, absl::StrCat("must be positive, got ", p.stride[i]));
+      return FieldError("stride_" + ax,
+                        absl::StrCat("must be positive, got ", p.stride[i]));
     }
     if (p.dilation[i] < 1) {
-      return FieldError("dilation_" + ax, absl::StrCat("must be positive, got ", p.dilation[i]));
+      return FieldError("dilation_" + ax,
+                        absl::StrCat("must be positive, got ", p.dilation[i]));
     }
     // Sizes are bounded first so the output arithmetic below cannot overflow.
     constexpr int64_t kMaxAxis = int64_t{1} << 30;
-    for (auto [name, v] : {std::pair{"in_", p.in[i]}, {"filter_", p.filter[i]},
-                           {"pad_", p.pad[i]}, {"stride_", p.stride[i]},
+    for (auto [name, v] : {std::pair{"in_", p.in[i]},
+                           {"filter_", p.filter[i]},
+                           {"pad_", p.pad[i]},
+                           {"stride_", p.stride[i]},
                            {"dilation_", p.dilation[i]}}) {
       if (v > kMaxAxis) {
-        return FieldError(name + ax, absl::StrCat(v, " is over the limit of ", kMaxAxis));
+        return FieldError(name + ax,
+                          absl::StrCat(v, " is over the limit of ", kMaxAxis));
       }
     }
     const int64_t span = p.dilation[i] * (p.filter[i] - 1) + 1;
     if (p.in[i] + 2 * p.pad[i] < span) {
       return FieldError(
           "out_" + ax,
-          absl::StrCat("output size is below 1: in_", ax, "=", p.in[i], " + 2*pad_", ax, "=",
-                       p.pad[i], " is smaller than the dilated filter extent ", span));
+          absl::StrCat("output size is below 1: in_", ax, "=", p.in[i],
+                       " + 2*pad_", ax, "=", p.pad[i],
+                       " is smaller than the dilated filter extent ", span));
     }
   }
   const int64_t eb = ElementBytes(p.type);
-  RETURN_IF_ERROR(CheckTensorBytes("x", {p.n, p.c, p.in[0], p.in[1], p.in[2]}, eb,
-                                   limits.max_tensor_bytes));
-  RETURN_IF_ERROR(CheckTensorBytes("w", {p.k, p.c_per_group(), p.filter[0], p.filter[1],
-                                         p.filter[2]}, eb, limits.max_tensor_bytes));
-  RETURN_IF_ERROR(CheckTensorBytes("y", {p.n, p.k, p.out(0), p.out(1), p.out(2)}, eb,
+  RETURN_IF_ERROR(CheckTensorBytes("x", {p.n, p.c, p.in[0], p.in[1], p.in[2]},
+                                   eb, limits.max_tensor_bytes));
+  RETURN_IF_ERROR(CheckTensorBytes(
+      "w", {p.k, p.c_per_group(), p.filter[0], p.filter[1], p.filter[2]}, eb,
+      limits.max_tensor_bytes));
+  RETURN_IF_ERROR(CheckTensorBytes("y",
+                                   {p.n, p.k, p.out(0), p.out(1), p.out(2)}, eb,
                                    limits.max_tensor_bytes));
   return absl::OkStatus();
 }
@@ -208,11 +257,12 @@ absl::StatusOr<int64_t> ParseInt(absl::string_view field, absl::string_view s) {
 }
 
 // Parses "AxB" (2-D) or "AxBxC" (3-D) into v (D, H, W).
-absl::Status ParseSpatial(absl::string_view field, absl::string_view s, int dims,
-                          std::array<int64_t, 3>* v) {
+absl::Status ParseSpatial(absl::string_view field, absl::string_view s,
+                          int dims, std::array<int64_t, 3>* v) {
   std::vector<absl::string_view> parts = absl::StrSplit(s, 'x');
   if (static_cast<int>(parts.size()) != dims) {
-    return FieldError(field, absl::StrCat("'", s, "' should have ", dims, " sizes joined by 'x'"));
+    return FieldError(field, absl::StrCat("'", s, "' should have ", dims,
+                                          " sizes joined by 'x'"));
   }
   for (int i = 0; i < dims; ++i) {
     ASSIGN_OR_RETURN((*v)[3 - dims + i], ParseInt(field, parts[i]));
@@ -252,8 +302,9 @@ absl::StatusOr<ConvProblem> ParseProblemKey(absl::string_view key) {
   } else if (f.size() == 17) {
     p.spatial_dims = 3;
   } else {
-    return FieldError("key", absl::StrCat("'", key, "' has ", f.size(),
-                                          " fields; expected 15 (2-D) or 17 (3-D)"));
+    return FieldError("key",
+                      absl::StrCat("'", key, "' has ", f.size(),
+                                   " fields; expected 15 (2-D) or 17 (3-D)"));
   }
   const int d = p.spatial_dims;
   size_t i = 0;
@@ -286,7 +337,8 @@ absl::StatusOr<ConvProblem> ParseProblemKey(absl::string_view key) {
   for (int a = 3 - d; a < 3; ++a) {
     if (p.out(a) != out[a]) {
       return FieldError(absl::StrCat("out_", kAxis[a]),
-                        absl::StrCat("key says ", out[a], " but the other fields give ", p.out(a)));
+                        absl::StrCat("key says ", out[a],
+                                     " but the other fields give ", p.out(a)));
     }
   }
   return p;
@@ -295,9 +347,11 @@ absl::StatusOr<ConvProblem> ParseProblemKey(absl::string_view key) {
 std::string DescribeProblem(const ConvProblem& p) {
   static constexpr const char* kDir[] = {"", "fwd", "bwd-data", "bwd-weights"};
   std::string s = absl::StrCat(kDir[static_cast<int>(p.direction)], " ",
-                               DataTypeName(p.type), " ", LayoutName(p), " n", p.n, " c", p.c,
-                               " ", Spatial(p, p.in), " k", p.k, " f", Spatial(p, p.filter));
-  absl::StrAppend(&s, " pad", Spatial(p, p.pad), " stride", Spatial(p, p.stride));
+                               DataTypeName(p.type), " ", LayoutName(p), " n",
+                               p.n, " c", p.c, " ", Spatial(p, p.in), " k", p.k,
+                               " f", Spatial(p, p.filter));
+  absl::StrAppend(&s, " pad", Spatial(p, p.pad), " stride",
+                  Spatial(p, p.stride));
   if (p.dilation != std::array<int64_t, 3>{1, 1, 1}) {
     absl::StrAppend(&s, " dil", Spatial(p, p.dilation));
   }

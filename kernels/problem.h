@@ -6,17 +6,21 @@
 #include <array>
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace convtune {
 
 // Numbering matches convtune.v1 enums.
 enum class DataType : int { kFp32 = 1, kFp16 = 2, kBf16 = 3 };
 enum class Layout : int { kNCHW = 1, kNHWC = 2 };  // channels first / last
-enum class Direction : int { kForward = 1, kBackwardData = 2, kBackwardWeights = 3 };
+enum class Direction : int {
+  kForward = 1,
+  kBackwardData = 2,
+  kBackwardWeights = 3
+};
 
 // The three tensors of a problem, named by their forward roles: x (input),
 // w (filter), y (output). Every direction reads two and writes one.
@@ -26,15 +30,16 @@ inline constexpr Tensor kAllTensors[] = {Tensor::kX, Tensor::kW, Tensor::kY};
 // (backward weights).
 Tensor OutputTensor(Direction dir);
 absl::string_view TensorName(Tensor t);  // "x", "w", "y"
-// One of three things kept per tensor, by tensor: ByTensor(p.output(), x, w, y).
+// One of three things kept per tensor, by tensor: ByTensor(p.output(), x, w,
+// y).
 template <typename T>
 T& ByTensor(Tensor t, T& x, T& w, T& y) {
   return t == Tensor::kX ? x : t == Tensor::kW ? w : y;
 }
 
 int64_t ElementBytes(DataType type);
-absl::string_view DataTypeName(DataType type);     // "FP32", "FP16", "BF16"
-absl::string_view DirectionName(Direction dir);    // "F", "B", "W"
+absl::string_view DataTypeName(DataType type);   // "FP32", "FP16", "BF16"
+absl::string_view DirectionName(Direction dir);  // "F", "B", "W"
 absl::StatusOr<DataType> ParseDataType(absl::string_view s);
 absl::StatusOr<Direction> ParseDirection(absl::string_view s);
 
@@ -57,7 +62,9 @@ struct ConvProblem {
 
   // Output spatial size along axis i. Meaningful only for a valid problem.
   int64_t out(int i) const {
-    return (in[i] + 2 * pad[i] - dilation[i] * (filter[i] - 1) - 1) / stride[i] + 1;
+    return (in[i] + 2 * pad[i] - dilation[i] * (filter[i] - 1) - 1) /
+               stride[i] +
+           1;
   }
   int64_t c_per_group() const { return c / groups; }
   int64_t k_per_group() const { return k / groups; }
@@ -71,7 +78,9 @@ struct ConvProblem {
   int64_t w_bytes() const { return w_elements() * ElementBytes(type); }
   int64_t y_bytes() const { return y_elements() * ElementBytes(type); }
   int64_t elements(Tensor t) const {
-    return t == Tensor::kX ? x_elements() : t == Tensor::kW ? w_elements() : y_elements();
+    return t == Tensor::kX   ? x_elements()
+           : t == Tensor::kW ? w_elements()
+                             : y_elements();
   }
   int64_t bytes(Tensor t) const { return elements(t) * ElementBytes(type); }
   // The direction's output tensor, and its size.
@@ -79,7 +88,8 @@ struct ConvProblem {
   int64_t output_elements() const { return elements(output()); }
   // Multiply-accumulates of the whole convolution (same in every direction).
   double macs() const {
-    return static_cast<double>(n) * k * out_spatial() * c_per_group() * filter_spatial();
+    return static_cast<double>(n) * k * out_spatial() * c_per_group() *
+           filter_spatial();
   }
   bool is_3d() const { return spatial_dims == 3; }
 
@@ -101,7 +111,8 @@ struct ProblemLimits {
 // InvalidArgument naming the offending field ("pad_h", "groups", ...) for
 // non-positive sizes, negative pads, an output size below 1, C or K not
 // divisible by groups, int64 overflow, or a tensor over the byte limit.
-absl::Status ValidateProblem(const ConvProblem& p, const ProblemLimits& limits = {});
+absl::Status ValidateProblem(const ConvProblem& p,
+                             const ProblemLimits& limits = {});
 
 // The canonical key, in MIOpen's FindDb order:
 //   C-H-W-FHxFW-K-OH-OW-N-PHxPW-SHxSW-DHxDW-G-LAYOUT-TYPE-DIR

@@ -14,7 +14,8 @@ namespace {
 
 // Splits a dense index into canonical coordinates (outer, inner, d, h, w)
 // given the dims and the layout.
-std::array<int64_t, 5> Unflatten(int64_t index, int64_t inner, const std::array<int64_t, 3>& sp,
+std::array<int64_t, 5> Unflatten(int64_t index, int64_t inner,
+                                 const std::array<int64_t, 3>& sp,
                                  Layout layout) {
   std::array<int64_t, 5> c{};
   if (layout == Layout::kNCHW) {
@@ -40,19 +41,25 @@ std::array<int64_t, 5> Unflatten(int64_t index, int64_t inner, const std::array<
   return c;
 }
 
-int64_t Offset(const Strides& s, int64_t a, int64_t b, int64_t d, int64_t h, int64_t w) {
+int64_t Offset(const Strides& s, int64_t a, int64_t b, int64_t d, int64_t h,
+               int64_t w) {
   return a * s[0] + b * s[1] + d * s[2] + h * s[3] + w * s[4];
 }
 
-std::array<int64_t, 3> OutDims(const ConvProblem& p) { return {p.out(0), p.out(1), p.out(2)}; }
+std::array<int64_t, 3> OutDims(const ConvProblem& p) {
+  return {p.out(0), p.out(1), p.out(2)};
+}
 
 }  // namespace
 
 double LoadElement(const void* data, DataType type, int64_t i) {
   switch (type) {
-    case DataType::kFp32: return static_cast<const float*>(data)[i];
-    case DataType::kFp16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kBf16: return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kFp32:
+      return static_cast<const float*>(data)[i];
+    case DataType::kFp16:
+      return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kBf16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
   }
   return 0;
 }
@@ -60,9 +67,15 @@ double LoadElement(const void* data, DataType type, int64_t i) {
 void StoreElement(void* data, DataType type, int64_t i, double v) {
   const float f = static_cast<float>(v);
   switch (type) {
-    case DataType::kFp32: static_cast<float*>(data)[i] = f; break;
-    case DataType::kFp16: static_cast<uint16_t*>(data)[i] = FloatToHalf(f); break;
-    case DataType::kBf16: static_cast<uint16_t*>(data)[i] = FloatToBf16(f); break;
+    case DataType::kFp32:
+      static_cast<float*>(data)[i] = f;
+      break;
+    case DataType::kFp16:
+      static_cast<uint16_t*>(data)[i] = FloatToHalf(f);
+      break;
+    case DataType::kBf16:
+      static_cast<uint16_t*>(data)[i] = FloatToBf16(f);
+      break;
   }
 }
 
@@ -80,7 +93,8 @@ uint64_t SplitMix64(uint64_t& state) {
 // Uniform in (-1, 1) from 24 random bits: (2u + 1 - 2^24) / 2^24 has an odd
 // numerator, so it is never zero and exact in fp32.
 float UnitFloat(uint32_t bits24) {
-  return static_cast<float>(2 * static_cast<int32_t>(bits24) + 1 - (1 << 24)) * 0x1p-24f;
+  return static_cast<float>(2 * static_cast<int32_t>(bits24) + 1 - (1 << 24)) *
+         0x1p-24f;
 }
 
 template <typename T, typename Convert>
@@ -107,16 +121,19 @@ void FillTyped(T* out, int64_t count, uint64_t seed, Convert convert) {
   const int64_t runs = (count + kFillRun - 1) / kFillRun;
   auto fill_runs = [&](int64_t first, int64_t step) {
     for (int64_t r = first; r < runs; r += step) {
-      uint64_t state = seed ^ (static_cast<uint64_t>(r) * 0xd1342543de82ef95ull);
+      uint64_t state =
+          seed ^ (static_cast<uint64_t>(r) * 0xd1342543de82ef95ull);
       state = SplitMix64(state);
-      FillRun(out + r * kFillRun, std::min(kFillRun, count - r * kFillRun), state, convert);
+      FillRun(out + r * kFillRun, std::min(kFillRun, count - r * kFillRun),
+              state, convert);
     }
   };
-  const int64_t threads =
-      std::min<int64_t>({static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())),
-                         16, std::max<int64_t>(1, runs / kRunsPerThread)});
+  const int64_t threads = std::min<int64_t>(
+      {static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())),
+       16, std::max<int64_t>(1, runs / kRunsPerThread)});
   std::vector<std::thread> helpers;
-  for (int64_t t = 1; t < threads; ++t) helpers.emplace_back(fill_runs, t, threads);
+  for (int64_t t = 1; t < threads; ++t)
+    helpers.emplace_back(fill_runs, t, threads);
   fill_runs(0, threads);
   for (std::thread& h : helpers) h.join();
 }
@@ -136,21 +153,31 @@ struct ToBf16 {
 
 }  // namespace
 
-void FillRandom(void* data, DataType type, int64_t count, std::mt19937_64& rng) {
+void FillRandom(void* data, DataType type, int64_t count,
+                std::mt19937_64& rng) {
   const uint64_t seed = rng();
   switch (type) {
-    case DataType::kFp32: FillTyped(static_cast<float*>(data), count, seed, ToFp32()); break;
-    case DataType::kFp16: FillTyped(static_cast<uint16_t*>(data), count, seed, ToFp16()); break;
-    case DataType::kBf16: FillTyped(static_cast<uint16_t*>(data), count, seed, ToBf16()); break;
+    case DataType::kFp32:
+      FillTyped(static_cast<float*>(data), count, seed, ToFp32());
+      break;
+    case DataType::kFp16:
+      FillTyped(static_cast<uint16_t*>(data), count, seed, ToFp16());
+      break;
+    case DataType::kBf16:
+      FillTyped(static_cast<uint16_t*>(data), count, seed, ToBf16());
+      break;
   }
 }
 
 uint32_t NaNBits(DataType type) {
   // Sign 0, exponent all ones, the quiet bit.
   switch (type) {
-    case DataType::kFp32: return 0x7fc00000u;
-    case DataType::kFp16: return 0x7e00u;
-    case DataType::kBf16: return 0x7fc0u;
+    case DataType::kFp32:
+      return 0x7fc00000u;
+    case DataType::kFp16:
+      return 0x7e00u;
+    case DataType::kBf16:
+      return 0x7fc0u;
   }
   return 0;
 }
@@ -160,20 +187,25 @@ void FillNaN(void* data, DataType type, int64_t count) {
   if (type == DataType::kFp32) {
     std::fill_n(static_cast<uint32_t*>(data), count, bits);
   } else {
-    std::fill_n(static_cast<uint16_t*>(data), count, static_cast<uint16_t>(bits));
+    std::fill_n(static_cast<uint16_t*>(data), count,
+                static_cast<uint16_t>(bits));
   }
 }
 
 double Tolerance(DataType type) {
   switch (type) {
-    case DataType::kFp32: return 1e-4;
-    case DataType::kFp16: return 1e-2;
-    case DataType::kBf16: return 3e-2;
+    case DataType::kFp32:
+      return 1e-4;
+    case DataType::kFp16:
+      return 1e-2;
+    case DataType::kBf16:
+      return 3e-2;
   }
   return 0;
 }
 
-ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int64_t index) {
+ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t,
+                                int64_t index) {
   const Strides xs = XStrides(p), ws = WStrides(p), ys = YStrides(p);
   const int64_t cg = p.c_per_group(), kg = p.k_per_group();
   const std::array<int64_t, 3> od = OutDims(p);
@@ -193,10 +225,12 @@ ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int6
             const int64_t id = d * p.stride[0] - p.pad[0] + fd * p.dilation[0];
             const int64_t ih = h * p.stride[1] - p.pad[1] + fh * p.dilation[1];
             const int64_t iw = w * p.stride[2] - p.pad[2] + fw * p.dilation[2];
-            if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 || iw >= p.in[2]) {
+            if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 ||
+                iw >= p.in[2]) {
               continue;
             }
-            acc(t.x, Offset(xs, n, g * cg + c, id, ih, iw), t.w, Offset(ws, k, c, fd, fh, fw));
+            acc(t.x, Offset(xs, n, g * cg + c, id, ih, iw), t.w,
+                Offset(ws, k, c, fd, fh, fw));
           }
     return r;
   }
@@ -213,11 +247,13 @@ ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int6
             bool hit = true;
             for (int a = 0; a < 3 && hit; ++a) {
               const int64_t num = i[a] + p.pad[a] - f[a] * p.dilation[a];
-              hit = num >= 0 && num % p.stride[a] == 0 && num / p.stride[a] < od[a];
+              hit = num >= 0 && num % p.stride[a] == 0 &&
+                    num / p.stride[a] < od[a];
               o[a] = hit ? num / p.stride[a] : 0;
             }
             if (!hit) continue;
-            acc(t.y, Offset(ys, n, k, o[0], o[1], o[2]), t.w, Offset(ws, k, c, fd, fh, fw));
+            acc(t.y, Offset(ys, n, k, o[0], o[1], o[2]), t.w,
+                Offset(ws, k, c, fd, fh, fw));
           }
     return r;
   }
@@ -230,44 +266,51 @@ ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int6
           const int64_t id = d * p.stride[0] - p.pad[0] + fd * p.dilation[0];
           const int64_t ih = h * p.stride[1] - p.pad[1] + fh * p.dilation[1];
           const int64_t iw = w * p.stride[2] - p.pad[2] + fw * p.dilation[2];
-          if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 || iw >= p.in[2]) {
+          if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 ||
+              iw >= p.in[2]) {
             continue;
           }
-          acc(t.x, Offset(xs, n, g * cg + c, id, ih, iw), t.y, Offset(ys, n, k, d, h, w));
+          acc(t.x, Offset(xs, n, g * cg + c, id, ih, iw), t.y,
+              Offset(ys, n, k, d, h, w));
         }
   return r;
 }
 
 namespace {
 
-absl::Status CheckElement(const ConvProblem& p, const HostTensors& t, int64_t index, double got) {
+absl::Status CheckElement(const ConvProblem& p, const HostTensors& t,
+                          int64_t index, double got) {
   const ReferenceValue ref = ReferenceElement(p, t, index);
   // The output's own rounding to 16 bits is part of the allowed error.
-  const double allowed = Tolerance(p.type) * (ref.abs_sum + std::fabs(ref.value)) + 1e-30;
+  const double allowed =
+      Tolerance(p.type) * (ref.abs_sum + std::fabs(ref.value)) + 1e-30;
   if (!(std::fabs(got - ref.value) <= allowed)) {
-    return absl::InternalError(absl::StrCat("output element ", index, " is ", got,
-                                            "; the float64 reference is ", ref.value,
-                                            " (allowed error ", allowed, ")"));
+    return absl::InternalError(absl::StrCat(
+        "output element ", index, " is ", got, "; the float64 reference is ",
+        ref.value, " (allowed error ", allowed, ")"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void* output,
-                         int samples, std::mt19937_64& rng) {
+absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t,
+                         const void* output, int samples,
+                         std::mt19937_64& rng) {
   const int64_t total = p.output_elements();
   const bool all = samples <= 0 || samples >= total;
   std::uniform_int_distribution<int64_t> pick(0, total - 1);
   for (int64_t s = 0; s < (all ? total : samples); ++s) {
     const int64_t index = all ? s : pick(rng);
-    absl::Status st = CheckElement(p, t, index, LoadElement(output, p.type, index));
+    absl::Status st =
+        CheckElement(p, t, index, LoadElement(output, p.type, index));
     if (!st.ok()) return st;
   }
   return absl::OkStatus();
 }
 
-std::vector<int64_t> SampleOutputIndices(const ConvProblem& p, int samples, std::mt19937_64& rng) {
+std::vector<int64_t> SampleOutputIndices(const ConvProblem& p, int samples,
+                                         std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> pick(0, p.output_elements() - 1);
   std::vector<int64_t> indices(std::max(samples, 0));
   for (int64_t& i : indices) i = pick(rng);

@@ -26,7 +26,8 @@ struct ReferenceValue {
   double value = 0;
   double abs_sum = 0;
 };
-ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t, int64_t index);
+ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t,
+                                int64_t index);
 
 // Reads element `index` of a tensor stored in `type`.
 double LoadElement(const void* data, DataType type, int64_t index);
@@ -47,8 +48,8 @@ double Tolerance(DataType type);
 // Compares `samples` output elements (all of them if samples <= 0 or the
 // output is smaller) with the reference. Returns the first mismatch as
 // Internal naming the element, or OK.
-absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t, const void* output,
-                         int samples, std::mt19937_64& rng);
+absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t,
+                         const void* output, int samples, std::mt19937_64& rng);
 
 // The same check on `samples` (> 0) random output elements that the caller
 // fetched itself: SampleOutputIndices picks them, CheckOutputElements

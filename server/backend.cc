@@ -13,11 +13,12 @@ template <typename DeviceT>
 absl::StatusOr<SelectedBackend> OpenGpu(v1::Backend backend, int ordinal) {
   absl::StatusOr<std::unique_ptr<DeviceT>> device = DeviceT::Open(ordinal);
   if (!device.ok()) return device.status();
-  absl::StatusOr<std::unique_ptr<KernelCompiler>> compiler = MakeCompiler(backend);
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> compiler =
+      MakeCompiler(backend);
   if (!compiler.ok()) return compiler.status();
   SelectedBackend out;
-  out.note = absl::StrCat("using ", BackendName(backend), " device ", ordinal, " (", (*device)->info().Key(),
-                          ")");
+  out.note = absl::StrCat("using ", BackendName(backend), " device ", ordinal,
+                          " (", (*device)->info().Key(), ")");
   out.device = *std::move(device);
   out.compiler = *std::move(compiler);
   return out;
@@ -25,9 +26,11 @@ absl::StatusOr<SelectedBackend> OpenGpu(v1::Backend backend, int ordinal) {
 
 }  // namespace
 
-absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name, int ordinal) {
+absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name,
+                                              int ordinal) {
   if (ordinal < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("device: must be >= 0, got ", ordinal));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device: must be >= 0, got ", ordinal));
   }
   if (name == "cpu") {
     SelectedBackend out;
@@ -37,7 +40,8 @@ absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name, int ordina
   }
   if (name == "cuda" || name == "hip") {
     absl::StatusOr<SelectedBackend> gpu =
-        name == "cuda" ? OpenGpu<CudaDevice>(v1::CUDA, ordinal) : OpenGpu<HipDevice>(v1::HIP, ordinal);
+        name == "cuda" ? OpenGpu<CudaDevice>(v1::CUDA, ordinal)
+                       : OpenGpu<HipDevice>(v1::HIP, ordinal);
     if (!gpu.ok()) {
       return absl::UnavailableError(
           absl::StrCat("backend ", name, ": ", gpu.status().message()));
@@ -46,8 +50,8 @@ absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name, int ordina
     return gpu;
   }
   if (name != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("backend: unknown '", name, "' (expected auto, cpu, cuda or hip)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend: unknown '", name, "' (expected auto, cpu, cuda or hip)"));
   }
   absl::StatusOr<SelectedBackend> cuda = OpenGpu<CudaDevice>(v1::CUDA, ordinal);
   if (cuda.ok()) {
@@ -56,7 +60,8 @@ absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name, int ordina
   }
   absl::StatusOr<SelectedBackend> hip = OpenGpu<HipDevice>(v1::HIP, ordinal);
   if (hip.ok()) {
-    hip->note = absl::StrCat("backend auto: ", cuda.status().message(), "; ", hip->note);
+    hip->note = absl::StrCat("backend auto: ", cuda.status().message(), "; ",
+                             hip->note);
     return hip;
   }
   SelectedBackend out;

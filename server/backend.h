@@ -25,7 +25,8 @@ struct SelectedBackend {
 // `name` is auto, cpu, cuda or hip; `ordinal` the GPU. InvalidArgument for
 // another name or a negative ordinal; Unavailable, with the reason, when an
 // explicitly named GPU backend cannot be opened.
-absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name, int ordinal);
+absl::StatusOr<SelectedBackend> SelectBackend(absl::string_view name,
+                                              int ordinal);
 
 }  // namespace convtune
 

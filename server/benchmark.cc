@@ -9,7 +9,8 @@
 namespace convtune {
 
 absl::StatusOr<std::unique_ptr<BenchmarkSession>> BenchmarkSession::Create(
-    Device* device, const ConvProblem& p, int64_t workspace_bytes, uint64_t seed) {
+    Device* device, const ConvProblem& p, int64_t workspace_bytes,
+    uint64_t seed) {
   std::unique_ptr<BenchmarkSession> s(new BenchmarkSession(device, p));
   s->rng_.seed(seed);
   ASSIGN_OR_RETURN(s->x_, device->Allocate(p.x_bytes()));
@@ -27,35 +28,42 @@ absl::StatusOr<std::unique_ptr<BenchmarkSession>> BenchmarkSession::Create(
   if (x_in) FillRandom(s->host_x_.data(), p.type, p.x_elements(), s->rng_);
   if (w_in) FillRandom(s->host_w_.data(), p.type, p.w_elements(), s->rng_);
   if (y_in) FillRandom(s->host_y_.data(), p.type, p.y_elements(), s->rng_);
-  RETURN_IF_ERROR(device->CopyToDevice(s->x_.get(), s->host_x_.data(), p.x_bytes()));
-  RETURN_IF_ERROR(device->CopyToDevice(s->w_.get(), s->host_w_.data(), p.w_bytes()));
-  RETURN_IF_ERROR(device->CopyToDevice(s->y_.get(), s->host_y_.data(), p.y_bytes()));
+  RETURN_IF_ERROR(
+      device->CopyToDevice(s->x_.get(), s->host_x_.data(), p.x_bytes()));
+  RETURN_IF_ERROR(
+      device->CopyToDevice(s->w_.get(), s->host_w_.data(), p.w_bytes()));
+  RETURN_IF_ERROR(
+      device->CopyToDevice(s->y_.get(), s->host_y_.data(), p.y_bytes()));
   return s;
 }
 
 DeviceBuffer* BenchmarkSession::output_buffer() {
   switch (problem_.output()) {
-    case Tensor::kX: return x_.get();
-    case Tensor::kW: return w_.get();
-    case Tensor::kY: return y_.get();
+    case Tensor::kX:
+      return x_.get();
+    case Tensor::kW:
+      return w_.get();
+    case Tensor::kY:
+      return y_.get();
   }
   return nullptr;
 }
 
 absl::Status BenchmarkSession::Run(const v1::ExecutionPlan& plan) {
-  PlanBuffers b{x_->data(), w_->data(), y_->data(), workspace_->data(), workspace_->size()};
+  PlanBuffers b{x_->data(), w_->data(), y_->data(), workspace_->data(),
+                workspace_->size()};
   return ExecutePlan(*device_, plan, b);
 }
 
-absl::StatusOr<Measurement> BenchmarkSession::Measure(const v1::ExecutionPlan& plan,
-                                                      const TimingOptions& options,
-                                                      double cutoff_ms) {
+absl::StatusOr<Measurement> BenchmarkSession::Measure(
+    const v1::ExecutionPlan& plan, const TimingOptions& options,
+    double cutoff_ms) {
   // Poisoned and read back on the device side: only the sampled elements
   // cross to the host, however large the output.
   DeviceBuffer* out = output_buffer();
   const int element_bytes = static_cast<int>(ElementBytes(problem_.type));
-  RETURN_IF_ERROR(
-      device_->Fill(out, NaNBits(problem_.type), element_bytes, problem_.output_elements()));
+  RETURN_IF_ERROR(device_->Fill(out, NaNBits(problem_.type), element_bytes,
+                                problem_.output_elements()));
   RETURN_IF_ERROR(Run(plan));
   RETURN_IF_ERROR(device_->Synchronize());
   const std::vector<int64_t> indices =
@@ -64,8 +72,8 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(const v1::ExecutionPlan& p
   values.reserve(indices.size());
   for (int64_t index : indices) {
     uint32_t element = 0;
-    RETURN_IF_ERROR(
-        device_->CopyFromDeviceAt(&element, *out, index * element_bytes, element_bytes));
+    RETURN_IF_ERROR(device_->CopyFromDeviceAt(
+        &element, *out, index * element_bytes, element_bytes));
     values.push_back(LoadElement(&element, problem_.type, 0));
   }
   HostTensors t{host_x_.data(), host_w_.data(), host_y_.data()};
@@ -75,17 +83,19 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(const v1::ExecutionPlan& p
   return TimeOnly(plan, warm, cutoff_ms);
 }
 
-absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(const v1::ExecutionPlan& plan,
-                                                       const TimingOptions& options,
-                                                       double cutoff_ms) {
+absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(
+    const v1::ExecutionPlan& plan, const TimingOptions& options,
+    double cutoff_ms) {
   for (int i = 0; i < options.warmup_runs; ++i) {
-    ASSIGN_OR_RETURN(double ignored, device_->TimeMs([&] { return Run(plan); }));
+    ASSIGN_OR_RETURN(double ignored,
+                     device_->TimeMs([&] { return Run(plan); }));
     (void)ignored;
   }
   std::vector<double> times;
   double spent = 0;
   while (static_cast<int>(times.size()) < options.max_repeats &&
-         (static_cast<int>(times.size()) < options.min_repeats || spent < options.budget_ms)) {
+         (static_cast<int>(times.size()) < options.min_repeats ||
+          spent < options.budget_ms)) {
     ASSIGN_OR_RETURN(double ms, device_->TimeMs([&] { return Run(plan); }));
     times.push_back(ms);
     spent += ms;
@@ -95,7 +105,8 @@ absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(const v1::ExecutionPlan& 
   const size_t n = times.size();
   Measurement m;
   m.repeats = static_cast<int>(n);
-  m.median_ms = n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  m.median_ms =
+      n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
   return m;
 }
 

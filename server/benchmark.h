@@ -42,10 +42,9 @@ class BenchmarkSession {
   // Allocates x, w, y and `workspace_bytes` of workspace on `device` and fills
   // the direction's inputs with random values. ResourceExhausted if the
   // device cannot hold them.
-  static absl::StatusOr<std::unique_ptr<BenchmarkSession>> Create(Device* device,
-                                                                  const ConvProblem& p,
-                                                                  int64_t workspace_bytes,
-                                                                  uint64_t seed);
+  static absl::StatusOr<std::unique_ptr<BenchmarkSession>> Create(
+      Device* device, const ConvProblem& p, int64_t workspace_bytes,
+      uint64_t seed);
 
   // Runs `plan` once on a poisoned output and checks it (Internal naming the
   // wrong element if it disagrees with the reference), then times it; the
@@ -61,7 +60,8 @@ class BenchmarkSession {
       double cutoff_ms = std::numeric_limits<double>::infinity());
 
  private:
-  BenchmarkSession(Device* device, const ConvProblem& p) : device_(device), problem_(p) {}
+  BenchmarkSession(Device* device, const ConvProblem& p)
+      : device_(device), problem_(p) {}
   absl::Status Run(const v1::ExecutionPlan& plan);
   DeviceBuffer* output_buffer();
 

@@ -27,7 +27,8 @@
 namespace convtune {
 namespace {
 
-constexpr char kUsage[] = R"(usage: convtune-compile --target ARCH --db DIR [flags]
+constexpr char kUsage[] =
+    R"(usage: convtune-compile --target ARCH --db DIR [flags]
 
 Compiles GPU kernels for ARCH (sm_90, gfx90a, ...) into the kernel cache of
 the database in DIR, creating it if needed. No GPU is needed. A daemon on a
@@ -58,7 +59,8 @@ flags:
 )";
 
 int UsageError(const std::string& msg) {
-  std::cerr << "convtune-compile: " << msg << "\n(convtune-compile --help lists the flags)\n";
+  std::cerr << "convtune-compile: " << msg
+            << "\n(convtune-compile --help lists the flags)\n";
   return 2;
 }
 
@@ -81,8 +83,8 @@ struct Job {
 std::vector<ConvProblem> OptionSetProblems() {
   std::vector<ConvProblem> out;
   for (DataType type : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
-    for (Direction dir :
-         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+    for (Direction dir : {Direction::kForward, Direction::kBackwardData,
+                          Direction::kBackwardWeights}) {
       for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
         for (bool three_d : {false, true}) {
           for (bool depthwise : {false, true}) {
@@ -108,7 +110,8 @@ std::vector<ConvProblem> OptionSetProblems() {
 
 absl::StatusOr<std::vector<ConvProblem>> ReadProblems(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("--problems: cannot read ", path));
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("--problems: cannot read ", path));
   std::vector<ConvProblem> out;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -126,7 +129,8 @@ absl::StatusOr<std::vector<ConvProblem>> ReadProblems(const std::string& path) {
 
 // Plans of the GPU solvers that run on `device` for `problems`: dynamic
 // solvers only unless `all_solvers`, default configs unless `all_configs`.
-std::vector<Job> PlanJobs(const DeviceInfo& device, const std::vector<ConvProblem>& problems,
+std::vector<Job> PlanJobs(const DeviceInfo& device,
+                          const std::vector<ConvProblem>& problems,
                           bool all_solvers, bool all_configs) {
   std::vector<Job> jobs;
   for (const Solver* s : SolverRegistry::Default().ForDevice(device)) {
@@ -134,13 +138,15 @@ std::vector<Job> PlanJobs(const DeviceInfo& device, const std::vector<ConvProble
     for (const ConvProblem& p : problems) {
       if (!s->IsApplicable(p).ok()) continue;
       const std::vector<PerfConfig> configs =
-          all_configs ? s->ConfigSpace(p) : std::vector<PerfConfig>{s->DefaultConfig(p)};
+          all_configs ? s->ConfigSpace(p)
+                      : std::vector<PerfConfig>{s->DefaultConfig(p)};
       for (const PerfConfig& config : configs) {
         absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, config);
         if (!plan.ok()) continue;
         plan->set_backend(device.backend);
-        jobs.push_back({*std::move(plan), absl::StrCat(s->name(), " ", ProblemKey(p), " [",
-                                                       PerfConfigString(config), "]")});
+        jobs.push_back(
+            {*std::move(plan), absl::StrCat(s->name(), " ", ProblemKey(p), " [",
+                                            PerfConfigString(config), "]")});
       }
     }
   }
@@ -163,33 +169,38 @@ std::vector<Job> DistinctSources(std::vector<Job> jobs) {
 }
 
 int Main(const Flags& flags) {
-  const v1::Backend backend = absl::StartsWith(flags.target, "sm_")    ? v1::CUDA
-                              : absl::StartsWith(flags.target, "gfx") ? v1::HIP
-                                                                      : v1::BACKEND_UNSPECIFIED;
+  const v1::Backend backend = absl::StartsWith(flags.target, "sm_") ? v1::CUDA
+                              : absl::StartsWith(flags.target, "gfx")
+                                  ? v1::HIP
+                                  : v1::BACKEND_UNSPECIFIED;
   if (backend == v1::BACKEND_UNSPECIFIED) {
-    return UsageError(
-        absl::StrCat("--target: '", flags.target, "' is neither sm_XY nor gfxNNN"));
+    return UsageError(absl::StrCat("--target: '", flags.target,
+                                   "' is neither sm_XY nor gfxNNN"));
   }
   std::vector<ConvProblem> problems;
   if (!flags.problems.empty()) {
-    absl::StatusOr<std::vector<ConvProblem>> read = ReadProblems(flags.problems);
+    absl::StatusOr<std::vector<ConvProblem>> read =
+        ReadProblems(flags.problems);
     if (!read.ok()) {
       std::cerr << "convtune-compile: " << read.status().message() << "\n";
       return 1;
     }
     problems = *std::move(read);
   }
-  absl::StatusOr<std::unique_ptr<KernelCompiler>> compiler = MakeCompiler(backend);
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> compiler =
+      MakeCompiler(backend);
   if (!compiler.ok()) {
     std::cerr << "convtune-compile: " << compiler.status().message() << "\n";
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(flags.db);
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(flags.db);
   if (!store.ok()) {
     std::cerr << "convtune-compile: " << store.status().message() << "\n";
     return 1;
   }
-  if (absl::Status s = storage::StampMeta(store->get(), "convtune-compile"); !s.ok()) {
+  if (absl::Status s = storage::StampMeta(store->get(), "convtune-compile");
+      !s.ok()) {
     std::cerr << "convtune-compile: " << s.message() << "\n";
     return 1;
   }
@@ -210,8 +221,9 @@ int Main(const Flags& flags) {
     // The BLAS is found at run time on the GPU node; the kernels that
     // accompany its calls (im2col, col2im) are compiled here all the same.
     device.blas = "vendor";
-    jobs = flags.problems.empty() ? PlanJobs(device, OptionSetProblems(), false, false)
-                                  : PlanJobs(device, problems, true, flags.all_configs);
+    jobs = flags.problems.empty()
+               ? PlanJobs(device, OptionSetProblems(), false, false)
+               : PlanJobs(device, problems, true, flags.all_configs);
   }
   jobs = DistinctSources(std::move(jobs));
 
@@ -231,24 +243,27 @@ int Main(const Flags& flags) {
       absl::MutexLock lock(&mu);
       if (!s.ok()) {
         ++failures;
-        std::cerr << "convtune-compile: " << job.what << ": " << s.message() << "\n";
+        std::cerr << "convtune-compile: " << job.what << ": " << s.message()
+                  << "\n";
       } else {
         std::cout << "ready " << job.what << "\n";
       }
     }
   };
   const int threads = std::max(
-      1, std::min<int>(flags.jobs > 0 ? flags.jobs : std::thread::hardware_concurrency(),
-                       static_cast<int>(jobs.size())));
+      1, std::min<int>(
+             flags.jobs > 0 ? flags.jobs : std::thread::hardware_concurrency(),
+             static_cast<int>(jobs.size())));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(work);
   for (std::thread& t : pool) t.join();
 
   const BuildStats stats = builder.stats();
-  std::cout << "convtune-compile: " << flags.target << " (" << (*compiler)->version()
-            << "): " << jobs.size() << " kernel set(s), " << stats.compiled << " compiled, "
-            << stats.store_hits << " already cached, " << failures << " failed, into "
-            << flags.db << "\n";
+  std::cout << "convtune-compile: " << flags.target << " ("
+            << (*compiler)->version() << "): " << jobs.size()
+            << " kernel set(s), " << stats.compiled << " compiled, "
+            << stats.store_hits << " already cached, " << failures
+            << " failed, into " << flags.db << "\n";
   return failures == 0 ? 0 : 1;
 }
 
@@ -286,8 +301,8 @@ int main(int argc, char** argv) {
       flags.problems = value;
     } else if (flag == "--jobs") {
       if (!absl::SimpleAtoi(value, &flags.jobs) || flags.jobs < 1) {
-        return convtune::UsageError(absl::StrCat("--jobs: expected a count >= 1, got '", value,
-                                                 "'"));
+        return convtune::UsageError(
+            absl::StrCat("--jobs: expected a count >= 1, got '", value, "'"));
       }
     } else {
       return convtune::UsageError(absl::StrCat("unknown flag ", flag));

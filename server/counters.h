@@ -4,6 +4,7 @@
 #ifndef CONVTUNE_SERVER_COUNTERS_H_
 #define CONVTUNE_SERVER_COUNTERS_H_
 
+#include <chrono>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
@@ -12,13 +13,13 @@
 namespace convtune {
 
 struct EngineCounters {
-  int64_t finds = 0;          // Find calls
-  int64_t db_hits = 0;        // answered from the user FindDb
-  int64_t system_hits = 0;    // answered from the system FindDb (verified or not)
-  int64_t fallbacks = 0;      // answered by the immediate-mode fallback (FAST)
-  int64_t tunings = 0;        // tuning runs started
-  int64_t joined = 0;         // finds that joined a tuning already running
-  int64_t plans_timed = 0;    // plan measurements (one per solver and config)
+  int64_t finds = 0;        // Find calls
+  int64_t db_hits = 0;      // answered from the user FindDb
+  int64_t system_hits = 0;  // answered from the system FindDb (verified or not)
+  int64_t fallbacks = 0;    // answered by the immediate-mode fallback (FAST)
+  int64_t tunings = 0;      // tuning runs started
+  int64_t joined = 0;       // finds that joined a tuning already running
+  int64_t plans_timed = 0;  // plan measurements (one per solver and config)
   int64_t verifications = 0;  // system records re-timed (TRUST_VERIFY)
   int64_t verify_rejected = 0;
   int64_t solver_failures = 0;
@@ -32,6 +33,13 @@ struct EngineCounters {
   int64_t device_resets = 0;  // resets after a solver left the device unusable
   int64_t solvers_quarantined = 0;
 };
+
+// Milliseconds since `t` on the steady clock: how stages are timed.
+inline double MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t)
+      .count();
+}
 
 class Counters {
  public:

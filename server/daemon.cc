@@ -32,23 +32,25 @@ bool SocketIsLive(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  const bool live =
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   return live;
 }
 
 absl::Status PrepareSocketPath(const std::string& path) {
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket: path '", path, "' is longer than ",
-                                                   sizeof(sockaddr_un::sun_path) - 1,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket: path '", path, "' is longer than ",
+                     sizeof(sockaddr_un::sun_path) - 1, " bytes"));
   }
   std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path parent =
+      std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("socket: cannot create folder ", parent.string(), ": ", ec.message()));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "socket: cannot create folder ", parent.string(), ": ", ec.message()));
   }
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) {
@@ -57,8 +59,10 @@ absl::Status PrepareSocketPath(const std::string& path) {
           absl::StrCat("socket: ", path, " exists and is not a socket"));
     }
     if (SocketIsLive(path)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "socket: ", path, " is in use by a running convtuned; stop it or pass another --socket"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("socket: ", path,
+                       " is in use by a running convtuned; stop it or pass "
+                       "another --socket"));
     }
     unlink(path.c_str());  // left behind by a daemon that died
   }
@@ -80,10 +84,12 @@ int DefaultCompileThreads() {
 }  // namespace
 
 std::string DefaultDbDir() {
-  if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state != '\0') {
+  if (const char* state = std::getenv("XDG_STATE_HOME");
+      state != nullptr && *state != '\0') {
     return absl::StrCat(state, "/convtune/db");
   }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+  if (const char* home = std::getenv("HOME");
+      home != nullptr && *home != '\0') {
     return absl::StrCat(home, "/.local/state/convtune/db");
   }
   return "/var/lib/convtune/db";
@@ -93,20 +99,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   if (options.socket_path.empty()) options.socket_path = DefaultSocketPath();
   if (options.db_dir.empty()) options.db_dir = DefaultDbDir();
   if (options.compile_threads < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("compile_threads: must be >= 1, got ",
-                                                   options.compile_threads));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compile_threads: must be >= 1, got ", options.compile_threads));
   }
-  if (options.compile_threads == 0) options.compile_threads = DefaultCompileThreads();
-  absl::StatusOr<v1::FindMode> mode = options.find_mode.empty()
-                                          ? FindModeFromEnvironment()
-                                          : ParseFindMode(options.find_mode, "find_mode");
+  if (options.compile_threads == 0)
+    options.compile_threads = DefaultCompileThreads();
+  absl::StatusOr<v1::FindMode> mode =
+      options.find_mode.empty() ? FindModeFromEnvironment()
+                                : ParseFindMode(options.find_mode, "find_mode");
   if (!mode.ok()) return mode.status();
   options.find_mode = FindModeName(*mode);
   options.service.default_mode = *mode;
-  if (options.backend != "auto" && options.backend != "cpu" && options.backend != "cuda" &&
-      options.backend != "hip") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend: unknown '", options.backend.substr(0, 32), "' (expected auto, cpu, cuda or hip)"));
+  if (options.backend != "auto" && options.backend != "cpu" &&
+      options.backend != "cuda" && options.backend != "hip") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend: unknown '", options.backend.substr(0, 32),
+                     "' (expected auto, cpu, cuda or hip)"));
   }
   std::unique_ptr<Daemon> d(new Daemon(std::move(options)));
   RETURN_IF_ERROR(d->Init());
@@ -117,8 +125,8 @@ absl::Status Daemon::Init() {
   std::error_code ec;
   std::filesystem::create_directories(options_.db_dir, ec);
   if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("db: cannot create folder ", options_.db_dir, ": ", ec.message()));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "db: cannot create folder ", options_.db_dir, ": ", ec.message()));
   }
   ASSIGN_OR_RETURN(store_, storage::OpenRocksDbStore(options_.db_dir));
   RETURN_IF_ERROR(storage::StampMeta(store_.get(), "convtuned"));
@@ -128,8 +136,8 @@ absl::Status Daemon::Init() {
   compiler_ = std::move(backend.compiler);
   backend_note_ = std::move(backend.note);
   if (compiler_ != nullptr) {
-    kernel_builder_ =
-        std::make_unique<KernelBuilder>(device_.get(), *compiler_, *store_, device_->info().arch);
+    kernel_builder_ = std::make_unique<KernelBuilder>(
+        device_.get(), *compiler_, *store_, device_->info().arch);
   }
   if (!options_.system_db_dir.empty()) {
     absl::StatusOr<std::unique_ptr<SystemFindDb>> system =
@@ -140,39 +148,47 @@ absl::Status Daemon::Init() {
       return system.status();
     }
   }
-  compile_pool_ = std::make_unique<ThreadPool>("ct-compile", options_.compile_threads);
+  compile_pool_ =
+      std::make_unique<ThreadPool>("ct-compile", options_.compile_threads);
   timing_queue_ = std::make_unique<ThreadPool>("ct-timing", 1);
   store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);
-  core_ = std::make_unique<Core>(*device_, SolverRegistry::Default(), *store_, *compile_pool_,
-                                 *timing_queue_, options_.core, system_db_.get(),
-                                 kernel_builder_.get());
+  core_ = std::make_unique<Core>(*device_, SolverRegistry::Default(), *store_,
+                                 *compile_pool_, *timing_queue_, options_.core,
+                                 system_db_.get(), kernel_builder_.get());
   core_->SetDeviceLostHandler([this](const std::string& why) {
-    std::cerr << "convtuned: device lost: " << why
-              << "; stopping (exit status 3) so that a supervisor restarts convtuned" << std::endl;
+    std::cerr
+        << "convtuned: device lost: " << why
+        << "; stopping (exit status 3) so that a supervisor restarts convtuned"
+        << std::endl;
     absl::MutexLock lock(&mu_);
     device_lost_ = why;
     // Not on the timing queue: Shutdown waits for calls in flight.
-    if (!lost_shutdown_.joinable()) lost_shutdown_ = std::thread([this] { Shutdown(); });
+    if (!lost_shutdown_.joinable())
+      lost_shutdown_ = std::thread([this] { Shutdown(); });
   });
-  service_ = std::make_unique<ConvTuneService>(*core_, *store_, *store_pool_, options_.service);
+  service_ = std::make_unique<ConvTuneService>(*core_, *store_, *store_pool_,
+                                               options_.service);
 
   RETURN_IF_ERROR(PrepareSocketPath(options_.socket_path));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
-  builder.AddListeningPort(UnixTarget(options_.socket_path), grpc::InsecureServerCredentials());
+  builder.AddListeningPort(UnixTarget(options_.socket_path),
+                           grpc::InsecureServerCredentials());
   int tcp_port = -1;
   if (!options_.listen_address.empty()) {
-    builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(),
-                             &tcp_port);
+    builder.AddListeningPort(options_.listen_address,
+                             grpc::InsecureServerCredentials(), &tcp_port);
   }
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || tcp_port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on unix:", options_.socket_path,
-        options_.listen_address.empty() ? "" : absl::StrCat(" and ", options_.listen_address)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on unix:", options_.socket_path,
+                     options_.listen_address.empty()
+                         ? ""
+                         : absl::StrCat(" and ", options_.listen_address)));
   }
   owns_socket_ = true;
   tcp_port_ = std::max(tcp_port, 0);
@@ -187,7 +203,8 @@ std::string Daemon::SystemDbSummary() const {
     return absl::StrCat("none for this device in ", options_.system_db_dir);
   }
   if (system_db_->exact()) {
-    return absl::StrCat(system_db_->path(), " (", system_db_->size(), " records)");
+    return absl::StrCat(system_db_->path(), " (", system_db_->size(),
+                        " records)");
   }
   return absl::StrCat(system_db_->path(), " (", system_db_->size(),
                       " records) of the nearest compute-unit count: ",
@@ -202,7 +219,8 @@ void Daemon::Shutdown(int grace_ms) {
   }
   if (core_) core_->Shutdown();
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(grace_ms));
   }
 }
 
@@ -223,7 +241,8 @@ Daemon::~Daemon() {
   // timing queue and timing tasks to the compile pool (a stored record may
   // start a training), so both are drained until neither has any left.
   // With the timing queue gone no device-loss handler can start a thread.
-  ThreadPool* pools[] = {compile_pool_.get(), timing_queue_.get(), store_pool_.get()};
+  ThreadPool* pools[] = {compile_pool_.get(), timing_queue_.get(),
+                         store_pool_.get()};
   auto busy = [&] {
     for (ThreadPool* p : pools) {
       if (p != nullptr && !p->idle()) return true;

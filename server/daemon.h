@@ -28,9 +28,11 @@ struct DaemonOptions {
   std::string socket_path;
   // Optional TCP address, "host:port". Default: none.
   std::string listen_address;
-  // Database folder. Default: $XDG_STATE_HOME/convtune/db or ~/.local/state/convtune/db.
+  // Database folder. Default: $XDG_STATE_HOME/convtune/db or
+  // ~/.local/state/convtune/db.
   std::string db_dir;
-  // "auto" (CUDA, then HIP, else the CPU), "cpu", "cuda" or "hip". Default: auto.
+  // "auto" (CUDA, then HIP, else the CPU), "cpu", "cuda" or "hip". Default:
+  // auto.
   std::string backend = "auto";
   // The GPU's ordinal for cuda / hip. Default: 0.
   int device_ordinal = 0;
@@ -39,8 +41,8 @@ struct DaemonOptions {
   // The find mode of requests that name none. Default: $CONVTUNE_FIND_MODE,
   // else DYNAMIC_HYBRID (set by Start when empty).
   std::string find_mode;
-  // Threads that build and compile plans. Default: CONVTUNE_COMPILE_PARALLEL_LEVEL, else
-  // the number of hardware threads.
+  // Threads that build and compile plans. Default:
+  // CONVTUNE_COMPILE_PARALLEL_LEVEL, else the number of hardware threads.
   int compile_threads = 0;
   Core::Options core;
   ServiceOptions service;
@@ -98,7 +100,7 @@ class Daemon {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string device_lost_ ABSL_GUARDED_BY(mu_);
   std::thread lost_shutdown_;  // runs Shutdown after a device loss
-  bool owns_socket_ = false;  // the socket file is ours to remove
+  bool owns_socket_ = false;   // the socket file is ours to remove
   int tcp_port_ = 0;
 };
 

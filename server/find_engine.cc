@@ -6,8 +6,8 @@
 
 namespace convtune {
 
-FindEngine::FindEngine(FindRecords& records, Immediate& immediate,
-                       Tuner& tuner, Counters& counters, const StopFlag& stop,
+FindEngine::FindEngine(FindRecords& records, Immediate& immediate, Tuner& tuner,
+                       Counters& counters, const StopFlag& stop,
                        Options options)
     : records_(records),
       immediate_(immediate),
@@ -82,28 +82,31 @@ void FindEngine::Verify(const ConvProblem& p, const FindParams& params,
   counters_.Add(&EngineCounters::verifications);
   const v1::PerfResult best = system.record.results(0);
   auto shared = std::make_shared<FindOutcome>(std::move(system));
-  tuner_.Remeasure(p, best, [this, p, params, best, shared,
-                             done = std::move(done)](
-                                absl::StatusOr<double> ms) mutable {
-    if (!ms.ok() && absl::IsUnavailable(ms.status())) {
-      done(ms.status());
-      return;
-    }
-    if (ms.ok() && *ms <= best.time_ms() * (1 + options_.verify_tolerance)) {
-      shared->timed_solvers = {best.solver_id()};
-      shared->stored = records_.Store(shared->record).ok();
-      done(std::move(*shared));
-      return;
-    }
-    // Slower here than the system record says (or it failed): tune.
-    counters_.Add(&EngineCounters::verify_rejected);
-    Tune(p, params,
-         [best = best.solver_id(), done = std::move(done)](
-             absl::StatusOr<FindOutcome> r) {
-           if (r.ok()) r->timed_solvers.insert(r->timed_solvers.begin(), best);
-           done(std::move(r));
-         });
-  });
+  tuner_.Remeasure(
+      p, best,
+      [this, p, params, best, shared,
+       done = std::move(done)](absl::StatusOr<double> ms) mutable {
+        if (!ms.ok() && absl::IsUnavailable(ms.status())) {
+          done(ms.status());
+          return;
+        }
+        if (ms.ok() &&
+            *ms <= best.time_ms() * (1 + options_.verify_tolerance)) {
+          shared->timed_solvers = {best.solver_id()};
+          shared->stored = records_.Store(shared->record).ok();
+          done(std::move(*shared));
+          return;
+        }
+        // Slower here than the system record says (or it failed): tune.
+        counters_.Add(&EngineCounters::verify_rejected);
+        Tune(p, params,
+             [best = best.solver_id(),
+              done = std::move(done)](absl::StatusOr<FindOutcome> r) {
+               if (r.ok())
+                 r->timed_solvers.insert(r->timed_solvers.begin(), best);
+               done(std::move(r));
+             });
+      });
 }
 
 }  // namespace convtune

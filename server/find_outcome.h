@@ -35,7 +35,8 @@ struct FindOutcome {
 
 // Immediate mode's answer: solutions best first, never timed here.
 struct Solutions {
-  std::vector<v1::PerfResult> results;  // measured from a FindDb, else estimated
+  std::vector<v1::PerfResult>
+      results;         // measured from a FindDb, else estimated
   std::string source;  // "user_db", "system_db", "heuristic", "estimate"
   std::string fallback_reason;
 };

@@ -26,7 +26,7 @@ absl::StatusOr<Solutions> Immediate::GetSolutions(const ConvProblem& p,
 }
 
 absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,
-                                              int64_t limit) const {
+                                          int64_t limit) const {
   const std::vector<const Solver*> candidates =
       planner_.Candidates(p, limit, /*dynamic_only=*/true, nullptr);
   if (candidates.empty()) {

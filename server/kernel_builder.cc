@@ -17,7 +17,10 @@ struct KernelBuilder::InFlight {
 
 KernelBuilder::KernelBuilder(Device* device, const KernelCompiler& compiler,
                              storage::Store& store, std::string arch)
-    : device_(device), compiler_(compiler), cache_(&store), arch_(std::move(arch)) {}
+    : device_(device),
+      compiler_(compiler),
+      cache_(&store),
+      arch_(std::move(arch)) {}
 
 BuildStats KernelBuilder::stats() const {
   absl::MutexLock lock(&mu_);
@@ -28,17 +31,18 @@ absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan, int* compiled) {
   if (compiled != nullptr) *compiled = 0;
   if (plan->sources_size() == 0) return absl::OkStatus();
   if (plan->backend() != compiler_.backend()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan of solver ", plan->solver_id(), " is for backend '",
-                     BackendName(plan->backend()), "'; this builder compiles for '",
-                     BackendName(compiler_.backend()), "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan of solver ", plan->solver_id(), " is for backend '",
+        BackendName(plan->backend()), "'; this builder compiles for '",
+        BackendName(compiler_.backend()), "'"));
   }
   for (const v1::KernelStep& step : plan->steps()) {
     if (gpu::IsLibraryStep(step)) continue;
-    if (step.source_index() < 0 || step.source_index() >= plan->sources_size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("step ", step.kernel(), ": source_index ", step.source_index(),
-                       " out of range (the plan has ", plan->sources_size(), " sources)"));
+    if (step.source_index() < 0 ||
+        step.source_index() >= plan->sources_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step ", step.kernel(), ": source_index ", step.source_index(),
+          " out of range (the plan has ", plan->sources_size(), " sources)"));
     }
   }
   std::vector<std::string> hashes;
@@ -57,16 +61,17 @@ absl::Status KernelBuilder::BuildPlan(v1::ExecutionPlan* plan, int* compiled) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> KernelBuilder::BuildSource(const v1::KernelSource& source,
-                                                       bool* compiled) {
+absl::StatusOr<std::string> KernelBuilder::BuildSource(
+    const v1::KernelSource& source, bool* compiled) {
   if (compiled != nullptr) *compiled = false;
   CompileRequest req;
   req.file = source.file();
-  ASSIGN_OR_RETURN(req.source, KernelSourceText(source.file(), compiler_.backend()));
+  ASSIGN_OR_RETURN(req.source,
+                   KernelSourceText(source.file(), compiler_.backend()));
   req.options.assign(source.options().begin(), source.options().end());
   req.arch = arch_;
-  std::string hash =
-      CodeObjectHash(compiler_.backend(), arch_, req.source, req.options, compiler_.version());
+  std::string hash = CodeObjectHash(compiler_.backend(), arch_, req.source,
+                                    req.options, compiler_.version());
   ASSIGN_OR_RETURN(CodeObject code, Lookup(hash, req, compiled));
   if (device_ != nullptr && !device_->HasCodeObject(hash)) {
     RETURN_IF_ERROR(device_->LoadCodeObject(hash, *code));
@@ -76,9 +81,8 @@ absl::StatusOr<std::string> KernelBuilder::BuildSource(const v1::KernelSource& s
   return hash;
 }
 
-absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(const std::string& hash,
-                                                                const CompileRequest& req,
-                                                                bool* compiled) {
+absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(
+    const std::string& hash, const CompileRequest& req, bool* compiled) {
   std::shared_ptr<InFlight> flight;
   bool owner = false;
   {
@@ -115,14 +119,15 @@ absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::FetchOrCompile(
     const std::string& hash, const CompileRequest& req, bool* compiled) {
   absl::StatusOr<v1::KernelCacheRecord> stored = cache_.Get(hash);
   if (stored.ok() && stored->backend() == BackendName(compiler_.backend()) &&
-      stored->arch() == arch_ &&
-      !stored->code_object().empty()) {
+      stored->arch() == arch_ && !stored->code_object().empty()) {
     absl::MutexLock lock(&mu_);
     ++stats_.store_hits;
-    return std::make_shared<const std::string>(std::move(*stored->mutable_code_object()));
+    return std::make_shared<const std::string>(
+        std::move(*stored->mutable_code_object()));
   }
   // NotFound and DataLoss (the record was dropped) both mean: compile again.
-  if (!stored.ok() && !absl::IsNotFound(stored.status()) && !absl::IsDataLoss(stored.status())) {
+  if (!stored.ok() && !absl::IsNotFound(stored.status()) &&
+      !absl::IsDataLoss(stored.status())) {
     return stored.status();
   }
   ASSIGN_OR_RETURN(std::string code, compiler_.Compile(req));

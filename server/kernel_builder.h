@@ -23,18 +23,19 @@
 namespace convtune {
 
 struct BuildStats {
-  int64_t compiled = 0;     // compiler runs that succeeded
-  int64_t memory_hits = 0;  // found in memory (or compiled by a concurrent build)
-  int64_t store_hits = 0;   // read from the kernel_cache column
-  int64_t loaded = 0;       // code objects loaded into the device
+  int64_t compiled = 0;  // compiler runs that succeeded
+  int64_t memory_hits =
+      0;  // found in memory (or compiled by a concurrent build)
+  int64_t store_hits = 0;  // read from the kernel_cache column
+  int64_t loaded = 0;      // code objects loaded into the device
 };
 
 class KernelBuilder {
  public:
   // `device` may be null (compile-only: nothing is loaded). `arch` is the
   // target ("sm_90", "gfx90a"). References must outlive the builder.
-  KernelBuilder(Device* device, const KernelCompiler& compiler, storage::Store& store,
-                std::string arch);
+  KernelBuilder(Device* device, const KernelCompiler& compiler,
+                storage::Store& store, std::string arch);
 
   // Compiles (or finds) every source of `plan` and sets code_object_hash on
   // every step but library steps ("blas.*"), which keep none. InvalidArgument
@@ -58,9 +59,10 @@ class KernelBuilder {
   using CodeObject = std::shared_ptr<const std::string>;
   struct InFlight;
 
-  absl::StatusOr<CodeObject> Lookup(const std::string& hash, const CompileRequest& req,
-                                    bool* compiled);
-  absl::StatusOr<CodeObject> FetchOrCompile(const std::string& hash, const CompileRequest& req,
+  absl::StatusOr<CodeObject> Lookup(const std::string& hash,
+                                    const CompileRequest& req, bool* compiled);
+  absl::StatusOr<CodeObject> FetchOrCompile(const std::string& hash,
+                                            const CompileRequest& req,
                                             bool* compiled);
 
   Device* const device_;
@@ -70,7 +72,8 @@ class KernelBuilder {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, CodeObject> memory_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_
+      ABSL_GUARDED_BY(mu_);
   BuildStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

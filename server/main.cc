@@ -4,8 +4,8 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -74,7 +74,9 @@ void OnSignal(int sig) {
   (void)ignored;
 }
 
-bool ParseInt64(const std::string& s, int64_t* v) { return absl::SimpleAtoi(s, v) && *v > 0; }
+bool ParseInt64(const std::string& s, int64_t* v) {
+  return absl::SimpleAtoi(s, v) && *v > 0;
+}
 
 }  // namespace
 
@@ -110,17 +112,20 @@ int main(int argc, char** argv) {
       options.backend = value;
     } else if (flag == "--device") {
       if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1024) {
-        return UsageError(absl::StrCat("--device: expected 0 to 1024, got '", value, "'"));
+        return UsageError(
+            absl::StrCat("--device: expected 0 to 1024, got '", value, "'"));
       }
       options.device_ordinal = static_cast<int>(n);
     } else if (flag == "--compile-threads") {
       if (!ParseInt64(value, &n) || n > 1024) {
-        return UsageError(absl::StrCat("--compile-threads: expected 1 to 1024, got '", value, "'"));
+        return UsageError(absl::StrCat(
+            "--compile-threads: expected 1 to 1024, got '", value, "'"));
       }
       options.compile_threads = static_cast<int>(n);
     } else if (flag == "--max-tensor-bytes") {
       if (!ParseInt64(value, &n)) {
-        return UsageError(absl::StrCat("--max-tensor-bytes: expected a positive integer"));
+        return UsageError(
+            absl::StrCat("--max-tensor-bytes: expected a positive integer"));
       }
       options.service.limits.max_tensor_bytes = n;
     } else if (flag == "--max-execute-bytes") {
@@ -138,7 +143,8 @@ int main(int argc, char** argv) {
   // here cannot route them to one thread: a handler writes the signal number
   // to a pipe that the waiter thread reads.
   if (pipe2(signal_pipe, O_CLOEXEC) != 0) {
-    std::cerr << "convtuned: cannot create a pipe: " << std::strerror(errno) << "\n";
+    std::cerr << "convtuned: cannot create a pipe: " << std::strerror(errno)
+              << "\n";
     return 1;
   }
   struct sigaction sa {};
@@ -148,7 +154,8 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<std::unique_ptr<convtune::Daemon>> daemon = convtune::Daemon::Start(options);
+  absl::StatusOr<std::unique_ptr<convtune::Daemon>> daemon =
+      convtune::Daemon::Start(options);
   if (!daemon.ok()) {
     std::cerr << "convtuned: " << daemon.status().message() << "\n";
     return 1;
@@ -157,23 +164,23 @@ int main(int argc, char** argv) {
   std::cerr << "convtuned: " << (*daemon)->backend_note() << std::endl;
   // The serving line comes last: it is the readiness signal that
   // supervisors and tests wait for.
-  std::cerr << "convtuned: system FindDb: " << (*daemon)->SystemDbSummary() << std::endl;
+  std::cerr << "convtuned: system FindDb: " << (*daemon)->SystemDbSummary()
+            << std::endl;
   std::cerr << "convtuned: serving on unix:" << o.socket_path
             << (o.listen_address.empty()
                     ? ""
-                    : absl::StrCat(" and tcp port ", (*daemon)->tcp_port(), " (",
-                                   o.listen_address, ")"))
-            << " (device "
-            << (*daemon)->device_key() << ", db " << o.db_dir << ", find mode " << o.find_mode
-            << ")" << std::endl;
+                    : absl::StrCat(" and tcp port ", (*daemon)->tcp_port(),
+                                   " (", o.listen_address, ")"))
+            << " (device " << (*daemon)->device_key() << ", db " << o.db_dir
+            << ", find mode " << o.find_mode << ")" << std::endl;
 
   std::thread waiter([&] {
     unsigned char sig = 0;
     while (read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
     if (sig == 0) return;  // the daemon stopped itself
-    std::cerr << "convtuned: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", shutting down"
-              << std::endl;
+    std::cerr << "convtuned: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
+              << ", shutting down" << std::endl;
     (*daemon)->Shutdown();
   });
   (*daemon)->Wait();

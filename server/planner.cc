@@ -106,9 +106,8 @@ absl::Status Planner::BuildKernels(v1::ExecutionPlan* plan,
   return kernel_builder_->BuildPlan(plan, compiled);
 }
 
-void Planner::Build(
-    v1::ExecutionPlan plan,
-    std::function<void(absl::StatusOr<BuiltPlan>)> done) const {
+void Planner::Build(v1::ExecutionPlan plan,
+                    std::function<void(absl::StatusOr<BuiltPlan>)> done) const {
   compile_pool_.Schedule(
       [this, plan = std::move(plan), done = std::move(done)]() mutable {
         BuiltPlan built{std::move(plan), 0};

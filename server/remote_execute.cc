@@ -47,14 +47,14 @@ absl::StatusOr<double> RemoteExecutor::Run(const v1::ExecutionPlan& plan,
     const std::string& host = tensors[t];
     const int i = static_cast<int>(t);
     ASSIGN_OR_RETURN(bufs[i], device_.Allocate(host.size()));
-    RETURN_IF_ERROR(device_.CopyToDevice(bufs[i].get(), host.data(), host.size()));
+    RETURN_IF_ERROR(
+        device_.CopyToDevice(bufs[i].get(), host.data(), host.size()));
   }
   ASSIGN_OR_RETURN(auto ws, device_.Allocate(plan.workspace_bytes()));
   PlanBuffers b{bufs[0]->data(), bufs[1]->data(), bufs[2]->data(), ws->data(),
                 ws->size()};
-  ASSIGN_OR_RETURN(double ms, device_.TimeMs([&] {
-    return ExecutePlan(device_, plan, b);
-  }));
+  ASSIGN_OR_RETURN(
+      double ms, device_.TimeMs([&] { return ExecutePlan(device_, plan, b); }));
   const Tensor out = p.output();
   std::string& host = tensors[out];
   RETURN_IF_ERROR(device_.CopyFromDevice(

@@ -30,8 +30,8 @@ absl::StatusOr<FindInput> FindInputFrom(const v1::FindRequest& req,
   if (!p.ok()) return p.status();
   in.problem = *p;
   if (req.request_count() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request_count: must be >= 0, got ", req.request_count()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_count: must be >= 0, got ", req.request_count()));
   }
   in.request_count = req.request_count();
   in.params.workspace_limit =
@@ -170,8 +170,7 @@ void FillSolversResponse(const std::vector<SolverReport>& reports,
 }
 
 void FillDbStatsResponse(const storage::StoreStats& stats,
-                         const std::string& path,
-                         const SystemFindDb* system_db,
+                         const std::string& path, const SystemFindDb* system_db,
                          const std::string& device_key,
                          v1::DbStatsResponse* resp) {
   resp->set_device_key(device_key);
@@ -220,8 +219,8 @@ absl::Status FillCodeObjectResponse(const v1::KernelCacheRecord& record,
   absl::StatusOr<v1::Backend> backend =
       ParseBackend(record.backend(), "backend");
   if (!backend.ok()) {
-    return absl::DataLossError(absl::StrCat("kernel cache record: ",
-                                            backend.status().message()));
+    return absl::DataLossError(
+        absl::StrCat("kernel cache record: ", backend.status().message()));
   }
   resp->set_code_object(record.code_object());
   resp->set_backend(*backend);

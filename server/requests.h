@@ -88,8 +88,7 @@ void FillSolversResponse(const std::vector<SolverReport>& reports,
                          bool with_problem, const std::string& device_key,
                          v1::ListSolversResponse* resp);
 void FillDbStatsResponse(const storage::StoreStats& stats,
-                         const std::string& path,
-                         const SystemFindDb* system_db,
+                         const std::string& path, const SystemFindDb* system_db,
                          const std::string& device_key,
                          v1::DbStatsResponse* resp);
 void FillImportResponse(const storage::ImportStats& stats,

@@ -22,7 +22,10 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   // References must outlive the service.
   ConvTuneService(Core& core, storage::Store& store, ThreadPool& store_pool,
                   ServiceOptions options)
-      : core_(core), store_(store), store_pool_(store_pool), options_(options) {}
+      : core_(core),
+        store_(store),
+        store_pool_(store_pool),
+        options_(options) {}
 
   grpc::ServerUnaryReactor* GetWorkspaceSize(
       grpc::CallbackServerContext* ctx, const v1::WorkspaceSizeRequest* req,

@@ -8,16 +8,23 @@
 
 namespace convtune {
 
-std::string PerfConfigString(const PerfConfig& config) { return absl::StrJoin(config, ","); }
-
-absl::Status Solver::ValidateConfig(const ConvProblem& p, const PerfConfig& config) const {
-  const std::vector<PerfConfig> space = ConfigSpace(p);
-  if (std::find(space.begin(), space.end(), config) != space.end()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("perf_config: [", PerfConfigString(config),
-                                                 "] is not a config of solver ", name()));
+std::string PerfConfigString(const PerfConfig& config) {
+  return absl::StrJoin(config, ",");
 }
 
-double Solver::EstimatedFlops(const ConvProblem& p) const { return 2.0 * p.macs(); }
+absl::Status Solver::ValidateConfig(const ConvProblem& p,
+                                    const PerfConfig& config) const {
+  const std::vector<PerfConfig> space = ConfigSpace(p);
+  if (std::find(space.begin(), space.end(), config) != space.end())
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("perf_config: [", PerfConfigString(config),
+                   "] is not a config of solver ", name()));
+}
+
+double Solver::EstimatedFlops(const ConvProblem& p) const {
+  return 2.0 * p.macs();
+}
 
 double Solver::EstimatedBytes(const ConvProblem& p) const {
   return static_cast<double>(p.x_bytes() + p.w_bytes() + p.y_bytes()) +
@@ -27,16 +34,22 @@ double Solver::EstimatedBytes(const ConvProblem& p) const {
 double Solver::Efficiency(const ConvProblem& p) const {
   // Rough fractions of peak per family; solvers that know better override.
   switch (family()) {
-    case v1::DIRECT: return 0.05;
-    case v1::GEMM: return 0.5;
-    case v1::WINOGRAD: return 0.35;
-    case v1::FFT: return 0.3;
-    case v1::IMPLICIT_GEMM: return 0.4;
+    case v1::DIRECT:
+      return 0.05;
+    case v1::GEMM:
+      return 0.5;
+    case v1::WINOGRAD:
+      return 0.35;
+    case v1::FFT:
+      return 0.3;
+    case v1::IMPLICIT_GEMM:
+      return 0.4;
   }
   return 0.1;
 }
 
-v1::ExecutionPlan Solver::NewPlan(const ConvProblem& p, const PerfConfig& config) const {
+v1::ExecutionPlan Solver::NewPlan(const ConvProblem& p,
+                                  const PerfConfig& config) const {
   v1::ExecutionPlan plan;
   plan.set_backend(backend());
   plan.set_solver_id(id());

@@ -53,11 +53,12 @@ class Solver {
     return {DefaultConfig(p)};
   }
   // InvalidArgument if `config` is not one this solver can run for p.
-  virtual absl::Status ValidateConfig(const ConvProblem& p, const PerfConfig& config) const;
+  virtual absl::Status ValidateConfig(const ConvProblem& p,
+                                      const PerfConfig& config) const;
 
   // REQUIRES: IsApplicable(p).ok() and ValidateConfig(p, config).ok().
-  virtual absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                                     const PerfConfig& config) const = 0;
+  virtual absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const = 0;
 
   // The weighted-throughput estimate's inputs. Floating-point operations the
   // solver performs (default: 2 per multiply-accumulate), bytes it moves
@@ -69,7 +70,8 @@ class Solver {
 
  protected:
   // Fills the plan header (backend, solver id, problem, config, workspace).
-  v1::ExecutionPlan NewPlan(const ConvProblem& p, const PerfConfig& config) const;
+  v1::ExecutionPlan NewPlan(const ConvProblem& p,
+                            const PerfConfig& config) const;
 };
 
 }  // namespace convtune

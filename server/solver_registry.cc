@@ -33,8 +33,9 @@ SolverRegistry::SolverRegistry(std::vector<std::unique_ptr<Solver>> solvers)
 }
 
 const Solver* SolverRegistry::Find(uint32_t id) const {
-  auto it = std::lower_bound(solvers_.begin(), solvers_.end(), id,
-                             [](const auto& s, uint32_t v) { return s->id() < v; });
+  auto it =
+      std::lower_bound(solvers_.begin(), solvers_.end(), id,
+                       [](const auto& s, uint32_t v) { return s->id() < v; });
   return it != solvers_.end() && (*it)->id() == id ? it->get() : nullptr;
 }
 
@@ -42,12 +43,14 @@ namespace {
 
 bool ForBackendOf(const Solver& s, v1::Backend backend) {
   return s.backend() == backend ||
-         (s.backend() == v1::GPU && (backend == v1::CUDA || backend == v1::HIP));
+         (s.backend() == v1::GPU &&
+          (backend == v1::CUDA || backend == v1::HIP));
 }
 
 }  // namespace
 
-std::vector<const Solver*> SolverRegistry::ForBackend(v1::Backend backend) const {
+std::vector<const Solver*> SolverRegistry::ForBackend(
+    v1::Backend backend) const {
   std::vector<const Solver*> out;
   for (const auto& s : solvers_) {
     if (ForBackendOf(*s, backend)) out.push_back(s.get());
@@ -59,7 +62,8 @@ bool SolverRegistry::Runs(const Solver& s, const DeviceInfo& device) {
   return ForBackendOf(s, device.backend) && s.SupportsDevice(device);
 }
 
-std::vector<const Solver*> SolverRegistry::ForDevice(const DeviceInfo& device) const {
+std::vector<const Solver*> SolverRegistry::ForDevice(
+    const DeviceInfo& device) const {
   std::vector<const Solver*> out;
   for (const auto& s : solvers_) {
     if (Runs(*s, device)) out.push_back(s.get());

@@ -30,8 +30,8 @@ std::pair<int, std::string> SplitComputeUnits(absl::string_view key) {
   return {-1, std::string(key)};
 }
 
-absl::StatusOr<std::unique_ptr<SystemFindDb>> SystemFindDb::Open(const std::string& dir,
-                                                                 const std::string& device_key) {
+absl::StatusOr<std::unique_ptr<SystemFindDb>> SystemFindDb::Open(
+    const std::string& dir, const std::string& device_key) {
   auto db = std::make_unique<SystemFindDb>();
   std::string path = dir + "/" + storage::SystemDbFileName(device_key);
   db->exact_ = std::filesystem::exists(path);
@@ -52,24 +52,31 @@ absl::StatusOr<std::unique_ptr<SystemFindDb>> SystemFindDb::Open(const std::stri
       }
     }
     if (best_distance == std::numeric_limits<int>::max()) {
-      return absl::NotFoundError(absl::StrCat("no system FindDb for ", device_key, " in ", dir));
+      return absl::NotFoundError(
+          absl::StrCat("no system FindDb for ", device_key, " in ", dir));
     }
   }
   db->path_ = path;
   ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   v1::ExportFile file;
   if (!file.ParseFromString(bytes)) {
-    return absl::DataLossError(absl::StrCat(path, ": not a convtune export file"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": not a convtune export file"));
   }
   if (file.magic() != storage::kExportMagic || file.device_key().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a system FindDb (make one with convtune db export --system)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": not a system FindDb (make one with convtune db export --system)"));
   }
   db->source_device_key_ = file.device_key();
   const std::string prefix = db->source_device_key_ + "/";
   for (const v1::ExportEntry& e : file.entries()) {
-    if (e.column_family() != "find_db" || !absl::StartsWith(e.key(), prefix)) continue;
-    if (!storage::ValidateStoredPair(storage::Column::kFindDb, e.key(), e.value()).ok()) continue;
+    if (e.column_family() != "find_db" || !absl::StartsWith(e.key(), prefix))
+      continue;
+    if (!storage::ValidateStoredPair(storage::Column::kFindDb, e.key(),
+                                     e.value())
+             .ok())
+      continue;
     v1::FindRecord record;
     if (!record.ParseFromString(e.value())) continue;
     db->records_.emplace(record.problem_key(), std::move(record));
@@ -77,7 +84,8 @@ absl::StatusOr<std::unique_ptr<SystemFindDb>> SystemFindDb::Open(const std::stri
   return db;
 }
 
-absl::StatusOr<v1::FindRecord> SystemFindDb::Get(absl::string_view problem_key) const {
+absl::StatusOr<v1::FindRecord> SystemFindDb::Get(
+    absl::string_view problem_key) const {
   auto it = records_.find(problem_key);
   if (it == records_.end()) return absl::NotFoundError(problem_key);
   return it->second;

@@ -20,8 +20,8 @@ class SystemFindDb {
   // the same device key but for the nearest compute-unit count ("-cuN").
   // NotFound if neither exists; DataLoss / InvalidArgument if the file is not
   // a system export. Records that fail validation are skipped.
-  static absl::StatusOr<std::unique_ptr<SystemFindDb>> Open(const std::string& dir,
-                                                            const std::string& device_key);
+  static absl::StatusOr<std::unique_ptr<SystemFindDb>> Open(
+      const std::string& dir, const std::string& device_key);
 
   // NotFound if absent.
   absl::StatusOr<v1::FindRecord> Get(absl::string_view problem_key) const;

@@ -8,7 +8,8 @@ ThreadPool::ThreadPool(std::string name, int threads) : name_(std::move(name)) {
   for (int i = 0; i < threads; ++i) {
     workers_.emplace_back([this] { Loop(); });
     // Thread names show in top/gdb; Linux caps them at 15 characters.
-    pthread_setname_np(workers_.back().native_handle(), name_.substr(0, 15).c_str());
+    pthread_setname_np(workers_.back().native_handle(),
+                       name_.substr(0, 15).c_str());
   }
 }
 

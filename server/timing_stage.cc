@@ -11,12 +11,6 @@
 namespace convtune {
 namespace {
 
-double MsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - t)
-      .count();
-}
-
 struct Timed {
   double ms;
   size_t config;
@@ -51,9 +45,8 @@ void TimingStage::SetDeviceLostHandler(
   on_device_lost_ = std::move(handler);
 }
 
-void TimingStage::Time(
-    std::shared_ptr<TimingJob> job,
-    std::function<void(absl::StatusOr<TimingResult>)> done) {
+void TimingStage::Time(std::shared_ptr<TimingJob> job,
+                       std::function<void(absl::StatusOr<TimingResult>)> done) {
   queue_.Schedule([this, job = std::move(job), done = std::move(done)] {
     const auto started = std::chrono::steady_clock::now();
     absl::StatusOr<TimingResult> result =
@@ -70,10 +63,9 @@ void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
   queue_.Schedule([this, p, plan = std::move(plan), done = std::move(done)] {
     auto measure = [&]() -> absl::StatusOr<double> {
       RETURN_IF_ERROR(stop_.Check());
-      ASSIGN_OR_RETURN(auto session,
-                       BenchmarkSession::Create(&device_, p,
-                                                plan.workspace_bytes(),
-                                                seed_.fetch_add(1)));
+      ASSIGN_OR_RETURN(auto session, BenchmarkSession::Create(
+                                         &device_, p, plan.workspace_bytes(),
+                                         seed_.fetch_add(1)));
       ASSIGN_OR_RETURN(Measurement m, session->Measure(plan, options_.timing));
       return m.median_ms;
     };
@@ -93,15 +85,15 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
          since_improvement >= options_.patience)) {
       break;
     }
-    const double cutoff_ms =
-        run.best_ms > 0 && options_.timing.slow_factor > 0
-            ? run.best_ms * options_.timing.slow_factor
-            : std::numeric_limits<double>::infinity();
+    const double cutoff_ms = run.best_ms > 0 && options_.timing.slow_factor > 0
+                                 ? run.best_ms * options_.timing.slow_factor
+                                 : std::numeric_limits<double>::infinity();
     ASSIGN_OR_RETURN(Measurement m,
                      session.Measure(c.plans[i], options_.timing, cutoff_ms));
     counters_.Add(&EngineCounters::plans_timed);
     run.result.timed_solvers.push_back(c.solver->id());
-    if (run.best_ms == 0 || m.median_ms < run.best_ms) run.best_ms = m.median_ms;
+    if (run.best_ms == 0 || m.median_ms < run.best_ms)
+      run.best_ms = m.median_ms;
     const bool better =
         timed.empty() ||
         m.median_ms < std::min_element(timed.begin(), timed.end(), Faster)->ms;
@@ -112,8 +104,8 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
   // Timings of neighbouring configs are noisy; the few best are measured
   // again side by side and the best second measurement wins.
   if (timed.size() > 1) {
-    const size_t top = std::min<size_t>(timed.size(),
-                                        std::max(1, options_.remeasure_top));
+    const size_t top =
+        std::min<size_t>(timed.size(), std::max(1, options_.remeasure_top));
     for (size_t i = 0; i < top; ++i) {
       ASSIGN_OR_RETURN(Measurement m, session.TimeOnly(c.plans[timed[i].config],
                                                        options_.timing));
@@ -176,15 +168,15 @@ absl::StatusOr<bool> TimingStage::Recover(const std::string& problem_key,
   std::cerr << "convtuned: " << solver.name() << " left " << device_key_
             << " unusable on " << problem_key << " (" << failure.message()
             << "); quarantined for that problem"
-            << (put.ok() ? "" : absl::StrCat(" in memory only: ", put.message()))
+            << (put.ok() ? ""
+                         : absl::StrCat(" in memory only: ", put.message()))
             << "\n";
   counters_.Add(&EngineCounters::device_resets);
   const absl::Status reset = device_.Reset();
   if (reset.ok()) return true;
-  const std::string why =
-      absl::StrCat(solver.name(), " faulted on ", problem_key, " (",
-                   failure.message(), ") and the device could not be reset (",
-                   reset.message(), ")");
+  const std::string why = absl::StrCat(
+      solver.name(), " faulted on ", problem_key, " (", failure.message(),
+      ") and the device could not be reset (", reset.message(), ")");
   if (stop_.Stop() && on_device_lost_) on_device_lost_(why);
   return absl::UnavailableError(
       absl::StrCat("device ", device_key_, " lost: ", why));

@@ -12,12 +12,6 @@
 namespace convtune {
 namespace {
 
-double MsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - t)
-      .count();
-}
-
 int64_t UnixMsNow() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -92,9 +86,8 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
 void Tuner::Start(std::shared_ptr<Run> run) {
   const ConvProblem& p = run->problem;
   const TuneRequest& r = run->request;
-  for (const Solver* s : planner_.Candidates(p, r.workspace_limit,
-                                             r.dynamic_only,
-                                             &run->excluded_by_limit)) {
+  for (const Solver* s : planner_.Candidates(
+           p, r.workspace_limit, r.dynamic_only, &run->excluded_by_limit)) {
     run->job->candidates.push_back(TimingCandidate{
         s,
         r.search ? SearchSpace(*s, p)
@@ -148,8 +141,8 @@ absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,
   v1::FindRecord record;
   record.set_device_key(records_.device_key());
   record.set_problem_key(run.job->problem_key);
-  record.set_workspace_limit(
-      run.excluded_by_limit ? run.request.workspace_limit : -1);
+  record.set_workspace_limit(run.excluded_by_limit ? run.request.workspace_limit
+                                                   : -1);
   record.set_timing_repeats(timing_.options().timing.max_repeats);
   for (const TimedSolver& t : timed.timed) {
     const Solver& s = *t.candidate->solver;
@@ -175,11 +168,10 @@ absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,
   }
   if (record.results_size() == 0) {
     return absl::InternalError(
-        absl::StrCat("every applicable solver failed on ",
-                     run.job->problem_key, ":", timed.failures));
+        absl::StrCat("every applicable solver failed on ", run.job->problem_key,
+                     ":", timed.failures));
   }
-  std::sort(record.mutable_results()->begin(),
-            record.mutable_results()->end(),
+  std::sort(record.mutable_results()->begin(), record.mutable_results()->end(),
             [](const v1::PerfResult& a, const v1::PerfResult& b) {
               return a.time_ms() < b.time_ms();
             });

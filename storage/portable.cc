@@ -17,7 +17,8 @@
 namespace convtune::storage {
 namespace {
 
-constexpr Column kExportedColumns[] = {Column::kFindDb, Column::kPerfDb, Column::kKernelCache};
+constexpr Column kExportedColumns[] = {Column::kFindDb, Column::kPerfDb,
+                                       Column::kKernelCache};
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -27,13 +28,14 @@ int64_t NowUnixMs() {
 
 absl::Status CheckHeader(const v1::ExportFile& file) {
   if (file.magic() != kExportMagic) {
-    return absl::InvalidArgumentError(absl::StrCat("export file: magic is '", file.magic(),
-                                                   "', expected '", kExportMagic, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("export file: magic is '", file.magic(), "', expected '",
+                     kExportMagic, "'"));
   }
   if (file.schema_version() != kSchemaVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("export file: schema_version ",
-                                                   file.schema_version(), ", this convtune reads ",
-                                                   kSchemaVersion));
+    return absl::InvalidArgumentError(
+        absl::StrCat("export file: schema_version ", file.schema_version(),
+                     ", this convtune reads ", kSchemaVersion));
   }
   return absl::OkStatus();
 }
@@ -71,41 +73,48 @@ std::string SystemDbFileName(absl::string_view device_key) {
   return absl::StrCat(device_key, ".ctsys");
 }
 
-absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options,
+absl::StatusOr<std::string> ExportStore(Store& store,
+                                        const ExportOptions& options,
                                         int64_t* entries) {
   v1::ExportFile file;
   file.set_magic(std::string(kExportMagic));
   file.set_schema_version(kSchemaVersion);
   file.set_created_unix_ms(NowUnixMs());
-  std::vector<Column> columns(std::begin(kExportedColumns), std::end(kExportedColumns));
+  std::vector<Column> columns(std::begin(kExportedColumns),
+                              std::end(kExportedColumns));
   std::string prefix;
   if (!options.system_device_key.empty()) {
     file.set_device_key(options.system_device_key);
     columns = {Column::kFindDb, Column::kPerfDb};
-    prefix = absl::StrCat(options.system_device_key, std::string(1, kKeySeparator));
+    prefix =
+        absl::StrCat(options.system_device_key, std::string(1, kKeySeparator));
   } else if (options.include_meta) {
     columns.push_back(Column::kMeta);
   }
   for (Column c : columns) {
-    RETURN_IF_ERROR(store.Scan(c, prefix, [&](absl::string_view key, absl::string_view value) {
-      v1::ExportEntry* e = file.add_entries();
-      e->set_column_family(std::string(ColumnName(c)));
-      e->set_key(std::string(key));
-      e->set_value(std::string(value));
-      return true;
-    }));
+    RETURN_IF_ERROR(store.Scan(
+        c, prefix, [&](absl::string_view key, absl::string_view value) {
+          v1::ExportEntry* e = file.add_entries();
+          e->set_column_family(std::string(ColumnName(c)));
+          e->set_key(std::string(key));
+          e->set_value(std::string(value));
+          return true;
+        }));
   }
   if (entries != nullptr) *entries = file.entries_size();
   return file.SerializeAsString();
 }
 
-absl::StatusOr<ImportStats> ImportStore(Store& store, absl::string_view file_bytes,
+absl::StatusOr<ImportStats> ImportStore(Store& store,
+                                        absl::string_view file_bytes,
                                         const ImportOptions& options) {
   v1::ExportFile file;
-  if (!file.ParseFromArray(file_bytes.data(), static_cast<int>(file_bytes.size()))) {
-    return absl::DataLossError(absl::StrCat("export file: ", file_bytes.size(),
-                                            " bytes that do not parse (truncated or not an "
-                                            "export file)"));
+  if (!file.ParseFromArray(file_bytes.data(),
+                           static_cast<int>(file_bytes.size()))) {
+    return absl::DataLossError(
+        absl::StrCat("export file: ", file_bytes.size(),
+                     " bytes that do not parse (truncated or not an "
+                     "export file)"));
   }
   RETURN_IF_ERROR(CheckHeader(file));
   ImportStats stats;

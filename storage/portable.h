@@ -32,7 +32,8 @@ std::string SystemDbFileName(absl::string_view device_key);
 // Every pair of find_db, perf_db and kernel_cache (and meta if asked), bytes
 // as stored, in column then key order; *entries (if given) gets their count.
 // Errors are the Store's.
-absl::StatusOr<std::string> ExportStore(Store& store, const ExportOptions& options = {},
+absl::StatusOr<std::string> ExportStore(Store& store,
+                                        const ExportOptions& options = {},
                                         int64_t* entries = nullptr);
 
 struct ImportOptions {
@@ -44,20 +45,23 @@ struct ImportOptions {
 };
 
 struct ImportStats {
-  int64_t imported = 0;     // written: absent before, or replacing an unreadable record
+  int64_t imported =
+      0;  // written: absent before, or replacing an unreadable record
   int64_t unchanged = 0;    // already stored with the same bytes
   int64_t conflicting = 0;  // stored with different bytes and left as they were
-  int64_t overwritten = 0;  // stored with different bytes and replaced (overwrite)
-  int64_t invalid = 0;      // entries that are not valid records: skipped
-  int64_t ignored = 0;      // meta entries without import_meta
+  int64_t overwritten =
+      0;                // stored with different bytes and replaced (overwrite)
+  int64_t invalid = 0;  // entries that are not valid records: skipped
+  int64_t ignored = 0;  // meta entries without import_meta
 };
 
 // Imports an ExportStore file. DataLoss if the bytes do not parse as an
 // export file; InvalidArgument naming the field if the magic is wrong or the
-// schema_version is not kSchemaVersion. Invalid entries (unknown column family, empty key, a value that
-// ValidateStoredPair rejects) are skipped and counted. The writes are synced
-// once at the end.
-absl::StatusOr<ImportStats> ImportStore(Store& store, absl::string_view file_bytes,
+// schema_version is not kSchemaVersion. Invalid entries (unknown column family,
+// empty key, a value that ValidateStoredPair rejects) are skipped and counted.
+// The writes are synced once at the end.
+absl::StatusOr<ImportStats> ImportStore(Store& store,
+                                        absl::string_view file_bytes,
                                         const ImportOptions& options = {});
 
 }  // namespace convtune::storage

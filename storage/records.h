@@ -28,7 +28,8 @@ inline constexpr uint32_t kSchemaVersion = 1;
 // OK if `value` is a valid record of `column` stored under `key`: it parses,
 // carries kSchemaVersion, and agrees with its key. DataLoss naming what is
 // wrong otherwise. Used by readers and by import.
-absl::Status ValidateStoredPair(Column column, absl::string_view key, absl::string_view value);
+absl::Status ValidateStoredPair(Column column, absl::string_view key,
+                                absl::string_view value);
 
 // Find records (the ranked solver list of one problem) of one device.
 class FindDb {
@@ -41,8 +42,9 @@ class FindDb {
   // so the caller re-tunes and the next Get answers NotFound.
   absl::StatusOr<v1::FindRecord> Get(absl::string_view problem_key);
   // Writes synced. The record's device_key must be this one's (or empty: it is
-  // filled in) and schema_version kSchemaVersion or 0 (stamped). InvalidArgument
-  // for empty keys, keys containing '/', or results not sorted fastest first.
+  // filled in) and schema_version kSchemaVersion or 0 (stamped).
+  // InvalidArgument for empty keys, keys containing '/', or results not sorted
+  // fastest first.
   absl::Status Put(const v1::FindRecord& record);
   // OK if absent.
   absl::Status Delete(absl::string_view problem_key);
@@ -64,13 +66,16 @@ class PerfDb {
   PerfDb(Store* store, std::string device_key);
 
   // Same NotFound / DataLoss (and delete) rules as FindDb::Get.
-  absl::StatusOr<v1::PerfDbRecord> Get(absl::string_view problem_key, uint32_t solver_id);
+  absl::StatusOr<v1::PerfDbRecord> Get(absl::string_view problem_key,
+                                       uint32_t solver_id);
   // Writes synced under the record's solver_id. InvalidArgument for a bad
   // problem key or a negative or non-finite time_ms.
-  absl::Status Put(absl::string_view problem_key, const v1::PerfDbRecord& record);
+  absl::Status Put(absl::string_view problem_key,
+                   const v1::PerfDbRecord& record);
   absl::Status Delete(absl::string_view problem_key, uint32_t solver_id);
   // Every valid record of one problem, by solver id; invalid ones are dropped.
-  absl::StatusOr<std::vector<v1::PerfDbRecord>> GetAll(absl::string_view problem_key);
+  absl::StatusOr<std::vector<v1::PerfDbRecord>> GetAll(
+      absl::string_view problem_key);
   absl::StatusOr<int64_t> Count();
 
  private:
@@ -120,7 +125,8 @@ class QuarantineRecords {
   // the store reports them.
   absl::StatusOr<std::map<std::string, std::vector<uint32_t>>> LoadAll();
   // Replaces the problem's list; written synced.
-  absl::Status Put(absl::string_view problem_key, const std::vector<uint32_t>& ids);
+  absl::Status Put(absl::string_view problem_key,
+                   const std::vector<uint32_t>& ids);
 
  private:
   Store* store_;

@@ -10,11 +10,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"
-#include "common/status_macros.h"
 #include "rocksdb/write_batch.h"
 #include "storage/store.h"
 
@@ -25,8 +25,12 @@ namespace {
 // (thousands of small records) in memory; the daemon is not a database server.
 constexpr size_t kBlockCacheBytes = 32 << 20;
 
-rocksdb::Slice ToSlice(absl::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
-absl::string_view ToView(const rocksdb::Slice& s) { return absl::string_view(s.data(), s.size()); }
+rocksdb::Slice ToSlice(absl::string_view s) {
+  return rocksdb::Slice(s.data(), s.size());
+}
+absl::string_view ToView(const rocksdb::Slice& s) {
+  return absl::string_view(s.data(), s.size());
+}
 
 // One mapping from rocksdb::Status to absl codes, by what the caller should do.
 absl::Status FromRocksDb(const rocksdb::Status& s, absl::string_view context) {
@@ -35,8 +39,10 @@ absl::Status FromRocksDb(const rocksdb::Status& s, absl::string_view context) {
   if (s.IsNotFound()) return absl::NotFoundError(msg);
   if (s.IsCorruption()) return absl::DataLossError(msg);
   if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
-  if (s.IsNoSpace() || s.IsMemoryLimit()) return absl::ResourceExhaustedError(msg);
-  if (s.IsBusy() || s.IsTryAgain() || s.IsTimedOut()) return absl::UnavailableError(msg);
+  if (s.IsNoSpace() || s.IsMemoryLimit())
+    return absl::ResourceExhaustedError(msg);
+  if (s.IsBusy() || s.IsTryAgain() || s.IsTimedOut())
+    return absl::UnavailableError(msg);
   if (s.IsNotSupported()) return absl::FailedPreconditionError(msg);
   return absl::InternalError(msg);
 }
@@ -85,43 +91,52 @@ std::string PrefixSuccessor(absl::string_view prefix) {
 
 class RocksDbStore final : public Store {
  public:
-  RocksDbStore(std::string dir, bool read_only) : dir_(std::move(dir)), read_only_(read_only) {}
+  RocksDbStore(std::string dir, bool read_only)
+      : dir_(std::move(dir)), read_only_(read_only) {}
 
   ~RocksDbStore() override {
     if (db_ == nullptr) return;
-    for (rocksdb::ColumnFamilyHandle* h : all_handles_) db_->DestroyColumnFamilyHandle(h);
+    for (rocksdb::ColumnFamilyHandle* h : all_handles_)
+      db_->DestroyColumnFamilyHandle(h);
     db_->Close().PermitUncheckedError();
   }
 
   absl::Status Open(const StoreOptions& options);
 
-  absl::StatusOr<std::string> Get(Column column, absl::string_view key) override {
+  absl::StatusOr<std::string> Get(Column column,
+                                  absl::string_view key) override {
     rocksdb::ColumnFamilyHandle* h = handles_[Index(column)];
     if (h == nullptr) return NotFound(column, key);
     std::string value;
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), h, ToSlice(key), &value);
+    rocksdb::Status s =
+        db_->Get(rocksdb::ReadOptions(), h, ToSlice(key), &value);
     if (s.IsNotFound()) return NotFound(column, key);
     if (!s.ok()) return Context(s, "get", column);
     return value;
   }
 
-  absl::Status Put(Column column, absl::string_view key, absl::string_view value,
+  absl::Status Put(Column column, absl::string_view key,
+                   absl::string_view value,
                    const WriteOptions& options) override {
     RETURN_IF_ERROR(Writable(column, "put"));
     rocksdb::WriteOptions wo;
     wo.sync = options.sync;
-    return Context(db_->Put(wo, Handle(column), ToSlice(key), ToSlice(value)), "put", column);
+    return Context(db_->Put(wo, Handle(column), ToSlice(key), ToSlice(value)),
+                   "put", column);
   }
 
-  absl::Status Delete(Column column, absl::string_view key, const WriteOptions& options) override {
+  absl::Status Delete(Column column, absl::string_view key,
+                      const WriteOptions& options) override {
     RETURN_IF_ERROR(Writable(column, "delete"));
     rocksdb::WriteOptions wo;
     wo.sync = options.sync;
-    return Context(db_->Delete(wo, Handle(column), ToSlice(key)), "delete", column);
+    return Context(db_->Delete(wo, Handle(column), ToSlice(key)), "delete",
+                   column);
   }
 
   absl::Status Scan(Column column, absl::string_view prefix,
-                    const std::function<bool(absl::string_view, absl::string_view)>& fn) override;
+                    const std::function<bool(absl::string_view,
+                                             absl::string_view)>& fn) override;
 
   absl::Status Sync() override {
     if (read_only_) return absl::OkStatus();
@@ -129,7 +144,8 @@ class RocksDbStore final : public Store {
     wo.sync = true;
     // An empty synced batch syncs every earlier unsynced write in the WAL.
     rocksdb::WriteBatch empty;
-    return FromRocksDb(db_->Write(wo, &empty), absl::StrCat("sync WAL of ", dir_));
+    return FromRocksDb(db_->Write(wo, &empty),
+                       absl::StrCat("sync WAL of ", dir_));
   }
 
   std::string path() const override { return dir_; }
@@ -138,19 +154,25 @@ class RocksDbStore final : public Store {
   static size_t Index(Column c) { return static_cast<size_t>(c); }
 
   absl::Status NotFound(Column column, absl::string_view key) const {
-    return absl::NotFoundError(absl::StrCat(ColumnName(column), ": no key '", key, "'"));
+    return absl::NotFoundError(
+        absl::StrCat(ColumnName(column), ": no key '", key, "'"));
   }
 
-  absl::Status Context(const rocksdb::Status& s, absl::string_view op, Column column) const {
-    return FromRocksDb(s, absl::StrCat(op, " in ", ColumnName(column), " of ", dir_));
+  absl::Status Context(const rocksdb::Status& s, absl::string_view op,
+                       Column column) const {
+    return FromRocksDb(
+        s, absl::StrCat(op, " in ", ColumnName(column), " of ", dir_));
   }
 
-  rocksdb::ColumnFamilyHandle* Handle(Column column) const { return handles_[Index(column)]; }
+  rocksdb::ColumnFamilyHandle* Handle(Column column) const {
+    return handles_[Index(column)];
+  }
 
   absl::Status Writable(Column column, absl::string_view op) const {
     if (!read_only_) return absl::OkStatus();
     return absl::FailedPreconditionError(
-        absl::StrCat(op, " in ", ColumnName(column), ": database ", dir_, " is open read-only"));
+        absl::StrCat(op, " in ", ColumnName(column), ": database ", dir_,
+                     " is open read-only"));
   }
 
   const std::string dir_;
@@ -158,7 +180,8 @@ class RocksDbStore final : public Store {
   std::unique_ptr<rocksdb::DB> db_;
   // Indexed by Column; null only for a family missing from a read-only open.
   std::array<rocksdb::ColumnFamilyHandle*, std::size(kAllColumns)> handles_{};
-  // Every handle RocksDB gave out (default and unknown families too), to destroy.
+  // Every handle RocksDB gave out (default and unknown families too), to
+  // destroy.
   std::vector<rocksdb::ColumnFamilyHandle*> all_handles_;
 };
 
@@ -182,13 +205,14 @@ absl::Status RocksDbStore::Scan(
 
 absl::Status RocksDbStore::Open(const StoreOptions& options) {
   std::error_code ec;
-  bool exists = std::filesystem::exists(std::filesystem::path(dir_) / "CURRENT", ec);
+  bool exists =
+      std::filesystem::exists(std::filesystem::path(dir_) / "CURRENT", ec);
   if (!exists && (options.read_only || !options.create_if_missing)) {
     return absl::NotFoundError(absl::StrCat("no database in ", dir_));
   }
   if (!exists && !std::filesystem::create_directories(dir_, ec) && ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create database folder ", dir_, ": ", ec.message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create database folder ", dir_, ": ", ec.message()));
   }
 
   rocksdb::DBOptions db_options;
@@ -202,8 +226,10 @@ absl::Status RocksDbStore::Open(const StoreOptions& options) {
 
   std::vector<std::string> existing;
   if (exists) {
-    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, dir_, &existing);
-    if (s.IsCorruption()) return FromRocksDb(s, absl::StrCat("open database ", dir_));
+    rocksdb::Status s =
+        rocksdb::DB::ListColumnFamilies(db_options, dir_, &existing);
+    if (s.IsCorruption())
+      return FromRocksDb(s, absl::StrCat("open database ", dir_));
     // Otherwise DB::Open below reports whatever is wrong, with more detail.
     if (!s.ok()) existing.clear();
   }
@@ -212,14 +238,17 @@ absl::Status RocksDbStore::Open(const StoreOptions& options) {
 
   rocksdb::DB* db = nullptr;
   rocksdb::Status s =
-      options.read_only
-          ? rocksdb::DB::OpenForReadOnly(db_options, dir_, descriptors, &all_handles_, &db)
-          : rocksdb::DB::Open(db_options, dir_, descriptors, &all_handles_, &db);
+      options.read_only ? rocksdb::DB::OpenForReadOnly(
+                              db_options, dir_, descriptors, &all_handles_, &db)
+                        : rocksdb::DB::Open(db_options, dir_, descriptors,
+                                            &all_handles_, &db);
   if (!s.ok()) {
     if (IsLockHeld(s)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "database ", dir_, " is in use by another convtuned (its LOCK is held): stop that "
-          "daemon or pass another --db (", s.ToString(), ")"));
+          "database ", dir_,
+          " is in use by another convtuned (its LOCK is held): stop that "
+          "daemon or pass another --db (",
+          s.ToString(), ")"));
     }
     return FromRocksDb(s, absl::StrCat("open database ", dir_));
   }
@@ -233,9 +262,10 @@ absl::Status RocksDbStore::Open(const StoreOptions& options) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& dir,
-                                                        const StoreOptions& options) {
-  if (dir.empty()) return absl::InvalidArgumentError("database folder: empty path");
+absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(
+    const std::string& dir, const StoreOptions& options) {
+  if (dir.empty())
+    return absl::InvalidArgumentError("database folder: empty path");
   auto store = std::make_unique<RocksDbStore>(dir, options.read_only);
   absl::Status s = store->Open(options);
   if (!s.ok()) return s;

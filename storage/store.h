@@ -1,7 +1,8 @@
 // A small key-value store with the four column families convtune keeps.
-// RocksDB implements it (rocksdb_store.h); nothing else includes RocksDB.
-// Implementations are thread-safe. Keys and values are opaque bytes here;
-// record formats live in records.h and storage/FORMAT.md.
+// RocksDB implements it (rocksdb_store.cc; nothing else includes RocksDB), and
+// memory_store.h in memory for tests. Implementations are thread-safe. Keys
+// and values are opaque bytes here; keys live in keys.h, record formats in
+// records.h, both documented in storage/FORMAT.md.
 #ifndef CONVTUNE_STORAGE_STORE_H_
 #define CONVTUNE_STORAGE_STORE_H_
 
@@ -9,16 +10,16 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace convtune::storage {
 
 enum class Column { kFindDb, kPerfDb, kKernelCache, kMeta };
-inline constexpr Column kAllColumns[] = {Column::kFindDb, Column::kPerfDb, Column::kKernelCache,
-                                         Column::kMeta};
+inline constexpr Column kAllColumns[] = {Column::kFindDb, Column::kPerfDb,
+                                         Column::kKernelCache, Column::kMeta};
 
 // "find_db", "perf_db", "kernel_cache", "meta".
 absl::string_view ColumnName(Column c);
@@ -36,8 +37,10 @@ class Store {
   virtual ~Store() = default;
 
   // NotFound if the key is absent.
-  virtual absl::StatusOr<std::string> Get(Column column, absl::string_view key) = 0;
-  virtual absl::Status Put(Column column, absl::string_view key, absl::string_view value,
+  virtual absl::StatusOr<std::string> Get(Column column,
+                                          absl::string_view key) = 0;
+  virtual absl::Status Put(Column column, absl::string_view key,
+                           absl::string_view value,
                            const WriteOptions& options = {}) = 0;
   // OK if the key was absent.
   virtual absl::Status Delete(Column column, absl::string_view key,
@@ -46,7 +49,8 @@ class Store {
   // fn returns false.
   virtual absl::Status Scan(
       Column column, absl::string_view prefix,
-      const std::function<bool(absl::string_view key, absl::string_view value)>& fn) = 0;
+      const std::function<bool(absl::string_view key, absl::string_view value)>&
+          fn) = 0;
   // Makes every earlier write durable, synced or not (one fsync of the WAL),
   // so a bulk load can write unsynced and sync once at the end.
   virtual absl::Status Sync() { return absl::OkStatus(); }
@@ -67,8 +71,8 @@ struct StoreOptions {
 // do not allow creating one; DataLoss if it is corrupt; Internal for other
 // RocksDB failures. Missing column families are created (read-only: treated as
 // empty). A read-only store answers Put/Delete with FailedPrecondition.
-absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& dir,
-                                                        const StoreOptions& options = {});
+absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(
+    const std::string& dir, const StoreOptions& options = {});
 
 }  // namespace convtune::storage
 

@@ -49,7 +49,8 @@ bool ReadProblemFile(const std::string& path,
 // The problems of `--file FILE` (when `file` is set) or of one MIOpenDriver
 // line. Returns kExitOk, or a usage error for a bad driver line; *input_ok
 // is false when some line of the file was bad (the others are still loaded).
-int LoadProblems(const std::string& file, const std::vector<std::string>& driver_args,
+int LoadProblems(const std::string& file,
+                 const std::vector<std::string>& driver_args,
                  std::vector<ConvProblem>* problems, bool* input_ok);
 // `s` as a JSON string literal, quotes included.
 std::string JsonString(absl::string_view s);

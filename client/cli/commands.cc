@@ -34,7 +34,8 @@ void PrintSolvers(const v1::ListSolversResponse& response, bool with_problem) {
   int applicable = 0;
   for (const v1::SolverInfo& s : response.solvers()) {
     std::cout << absl::StrFormat("%5u  %-32s  %-14s  %-7s  %-7s", s.id(),
-                                 s.name(), AlgorithmName(s.algorithm()), BackendName(s.backend()),
+                                 s.name(), AlgorithmName(s.algorithm()),
+                                 BackendName(s.backend()),
                                  s.dynamic() ? "yes" : "no");
     if (with_problem) {
       applicable += s.applicable();

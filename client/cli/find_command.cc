@@ -22,7 +22,8 @@ namespace convtune::cli {
 
 // Appends the file's problems; reports each bad line as FILE:LINE. Returns
 // false if any line was bad (or the file cannot be read).
-bool ReadProblemFile(const std::string& path, std::vector<ConvProblem>* problems) {
+bool ReadProblemFile(const std::string& path,
+                     std::vector<ConvProblem>* problems) {
   std::ifstream in(path);
   if (!in) {
     std::cerr << "convtune: " << path << ": cannot open\n";
@@ -35,7 +36,8 @@ bool ReadProblemFile(const std::string& path, std::vector<ConvProblem>* problems
     if (text.empty() || text[0] == '#') continue;
     absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverLine(text);
     if (!parsed.ok()) {
-      std::cerr << path << ":" << number << ": " << parsed.status().message() << "\n";
+      std::cerr << path << ":" << number << ": " << parsed.status().message()
+                << "\n";
       ok = false;
       continue;
     }
@@ -44,14 +46,16 @@ bool ReadProblemFile(const std::string& path, std::vector<ConvProblem>* problems
   return ok;
 }
 
-int LoadProblems(const std::string& file, const std::vector<std::string>& driver_args,
+int LoadProblems(const std::string& file,
+                 const std::vector<std::string>& driver_args,
                  std::vector<ConvProblem>* problems, bool* input_ok) {
   *input_ok = true;
   if (!file.empty()) {
     *input_ok = ReadProblemFile(file, problems);
     return kExitOk;
   }
-  absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverArgs(driver_args);
+  absl::StatusOr<std::vector<ConvProblem>> parsed =
+      ParseDriverArgs(driver_args);
   if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
   *problems = *std::move(parsed);
   return kExitOk;
@@ -61,10 +65,18 @@ std::string JsonString(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppendFormat(&out, "\\u%04x", c);
@@ -137,9 +149,10 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
     }
   }
   if (flags->file.empty() == flags->driver_args.empty()) {
-    return UsageError(flags->file.empty()
-                          ? "find needs a MIOpenDriver line or --file FILE"
-                          : "find takes either a MIOpenDriver line or --file FILE, not both");
+    return UsageError(
+        flags->file.empty()
+            ? "find needs a MIOpenDriver line or --file FILE"
+            : "find takes either a MIOpenDriver line or --file FILE, not both");
   }
   return kExitOk;
 }
@@ -149,14 +162,17 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
     std::cout << (i ? ",\n " : "\n ") << "{\"problem_key\": "
-              << JsonString(o.response.problem_key().empty() ? ProblemKey(o.problem)
-                                                             : o.response.problem_key())
-              << ", \"driver_line\": " << JsonString(FormatDriverLine(o.problem))
+              << JsonString(o.response.problem_key().empty()
+                                ? ProblemKey(o.problem)
+                                : o.response.problem_key())
+              << ", \"driver_line\": "
+              << JsonString(FormatDriverLine(o.problem))
               << ", \"from_db\": " << (o.response.from_db() ? "true" : "false")
               << ", \"device_key\": " << JsonString(o.response.device_key())
               << ", \"mode\": " << JsonString(FindModeName(o.response.mode()))
               << ", \"source\": " << JsonString(o.response.source());
-    if (!o.status.ok()) std::cout << ", \"error\": " << JsonString(o.status.message());
+    if (!o.status.ok())
+      std::cout << ", \"error\": " << JsonString(o.status.message());
     std::cout << ", \"results\": [";
     for (int r = 0; r < o.response.results_size(); ++r) {
       const v1::PerfResult& p = o.response.results(r);
@@ -166,8 +182,9 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
                        "\"algorithm\": %s, \"time_ms\": %.6g, "
                        "\"workspace_bytes\": %d, "
                        "\"measured\": %s}",
-                       r + 1, p.solver_id(), JsonString(p.solver_name()), JsonString(p.algorithm()),
-                       p.time_ms(), p.workspace_bytes(), p.measured() ? "true" : "false");
+                       r + 1, p.solver_id(), JsonString(p.solver_name()),
+                       JsonString(p.algorithm()), p.time_ms(),
+                       p.workspace_bytes(), p.measured() ? "true" : "false");
     }
     std::cout << "]}";
   }
@@ -175,7 +192,8 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
 }
 
 // `seconds`: the wall time of all the finds (they may overlap).
-void PrintTable(const Context& context, const std::vector<Outcome>& outcomes, double seconds) {
+void PrintTable(const Context& context, const std::vector<Outcome>& outcomes,
+                double seconds) {
   int from_db = 0, tuned = 0, fallback = 0, failed = 0, results = 0;
   for (const Outcome& o : outcomes) {
     if (!o.status.ok()) {
@@ -187,17 +205,19 @@ void PrintTable(const Context& context, const std::vector<Outcome>& outcomes, do
     results += o.response.results_size();
     std::cout << "problem " << o.response.problem_key() << "  ("
               << (o.response.from_db() ? "from FindDb"
-                  : fell_back          ? "not in the FindDb: fallback ranking, not timed"
-                                       : absl::StrFormat("tuned in %.2f s", o.seconds))
-              << "; source " << o.response.source() << ", mode " << FindModeName(o.response.mode())
-              << ")\n";
-    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n", "rank", "id", "solver",
-                                 "algorithm", "time (ms)", "workspace (B)");
+                  : fell_back ? "not in the FindDb: fallback ranking, not timed"
+                              : absl::StrFormat("tuned in %.2f s", o.seconds))
+              << "; source " << o.response.source() << ", mode "
+              << FindModeName(o.response.mode()) << ")\n";
+    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n",
+                                 "rank", "id", "solver", "algorithm",
+                                 "time (ms)", "workspace (B)");
     for (int r = 0; r < o.response.results_size(); ++r) {
       const v1::PerfResult& p = o.response.results(r);
-      std::cout << absl::StrFormat("  %4d  %5u  %-32s  %-14s  %12.4f%s %14d\n", r + 1,
-                                   p.solver_id(), p.solver_name(), p.algorithm(), p.time_ms(),
-                                   p.measured() ? " " : "*", p.workspace_bytes());
+      std::cout << absl::StrFormat(
+          "  %4d  %5u  %-32s  %-14s  %12.4f%s %14d\n", r + 1, p.solver_id(),
+          p.solver_name(), p.algorithm(), p.time_ms(), p.measured() ? " " : "*",
+          p.workspace_bytes());
     }
     if (o.response.results_size() == 0) std::cout << "  (no solution)\n";
     std::cout << "\n";
@@ -206,7 +226,8 @@ void PrintTable(const Context& context, const std::vector<Outcome>& outcomes, do
       "%d problem(s): %d from FindDb, %d tuned, %d failed%s; %d result(s); "
       "%.2f s\n",
       outcomes.size(), from_db, tuned, failed,
-      fallback > 0 ? absl::StrCat(", ", fallback, " fallback (not timed)") : "", results, seconds);
+      fallback > 0 ? absl::StrCat(", ", fallback, " fallback (not timed)") : "",
+      results, seconds);
 }
 
 }  // namespace
@@ -216,7 +237,9 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
   if (int rc = ParseFindFlags(args, &flags); rc != kExitOk) return rc;
   std::vector<ConvProblem> problems;
   bool input_ok = true;
-  if (int rc = LoadProblems(flags.file, flags.driver_args, &problems, &input_ok); rc != kExitOk) {
+  if (int rc =
+          LoadProblems(flags.file, flags.driver_args, &problems, &input_ok);
+      rc != kExitOk) {
     return rc;
   }
   // Up to --jobs finds in flight; the outcomes keep the problems' order.
@@ -228,8 +251,11 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
       Outcome& o = outcomes[i];
       o.problem = problems[i];
       const auto start = std::chrono::steady_clock::now();
-      absl::StatusOr<v1::FindResponse> response = context.client->Find(o.problem, flags.options);
-      o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      absl::StatusOr<v1::FindResponse> response =
+          context.client->Find(o.problem, flags.options);
+      o.seconds = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
       if (response.ok()) {
         o.response = *std::move(response);
       } else {
@@ -255,10 +281,12 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
       return kExitFailed;
     }
     request_ok = false;
-    std::cerr << "convtune: " << ProblemKey(o.problem) << ": " << o.status.message() << "\n";
+    std::cerr << "convtune: " << ProblemKey(o.problem) << ": "
+              << o.status.message() << "\n";
   }
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   flags.json ? PrintJson(outcomes) : PrintTable(context, outcomes, seconds);
   if (!input_ok) return kExitUsage;
   return request_ok ? kExitOk : kExitFailed;

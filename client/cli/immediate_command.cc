@@ -119,8 +119,9 @@ void PrintTable(const std::vector<Answer>& answers) {
       const v1::Solution& s = a.response.solutions(r);
       std::cout << absl::StrFormat(
           "  %4d  %5u  %-32s  %-14s  %12.4f  %14d  %s\n", r + 1,
-          s.solution_id(), s.solver_name(), AlgorithmName(s.algorithm()), s.time_ms(),
-          s.workspace_bytes(), s.measured() ? "measured" : "estimated");
+          s.solution_id(), s.solver_name(), AlgorithmName(s.algorithm()),
+          s.time_ms(), s.workspace_bytes(),
+          s.measured() ? "measured" : "estimated");
     }
     if (a.response.solutions_size() == 0) std::cout << "  (no solution)\n";
     std::cout << "\n";
@@ -137,7 +138,8 @@ int ImmediateCommand(Context& context, const std::vector<std::string>& args) {
   if (int rc = ParseImmediateFlags(args, &flags); rc != kExitOk) return rc;
   std::vector<ConvProblem> problems;
   bool input_ok = true;
-  if (int rc = LoadProblems(flags.file, flags.driver_args, &problems, &input_ok);
+  if (int rc =
+          LoadProblems(flags.file, flags.driver_args, &problems, &input_ok);
       rc != kExitOk) {
     return rc;
   }

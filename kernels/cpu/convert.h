@@ -14,11 +14,12 @@ namespace convtune::cpu {
 inline constexpr absl::string_view kConvertKernel = "cpu.convert";
 
 // Buffers: (src, dst). Scalars: (count, src DataType, dst DataType).
-absl::Status ConvertKernel(const v1::KernelStep& step, const std::vector<void*>& buffers);
+absl::Status ConvertKernel(const v1::KernelStep& step,
+                           const std::vector<void*>& buffers);
 
 // Builds the step.
-v1::KernelStep MakeConvertStep(int64_t count, int src_type, v1::BufferRef src, int dst_type,
-                               v1::BufferRef dst);
+v1::KernelStep MakeConvertStep(int64_t count, int src_type, v1::BufferRef src,
+                               int dst_type, v1::BufferRef dst);
 
 }  // namespace convtune::cpu
 

@@ -11,14 +11,15 @@ namespace convtune::cpu {
 namespace {
 
 const absl::flat_hash_map<absl::string_view, CpuKernelFn>& Registry() {
-  static const auto* registry = new absl::flat_hash_map<absl::string_view, CpuKernelFn>({
-      {kConvertKernel, &ConvertKernel},
-      {kDirectNaiveKernel, &DirectNaiveKernel},
-      {kDirectTiledKernel, &DirectTiledKernel},
-      {kIm2colGemmKernel, &Im2colGemmKernel},
-      {kGemm1x1Kernel, &Gemm1x1Kernel},
-      {kWinogradF2x3Kernel, &WinogradF2x3Kernel},
-  });
+  static const auto* registry =
+      new absl::flat_hash_map<absl::string_view, CpuKernelFn>({
+          {kConvertKernel, &ConvertKernel},
+          {kDirectNaiveKernel, &DirectNaiveKernel},
+          {kDirectTiledKernel, &DirectTiledKernel},
+          {kIm2colGemmKernel, &Im2colGemmKernel},
+          {kGemm1x1Kernel, &Gemm1x1Kernel},
+          {kWinogradF2x3Kernel, &WinogradF2x3Kernel},
+      });
   return *registry;
 }
 

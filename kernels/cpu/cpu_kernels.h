@@ -4,10 +4,10 @@
 #ifndef CONVTUNE_KERNELS_CPU_CPU_KERNELS_H_
 #define CONVTUNE_KERNELS_CPU_CPU_KERNELS_H_
 
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "convtune/v1/plan.pb.h"
 
 namespace convtune::cpu {

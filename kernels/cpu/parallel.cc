@@ -70,10 +70,12 @@ int NumThreads() {
   return n;
 }
 
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ParallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  const int64_t max_chunks = std::min<int64_t>(NumThreads(), (n + grain - 1) / grain);
+  const int64_t max_chunks =
+      std::min<int64_t>(NumThreads(), (n + grain - 1) / grain);
   if (in_parallel_region || max_chunks <= 1) {
     fn(0, n);
     return;

@@ -15,7 +15,8 @@ int NumThreads();
 
 // Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all
 // are done. `grain` is the smallest chunk worth a thread.
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+void ParallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace convtune::cpu
 

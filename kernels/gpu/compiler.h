@@ -33,18 +33,21 @@ class KernelCompiler {
   // The code object (cubin for cuda, a code object for hip) for req.arch.
   // InvalidArgument for an arch the compiler does not know; Internal with
   // the compiler's log when the source does not compile.
-  virtual absl::StatusOr<std::string> Compile(const CompileRequest& req) const = 0;
+  virtual absl::StatusOr<std::string> Compile(
+      const CompileRequest& req) const = 0;
 };
 
 // Unavailable (naming the library) when the compiler library cannot be loaded.
 absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeNvrtcCompiler();
 absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeHiprtcCompiler();
 // InvalidArgument for a backend other than CUDA and HIP.
-absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(v1::Backend backend);
+absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(
+    v1::Backend backend);
 
 // The kernel cache key: a hex digest of everything a code object depends on.
 std::string CodeObjectHash(v1::Backend backend, absl::string_view arch,
-                           absl::string_view source, const std::vector<std::string>& options,
+                           absl::string_view source,
+                           const std::vector<std::string>& options,
                            absl::string_view compiler_version);
 
 }  // namespace convtune

@@ -51,8 +51,9 @@ absl::StatusOr<const HiprtcApi*> LoadHiprtc() {
   static const absl::StatusOr<const HiprtcApi*>* const api = [] {
     absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open({kHipLibrary});
     if (!lib.ok()) {
-      return new absl::StatusOr<const HiprtcApi*>(absl::UnavailableError(absl::StrCat(
-          "hiprtc unavailable: cannot load ", kHipLibrary, ": ", lib.status().message())));
+      return new absl::StatusOr<const HiprtcApi*>(absl::UnavailableError(
+          absl::StrCat("hiprtc unavailable: cannot load ", kHipLibrary, ": ",
+                       lib.status().message())));
     }
     auto* t = new HiprtcApi;
     auto sym = [&](auto& fn, const char* name) { lib->Require(&fn, name); };
@@ -67,8 +68,9 @@ absl::StatusOr<const HiprtcApi*> LoadHiprtc() {
     sym(t->GetCode, "hiprtcGetCode");
     sym(t->RuntimeGetVersion, "hipRuntimeGetVersion");
     if (!lib->missing().empty()) {
-      return new absl::StatusOr<const HiprtcApi*>(absl::UnavailableError(
-          absl::StrCat("hiprtc unavailable: ", kHipLibrary, " lacks ", lib->missing())));
+      return new absl::StatusOr<const HiprtcApi*>(
+          absl::UnavailableError(absl::StrCat(
+              "hiprtc unavailable: ", kHipLibrary, " lacks ", lib->missing())));
     }
     return new absl::StatusOr<const HiprtcApi*>(t);
   }();
@@ -81,8 +83,8 @@ bool KnownArch(absl::string_view arch) {
   bool known = false;
   for (const char* gfx : kKnownGfx) known = known || parts[0] == gfx;
   for (size_t i = 1; i < parts.size(); ++i) {
-    known = known && (parts[i] == "sramecc+" || parts[i] == "sramecc-" || parts[i] == "xnack+" ||
-                      parts[i] == "xnack-");
+    known = known && (parts[i] == "sramecc+" || parts[i] == "sramecc-" ||
+                      parts[i] == "xnack+" || parts[i] == "xnack-");
   }
   return known;
 }
@@ -95,39 +97,41 @@ class HiprtcCompiler final : public KernelCompiler {
   v1::Backend backend() const override { return v1::HIP; }
   const std::string& version() const override { return version_; }
 
-  absl::StatusOr<std::string> Compile(const CompileRequest& req) const override {
+  absl::StatusOr<std::string> Compile(
+      const CompileRequest& req) const override {
     if (!KnownArch(req.arch)) {
-      return absl::InvalidArgumentError(absl::StrCat("arch: hiprtc ", version_, " cannot target '",
-                                                     req.arch, "' (expected one of ",
-                                                     absl::StrJoin(kKnownGfx, ", "), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "arch: hiprtc ", version_, " cannot target '", req.arch,
+          "' (expected one of ", absl::StrJoin(kKnownGfx, ", "), ")"));
     }
-    std::vector<std::string> options = {absl::StrCat("--offload-arch=", req.arch), "-std=c++17",
-                                        "-O3"};
+    std::vector<std::string> options = {
+        absl::StrCat("--offload-arch=", req.arch), "-std=c++17", "-O3"};
     options.insert(options.end(), req.options.begin(), req.options.end());
     std::vector<const char*> argv;
     for (const std::string& o : options) argv.push_back(o.c_str());
     // comgr in ROCm 5 is not safe for concurrent compiles in one process.
     absl::MutexLock lock(&mu_);
     hiprtcProgram prog = nullptr;
-    hiprtcResult r =
-        api_->CreateProgram(&prog, req.source.c_str(), req.file.c_str(), 0, nullptr, nullptr);
+    hiprtcResult r = api_->CreateProgram(&prog, req.source.c_str(),
+                                         req.file.c_str(), 0, nullptr, nullptr);
     if (r != HIPRTC_SUCCESS) {
-      return absl::InternalError(
-          absl::StrCat("hiprtcCreateProgram(", req.file, "): ", api_->GetErrorString(r)));
+      return absl::InternalError(absl::StrCat("hiprtcCreateProgram(", req.file,
+                                              "): ", api_->GetErrorString(r)));
     }
     r = api_->CompileProgram(prog, static_cast<int>(argv.size()), argv.data());
     absl::StatusOr<std::string> out;
     if (r != HIPRTC_SUCCESS) {
-      out = absl::InternalError(absl::StrCat("hiprtc cannot compile ", req.file, " for ", req.arch,
-                                             req.options.empty() ? "" : " with ",
-                                             absl::StrJoin(req.options, " "), ": ",
-                                             api_->GetErrorString(r), "\n", Log(prog)));
+      out = absl::InternalError(absl::StrCat(
+          "hiprtc cannot compile ", req.file, " for ", req.arch,
+          req.options.empty() ? "" : " with ", absl::StrJoin(req.options, " "),
+          ": ", api_->GetErrorString(r), "\n", Log(prog)));
     } else {
       size_t size = 0;
       api_->GetCodeSize(prog, &size);
       std::string code(size, '\0');
       if (size == 0 || api_->GetCode(prog, code.data()) != HIPRTC_SUCCESS) {
-        out = absl::InternalError(absl::StrCat("hiprtc produced no code object for ", req.file));
+        out = absl::InternalError(
+            absl::StrCat("hiprtc produced no code object for ", req.file));
       } else {
         out = std::move(code);
       }
@@ -139,7 +143,8 @@ class HiprtcCompiler final : public KernelCompiler {
  private:
   std::string Log(hiprtcProgram prog) const {
     size_t size = 0;
-    if (api_->GetProgramLogSize(prog, &size) != HIPRTC_SUCCESS || size == 0) return "";
+    if (api_->GetProgramLogSize(prog, &size) != HIPRTC_SUCCESS || size == 0)
+      return "";
     std::string log(size, '\0');
     api_->GetProgramLog(prog, log.data());
     while (!log.empty() && log.back() == '\0') log.pop_back();
@@ -169,7 +174,8 @@ absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeHiprtcCompiler() {
 #else  // !CONVTUNE_HAVE_HIP_HEADERS
 
 absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeHiprtcCompiler() {
-  return absl::UnavailableError("hiprtc unavailable: convtune was built without the HIP headers");
+  return absl::UnavailableError(
+      "hiprtc unavailable: convtune was built without the HIP headers");
 }
 
 #endif

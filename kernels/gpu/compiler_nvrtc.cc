@@ -7,9 +7,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "kernels/dynamic_library.h"
 #include "kernels/gpu/compiler.h"
 
@@ -43,8 +43,9 @@ absl::StatusOr<const NvrtcApi*> LoadNvrtc() {
   static const absl::StatusOr<const NvrtcApi*>* const api = [] {
     absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::Open({kNvrtcLibrary});
     if (!lib.ok()) {
-      return new absl::StatusOr<const NvrtcApi*>(absl::UnavailableError(absl::StrCat(
-          "NVRTC unavailable: cannot load ", kNvrtcLibrary, ": ", lib.status().message())));
+      return new absl::StatusOr<const NvrtcApi*>(absl::UnavailableError(
+          absl::StrCat("NVRTC unavailable: cannot load ", kNvrtcLibrary, ": ",
+                       lib.status().message())));
     }
     auto* t = new NvrtcApi;
     auto sym = [&](auto& fn, const char* name) { lib->Require(&fn, name); };
@@ -61,7 +62,8 @@ absl::StatusOr<const NvrtcApi*> LoadNvrtc() {
     sym(t->GetCUBIN, "nvrtcGetCUBIN");
     if (!lib->missing().empty()) {
       return new absl::StatusOr<const NvrtcApi*>(absl::UnavailableError(
-          absl::StrCat("NVRTC unavailable: ", kNvrtcLibrary, " lacks ", lib->missing())));
+          absl::StrCat("NVRTC unavailable: ", kNvrtcLibrary, " lacks ",
+                       lib->missing())));
     }
     return new absl::StatusOr<const NvrtcApi*>(t);
   }();
@@ -70,39 +72,43 @@ absl::StatusOr<const NvrtcApi*> LoadNvrtc() {
 
 class NvrtcCompiler final : public KernelCompiler {
  public:
-  NvrtcCompiler(const NvrtcApi* api, std::string version, std::vector<int> archs)
+  NvrtcCompiler(const NvrtcApi* api, std::string version,
+                std::vector<int> archs)
       : api_(api), version_(std::move(version)), archs_(std::move(archs)) {}
 
   v1::Backend backend() const override { return v1::CUDA; }
   const std::string& version() const override { return version_; }
 
-  absl::StatusOr<std::string> Compile(const CompileRequest& req) const override {
+  absl::StatusOr<std::string> Compile(
+      const CompileRequest& req) const override {
     if (absl::Status s = CheckArch(req.arch); !s.ok()) return s;
     nvrtcProgram prog = nullptr;
-    nvrtcResult r =
-        api_->CreateProgram(&prog, req.source.c_str(), req.file.c_str(), 0, nullptr, nullptr);
+    nvrtcResult r = api_->CreateProgram(&prog, req.source.c_str(),
+                                        req.file.c_str(), 0, nullptr, nullptr);
     if (r != NVRTC_SUCCESS) {
-      return absl::InternalError(
-          absl::StrCat("nvrtcCreateProgram(", req.file, "): ", api_->GetErrorString(r)));
+      return absl::InternalError(absl::StrCat("nvrtcCreateProgram(", req.file,
+                                              "): ", api_->GetErrorString(r)));
     }
-    std::vector<std::string> options = {absl::StrCat("--gpu-architecture=", req.arch), "-default-device",
-                                        "-std=c++17"};
+    std::vector<std::string> options = {
+        absl::StrCat("--gpu-architecture=", req.arch), "-default-device",
+        "-std=c++17"};
     options.insert(options.end(), req.options.begin(), req.options.end());
     std::vector<const char*> argv;
     for (const std::string& o : options) argv.push_back(o.c_str());
     r = api_->CompileProgram(prog, static_cast<int>(argv.size()), argv.data());
     absl::StatusOr<std::string> out;
     if (r != NVRTC_SUCCESS) {
-      out = absl::InternalError(absl::StrCat("NVRTC cannot compile ", req.file, " for ", req.arch,
-                                             req.options.empty() ? "" : " with ",
-                                             absl::StrJoin(req.options, " "), ": ",
-                                             api_->GetErrorString(r), "\n", Log(prog)));
+      out = absl::InternalError(absl::StrCat(
+          "NVRTC cannot compile ", req.file, " for ", req.arch,
+          req.options.empty() ? "" : " with ", absl::StrJoin(req.options, " "),
+          ": ", api_->GetErrorString(r), "\n", Log(prog)));
     } else {
       size_t size = 0;
       api_->GetCUBINSize(prog, &size);
       std::string cubin(size, '\0');
       if (size == 0 || api_->GetCUBIN(prog, cubin.data()) != NVRTC_SUCCESS) {
-        out = absl::InternalError(absl::StrCat("NVRTC produced no CUBIN for ", req.file));
+        out = absl::InternalError(
+            absl::StrCat("NVRTC produced no CUBIN for ", req.file));
       } else {
         out = std::move(cubin);
       }
@@ -124,15 +130,16 @@ class NvrtcCompiler final : public KernelCompiler {
     if (!prefixed || !absl::SimpleAtoi(digits, &sm) ||
         std::find(archs_.begin(), archs_.end(), sm) == archs_.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "arch: NVRTC ", version_, " cannot target '", arch, "' (supported: sm_",
-          absl::StrJoin(archs_, ", sm_"), ")"));
+          "arch: NVRTC ", version_, " cannot target '", arch,
+          "' (supported: sm_", absl::StrJoin(archs_, ", sm_"), ")"));
     }
     return absl::OkStatus();
   }
 
   std::string Log(nvrtcProgram prog) const {
     size_t size = 0;
-    if (api_->GetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return "";
+    if (api_->GetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1)
+      return "";
     std::string log(size, '\0');
     api_->GetProgramLog(prog, log.data());
     log.resize(size - 1);  // drop the terminating NUL
@@ -157,14 +164,15 @@ absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeNvrtcCompiler() {
   (*api)->GetNumSupportedArchs(&n);
   std::vector<int> archs(std::max(n, 0));
   if (n > 0) (*api)->GetSupportedArchs(archs.data());
-  return std::make_unique<NvrtcCompiler>(*api, absl::StrCat("nvrtc", major, ".", minor),
-                                         std::move(archs));
+  return std::make_unique<NvrtcCompiler>(
+      *api, absl::StrCat("nvrtc", major, ".", minor), std::move(archs));
 }
 
 #else  // !CONVTUNE_HAVE_CUDA_HEADERS
 
 absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeNvrtcCompiler() {
-  return absl::UnavailableError("NVRTC unavailable: convtune was built without the CUDA headers");
+  return absl::UnavailableError(
+      "NVRTC unavailable: convtune was built without the CUDA headers");
 }
 
 #endif

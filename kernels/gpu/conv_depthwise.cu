@@ -85,34 +85,43 @@ struct CtDw {
   int xs[5], ws[5], ys[5];
 };
 
-#define CT_MAKE_DW(q)                                                                   \
-  CtDw q;                                                                               \
-  {                                                                                     \
-    const ct_i64 v[5][3] = {{a_id, a_ih, a_iw}, {a_fd, a_fh, a_fw}, {a_pd, a_ph, a_pw}, \
-                            {a_sd, a_sh, a_sw}, {a_dd, a_dh, a_dw}};                    \
-    q.n = static_cast<int>(a_n), q.g = static_cast<int>(a_g);                           \
-    q.c = static_cast<int>(a_c), q.k = static_cast<int>(a_k);                           \
-    q.cg = q.c / q.g, q.kg = q.k / q.g;                                                 \
-    for (int i = 0; i < 3; ++i) {                                                       \
-      q.in[i] = static_cast<int>(v[0][i]), q.f[i] = static_cast<int>(v[1][i]);          \
-      q.pad[i] = static_cast<int>(v[2][i]), q.st[i] = static_cast<int>(v[3][i]);        \
-      q.dil[i] = static_cast<int>(v[4][i]);                                             \
-      q.out[i] = (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] + 1;  \
-    }                                                                                   \
-    ct_strides<int>(q.xs, q.c, q.in);                                                   \
-    ct_strides<int>(q.ws, q.cg, q.f);                                                   \
-    ct_strides<int>(q.ys, q.k, q.out);                                                  \
+#define CT_MAKE_DW(q)                                                          \
+  CtDw q;                                                                      \
+  {                                                                            \
+    const ct_i64 v[5][3] = {{a_id, a_ih, a_iw},                                \
+                            {a_fd, a_fh, a_fw},                                \
+                            {a_pd, a_ph, a_pw},                                \
+                            {a_sd, a_sh, a_sw},                                \
+                            {a_dd, a_dh, a_dw}};                               \
+    q.n = static_cast<int>(a_n), q.g = static_cast<int>(a_g);                  \
+    q.c = static_cast<int>(a_c), q.k = static_cast<int>(a_k);                  \
+    q.cg = q.c / q.g, q.kg = q.k / q.g;                                        \
+    for (int i = 0; i < 3; ++i) {                                              \
+      q.in[i] = static_cast<int>(v[0][i]), q.f[i] = static_cast<int>(v[1][i]); \
+      q.pad[i] = static_cast<int>(v[2][i]),                                    \
+      q.st[i] = static_cast<int>(v[3][i]);                                     \
+      q.dil[i] = static_cast<int>(v[4][i]);                                    \
+      q.out[i] =                                                               \
+          (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] +   \
+          1;                                                                   \
+    }                                                                          \
+    ct_strides<int>(q.xs, q.c, q.in);                                          \
+    ct_strides<int>(q.ws, q.cg, q.f);                                          \
+    ct_strides<int>(q.ys, q.k, q.out);                                         \
   }
 
 CT_DEVICE int ct_dw_min(int a, int b) { return a < b ? a : b; }
-CT_DEVICE int ct_dw_floor_div(int a, int b) { return a >= 0 ? a / b : -((b - 1 - a) / b); }
+CT_DEVICE int ct_dw_floor_div(int a, int b) {
+  return a >= 0 ? a / b : -((b - 1 - a) / b);
+}
 
 // Stages a [rows][cols][ng] patch of a tensor into shared memory: element
 // (r, c, gl) is channel ch0 + gl * ch_step at (d, h0 + r, w0 + c), zero
 // outside the tensor (sp its spatial size, s its strides, n already in base).
-CT_DEVICE void ct_dw_stage(float* dst, const ct_t* src, int base, int ch0, int ch_step, int ng,
-                           int d, int h0, int w0, int rows, int cols, const int* sp,
-                           const int* s, int tid, int threads) {
+CT_DEVICE void ct_dw_stage(float* dst, const ct_t* src, int base, int ch0,
+                           int ch_step, int ng, int d, int h0, int w0, int rows,
+                           int cols, const int* sp, const int* s, int tid,
+                           int threads) {
   const int total = ng * rows * cols;
   const int b = base + ch0 * s[1] + d * s[2];
   for (int e0 = tid; e0 < total; e0 += CT_BATCH * threads) {
@@ -125,7 +134,8 @@ CT_DEVICE void ct_dw_stage(float* dst, const ct_t* src, int base, int ch0, int c
         const int gl = e % ng, rest = e / ng;
         const int h = h0 + rest / cols, w = w0 + rest % cols;
         if (h >= 0 && h < sp[1] && w >= 0 && w < sp[2]) {
-          v[u] = ct_to_float(src[b + gl * ch_step * s[1] + h * s[3] + w * s[4]]);
+          v[u] =
+              ct_to_float(src[b + gl * ch_step * s[1] + h * s[3] + w * s[4]]);
         }
       }
     }
@@ -141,7 +151,8 @@ CT_DEVICE void ct_dw_stage(float* dst, const ct_t* src, int base, int ch0, int c
 // F: the source is x, the destination y; B: the source is dy, the
 // destination dx. `red` source channels of each group feed every destination
 // channel of the group.
-CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PARAMS) {
+CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py,
+                              CT_PROBLEM_PARAMS) {
   CT_MAKE_DW(q);
 #if CT_DIR == 1
   const int dpg = q.kg, spg = q.cg, dch = q.k;
@@ -155,7 +166,8 @@ CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PAR
   const ct_t* src = py;
 #endif
   const int tid = threadIdx.x;
-  const int tiles_w = (dsp[2] + CT_TW - 1) / CT_TW, tiles_h = (dsp[1] + CT_TH - 1) / CT_TH;
+  const int tiles_w = (dsp[2] + CT_TW - 1) / CT_TW,
+            tiles_h = (dsp[1] + CT_TH - 1) / CT_TH;
   const int cblocks = (dch + CT_KB - 1) / CT_KB;
   int b = blockIdx.x;
   const int w0 = (b % tiles_w) * CT_TW;
@@ -180,7 +192,8 @@ CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PAR
   const int org_w = ct_dw_floor_div(w0 + q.pad[2] - (fw_n - 1) * dw, sw);
   const int rows = ct_dw_floor_div(h0 + CT_TH - 1 + q.pad[1], sh) - org_h + 1;
   const int cols = ct_dw_floor_div(w0 + CT_TW - 1 + q.pad[2], sw) - org_w + 1;
-  const int base_h = h0 + q.pad[1] - org_h * sh, base_w = w0 + q.pad[2] - org_w * sw;
+  const int base_h = h0 + q.pad[1] - org_h * sh,
+            base_w = w0 + q.pad[2] - org_w * sw;
 #endif
   float* wsm = ct_dw_smem;
   float* patch = ct_dw_smem + taps * CT_KB;
@@ -202,19 +215,21 @@ CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PAR
       __syncthreads();
       for (int e = tid; e < taps * CT_KB; e += CT_THREADS) {
         const int oc = k0 + e % CT_KB, tap = e / CT_KB;
-        const int tw = (tap % fw_n) * q.ws[4] + (tap / fw_n) * q.ws[3] + fd * q.ws[2];
+        const int tw =
+            (tap % fw_n) * q.ws[4] + (tap / fw_n) * q.ws[3] + fd * q.ws[2];
         float v = 0.0f;
         if (oc < dch) {
 #if CT_DIR == 1
           v = ct_to_float(pw[oc * q.ws[0] + r * q.ws[1] + tw]);
 #else
-          v = ct_to_float(pw[((oc / q.cg) * q.kg + r) * q.ws[0] + (oc % q.cg) * q.ws[1] + tw]);
+          v = ct_to_float(pw[((oc / q.cg) * q.kg + r) * q.ws[0] +
+                             (oc % q.cg) * q.ws[1] + tw]);
 #endif
         }
         wsm[e] = v;
       }
-      ct_dw_stage(patch, src, n * sst[0], g0 * spg + r, spg, ng, sd, org_h, org_w, rows, cols,
-                  ssp, sst, tid, CT_THREADS);
+      ct_dw_stage(patch, src, n * sst[0], g0 * spg + r, spg, ng, sd, org_h,
+                  org_w, rows, cols, ssp, sst, tid, CT_THREADS);
       __syncthreads();
 #pragma unroll
       for (int j = 0; j < CT_PER; ++j) {
@@ -230,15 +245,18 @@ CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PAR
         for (int fh = 0; fh < fh_n; ++fh) {
           const float* prow = p0 + fh * dh * cols * ng;
           const float* wrow = wk + fh * fw_n * CT_KB;
-          for (int fw = 0; fw < fw_n; ++fw) s += prow[fw * dw * ng] * wrow[fw * CT_KB];
+          for (int fw = 0; fw < fw_n; ++fw)
+            s += prow[fw * dw * ng] * wrow[fw * CT_KB];
         }
 #else
         if (sh == 1 && sw == 1) {
-          const float* p0 = patch + ((rr + base_h) * cols + cc + base_w) * ng + gl;
+          const float* p0 =
+              patch + ((rr + base_h) * cols + cc + base_w) * ng + gl;
           for (int fh = 0; fh < fh_n; ++fh) {
             const float* prow = p0 - fh * dh * cols * ng;
             const float* wrow = wk + fh * fw_n * CT_KB;
-            for (int fw = 0; fw < fw_n; ++fw) s += prow[-fw * dw * ng] * wrow[fw * CT_KB];
+            for (int fw = 0; fw < fw_n; ++fw)
+              s += prow[-fw * dw * ng] * wrow[fw * CT_KB];
           }
         } else {
           for (int fh = 0; fh < fh_n; ++fh) {
@@ -248,7 +266,8 @@ CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PAR
             const float* wrow = wk + fh * fw_n * CT_KB;
             for (int fw = 0; fw < fw_n; ++fw) {
               const int relw = cc + base_w - fw * dw;
-              if (relw % sw == 0) s += prow[(relw / sw) * ng] * wrow[fw * CT_KB];
+              if (relw % sw == 0)
+                s += prow[(relw / sw) * ng] * wrow[fw * CT_KB];
             }
           }
         }
@@ -272,13 +291,17 @@ CT_KERNEL void conv_depthwise(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PAR
 #endif
 
 // The thread's lane and row in a block of rows of 2^shift threads.
-CT_DEVICE int ct_rows_lane(int shift) { return static_cast<int>(threadIdx.x) & ((1 << shift) - 1); }
-CT_DEVICE int ct_rows_row(int shift) { return static_cast<int>(threadIdx.x) >> shift; }
+CT_DEVICE int ct_rows_lane(int shift) {
+  return static_cast<int>(threadIdx.x) & ((1 << shift) - 1);
+}
+CT_DEVICE int ct_rows_row(int shift) {
+  return static_cast<int>(threadIdx.x) >> shift;
+}
 
 #if CT_DIR != 3
 // F: y from x; B: dx from dy (a tap reaches dx where the stride divides).
-CT_KERNEL void conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PARAMS,
-                                   ct_i64 a_lane_shift) {
+CT_KERNEL void conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py,
+                                   CT_PROBLEM_PARAMS, ct_i64 a_lane_shift) {
   const int c = static_cast<int>(a_c);
   const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
   const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
@@ -298,8 +321,9 @@ CT_KERNEL void conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLE
   const int shift = static_cast<int>(a_lane_shift);
   const int lanes = 1 << shift;
   const int rows = static_cast<int>(a_n) * c * dst_h;
-  const int row = static_cast<int>(blockIdx.x) * (static_cast<int>(blockDim.x) >> shift) +
-                  ct_rows_row(shift);
+  const int row =
+      static_cast<int>(blockIdx.x) * (static_cast<int>(blockDim.x) >> shift) +
+      ct_rows_row(shift);
   if (row >= rows) return;
   const int plane = row / dst_h, r = row - plane * dst_h;
   const ct_t* sp = src + plane * (src_h * src_w);
@@ -386,7 +410,8 @@ CT_KERNEL void __launch_bounds__(256)
 #if CT_WS_OUT
                             float* pws,
 #endif
-                            CT_PROBLEM_PARAMS, ct_i64 a_chunks, ct_i64 a_lane_shift) {
+                            CT_PROBLEM_PARAMS, ct_i64 a_chunks,
+                            ct_i64 a_lane_shift) {
   const int c = static_cast<int>(a_c), chunks = static_cast<int>(a_chunks);
   const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
   const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
@@ -394,13 +419,15 @@ CT_KERNEL void __launch_bounds__(256)
   const int dh = static_cast<int>(a_dh), dw = static_cast<int>(a_dw);
   const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / sh + 1;
   const int ow = (iw + 2 * pwd - dw * (CT_RFW - 1) - 1) / sw + 1;
-  const int ch = static_cast<int>(blockIdx.x) % c, chunk = static_cast<int>(blockIdx.x) / c;
+  const int ch = static_cast<int>(blockIdx.x) % c,
+            chunk = static_cast<int>(blockIdx.x) / c;
   const int rows_total = static_cast<int>(a_n) * oh;
   const int per_chunk = (rows_total + chunks - 1) / chunks;
   const int r_begin = ct_dw_min(rows_total, chunk * per_chunk);
   const int r_end = ct_dw_min(rows_total, r_begin + per_chunk);
   const int shift = static_cast<int>(a_lane_shift);
-  const int lanes = 1 << shift, block_rows = static_cast<int>(blockDim.x) >> shift;
+  const int lanes = 1 << shift,
+            block_rows = static_cast<int>(blockDim.x) >> shift;
 
   float acc[CT_RFH][CT_RFW];
 #pragma unroll
@@ -417,7 +444,8 @@ CT_KERNEL void __launch_bounds__(256)
     for (int x0 = ct_rows_lane(shift) * CT_RV; x0 < ow; x0 += lanes * CT_RV) {
       float g[CT_RV];
 #pragma unroll
-      for (int j = 0; j < CT_RV; ++j) g[j] = x0 + j < ow ? ct_to_float(dyr[x0 + j]) : 0.0f;
+      for (int j = 0; j < CT_RV; ++j)
+        g[j] = x0 + j < ow ? ct_to_float(dyr[x0 + j]) : 0.0f;
 #pragma unroll
       for (int fh = 0; fh < CT_RFH; ++fh) {
         const int sr = r * sh - ph + fh * dh;
@@ -485,7 +513,8 @@ CT_KERNEL void conv_depthwise_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
   const int chunks = static_cast<int>(a_chunks);
   const int cblocks = (q.k + CT_KB - 1) / CT_KB;
   const int k0 = (blockIdx.x % cblocks) * CT_KB, chunk = blockIdx.x / cblocks;
-  const int g0 = k0 / q.kg, ng = (ct_dw_min(k0 + CT_KB, q.k) - 1) / q.kg - g0 + 1;
+  const int g0 = k0 / q.kg,
+            ng = (ct_dw_min(k0 + CT_KB, q.k) - 1) / q.kg - g0 + 1;
   const int rows_total = q.n * q.out[0] * q.out[1];
   const int per_chunk = (rows_total + chunks - 1) / chunks;
   const int r_begin = ct_dw_min(rows_total, chunk * per_chunk);
@@ -532,14 +561,16 @@ CT_KERNEL void conv_depthwise_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
               }
               dys[e] = v;
             }
-            ct_dw_stage(xp, px, n * q.xs[0], g0 * q.cg + c, q.cg, ng, id, oh0 * sh - q.pad[1],
-                        w0 * sw - q.pad[2], rows, cols, q.in, q.xs, tid, threads);
+            ct_dw_stage(xp, px, n * q.xs[0], g0 * q.cg + c, q.cg, ng, id,
+                        oh0 * sh - q.pad[1], w0 * sw - q.pad[2], rows, cols,
+                        q.in, q.xs, tid, threads);
             __syncthreads();
 #pragma unroll
             for (int s = 0; s < CT_WSLOTS; ++s) {
               const int t = tb + s * groups + grp;
               if (t >= taps || !k_ok) continue;
-              const float* xb = xp + ((t / fw_n) * dh * cols + (t % fw_n) * dw) * ng + gl;
+              const float* xb =
+                  xp + ((t / fw_n) * dh * cols + (t % fw_n) * dw) * ng + gl;
               float a = 0.0f;
               for (int p = pl; p < nr * CT_TW; p += 32 / CT_KB) {
                 const int rr = p / CT_TW, cc = p % CT_TW;
@@ -557,8 +588,8 @@ CT_KERNEL void conv_depthwise_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
           for (int m = 16; m >= CT_KB; m /= 2) v += ct_shfl_xor(v, m);
           const int t = tb + s * groups + grp;
           if (pl == 0 && k_ok && t < taps) {
-            const int idx = k * q.ws[0] + c * q.ws[1] + fd * q.ws[2] + (t / fw_n) * q.ws[3] +
-                            (t % fw_n) * q.ws[4];
+            const int idx = k * q.ws[0] + c * q.ws[1] + fd * q.ws[2] +
+                            (t / fw_n) * q.ws[3] + (t % fw_n) * q.ws[4];
 #if CT_WS_OUT
             pws[chunk * w_count + idx] = v;
 #else
@@ -572,7 +603,8 @@ CT_KERNEL void conv_depthwise_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
 }
 
 // dw[i] = the sum of the chunks' fp32 partials workspace[c * count + i].
-CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count, ct_i64 a_chunks) {
+CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count,
+                                     ct_i64 a_chunks) {
   ct_sum_slices(pws, pw, a_count, a_chunks);
 }
 #endif

@@ -38,7 +38,8 @@
 
 // Shared memory per block, in floats; the solver sizes stages (cc, tc) to it.
 #define CT_SMEM_FLOATS 8192
-// dw elements a thread of the W kernel owns, at most; the solver sizes tc to it.
+// dw elements a thread of the W kernel owns, at most; the solver sizes tc to
+// it.
 #define CT_WSLOTS 8
 #define CT_THREADS (CT_TH * CT_TW)
 
@@ -48,26 +49,33 @@ struct CtTiled {
   int in[3], f[3], pad[3], st[3], dil[3], out[3];
 };
 
-#define CT_MAKE_TILED(q)                                                                \
-  CtTiled q;                                                                            \
-  {                                                                                     \
-    const ct_i64 v[5][3] = {{a_id, a_ih, a_iw}, {a_fd, a_fh, a_fw}, {a_pd, a_ph, a_pw}, \
-                            {a_sd, a_sh, a_sw}, {a_dd, a_dh, a_dw}};                    \
-    q.n = static_cast<int>(a_n), q.g = static_cast<int>(a_g);                           \
-    q.cg = static_cast<int>(a_c / a_g), q.kg = static_cast<int>(a_k / a_g);             \
-    for (int i = 0; i < 3; ++i) {                                                       \
-      q.in[i] = static_cast<int>(v[0][i]), q.f[i] = static_cast<int>(v[1][i]);          \
-      q.pad[i] = static_cast<int>(v[2][i]), q.st[i] = static_cast<int>(v[3][i]);        \
-      q.dil[i] = static_cast<int>(v[4][i]);                                             \
-      q.out[i] = (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] + 1;  \
-    }                                                                                   \
+#define CT_MAKE_TILED(q)                                                       \
+  CtTiled q;                                                                   \
+  {                                                                            \
+    const ct_i64 v[5][3] = {{a_id, a_ih, a_iw},                                \
+                            {a_fd, a_fh, a_fw},                                \
+                            {a_pd, a_ph, a_pw},                                \
+                            {a_sd, a_sh, a_sw},                                \
+                            {a_dd, a_dh, a_dw}};                               \
+    q.n = static_cast<int>(a_n), q.g = static_cast<int>(a_g);                  \
+    q.cg = static_cast<int>(a_c / a_g), q.kg = static_cast<int>(a_k / a_g);    \
+    for (int i = 0; i < 3; ++i) {                                              \
+      q.in[i] = static_cast<int>(v[0][i]), q.f[i] = static_cast<int>(v[1][i]); \
+      q.pad[i] = static_cast<int>(v[2][i]),                                    \
+      q.st[i] = static_cast<int>(v[3][i]);                                     \
+      q.dil[i] = static_cast<int>(v[4][i]);                                    \
+      q.out[i] =                                                               \
+          (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] +   \
+          1;                                                                   \
+    }                                                                          \
   }
 
 CT_DEVICE int ct_ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // Element (n, c, d, h, w) of an activation tensor with `chans` channels and
 // spatial size sp.
-CT_DEVICE int ct_act(int n, int c, int d, int h, int w, int chans, const int* sp) {
+CT_DEVICE int ct_act(int n, int c, int d, int h, int w, int chans,
+                     const int* sp) {
 #if CT_NHWC
   return (((n * sp[0] + d) * sp[1] + h) * sp[2] + w) * chans + c;
 #else
@@ -86,7 +94,8 @@ CT_DEVICE int ct_wgt(const CtTiled& q, int k, int c, int fd, int fh, int fw) {
 
 // Splits the index of a staged (channel, row, column) element, the tensor's
 // contiguous axis fastest.
-CT_DEVICE void ct_patch_coords(int e, int chans, int rows, int cols, int& c, int& r, int& s) {
+CT_DEVICE void ct_patch_coords(int e, int chans, int rows, int cols, int& c,
+                               int& r, int& s) {
 #if CT_NHWC
   c = e % chans;
   e /= chans;
@@ -103,8 +112,9 @@ CT_DEVICE void ct_patch_coords(int e, int chans, int rows, int cols, int& c, int
 // Stages `chans` channels (from channel c0 of the tensor, `total` channels,
 // spatial size sp, plane d) of the rows x cols patch at (h0, w0) into dst as
 // [channel][row][col], zero outside the tensor.
-CT_DEVICE void ct_stage_patch(float* dst, const ct_t* src, int n, int c0, int chans, int total,
-                              int d, int h0, int w0, int rows, int cols, const int* sp) {
+CT_DEVICE void ct_stage_patch(float* dst, const ct_t* src, int n, int c0,
+                              int chans, int total, int d, int h0, int w0,
+                              int rows, int cols, const int* sp) {
   for (int e = threadIdx.x; e < chans * rows * cols; e += CT_THREADS) {
     int c, r, s;
     ct_patch_coords(e, chans, rows, cols, c, r, s);
@@ -119,11 +129,13 @@ CT_DEVICE void ct_stage_patch(float* dst, const ct_t* src, int n, int c0, int ch
 // dst[(o * in_stride + i) * taps + tap]. k_of_o says whether o counts output
 // channels (from k0) and i input channels (from c0), or the other way round;
 // pairs past kg or cg are zero.
-CT_DEVICE void ct_stage_filters(float* dst, const ct_t* w, const CtTiled& q, int g, bool k_of_o,
-                                int o0, int outs, int i0, int ins, int in_stride, int fd) {
+CT_DEVICE void ct_stage_filters(float* dst, const ct_t* w, const CtTiled& q,
+                                int g, bool k_of_o, int o0, int outs, int i0,
+                                int ins, int in_stride, int fd) {
   const int taps = q.f[1] * q.f[2];
   for (int e = threadIdx.x; e < outs * ins * taps; e += CT_THREADS) {
-    // The filter's contiguous axis fastest: taps (NCHW) or input channels (NHWC).
+    // The filter's contiguous axis fastest: taps (NCHW) or input channels
+    // (NHWC).
     int o, i, t;
     const bool c_fast = CT_NHWC != 0;
     if (k_of_o) {
@@ -142,17 +154,21 @@ CT_DEVICE void ct_stage_filters(float* dst, const ct_t* w, const CtTiled& q, int
     const int k = k_of_o ? o0 + o : i0 + i, c = k_of_o ? i0 + i : o0 + o;
     const bool ok = k < q.kg && c < q.cg;
     dst[(o * in_stride + i) * taps + t] =
-        ok ? ct_to_float(w[ct_wgt(q, g * q.kg + k, c, fd, t / q.f[2], t % q.f[2])]) : 0.0f;
+        ok ? ct_to_float(
+                 w[ct_wgt(q, g * q.kg + k, c, fd, t / q.f[2], t % q.f[2])])
+           : 0.0f;
   }
 }
 
 #if CT_DIR == 1
 CT_KERNEL void __launch_bounds__(CT_THREADS)
-    conv_tiled(const ct_t* x, const ct_t* w, ct_t* y, CT_PROBLEM_PARAMS, ct_i64 a_cc) {
+    conv_tiled(const ct_t* x, const ct_t* w, ct_t* y, CT_PROBLEM_PARAMS,
+               ct_i64 a_cc) {
   CT_MAKE_TILED(q);
   __shared__ float smem[CT_SMEM_FLOATS];
   const int cc = static_cast<int>(a_cc);
-  const int tiles_w = ct_ceil_div(q.out[2], CT_TW), tiles_h = ct_ceil_div(q.out[1], CT_TH);
+  const int tiles_w = ct_ceil_div(q.out[2], CT_TW),
+            tiles_h = ct_ceil_div(q.out[1], CT_TH);
   int bx = blockIdx.x;
   const int tw0 = (bx % tiles_w) * CT_TW;
   bx /= tiles_w;
@@ -179,17 +195,21 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     for (int c0 = 0; c0 < q.cg; c0 += cc) {
       const int cn = min(cc, q.cg - c0);
       __syncthreads();  // the previous stage is consumed
-      ct_stage_patch(xs, x, n, g * q.cg + c0, cn, q.g * q.cg, d, h0, w0, rows, cols, q.in);
+      ct_stage_patch(xs, x, n, g * q.cg + c0, cn, q.g * q.cg, d, h0, w0, rows,
+                     cols, q.in);
       ct_stage_filters(ws, w, q, g, true, k0, CT_TK, c0, cn, cc, fd);
       __syncthreads();
       for (int c = 0; c < cn; ++c)
         for (int fh = 0; fh < q.f[1]; ++fh) {
-          const float* xr = xs + (c * rows + ty * q.st[1] + fh * q.dil[1]) * cols + tx * q.st[2];
+          const float* xr = xs +
+                            (c * rows + ty * q.st[1] + fh * q.dil[1]) * cols +
+                            tx * q.st[2];
           const float* wr = ws + c * taps + fh * q.f[2];
           for (int fw = 0; fw < q.f[2]; ++fw) {
             const float v = xr[fw * q.dil[2]];
 #pragma unroll
-            for (int k = 0; k < CT_TK; ++k) acc[k] += v * wr[k * cc * taps + fw];
+            for (int k = 0; k < CT_TK; ++k)
+              acc[k] += v * wr[k * cc * taps + fw];
           }
         }
     }
@@ -199,13 +219,16 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #pragma unroll
     for (int k = 0; k < CT_TK; ++k) {
       if (k0 + k >= q.kg) break;
-      y[ct_act(n, g * q.kg + k0 + k, od, oh, ow, q.g * q.kg, q.out)] = ct_from_float<ct_t>(acc[k]);
+      y[ct_act(n, g * q.kg + k0 + k, od, oh, ow, q.g * q.kg, q.out)] =
+          ct_from_float<ct_t>(acc[k]);
     }
   }
 }
 
 #elif CT_DIR == 2
-CT_DEVICE int ct_floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+CT_DEVICE int ct_floor_div(int a, int b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 
 // The output coordinate that input coordinate t (padded, minus the tap's
 // offset) comes from, if the stride divides it.
@@ -220,11 +243,13 @@ CT_DEVICE bool ct_exact(int t, int s, int& o) {
 }
 
 CT_KERNEL void __launch_bounds__(CT_THREADS)
-    conv_tiled(ct_t* x, const ct_t* w, const ct_t* y, CT_PROBLEM_PARAMS, ct_i64 a_cc) {
+    conv_tiled(ct_t* x, const ct_t* w, const ct_t* y, CT_PROBLEM_PARAMS,
+               ct_i64 a_cc) {
   CT_MAKE_TILED(q);
   __shared__ float smem[CT_SMEM_FLOATS];
   const int cc = static_cast<int>(a_cc);
-  const int tiles_w = ct_ceil_div(q.in[2], CT_TW), tiles_h = ct_ceil_div(q.in[1], CT_TH);
+  const int tiles_w = ct_ceil_div(q.in[2], CT_TW),
+            tiles_h = ct_ceil_div(q.in[1], CT_TH);
   int bx = blockIdx.x;
   const int tw0 = (bx % tiles_w) * CT_TW;
   bx /= tiles_w;
@@ -236,10 +261,14 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int tx = threadIdx.x % CT_TW, ty = threadIdx.x / CT_TW;
   // The dy rows (columns) the tile's taps reach: from the first tap's
   // lowest to the last position's highest output coordinate.
-  const int rows = (CT_TH - 1 + (q.f[1] - 1) * q.dil[1] + q.st[1] - 1) / q.st[1] + 1;
-  const int cols = (CT_TW - 1 + (q.f[2] - 1) * q.dil[2] + q.st[2] - 1) / q.st[2] + 1;
-  const int oh0 = ct_floor_div(th0 + q.pad[1] - (q.f[1] - 1) * q.dil[1], q.st[1]);
-  const int ow0 = ct_floor_div(tw0 + q.pad[2] - (q.f[2] - 1) * q.dil[2], q.st[2]);
+  const int rows =
+      (CT_TH - 1 + (q.f[1] - 1) * q.dil[1] + q.st[1] - 1) / q.st[1] + 1;
+  const int cols =
+      (CT_TW - 1 + (q.f[2] - 1) * q.dil[2] + q.st[2] - 1) / q.st[2] + 1;
+  const int oh0 =
+      ct_floor_div(th0 + q.pad[1] - (q.f[1] - 1) * q.dil[1], q.st[1]);
+  const int ow0 =
+      ct_floor_div(tw0 + q.pad[2] - (q.f[2] - 1) * q.dil[2], q.st[2]);
   const int taps = q.f[1] * q.f[2];
   const int ih = th0 + ty, iw = tw0 + tx;
   float* ys = smem;
@@ -250,11 +279,13 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   for (int c = 0; c < CT_TK; ++c) acc[c] = 0.0f;
   for (int fd = 0; fd < q.f[0]; ++fd) {
     int od;
-    if (!ct_exact(id + q.pad[0] - fd * q.dil[0], q.st[0], od) || od >= q.out[0]) continue;
+    if (!ct_exact(id + q.pad[0] - fd * q.dil[0], q.st[0], od) || od >= q.out[0])
+      continue;
     for (int k0 = 0; k0 < q.kg; k0 += cc) {
       const int kn = min(cc, q.kg - k0);
       __syncthreads();  // the previous stage is consumed
-      ct_stage_patch(ys, y, n, g * q.kg + k0, kn, q.g * q.kg, od, oh0, ow0, rows, cols, q.out);
+      ct_stage_patch(ys, y, n, g * q.kg + k0, kn, q.g * q.kg, od, oh0, ow0,
+                     rows, cols, q.out);
       ct_stage_filters(ws, w, q, g, false, c0, CT_TK, k0, kn, cc, fd);
       __syncthreads();
       for (int fh = 0; fh < q.f[1]; ++fh) {
@@ -268,7 +299,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
           for (int k = 0; k < kn; ++k) {
             const float v = yr[k * rows * cols];
 #pragma unroll
-            for (int c = 0; c < CT_TK; ++c) acc[c] += v * wr[(c * cc + k) * taps];
+            for (int c = 0; c < CT_TK; ++c)
+              acc[c] += v * wr[(c * cc + k) * taps];
           }
         }
       }
@@ -278,7 +310,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #pragma unroll
     for (int c = 0; c < CT_TK; ++c) {
       if (c0 + c >= q.cg) break;
-      x[ct_act(n, g * q.cg + c0 + c, id, ih, iw, q.g * q.cg, q.in)] = ct_from_float<ct_t>(acc[c]);
+      x[ct_act(n, g * q.cg + c0 + c, id, ih, iw, q.g * q.cg, q.in)] =
+          ct_from_float<ct_t>(acc[c]);
     }
   }
 }
@@ -291,8 +324,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #endif
 
 CT_KERNEL void __launch_bounds__(CT_THREADS)
-    conv_tiled(const ct_t* x, ct_t* w, const ct_t* y, CT_PART_PARAM CT_PROBLEM_PARAMS,
-               ct_i64 a_tc, ct_i64 a_splits) {
+    conv_tiled(const ct_t* x, ct_t* w, const ct_t* y,
+               CT_PART_PARAM CT_PROBLEM_PARAMS, ct_i64 a_tc, ct_i64 a_splits) {
   CT_MAKE_TILED(q);
   __shared__ float smem[CT_SMEM_FLOATS];
   const int tc = static_cast<int>(a_tc), splits = static_cast<int>(a_splits);
@@ -321,7 +354,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     acc[s] = 0.0f;
   }
 
-  const int tiles_w = ct_ceil_div(q.out[2], CT_TW), tiles_h = ct_ceil_div(q.out[1], CT_TH);
+  const int tiles_w = ct_ceil_div(q.out[2], CT_TW),
+            tiles_h = ct_ceil_div(q.out[1], CT_TH);
   const int units = q.n * q.out[0] * tiles_h * tiles_w;
   const int per_split = ct_ceil_div(units, splits);
   const int u_end = min(units, (split + 1) * per_split);
@@ -344,14 +378,16 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       const int oh = th0 + p / CT_TW, ow = tw0 + p % CT_TW;
       const bool ok = k0 + k < q.kg && oh < q.out[1] && ow < q.out[2];
       dys[k * CT_THREADS + p] =
-          ok ? ct_to_float(y[ct_act(n, g * q.kg + k0 + k, od, oh, ow, q.g * q.kg, q.out)])
+          ok ? ct_to_float(y[ct_act(n, g * q.kg + k0 + k, od, oh, ow,
+                                    q.g * q.kg, q.out)])
              : 0.0f;
     }
     // Only channels below cg are staged; elements of the others read stale
     // values and are never written.
     const int cn = min(tc, q.cg - c0);
-    ct_stage_patch(xs, x, n, g * q.cg + c0, cn, q.g * q.cg, d, th0 * q.st[1] - q.pad[1],
-                   tw0 * q.st[2] - q.pad[2], rows, cols, q.in);
+    ct_stage_patch(xs, x, n, g * q.cg + c0, cn, q.g * q.cg, d,
+                   th0 * q.st[1] - q.pad[1], tw0 * q.st[2] - q.pad[2], rows,
+                   cols, q.in);
     __syncthreads();
 #pragma unroll
     for (int s = 0; s < CT_WSLOTS; ++s) {
@@ -384,7 +420,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 }
 
 // Sums the splits' partials into dw, in its type.
-CT_KERNEL void conv_tiled_reduce(const float* part, ct_t* w, ct_i64 a_count, ct_i64 a_splits) {
+CT_KERNEL void conv_tiled_reduce(const float* part, ct_t* w, ct_i64 a_count,
+                                 ct_i64 a_splits) {
   ct_sum_slices(part, w, a_count, a_splits);
 }
 #endif

@@ -1,8 +1,9 @@
 // Implicit-GEMM convolution, every direction, as one tiled GEMM whose operands
 // are gathered from the tensors while they are loaded into shared memory:
 //   F: y[m = (n,od,oh,ow)][k]      = sum over (f, c)    x(m, f, c) * w[k][c][f]
-//   B: dx[m = (n,id,ih,iw)][c]     = sum over (f, k)    dy(m, f, k) * w[k][c][f]
-//   W: dw[k][n = (c,f)]            = sum over (n,od,oh,ow) dy * x, split over
+//   B: dx[m = (n,id,ih,iw)][c]     = sum over (f, k)    dy(m, f, k) *
+//   w[k][c][f] W: dw[k][n = (c,f)]            = sum over (n,od,oh,ow) dy * x,
+//   split over
 //      that sum into fp32 partials in the workspace when CT_WS_OUT is 1.
 // F and B walk the reduction filter tap by filter tap, channels inside a tap,
 // so no index in the main loop needs a division.
@@ -92,24 +93,30 @@ CT_DEVICE int ct_out_size(int in, int f, int p, int s, int d) {
   return (in + 2 * p - d * (f - 1) - 1) / s + 1;
 }
 
-#define CT_MAKE_GEO(geo)                                                                     \
-  CtGeo geo;                                                                                 \
-  geo.n = CT_ARG(N, a_n), geo.g = CT_ARG(G, a_g);                                            \
-  geo.cg = CT_ARG(C, a_c) / geo.g, geo.kg = CT_ARG(K, a_k) / geo.g;                          \
-  geo.id = CT_ARG(ID, a_id), geo.ih = CT_ARG(IH, a_ih), geo.iw = CT_ARG(IW, a_iw);           \
-  geo.fd = CT_ARG(FD, a_fd), geo.fh = CT_ARG(FH, a_fh), geo.fw = CT_ARG(FW, a_fw);           \
-  geo.pd = CT_ARG(PD, a_pd), geo.ph = CT_ARG(PH, a_ph), geo.pw = CT_ARG(PW, a_pw);           \
-  geo.sd = CT_ARG(SD, a_sd), geo.sh = CT_ARG(SH, a_sh), geo.sw = CT_ARG(SW, a_sw);           \
-  geo.dd = CT_ARG(DD, a_dd), geo.dh = CT_ARG(DH, a_dh), geo.dw = CT_ARG(DW, a_dw);           \
-  geo.od = ct_out_size(geo.id, geo.fd, geo.pd, geo.sd, geo.dd);                              \
-  geo.oh = ct_out_size(geo.ih, geo.fh, geo.ph, geo.sh, geo.dh);                              \
-  geo.ow = ct_out_size(geo.iw, geo.fw, geo.pw, geo.sw, geo.dw);                              \
-  ct_strides(geo.xs, geo.cg * geo.g, geo.id, geo.ih, geo.iw);                                \
-  ct_strides(geo.ws, geo.cg, geo.fd, geo.fh, geo.fw);                                        \
-  ct_strides(geo.ys, geo.kg * geo.g, geo.od, geo.oh, geo.ow)
+#define CT_MAKE_GEO(geo)                                            \
+  CtGeo geo;                                                        \
+  geo.n = CT_ARG(N, a_n), geo.g = CT_ARG(G, a_g);                   \
+  geo.cg = CT_ARG(C, a_c) / geo.g, geo.kg = CT_ARG(K, a_k) / geo.g; \
+  geo.id = CT_ARG(ID, a_id), geo.ih = CT_ARG(IH, a_ih),             \
+  geo.iw = CT_ARG(IW, a_iw);                                        \
+  geo.fd = CT_ARG(FD, a_fd), geo.fh = CT_ARG(FH, a_fh),             \
+  geo.fw = CT_ARG(FW, a_fw);                                        \
+  geo.pd = CT_ARG(PD, a_pd), geo.ph = CT_ARG(PH, a_ph),             \
+  geo.pw = CT_ARG(PW, a_pw);                                        \
+  geo.sd = CT_ARG(SD, a_sd), geo.sh = CT_ARG(SH, a_sh),             \
+  geo.sw = CT_ARG(SW, a_sw);                                        \
+  geo.dd = CT_ARG(DD, a_dd), geo.dh = CT_ARG(DH, a_dh),             \
+  geo.dw = CT_ARG(DW, a_dw);                                        \
+  geo.od = ct_out_size(geo.id, geo.fd, geo.pd, geo.sd, geo.dd);     \
+  geo.oh = ct_out_size(geo.ih, geo.fh, geo.ph, geo.sh, geo.dh);     \
+  geo.ow = ct_out_size(geo.iw, geo.fw, geo.pw, geo.sw, geo.dw);     \
+  ct_strides(geo.xs, geo.cg* geo.g, geo.id, geo.ih, geo.iw);        \
+  ct_strides(geo.ws, geo.cg, geo.fd, geo.fh, geo.fw);               \
+  ct_strides(geo.ys, geo.kg* geo.g, geo.od, geo.oh, geo.ow)
 
 // Splits a flat index over (a, b, c, d) with d fastest.
-CT_DEVICE void ct_split4(int m, int b, int c, int d, int& i0, int& i1, int& i2, int& i3) {
+CT_DEVICE void ct_split4(int m, int b, int c, int d, int& i0, int& i1, int& i2,
+                         int& i3) {
   i3 = m % d;
   m /= d;
   i2 = m % c;
@@ -140,7 +147,9 @@ CT_DEVICE smem_t ct_fetch(const ct_t* p, int idx, bool ok) {
 }
 
 #if CT_MMA
-CT_DEVICE ct_u32 ct_pair(const smem_t* p) { return *reinterpret_cast<const ct_u32*>(p); }
+CT_DEVICE ct_u32 ct_pair(const smem_t* p) {
+  return *reinterpret_cast<const ct_u32*>(p);
+}
 
 #define CT_MI (BM / WM / 16)
 #define CT_NI (BN / WN / 8)
@@ -184,17 +193,19 @@ CT_DEVICE int ct_col_index(const CtGeo& q, int n, int g) {
 #endif
 
 CT_KERNEL void __launch_bounds__(CT_THREADS)
-    conv_igemm(const ct_t* px, const ct_t* pw, const ct_t* py, CT_OUT_PARAM CT_PROBLEM_PARAMS,
-               ct_i64 a_splits) {
+    conv_igemm(const ct_t* px, const ct_t* pw, const ct_t* py,
+               CT_OUT_PARAM CT_PROBLEM_PARAMS, ct_i64 a_splits) {
   CT_MAKE_GEO(q);
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const int splits = static_cast<int>(a_splits);
   const int g = blockIdx.z / splits, split = blockIdx.z % splits;
 
-  __shared__ smem_t as[2][CT_MMA ? BM : BK][(CT_MMA ? BK : BM) + (CT_MMA ? 8 : 4)]
+  __shared__ smem_t
+      as[2][CT_MMA ? BM : BK][(CT_MMA ? BK : BM) + (CT_MMA ? 8 : 4)]
       __attribute__((aligned(16)));
-  __shared__ smem_t bs[2][CT_MMA ? BN : BK][(CT_MMA ? BK : BN) + (CT_MMA ? 8 : 4)]
+  __shared__ smem_t
+      bs[2][CT_MMA ? BN : BK][(CT_MMA ? BK : BN) + (CT_MMA ? 8 : 4)]
       __attribute__((aligned(16)));
 
   // Tile coordinates of this thread's load slots.
@@ -279,13 +290,15 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int all_tiles = (red + BK - 1) / BK;
   const int per_split = (all_tiles + splits - 1) / splits;
   const int first_tile = split * per_split;
-  const int ntiles = max(0, min(all_tiles, first_tile + per_split) - first_tile);
+  const int ntiles =
+      max(0, min(all_tiles, first_tile + per_split) - first_tile);
   int k0 = first_tile * BK;
 #endif
 
 #if CT_DIR != 3
   const int ntiles = q.fd * q.fh * q.fw * ((chunk_limit + BK - 1) / BK);
-  int t_c = 0, t_fd = 0, t_fh = 0, t_fw = 0;  // the tile: a tap and a channel block
+  int t_c = 0, t_fd = 0, t_fh = 0,
+      t_fw = 0;  // the tile: a tap and a channel block
 #endif
 
   smem_t ra[CT_LA], rb[CT_LB];
@@ -294,17 +307,23 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #pragma unroll
     for (int i = 0; i < CT_LA; ++i) {
       const int c = t_c + ak[i];
-      const int d = a_d[i] + t_fd * q.dd, h = a_h[i] + t_fh * q.dh, w = a_w[i] + t_fw * q.dw;
-      const bool ok = c < q.cg && static_cast<unsigned>(d) < static_cast<unsigned>(q.id) &&
+      const int d = a_d[i] + t_fd * q.dd, h = a_h[i] + t_fh * q.dh,
+                w = a_w[i] + t_fw * q.dw;
+      const bool ok = c < q.cg &&
+                      static_cast<unsigned>(d) < static_cast<unsigned>(q.id) &&
                       static_cast<unsigned>(h) < static_cast<unsigned>(q.ih) &&
                       static_cast<unsigned>(w) < static_cast<unsigned>(q.iw);
-      ra[i] = ct_fetch(px, a_base[i] + c * q.xs[1] + d * q.xs[2] + h * q.xs[3] + w * q.xs[4], ok);
+      ra[i] = ct_fetch(
+          px, a_base[i] + c * q.xs[1] + d * q.xs[2] + h * q.xs[3] + w * q.xs[4],
+          ok);
     }
 #pragma unroll
     for (int i = 0; i < CT_LB; ++i) {
       const int c = t_c + bk[i];
       const bool ok = b_base[i] >= 0 && c < q.cg;
-      rb[i] = ct_fetch(pw, b_base[i] + c * q.ws[1] + t_fd * q.ws[2] + t_fh * q.ws[3] + t_fw * q.ws[4],
+      rb[i] = ct_fetch(pw,
+                       b_base[i] + c * q.ws[1] + t_fd * q.ws[2] +
+                           t_fh * q.ws[3] + t_fw * q.ws[4],
                        ok);
     }
 #elif CT_DIR == 2
@@ -312,17 +331,23 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     for (int i = 0; i < CT_LA; ++i) {
       const int k = t_c + ak[i];
       int od = 0, oh = 0, ow = 0;
-      const bool ok = k < q.kg && ct_src(a_d[i] - t_fd * q.dd, q.sd, q.od, od) &&
+      const bool ok = k < q.kg &&
+                      ct_src(a_d[i] - t_fd * q.dd, q.sd, q.od, od) &&
                       ct_src(a_h[i] - t_fh * q.dh, q.sh, q.oh, oh) &&
                       ct_src(a_w[i] - t_fw * q.dw, q.sw, q.ow, ow);
-      ra[i] = ct_fetch(py, a_base[i] + k * q.ys[1] + od * q.ys[2] + oh * q.ys[3] + ow * q.ys[4], ok);
+      ra[i] = ct_fetch(
+          py,
+          a_base[i] + k * q.ys[1] + od * q.ys[2] + oh * q.ys[3] + ow * q.ys[4],
+          ok);
     }
 #pragma unroll
     for (int i = 0; i < CT_LB; ++i) {
       const int k = t_c + bk[i];
       const bool ok = b_base[i] >= 0 && k < q.kg;
-      rb[i] = ct_fetch(
-          pw, b_base[i] + k * q.ws[0] + t_fd * q.ws[2] + t_fh * q.ws[3] + t_fw * q.ws[4], ok);
+      rb[i] = ct_fetch(pw,
+                       b_base[i] + k * q.ws[0] + t_fd * q.ws[2] +
+                           t_fh * q.ws[3] + t_fw * q.ws[4],
+                       ok);
     }
 #else
 #pragma unroll
@@ -332,19 +357,25 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       if (k < red) ct_split4(k, q.od, q.oh, q.ow, ni, od, oh, ow);
       const bool ok = a_base[i] >= 0 && k < red;
       ra[i] = ct_fetch(
-          py, a_base[i] + ni * q.ys[0] + od * q.ys[2] + oh * q.ys[3] + ow * q.ys[4], ok);
+          py,
+          a_base[i] + ni * q.ys[0] + od * q.ys[2] + oh * q.ys[3] + ow * q.ys[4],
+          ok);
     }
 #pragma unroll
     for (int i = 0; i < CT_LB; ++i) {
       const int k = k0 + bk[i];
       int ni = 0, od = 0, oh = 0, ow = 0;
       if (k < red) ct_split4(k, q.od, q.oh, q.ow, ni, od, oh, ow);
-      const int d = od * q.sd + b_d[i], h = oh * q.sh + b_h[i], w = ow * q.sw + b_w[i];
+      const int d = od * q.sd + b_d[i], h = oh * q.sh + b_h[i],
+                w = ow * q.sw + b_w[i];
       const bool ok = b_base[i] >= 0 && k < red &&
                       static_cast<unsigned>(d) < static_cast<unsigned>(q.id) &&
                       static_cast<unsigned>(h) < static_cast<unsigned>(q.ih) &&
                       static_cast<unsigned>(w) < static_cast<unsigned>(q.iw);
-      rb[i] = ct_fetch(px, b_base[i] + ni * q.xs[0] + d * q.xs[2] + h * q.xs[3] + w * q.xs[4], ok);
+      rb[i] = ct_fetch(
+          px,
+          b_base[i] + ni * q.xs[0] + d * q.xs[2] + h * q.xs[3] + w * q.xs[4],
+          ok);
     }
 #endif
   };
@@ -472,18 +503,20 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     for (int j = 0; j < CT_NI; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        put(m0 + wm0 + i * 16 + gid + (r >> 1) * 8, n0 + wn0 + j * 8 + tig * 2 + (r & 1),
-            acc[i][j][r]);
+        put(m0 + wm0 + i * 16 + gid + (r >> 1) * 8,
+            n0 + wn0 + j * 8 + tig * 2 + (r & 1), acc[i][j][r]);
       }
 #else
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int j = 0; j < TN; ++j) put(m0 + ty + i * (BM / TM), n0 + tx + j * (BN / TN), acc[i][j]);
+    for (int j = 0; j < TN; ++j)
+      put(m0 + ty + i * (BM / TM), n0 + tx + j * (BN / TN), acc[i][j]);
 #endif
 }
 
 // Sums the K-split partials of backward weights into dw, in its type.
-CT_KERNEL void conv_igemm_reduce(const float* ws, ct_t* out, ct_i64 count, ct_i64 splits) {
+CT_KERNEL void conv_igemm_reduce(const float* ws, ct_t* out, ct_i64 count,
+                                 ct_i64 splits) {
   ct_sum_slices(ws, out, count, splits);
 }

@@ -25,8 +25,8 @@
 //         matrix per group; its columns follow w's (f, c) order.
 // Dense chunks of conv_pack and conv_unpack, with CH channels, OS the
 // sampled size and ch the channel:
-//   image-major     NCHW: dense[(i*CH + ch)*OS + o]; NHWC: dense[(i*OS + o)*CH + ch]
-//   channel-major   dense[(ch*nb + i)*OS + o] (NCHW only): a CH x (nb*OS)
+//   image-major     NCHW: dense[(i*CH + ch)*OS + o]; NHWC: dense[(i*OS + o)*CH
+//   + ch] channel-major   dense[(ch*nb + i)*OS + o] (NCHW only): a CH x (nb*OS)
 //                   matrix, for GEMMs over all of a chunk's positions.
 // The solver keeps a chunk's column matrix, dense chunk, x, dx and dy under
 // 2^31 elements, so offsets inside a chunk are 32-bit; the chunk's start is
@@ -36,14 +36,15 @@
 // same for every direction.
 // Scalars: conv_im2col takes the problem (plan_args order), then n0, nb and
 // images_inner (0 or 1, NCHW only); conv_col2im the problem, n0 and nb;
-// conv_f32_to_type the element count and slices; conv_pack CH, the source's ID, IH, IW,
-// the sampled OD, OH, OW, the strides SD, SH, SW, n0, nb and channel_major
-// (0 or 1), band and lane_shift; conv_unpack CH, dx's ID, IH, IW, the sampled
-// OD, OH, OW, SD, SH, SW, n0, nb, channel_major, band and lane_shift.
+// conv_f32_to_type the element count and slices; conv_pack CH, the source's ID,
+// IH, IW, the sampled OD, OH, OW, the strides SD, SH, SW, n0, nb and
+// channel_major (0 or 1), band and lane_shift; conv_unpack CH, dx's ID, IH, IW,
+// the sampled OD, OH, OW, SD, SH, SW, n0, nb, channel_major, band and
+// lane_shift.
 
-#define CT_PROBLEM_ARGS                                                                    \
-  a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, a_dd, a_dh, \
-      a_dw, a_g
+#define CT_PROBLEM_ARGS                                                        \
+  a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, \
+      a_dd, a_dh, a_dw, a_g
 
 // The problem's sizes in 32 bits; spatial arrays are (D, H, W).
 struct CtLower {
@@ -52,17 +53,20 @@ struct CtLower {
   int fs, os, is, width;
 };
 
-CT_DEVICE CtLower ct_lower(ct_i64 c, ct_i64 id, ct_i64 ih, ct_i64 iw, ct_i64 fd, ct_i64 fh,
-                           ct_i64 fw, ct_i64 pd, ct_i64 ph, ct_i64 pw, ct_i64 sd, ct_i64 sh,
-                           ct_i64 sw, ct_i64 dd, ct_i64 dh, ct_i64 dw, ct_i64 groups) {
+CT_DEVICE CtLower ct_lower(ct_i64 c, ct_i64 id, ct_i64 ih, ct_i64 iw, ct_i64 fd,
+                           ct_i64 fh, ct_i64 fw, ct_i64 pd, ct_i64 ph,
+                           ct_i64 pw, ct_i64 sd, ct_i64 sh, ct_i64 sw,
+                           ct_i64 dd, ct_i64 dh, ct_i64 dw, ct_i64 groups) {
   CtLower q;
   q.c = static_cast<int>(c), q.g = static_cast<int>(groups), q.cg = q.c / q.g;
-  const ct_i64 v[5][3] = {{id, ih, iw}, {fd, fh, fw}, {pd, ph, pw}, {sd, sh, sw}, {dd, dh, dw}};
+  const ct_i64 v[5][3] = {
+      {id, ih, iw}, {fd, fh, fw}, {pd, ph, pw}, {sd, sh, sw}, {dd, dh, dw}};
   for (int i = 0; i < 3; ++i) {
     q.in[i] = static_cast<int>(v[0][i]), q.f[i] = static_cast<int>(v[1][i]);
     q.pad[i] = static_cast<int>(v[2][i]), q.st[i] = static_cast<int>(v[3][i]);
     q.dil[i] = static_cast<int>(v[4][i]);
-    q.out[i] = (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] + 1;
+    q.out[i] =
+        (q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.f[i] - 1) - 1) / q.st[i] + 1;
   }
   q.fs = q.f[0] * q.f[1] * q.f[2];
   q.os = q.out[0] * q.out[1] * q.out[2];
@@ -71,10 +75,12 @@ CT_DEVICE CtLower ct_lower(ct_i64 c, ct_i64 id, ct_i64 ih, ct_i64 iw, ct_i64 fd,
   return q;
 }
 
-CT_DEVICE ct_i64 ct_grid_stride() { return static_cast<ct_i64>(gridDim.x) * blockDim.x; }
+CT_DEVICE ct_i64 ct_grid_stride() {
+  return static_cast<ct_i64>(gridDim.x) * blockDim.x;
+}
 
-CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS, ct_i64 a_n0,
-                           ct_i64 a_nb, ct_i64 a_images_inner) {
+CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS,
+                           ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_images_inner) {
   const CtLower q = ct_lower(CT_PROBLEM_ARGS);
   const int nb = static_cast<int>(a_nb);
 #if !CT_NHWC
@@ -101,13 +107,16 @@ CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS, ct_i64 
       g = t % q.g, i = t / q.g;
     }
 #endif
-    const int ow = o % q.out[2], oh = (o / q.out[2]) % q.out[1], od = o / (q.out[2] * q.out[1]);
-    const int fw = f % q.f[2], fh = (f / q.f[2]) % q.f[1], fd = f / (q.f[2] * q.f[1]);
+    const int ow = o % q.out[2], oh = (o / q.out[2]) % q.out[1],
+              od = o / (q.out[2] * q.out[1]);
+    const int fw = f % q.f[2], fh = (f / q.f[2]) % q.f[1],
+              fd = f / (q.f[2] * q.f[1]);
     const int d = od * q.st[0] - q.pad[0] + fd * q.dil[0];
     const int h = oh * q.st[1] - q.pad[1] + fh * q.dil[1];
     const int w = ow * q.st[2] - q.pad[2] + fw * q.dil[2];
     ct_t v = ct_from_float<ct_t>(0.0f);
-    if (d >= 0 && d < q.in[0] && h >= 0 && h < q.in[1] && w >= 0 && w < q.in[2]) {
+    if (d >= 0 && d < q.in[0] && h >= 0 && h < q.in[1] && w >= 0 &&
+        w < q.in[2]) {
       const int ch = g * q.cg + c;
 #if CT_NHWC
       v = x[(((i * q.in[0] + d) * q.in[1] + h) * q.in[2] + w) * q.c + ch];
@@ -127,8 +136,8 @@ CT_DEVICE bool ct_reaches(int t, int s, int lim, int& o) {
   return o < lim;
 }
 
-CT_KERNEL void conv_col2im(const ct_t* col, ct_t* px, CT_PROBLEM_PARAMS, ct_i64 a_n0,
-                           ct_i64 a_nb) {
+CT_KERNEL void conv_col2im(const ct_t* col, ct_t* px, CT_PROBLEM_PARAMS,
+                           ct_i64 a_n0, ct_i64 a_nb) {
   const CtLower q = ct_lower(CT_PROBLEM_ARGS);
   const int nb = static_cast<int>(a_nb);
   const ct_i64 total = static_cast<ct_i64>(nb) * q.c * q.is;
@@ -150,17 +159,22 @@ CT_KERNEL void conv_col2im(const ct_t* col, ct_t* px, CT_PROBLEM_PARAMS, ct_i64 
     float sum = 0.0f;
     int od, oh, ow;
     for (int fd = 0; fd < q.f[0]; ++fd) {
-      if (!ct_reaches(d + q.pad[0] - fd * q.dil[0], q.st[0], q.out[0], od)) continue;
+      if (!ct_reaches(d + q.pad[0] - fd * q.dil[0], q.st[0], q.out[0], od))
+        continue;
       for (int fh = 0; fh < q.f[1]; ++fh) {
-        if (!ct_reaches(h + q.pad[1] - fh * q.dil[1], q.st[1], q.out[1], oh)) continue;
+        if (!ct_reaches(h + q.pad[1] - fh * q.dil[1], q.st[1], q.out[1], oh))
+          continue;
         for (int fw = 0; fw < q.f[2]; ++fw) {
-          if (!ct_reaches(w + q.pad[2] - fw * q.dil[2], q.st[2], q.out[2], ow)) continue;
+          if (!ct_reaches(w + q.pad[2] - fw * q.dil[2], q.st[2], q.out[2], ow))
+            continue;
           const int f = (fd * q.f[1] + fh) * q.f[2] + fw;
           const int o = (od * q.out[1] + oh) * q.out[2] + ow;
 #if CT_NHWC
-          sum += ct_to_float(col[((g * nb + i) * q.os + o) * q.width + f * q.cg + c]);
+          sum += ct_to_float(
+              col[((g * nb + i) * q.os + o) * q.width + f * q.cg + c]);
 #else
-          sum += ct_to_float(col[((i * q.g + g) * q.width + c * q.fs + f) * q.os + o]);
+          sum += ct_to_float(
+              col[((i * q.g + g) * q.width + c * q.fs + f) * q.os + o]);
 #endif
         }
       }
@@ -169,7 +183,8 @@ CT_KERNEL void conv_col2im(const ct_t* col, ct_t* px, CT_PROBLEM_PARAMS, ct_i64 
   }
 }
 
-CT_KERNEL void conv_f32_to_type(const float* src, ct_t* dst, ct_i64 count, ct_i64 slices) {
+CT_KERNEL void conv_f32_to_type(const float* src, ct_t* dst, ct_i64 count,
+                                ct_i64 slices) {
   ct_sum_slices(src, dst, count, slices);
 }
 
@@ -191,18 +206,26 @@ CT_DEVICE CtDims ct_dims(ct_i64 d, ct_i64 h, ct_i64 w) {
 // band to give enough items.
 
 // The block's lane and row, and rows per block.
-CT_DEVICE int ct_lane(int shift) { return static_cast<int>(threadIdx.x) & ((1 << shift) - 1); }
-CT_DEVICE int ct_row(int shift) { return static_cast<int>(threadIdx.x) >> shift; }
-CT_DEVICE int ct_rows(int shift) { return static_cast<int>(blockDim.x) >> shift; }
+CT_DEVICE int ct_lane(int shift) {
+  return static_cast<int>(threadIdx.x) & ((1 << shift) - 1);
+}
+CT_DEVICE int ct_row(int shift) {
+  return static_cast<int>(threadIdx.x) >> shift;
+}
+CT_DEVICE int ct_rows(int shift) {
+  return static_cast<int>(blockDim.x) >> shift;
+}
 
 // This thread's work items.
-#define CT_FOR_ITEMS(var, count, shift)                                                \
-  for (int var = static_cast<int>(blockIdx.x) * ct_rows(shift) + ct_row(shift);        \
+#define CT_FOR_ITEMS(var, count, shift)                                   \
+  for (int var =                                                          \
+           static_cast<int>(blockIdx.x) * ct_rows(shift) + ct_row(shift); \
        var < (count); var += static_cast<int>(gridDim.x) * ct_rows(shift))
 
 // Channel plane `plane` = (i, ch) of a chunk of nb images as the dense
 // chunk's plane: image-major (i, ch) or channel-major (ch, i).
-CT_DEVICE int ct_dense_plane(int plane, int ch_count, int nb, bool channel_major) {
+CT_DEVICE int ct_dense_plane(int plane, int ch_count, int nb,
+                             bool channel_major) {
   return channel_major ? (plane % ch_count) * nb + plane / ch_count : plane;
 }
 
@@ -216,13 +239,18 @@ CT_DEVICE void ct_step(CtWalk& w, int s) {
   ++w.t;
   if (++w.m == s) w.m = 0, ++w.o;
 }
-CT_DEVICE bool ct_sampled(const CtWalk& w, int lim) { return w.m == 0 && w.o < lim; }
+CT_DEVICE bool ct_sampled(const CtWalk& w, int lim) {
+  return w.m == 0 && w.o < lim;
+}
 
-CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i64 a_id,
-                         ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
-                         ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
-                         ct_i64 a_channel_major, ct_i64 a_band, ct_i64 a_lane_shift) {
-  const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
+CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels,
+                         ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od,
+                         ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_sd, ct_i64 a_sh,
+                         ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
+                         ct_i64 a_channel_major, ct_i64 a_band,
+                         ct_i64 a_lane_shift) {
+  const int ch_count = static_cast<int>(a_channels),
+            nb = static_cast<int>(a_nb);
   const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
   const CtDims st = ct_dims(a_sd, a_sh, a_sw);
   const int os = out.d * out.h * out.w, is = in.d * in.h * in.w;
@@ -233,9 +261,11 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i6
   // One position of the dense chunk per item: (i, od, oh, ow).
   CT_FOR_ITEMS(pos, nb * os, shift) {
     const int o = pos % os, i = pos / os;
-    const int ow = o % out.w, oh = (o / out.w) % out.h, od = o / (out.w * out.h);
+    const int ow = o % out.w, oh = (o / out.w) % out.h,
+              od = o / (out.w * out.h);
     const ct_t* from =
-        src + (static_cast<ct_i64>(i) * is + (od * st.d * in.h + oh * st.h) * in.w + ow * st.w) *
+        src + (static_cast<ct_i64>(i) * is +
+               (od * st.d * in.h + oh * st.h) * in.w + ow * st.w) *
                   ch_count;
     ct_t* to = dense + static_cast<ct_i64>(pos) * ch_count;
     for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = from[ch];
@@ -249,23 +279,29 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels, ct_i6
     const int plane = item / bands, r0 = (item - plane * bands) * band;
     const int r1 = min(plane_rows, r0 + band);
     const ct_t* from = src + static_cast<ct_i64>(plane) * is;
-    ct_t* to = dense + static_cast<ct_i64>(ct_dense_plane(plane, ch_count, nb, channel_major)) * os;
+    ct_t* to = dense + static_cast<ct_i64>(
+                           ct_dense_plane(plane, ch_count, nb, channel_major)) *
+                           os;
     int od = r0 / out.h, oh = r0 - od * out.h;
     for (int r = r0; r < r1; ++r) {
       const ct_t* from_row = from + (od * st.d * in.h + oh * st.h) * in.w;
       ct_t* to_row = to + r * out.w;
-      for (int ow = lane; ow < out.w; ow += lanes) to_row[ow] = from_row[ow * st.w];
+      for (int ow = lane; ow < out.w; ow += lanes)
+        to_row[ow] = from_row[ow * st.w];
       if (++oh == out.h) oh = 0, ++od;
     }
   }
 #endif
 }
 
-CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i64 a_id,
-                           ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od, ct_i64 a_oh, ct_i64 a_ow,
-                           ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
-                           ct_i64 a_channel_major, ct_i64 a_band, ct_i64 a_lane_shift) {
-  const int ch_count = static_cast<int>(a_channels), nb = static_cast<int>(a_nb);
+CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels,
+                           ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od,
+                           ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_sd, ct_i64 a_sh,
+                           ct_i64 a_sw, ct_i64 a_n0, ct_i64 a_nb,
+                           ct_i64 a_channel_major, ct_i64 a_band,
+                           ct_i64 a_lane_shift) {
+  const int ch_count = static_cast<int>(a_channels),
+            nb = static_cast<int>(a_nb);
   const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
   const CtDims st = ct_dims(a_sd, a_sh, a_sw);
   const int os = out.d * out.h * out.w, is = in.d * in.h * in.w;
@@ -283,8 +319,9 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i
     int od, oh, ow;
     if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh) &&
         ct_reaches(w, st.w, out.w, ow)) {
-      const ct_t* from =
-          dense + (static_cast<ct_i64>(i) * os + (od * out.h + oh) * out.w + ow) * ch_count;
+      const ct_t* from = dense + (static_cast<ct_i64>(i) * os +
+                                  (od * out.h + oh) * out.w + ow) *
+                                     ch_count;
       for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = from[ch];
     } else {
       for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = zero;
@@ -303,8 +340,9 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels, ct_i
     const int plane = item / bands, r0 = (item - plane * bands) * band;
     const int r1 = min(plane_rows, r0 + band);
     ct_t* to = dx + static_cast<ct_i64>(plane) * is;
-    const ct_t* from =
-        dense + static_cast<ct_i64>(ct_dense_plane(plane, ch_count, nb, channel_major)) * os;
+    const ct_t* from = dense + static_cast<ct_i64>(ct_dense_plane(
+                                   plane, ch_count, nb, channel_major)) *
+                                   os;
     const int d0 = r0 / in.h;
     CtWalk d = ct_walk(d0, st.d), h = ct_walk(r0 - d0 * in.h, st.h);
     for (int r = r0; r < r1; ++r) {

@@ -1,7 +1,8 @@
 // Tensor-core implicit GEMM over channel-last operands, fp16 and bf16 on CUDA
 // sm_80 and newer, every direction. F and B: one forward-shaped pass per
 // group g (conv_tc, compiled for CT_DIR 1 and 2):
-//   dst[m = (n, oh, ow)][o] = sum over (r, s, c) src[n][ih][iw][g][c] * filt[g][o][r][s][c]
+//   dst[m = (n, oh, ow)][o] = sum over (r, s, c) src[n][ih][iw][g][c] *
+//   filt[g][o][r][s][c]
 // with ih = oh*SH + r*DH - PH and iw = ow*SW + s*DW - PW (0 outside the
 // source). Forward runs it on x and w; backward data on dy and the filter
 // turned 180 degrees with k and c swapped (stride 1, pad (R-1)*DH - PH).
@@ -70,13 +71,17 @@
 #define CT_NI (CT_WTN / 8)
 #define CT_A_BYTES (BM * CT_ROW_BYTES)
 #define CT_STAGE_BYTES ((BM + BN) * CT_ROW_BYTES)
-#define CT_AL (BM * CT_CHUNKS / CT_THREADS)  // A chunks a thread copies per stage
+#define CT_AL \
+  (BM * CT_CHUNKS / CT_THREADS)  // A chunks a thread copies per stage
 #define CT_BL (BN * CT_CHUNKS / CT_THREADS)
 
-static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0, "warp tile: 16-row by 16-column multiples");
-static_assert(BK == 32 || BK == 64, "BK: 32 or 64 channels (positions for W) a step");
+static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0,
+              "warp tile: 16-row by 16-column multiples");
+static_assert(BK == 32 || BK == 64,
+              "BK: 32 or 64 channels (positions for W) a step");
 #if CT_DIR != 3
-static_assert(CT_AL >= 1 && CT_BL >= 1 && CT_AL * CT_THREADS == BM * CT_CHUNKS &&
+static_assert(CT_AL >= 1 && CT_BL >= 1 &&
+                  CT_AL * CT_THREADS == BM * CT_CHUNKS &&
                   CT_BL * CT_THREADS == BN * CT_CHUNKS,
               "tile chunks must divide evenly among the threads");
 static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
@@ -95,8 +100,9 @@ CT_DEVICE ct_u32 tc_swizzle(int r, int j) {
 // 0 for c >= CG. NCHW: 64x64 tiles of (channel, position) through shared
 // memory, 256 threads, values moved in pairs (positions in, channels out);
 // NHWC: one element per thread of a 1-D launch.
-CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_g,
-                           ct_i64 a_cg, ct_i64 a_cp, ct_i64 a_hw) {
+CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0,
+                           ct_i64 a_nb, ct_i64 a_g, ct_i64 a_cg, ct_i64 a_cp,
+                           ct_i64 a_hw) {
   const int groups = static_cast<int>(a_g), cg = static_cast<int>(a_cg);
   const int cp = static_cast<int>(a_cp), hw = static_cast<int>(a_hw);
   const int row = groups * cp;  // of dst
@@ -109,7 +115,8 @@ CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0, ct_i64 a_n
   const ct_i64 at = i / row;  // image-in-chunk * hw + pos
   const int ch = static_cast<int>(i - at * row);
   const int g = ch / cp, c = ch - g * cp;
-  dst[i] = c < cg ? src[(a_n0 * hw + at) * (groups * cg) + g * cg + c] : static_cast<ct_u16>(0);
+  dst[i] = c < cg ? src[(a_n0 * hw + at) * (groups * cg) + g * cg + c]
+                  : static_cast<ct_u16>(0);
 #else
   // tile[channel][position], rows padded by one pair.
   __shared__ ct_u32 tile[64][33];
@@ -124,7 +131,8 @@ CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0, ct_i64 a_n
     if (ch < row && pos < hw) {
       const int g = ch / cp, c = ch - g * cp;
       if (c < cg) {
-        const ct_u16* at = src + (image * (groups * cg) + g * cg + c) * hw + pos;
+        const ct_u16* at =
+            src + (image * (groups * cg) + g * cg + c) * hw + pos;
         if ((hw & 1) == 0) {
           v = *reinterpret_cast<const ct_u32*>(at);
         } else {
@@ -135,15 +143,18 @@ CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0, ct_i64 a_n
     tile[j][lane] = v;
   }
   __syncthreads();
-  const ct_u16* half = reinterpret_cast<const ct_u16*>(&tile[0][0]);  // [64][66]
+  const ct_u16* half =
+      reinterpret_cast<const ct_u16*>(&tile[0][0]);  // [64][66]
   ct_u16* out = dst + static_cast<ct_i64>(blockIdx.z) * hw * row;
-  const int ch = ch0 + 2 * lane;  // row is a multiple of 32: ch + 1 < row with ch
+  const int ch =
+      ch0 + 2 * lane;  // row is a multiple of 32: ch + 1 < row with ch
 #pragma unroll
   for (int jj = 0; jj < 8; ++jj) {
     const int j = wy + 8 * jj, p = pos0 + j;
     if (p < hw && ch < row) {
       const ct_u32 v =
-          half[(2 * lane) * 66 + j] | (static_cast<ct_u32>(half[(2 * lane + 1) * 66 + j]) << 16);
+          half[(2 * lane) * 66 + j] |
+          (static_cast<ct_u32>(half[(2 * lane + 1) * 66 + j]) << 16);
       *reinterpret_cast<ct_u32*>(out + static_cast<ct_i64>(p) * row + ch) = v;
     }
   }
@@ -157,12 +168,14 @@ CT_DEVICE void tc_filter_strides(ct_i64* st, ct_i64 cg, ct_i64 fr, ct_i64 fs) {
 }
 
 // One element of dst [G][KO][R][S][CP] per thread of a 1-D launch.
-CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g, ct_i64 a_kg, ct_i64 a_cg,
-                              ct_i64 a_r, ct_i64 a_s, ct_i64 a_flip, ct_i64 a_cp) {
+CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
+                              ct_i64 a_kg, ct_i64 a_cg, ct_i64 a_r, ct_i64 a_s,
+                              ct_i64 a_flip, ct_i64 a_cp) {
   const int kg = static_cast<int>(a_kg), cg = static_cast<int>(a_cg);
   const int fr = static_cast<int>(a_r), fs = static_cast<int>(a_s);
   const bool flip = a_flip != 0;
-  const int ko_count = flip ? cg : kg, red = flip ? kg : cg;  // red: the reduced channels
+  const int ko_count = flip ? cg : kg,
+            red = flip ? kg : cg;  // red: the reduced channels
   const int cp = static_cast<int>(a_cp);
   const ct_i64 count = a_g * ko_count * fr * fs * cp;
   const ct_i64 i = ct_global_index_x();
@@ -183,7 +196,8 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g, ct_i64 a_k
     if (flip) r = fr - 1 - r, s = fs - 1 - s;
     ct_i64 st[5];
     tc_filter_strides(st, cg, fr, fs);
-    v = reinterpret_cast<const ct_u16*>(pw)[k * st[0] + ci * st[1] + r * st[3] + s * st[4]];
+    v = reinterpret_cast<const ct_u16*>(
+        pw)[k * st[0] + ci * st[1] + r * st[3] + s * st[4]];
   }
   reinterpret_cast<ct_u16*>(pdst)[i] = v;
 }
@@ -194,7 +208,9 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g, ct_i64 a_k
 
 CT_DEVICE ct_u32 tc_shared_address(const void* p) {
   ct_u32 a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+      : "=r"(a)
+      : "l"(p));
   return a;
 }
 
@@ -204,14 +220,18 @@ CT_DEVICE ct_u32 tc_shared_address(const void* p) {
 template <bool kL1 = false>
 CT_DEVICE void tc_copy16(ct_u32 dst, const void* src, int bytes) {
   if (kL1) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes)
                  : "memory");
   } else {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes)
                  : "memory");
   }
 }
-CT_DEVICE void tc_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+CT_DEVICE void tc_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 template <int kPending>
 CT_DEVICE void tc_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
@@ -226,9 +246,10 @@ CT_DEVICE void tc_ldmatrix4(ct_u32* d, ct_u32 addr) {
 // The same, each 8x8 matrix transposed on the way (for tiles stored with the
 // reduction dimension as rows).
 CT_DEVICE void tc_ldmatrix4_trans(ct_u32* d, ct_u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-               : "r"(addr));
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(addr));
 }
 
 // The stage ring both kernels run: zeroes acc, then for each of `steps`
@@ -238,8 +259,8 @@ CT_DEVICE void tc_ldmatrix4_trans(ct_u32* d, ct_u32 addr) {
 // fragments). Returns with every copy landed; the caller's next barrier
 // frees shared memory.
 template <int kStageBytes, typename Load, typename Fragments>
-CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps, ct_u32 smem, Load& load,
-                           Fragments& fragments) {
+CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
+                           ct_u32 smem, Load& load, Fragments& fragments) {
 #pragma unroll
   for (int mi = 0; mi < CT_MI; ++mi) {
 #pragma unroll
@@ -268,7 +289,8 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps, ct_u32 smem
 #pragma unroll
       for (int mi = 0; mi < CT_MI; ++mi) {
 #pragma unroll
-        for (int ni = 0; ni < CT_NI; ++ni) ct_mma_16816(acc[mi][ni], af[mi], bf[ni]);
+        for (int ni = 0; ni < CT_NI; ++ni)
+          ct_mma_16816(acc[mi][ni], af[mi], bf[ni]);
       }
     }
   }
@@ -280,9 +302,10 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps, ct_u32 smem
 // running together share their source rows), y = groups. Block: CT_THREADS.
 // Dynamic shared memory: the larger of the stage ring and the output tile.
 CT_KERNEL void __launch_bounds__(CT_THREADS)
-    conv_tc(const ct_t* psrc, const ct_t* pfilt, ct_t* pdst, ct_i64 a_n, ct_i64 a_h, ct_i64 a_w,
-            ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko, ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s,
-            ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh, ct_i64 a_dw) {
+    conv_tc(const ct_t* psrc, const ct_t* pfilt, ct_t* pdst, ct_i64 a_n,
+            ct_i64 a_h, ct_i64 a_w, ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko,
+            ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s, ct_i64 a_ph,
+            ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh, ct_i64 a_dw) {
   extern __shared__ __align__(16) unsigned char tc_smem[];
   const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
   const int groups = static_cast<int>(a_g), cp = static_cast<int>(a_cp);
@@ -346,7 +369,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       const int ih = a_h0[i] + fr * dh, iw = a_w0[i] + fc * dw;
       const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
                       static_cast<unsigned>(iw) < static_cast<unsigned>(w);
-      const ct_u16* p = ok ? src + a_at[i] + (ih * w + iw) * row_stride + c0 : src;
+      const ct_u16* p =
+          ok ? src + a_at[i] + (ih * w + iw) * row_stride + c0 : src;
       tc_copy16<true>(base + a_to[i], p, ok ? 16 : 0);
     }
 #pragma unroll
@@ -359,7 +383,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   // Slice kk of a stage: A rows m (ldmatrix matrices (m 0-7, k 0-7), (m 8-15,
   // k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)), B rows o likewise in pairs of
   // 8-column fragments.
-  auto fragments = [&](ct_u32 stage, int kk, ct_u32(&af)[CT_MI][4], ct_u32(&bf)[CT_NI][2]) {
+  auto fragments = [&](ct_u32 stage, int kk, ct_u32(&af)[CT_MI][4],
+                       ct_u32(&bf)[CT_NI][2]) {
 #pragma unroll
     for (int mi = 0; mi < CT_MI; ++mi) {
       const int r = wm * CT_WTM + mi * 16 + (lane & 15);
@@ -369,7 +394,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     for (int nj = 0; nj < CT_NI / 2; ++nj) {
       const int r = wn * CT_WTN + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
       ct_u32 t[4];
-      tc_ldmatrix4(t, stage + CT_A_BYTES + tc_swizzle(r, kk * 2 + ((lane >> 3) & 1)));
+      tc_ldmatrix4(
+          t, stage + CT_A_BYTES + tc_swizzle(r, kk * 2 + ((lane >> 3) & 1)));
       bf[2 * nj][0] = t[0], bf[2 * nj][1] = t[1];
       bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
     }
@@ -410,7 +436,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   for (int e = tid; e < BM * BN; e += CT_THREADS) {
     const int r = e / BN, c = e - r * BN;
     if (m0 + r < rows && o0 + c < ko) {
-      dst[static_cast<ct_i64>(m0 + r) * channels + g * ko + o0 + c] = out[r * kLd + c];
+      dst[static_cast<ct_i64>(m0 + r) * channels + g * ko + o0 + c] =
+          out[r * kLd + c];
     }
   }
 #else
@@ -427,14 +454,18 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 
 #else  // CT_DIR == 3
 
-#define CT_W_A_ROW (BM * 2)  // bytes of a tile row: one position's BM output channels
+#define CT_W_A_ROW \
+  (BM * 2)  // bytes of a tile row: one position's BM output channels
 #define CT_W_B_ROW (BN * 2)  // one position's BN filter columns
 #define CT_W_A_BYTES (BK * CT_W_A_ROW)
 #define CT_W_STAGE_BYTES (BK * (BM + BN) * 2)
-#define CT_W_AL (BK * (BM / 8) / CT_THREADS)  // chunks a thread copies per stage
+#define CT_W_AL \
+  (BK * (BM / 8) / CT_THREADS)  // chunks a thread copies per stage
 #define CT_W_BL (BK * (BN / 8) / CT_THREADS)
-static_assert(BK == 32 && BM >= 64 && BN >= 64, "W tiles: 32 positions by rows of 8+ chunks");
-static_assert(CT_W_AL >= 1 && CT_W_BL >= 1 && CT_W_AL * CT_THREADS == BK * (BM / 8) &&
+static_assert(BK == 32 && BM >= 64 && BN >= 64,
+              "W tiles: 32 positions by rows of 8+ chunks");
+static_assert(CT_W_AL >= 1 && CT_W_BL >= 1 &&
+                  CT_W_AL * CT_THREADS == BK * (BM / 8) &&
                   CT_W_BL * CT_THREADS == BK * (BN / 8),
               "tile chunks must divide evenly among the threads");
 
@@ -445,7 +476,8 @@ CT_DEVICE ct_u32 tc_swizzle_w(int r, int j, int row) {
 
 // Backward weights as a GEMM per group with the positions as reduction:
 //   part[split][g][k][(r*S + s)*CP + c] (+)= sum over positions p = (n, oh, ow)
-//       of the split: dy[p][g][k] * x[n][oh*SH + r*DH - PH][ow*SW + s*DW - PW][g][c]
+//       of the split: dy[p][g][k] * x[n][oh*SH + r*DH - PH][ow*SW + s*DW -
+//       PW][g][c]
 // over packed (or already channel-last) x [N][H][W][G][CP] and dy
 // [N][OH][OW][G][KP] (KP: KG padded to 32). Both tiles hold BK positions as
 // rows (output channels, filter columns contiguous) and reach the MMA
@@ -454,10 +486,11 @@ CT_DEVICE ct_u32 tc_swizzle_w(int r, int j, int row) {
 // split with no positions writes zeros.
 // Grid: x = row tiles * column tiles, y = groups, z = splits.
 CT_KERNEL void __launch_bounds__(CT_THREADS)
-    conv_tc_wrw(const ct_t* px, const ct_t* pdy, float* part, ct_i64 a_n, ct_i64 a_h, ct_i64 a_w,
-                ct_i64 a_g, ct_i64 a_cp, ct_i64 a_kg, ct_i64 a_kp, ct_i64 a_oh, ct_i64 a_ow,
-                ct_i64 a_r, ct_i64 a_s, ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw,
-                ct_i64 a_dh, ct_i64 a_dw, ct_i64 a_splits, ct_i64 a_accumulate) {
+    conv_tc_wrw(const ct_t* px, const ct_t* pdy, float* part, ct_i64 a_n,
+                ct_i64 a_h, ct_i64 a_w, ct_i64 a_g, ct_i64 a_cp, ct_i64 a_kg,
+                ct_i64 a_kp, ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s,
+                ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh,
+                ct_i64 a_dw, ct_i64 a_splits, ct_i64 a_accumulate) {
   extern __shared__ __align__(16) unsigned char tc_smem[];
   const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
   const int groups = static_cast<int>(a_g), cp = static_cast<int>(a_cp);
@@ -476,7 +509,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int g = blockIdx.y, split = blockIdx.z;
   const int splits = static_cast<int>(a_splits);
   const int per = ((positions + splits - 1) / splits + BK - 1) / BK * BK;
-  const int p_begin = min(positions, split * per), p_end = min(positions, p_begin + per);
+  const int p_begin = min(positions, split * per),
+            p_end = min(positions, p_begin + per);
   const int steps = (p_end - p_begin + BK - 1) / BK;
 
   // The dy columns (output channels) and filter columns (tap, channel) this
@@ -524,26 +558,32 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
              static_cast<unsigned>(iw) < static_cast<unsigned>(w);
         if (ok) p = x + ((n * h + ih) * w + iw) * x_row + b_at;
       }
-      tc_copy16(base + CT_W_A_BYTES + tc_swizzle_w(r, b_chunk, CT_W_B_ROW), p, ok ? 16 : 0);
+      tc_copy16(base + CT_W_A_BYTES + tc_swizzle_w(r, b_chunk, CT_W_B_ROW), p,
+                ok ? 16 : 0);
     }
   };
 
-  const int sub = lane >> 3, row8 = lane & 7;  // ldmatrix: which matrix, which of its rows
-  auto fragments = [&](ct_u32 stage, int kk, ct_u32(&af)[CT_MI][4], ct_u32(&bf)[CT_NI][2]) {
+  const int sub = lane >> 3,
+            row8 = lane & 7;  // ldmatrix: which matrix, which of its rows
+  auto fragments = [&](ct_u32 stage, int kk, ct_u32(&af)[CT_MI][4],
+                       ct_u32(&bf)[CT_NI][2]) {
 #pragma unroll
     for (int mi = 0; mi < CT_MI; ++mi) {
-      // Matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15).
+      // Matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m
+      // 8-15).
       const int r = kk * 16 + (sub >> 1) * 8 + row8;
       const int m = wm * CT_WTM + mi * 16 + (sub & 1) * 8;
       tc_ldmatrix4_trans(af[mi], stage + tc_swizzle_w(r, m >> 3, CT_W_A_ROW));
     }
 #pragma unroll
     for (int nj = 0; nj < CT_NI / 2; ++nj) {
-      // Matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+      // Matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n
+      // 8-15).
       const int r = kk * 16 + (sub & 1) * 8 + row8;
       const int n = wn * CT_WTN + nj * 16 + (sub >> 1) * 8;
       ct_u32 t[4];
-      tc_ldmatrix4_trans(t, stage + CT_W_A_BYTES + tc_swizzle_w(r, n >> 3, CT_W_B_ROW));
+      tc_ldmatrix4_trans(
+          t, stage + CT_W_A_BYTES + tc_swizzle_w(r, n >> 3, CT_W_B_ROW));
       bf[2 * nj][0] = t[0], bf[2 * nj][1] = t[1];
       bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
     }
@@ -577,8 +617,9 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 // dw from the splits' partial sums: one element of dw per thread of a 1-D
 // launch, taken in the partials' (k, tap, c) order and written in the
 // filter's layout (CT_NHWC).
-CT_KERNEL void tc_wrw_reduce(const float* part, ct_t* pdw, ct_i64 a_g, ct_i64 a_kg, ct_i64 a_cg,
-                             ct_i64 a_cp, ct_i64 a_r, ct_i64 a_s, ct_i64 a_splits) {
+CT_KERNEL void tc_wrw_reduce(const float* part, ct_t* pdw, ct_i64 a_g,
+                             ct_i64 a_kg, ct_i64 a_cg, ct_i64 a_cp, ct_i64 a_r,
+                             ct_i64 a_s, ct_i64 a_splits) {
   const ct_i64 taps = a_r * a_s;
   const ct_i64 count = a_g * a_kg * taps * a_cg;
   const ct_i64 i = ct_global_index_x();
@@ -593,5 +634,6 @@ CT_KERNEL void tc_wrw_reduce(const float* part, ct_t* pdw, ct_i64 a_g, ct_i64 a_
   for (ct_i64 z = 0; z < a_splits; ++z) sum += part[z * slice + at];
   ct_i64 st[5];
   tc_filter_strides(st, a_cg, a_r, a_s);
-  pdw[k * st[0] + c * st[1] + (tap / a_s) * st[3] + (tap % a_s) * st[4]] = ct_from_float<ct_t>(sum);
+  pdw[k * st[0] + c * st[1] + (tap / a_s) * st[3] + (tap % a_s) * st[4]] =
+      ct_from_float<ct_t>(sum);
 }

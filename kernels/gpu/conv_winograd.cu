@@ -9,7 +9,8 @@
 //         wino_output   the m x m outputs A^T M[e] A of every tile.
 //         B is the forward pass over dy with the filter turned 180 degrees,
 //         C and K swapped and pad 2 - p (the solver sets the pads).
-//   W     (m = 2) per chunk wino_input over x, wino_dy (A dy A^T of every 2x2 tile of
+//   W     (m = 2) per chunk wino_input over x, wino_dy (A dy A^T of every 2x2
+//   tile of
 //         dy) and a GEMM summing DY[e] X[e]^T over the tiles into `splits`
 //         partial sums (added to by later chunks); then wino_wrw_output
 //         (dw = G^T (sum of the partials) G). This is F(3x3, 2x2): the tile of
@@ -47,11 +48,13 @@
 // tile, A^T (m x WT) for the output.
 #if CT_WINO_M == 2
 CT_DEVICE float ct_g(int i, int j) {
-  const float g[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  const float g[4][3] = {
+      {1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
   return g[i][j];
 }
 CT_DEVICE float ct_bt(int i, int j) {
-  const float b[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  const float b[4][4] = {
+      {1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
   return b[i][j];
 }
 CT_DEVICE float ct_at(int i, int j) {
@@ -69,13 +72,16 @@ CT_DEVICE float ct_g(int i, int j) {
   return g[i][j];
 }
 CT_DEVICE float ct_bt(int i, int j) {
-  const float b[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
-                         {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  const float b[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0},
+                         {0, 4, -4, -1, 1, 0}, {0, -2, -1, 2, 1, 0},
+                         {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
   return b[i][j];
 }
 CT_DEVICE float ct_at(int i, int j) {
-  const float a[4][6] = {
-      {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+  const float a[4][6] = {{1, 1, 1, 1, 1, 0},
+                         {0, 1, -1, 2, -2, 0},
+                         {0, 1, 1, 4, 4, 0},
+                         {0, 1, -1, 8, -8, 1}};
   return a[i][j];
 }
 #else
@@ -107,7 +113,8 @@ typedef float ct_wt;
 #endif
 
 // Element (n, c, h, w) of an activation tensor with `chans` channels.
-CT_DEVICE int ct_act(int n, int c, int h, int w, int chans, int height, int width) {
+CT_DEVICE int ct_act(int n, int c, int h, int w, int chans, int height,
+                     int width) {
 #if CT_NHWC
   return ((n * height + h) * width + w) * chans + c;
 #else
@@ -125,7 +132,8 @@ CT_DEVICE int ct_filter(int k, int c, int r, int s, int cg) {
 }
 
 // Index of (e, g, ch, t) in a workspace matrix set.
-CT_DEVICE int ct_tidx(int e, int g, int ch, int t, int groups, int chans, int tiles) {
+CT_DEVICE int ct_tidx(int e, int g, int ch, int t, int groups, int chans,
+                      int tiles) {
   const int base = (e * groups + g) * chans * tiles;
 #if CT_NHWC
   return base + t * chans + ch;
@@ -153,20 +161,23 @@ CT_DEVICE void ct_item(int idx, int chans, int tiles, int& g, int& ch, int& t) {
 // group (ts = ceil(tiles / splits)): the group g, the channel ch, the chunk's
 // tile t (tiles or more past the last: a zero tile), and the slot it is
 // written to, run-major: gs = g * splits + run, tt = t % ts.
-CT_DEVICE void ct_run_item(int idx, int chans, int ts, int splits, int& g, int& ch, int& t,
-                           int& gs, int& tt) {
+CT_DEVICE void ct_run_item(int idx, int chans, int ts, int splits, int& g,
+                           int& ch, int& t, int& gs, int& tt) {
   ct_item(idx, chans, ts, gs, ch, tt);
   g = gs / splits;
   t = (gs % splits) * ts + tt;
 }
 
-CT_DEVICE int ct_flat_index() { return static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); }
+CT_DEVICE int ct_flat_index() {
+  return static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+}
 
 #if CT_DIR != 3
 // U[e][g][i][o] = G g G^T for source channel i and destination channel o of
 // group g: for F the filter w[o][i], for B w[i][o] turned 180 degrees.
 // Scalars: groups, ci, co (channels per group of the source, destination).
-CT_KERNEL void wino_filter(const ct_t* w, ct_wt* u, ct_i64 a_groups, ct_i64 a_ci, ct_i64 a_co) {
+CT_KERNEL void wino_filter(const ct_t* w, ct_wt* u, ct_i64 a_groups,
+                           ct_i64 a_ci, ct_i64 a_co) {
   const int groups = static_cast<int>(a_groups), ci = static_cast<int>(a_ci);
   const int co = static_cast<int>(a_co);
   const int idx = ct_flat_index();
@@ -198,7 +209,8 @@ CT_KERNEL void wino_filter(const ct_t* w, ct_wt* u, ct_i64 a_groups, ct_i64 a_ci
       float v = 0.0f;
 #pragma unroll
       for (int k = 0; k < 3; ++k) v += t[r][k] * ct_g(c, k);
-      u[(((r * CT_WT + c) * groups + g) * ci + i) * co + o] = ct_from_float<ct_wt>(v);
+      u[(((r * CT_WT + c) * groups + g) * ci + i) * co + o] =
+          ct_from_float<ct_wt>(v);
     }
 }
 #endif
@@ -207,14 +219,18 @@ CT_KERNEL void wino_filter(const ct_t* w, ct_wt* u, ct_i64 a_groups, ct_i64 a_ci
 // tile (th, tw) starting at (m th - ph, m tw - pw); outside the image d is 0.
 // Scalars: n0, nb (the chunk's images), groups, chans (per group), h, w (the
 // source's size), ph, pw, tiles_h, tiles_w, splits (1 for F and B).
-CT_KERNEL void wino_input(const ct_t* src, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
-                          ct_i64 a_chans, ct_i64 a_h, ct_i64 a_w, ct_i64 a_ph, ct_i64 a_pw,
+CT_KERNEL void wino_input(const ct_t* src, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb,
+                          ct_i64 a_groups, ct_i64 a_chans, ct_i64 a_h,
+                          ct_i64 a_w, ct_i64 a_ph, ct_i64 a_pw,
                           ct_i64 a_tiles_h, ct_i64 a_tiles_w, ct_i64 a_splits) {
-  const int groups = static_cast<int>(a_groups), chans = static_cast<int>(a_chans);
+  const int groups = static_cast<int>(a_groups),
+            chans = static_cast<int>(a_chans);
   const int height = static_cast<int>(a_h), width = static_cast<int>(a_w);
-  const int tiles_h = static_cast<int>(a_tiles_h), tiles_w = static_cast<int>(a_tiles_w);
+  const int tiles_h = static_cast<int>(a_tiles_h),
+            tiles_w = static_cast<int>(a_tiles_w);
   const int tiles = static_cast<int>(a_nb) * tiles_h * tiles_w;
-  const int splits = static_cast<int>(a_splits), ts = (tiles + splits - 1) / splits;
+  const int splits = static_cast<int>(a_splits),
+            ts = (tiles + splits - 1) / splits;
   const int idx = ct_flat_index();
   if (idx >= groups * splits * chans * ts) return;
   int g, ch, t, gs, tt;
@@ -231,7 +247,9 @@ CT_KERNEL void wino_input(const ct_t* src, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, c
     for (int b = 0; b < CT_WT; ++b) {
       const int h = h0 + a, w = w0 + b;
       const bool in = t < tiles && h >= 0 && h < height && w >= 0 && w < width;
-      d[a][b] = in ? ct_to_float(src[ct_act(n, c, h, w, groups * chans, height, width)]) : 0.0f;
+      d[a][b] = in ? ct_to_float(
+                         src[ct_act(n, c, h, w, groups * chans, height, width)])
+                   : 0.0f;
     }
   // r = B^T d, then V = r B.
   float r[CT_WT][CT_WT];
@@ -250,7 +268,8 @@ CT_KERNEL void wino_input(const ct_t* src, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, c
       float o = 0.0f;
 #pragma unroll
       for (int k = 0; k < CT_WT; ++k) o += r[a][k] * ct_bt(b, k);
-      v[ct_tidx(a * CT_WT + b, gs, ch, tt, groups * splits, chans, ts)] = ct_from_float<ct_wt>(o);
+      v[ct_tidx(a * CT_WT + b, gs, ch, tt, groups * splits, chans, ts)] =
+          ct_from_float<ct_wt>(o);
     }
 }
 
@@ -258,12 +277,13 @@ CT_KERNEL void wino_input(const ct_t* src, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, c
 // The m x m outputs A^T M A of every tile, clipped at the destination's edge.
 // Scalars: n0, nb, groups, co (channels per group), h, w (the destination's
 // size), tiles_h, tiles_w.
-CT_KERNEL void wino_output(const float* m, ct_t* dst, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
-                           ct_i64 a_co, ct_i64 a_h, ct_i64 a_w, ct_i64 a_tiles_h,
-                           ct_i64 a_tiles_w) {
+CT_KERNEL void wino_output(const float* m, ct_t* dst, ct_i64 a_n0, ct_i64 a_nb,
+                           ct_i64 a_groups, ct_i64 a_co, ct_i64 a_h, ct_i64 a_w,
+                           ct_i64 a_tiles_h, ct_i64 a_tiles_w) {
   const int groups = static_cast<int>(a_groups), co = static_cast<int>(a_co);
   const int height = static_cast<int>(a_h), width = static_cast<int>(a_w);
-  const int tiles_h = static_cast<int>(a_tiles_h), tiles_w = static_cast<int>(a_tiles_w);
+  const int tiles_h = static_cast<int>(a_tiles_h),
+            tiles_w = static_cast<int>(a_tiles_w);
   const int tiles = static_cast<int>(a_nb) * tiles_h * tiles_w;
   const int idx = ct_flat_index();
   if (idx >= groups * co * tiles) return;
@@ -299,7 +319,8 @@ CT_KERNEL void wino_output(const float* m, ct_t* dst, ct_i64 a_n0, ct_i64 a_nb, 
       float y = 0.0f;
 #pragma unroll
       for (int k = 0; k < CT_WT; ++k) y += r[a][k] * ct_at(b, k);
-      dst[ct_act(n, g * co + o, h, w, groups * co, height, width)] = ct_from_float<ct_t>(y);
+      dst[ct_act(n, g * co + o, h, w, groups * co, height, width)] =
+          ct_from_float<ct_t>(y);
     }
   }
 }
@@ -309,14 +330,16 @@ CT_KERNEL void wino_output(const float* m, ct_t* dst, ct_i64 a_n0, ct_i64 a_nb, 
 // A u A^T for every 2x2 tile u of the chunk's dy, the tile (th, tw) at
 // (2 th, 2 tw); outside dy u is 0. Scalars: n0, nb, groups, kg, h, w (dy's
 // size), tiles_h, tiles_w, splits.
-CT_KERNEL void wino_dy(const ct_t* dy, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_groups,
-                       ct_i64 a_kg, ct_i64 a_h, ct_i64 a_w, ct_i64 a_tiles_h, ct_i64 a_tiles_w,
-                       ct_i64 a_splits) {
+CT_KERNEL void wino_dy(const ct_t* dy, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb,
+                       ct_i64 a_groups, ct_i64 a_kg, ct_i64 a_h, ct_i64 a_w,
+                       ct_i64 a_tiles_h, ct_i64 a_tiles_w, ct_i64 a_splits) {
   const int groups = static_cast<int>(a_groups), kg = static_cast<int>(a_kg);
   const int height = static_cast<int>(a_h), width = static_cast<int>(a_w);
-  const int tiles_h = static_cast<int>(a_tiles_h), tiles_w = static_cast<int>(a_tiles_w);
+  const int tiles_h = static_cast<int>(a_tiles_h),
+            tiles_w = static_cast<int>(a_tiles_w);
   const int tiles = static_cast<int>(a_nb) * tiles_h * tiles_w;
-  const int splits = static_cast<int>(a_splits), ts = (tiles + splits - 1) / splits;
+  const int splits = static_cast<int>(a_splits),
+            ts = (tiles + splits - 1) / splits;
   const int idx = ct_flat_index();
   if (idx >= groups * splits * kg * ts) return;
   int g, k, t, gs, tt;
@@ -327,9 +350,11 @@ CT_KERNEL void wino_dy(const ct_t* dy, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, ct_i6
   for (int a = 0; a < 2; ++a)
     for (int b = 0; b < 2; ++b) {
       const int h = 2 * th + a, w = 2 * tw + b;
-      u[a][b] = t < tiles && h < height && w < width
-                    ? ct_to_float(dy[ct_act(n, g * kg + k, h, w, groups * kg, height, width)])
-                    : 0.0f;
+      u[a][b] =
+          t < tiles && h < height && w < width
+              ? ct_to_float(
+                    dy[ct_act(n, g * kg + k, h, w, groups * kg, height, width)])
+              : 0.0f;
     }
   float r[4][2];
   for (int b = 0; b < 2; ++b) {
@@ -339,17 +364,19 @@ CT_KERNEL void wino_dy(const ct_t* dy, ct_wt* v, ct_i64 a_n0, ct_i64 a_nb, ct_i6
     r[3][b] = -u[1][b];
   }
   for (int a = 0; a < 4; ++a) {
-    const float o[4] = {r[a][0], r[a][0] + r[a][1], r[a][0] - r[a][1], -r[a][1]};
+    const float o[4] = {r[a][0], r[a][0] + r[a][1], r[a][0] - r[a][1],
+                        -r[a][1]};
     for (int b = 0; b < 4; ++b) {
-      v[ct_tidx(a * 4 + b, gs, k, tt, groups * splits, kg, ts)] = ct_from_float<ct_wt>(o[b]);
+      v[ct_tidx(a * 4 + b, gs, k, tt, groups * splits, kg, ts)] =
+          ct_from_float<ct_wt>(o[b]);
     }
   }
 }
 
 // dw = G^T P G where P sums the GEMM's partials [e][g][split][k][c].
 // Scalars: groups, kg, cg, splits.
-CT_KERNEL void wino_wrw_output(const float* m, ct_t* dw, ct_i64 a_groups, ct_i64 a_kg,
-                               ct_i64 a_cg, ct_i64 a_splits) {
+CT_KERNEL void wino_wrw_output(const float* m, ct_t* dw, ct_i64 a_groups,
+                               ct_i64 a_kg, ct_i64 a_cg, ct_i64 a_splits) {
   const int groups = static_cast<int>(a_groups), kg = static_cast<int>(a_kg);
   const int cg = static_cast<int>(a_cg), splits = static_cast<int>(a_splits);
   const int idx = ct_flat_index();
@@ -359,7 +386,8 @@ CT_KERNEL void wino_wrw_output(const float* m, ct_t* dw, ct_i64 a_groups, ct_i64
   float e[4][4];
   for (int a = 0; a < 4; ++a)
     for (int b = 0; b < 4; ++b) {
-      const float* part = m + (((a * 4 + b) * groups + g) * splits) * per_g + kc;
+      const float* part =
+          m + (((a * 4 + b) * groups + g) * splits) * per_g + kc;
       float s = 0.0f;
       for (int p = 0; p < splits; ++p) s += part[p * per_g];
       e[a][b] = s;
@@ -372,9 +400,11 @@ CT_KERNEL void wino_wrw_output(const float* m, ct_t* dw, ct_i64 a_groups, ct_i64
   }
   const int c = idx % cg, k = idx / cg;  // k counts over every group
   for (int a = 0; a < 3; ++a) {
-    const float o[3] = {r[a][0] + 0.5f * (r[a][1] + r[a][2]), 0.5f * (r[a][1] - r[a][2]),
+    const float o[3] = {r[a][0] + 0.5f * (r[a][1] + r[a][2]),
+                        0.5f * (r[a][1] - r[a][2]),
                         0.5f * (r[a][1] + r[a][2]) + r[a][3]};
-    for (int b = 0; b < 3; ++b) dw[ct_filter(k, c, a, b, cg)] = ct_from_float<ct_t>(o[b]);
+    for (int b = 0; b < 3; ++b)
+      dw[ct_filter(k, c, a, b, cg)] = ct_from_float<ct_t>(o[b]);
   }
 }
 #endif
@@ -395,14 +425,15 @@ CT_KERNEL void wino_wrw_output(const float* m, ct_t* dw, ct_i64 a_groups, ct_i64
 #endif
 
 #define CT_THREADS ((CT_BM / CT_TM) * (CT_BN / CT_TN))
-#define CT_LA (CT_BM * CT_BK / CT_THREADS)  // A elements each thread loads per step
+#define CT_LA \
+  (CT_BM * CT_BK / CT_THREADS)  // A elements each thread loads per step
 #define CT_LB (CT_BN * CT_BK / CT_THREADS)
 
 // Block (blockIdx.x, blockIdx.y) covers columns BN * x and rows BM * y of
 // matrix blockIdx.z. Scalars: m, n, r, accumulate (1: add to C).
 CT_KERNEL void __launch_bounds__(CT_THREADS)
-    wino_gemm(const float* pa, const float* pb, float* pc, ct_i64 a_m, ct_i64 a_n, ct_i64 a_r,
-              ct_i64 a_accumulate) {
+    wino_gemm(const float* pa, const float* pb, float* pc, ct_i64 a_m,
+              ct_i64 a_n, ct_i64 a_r, ct_i64 a_accumulate) {
   const int rows = static_cast<int>(a_m), cols = static_cast<int>(a_n);
   const int red = static_cast<int>(a_r), z = blockIdx.z;
   const int m0 = blockIdx.y * CT_BM, n0 = blockIdx.x * CT_BN;
@@ -476,9 +507,11 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     for (int kk = 0; kk < CT_BK; ++kk) {
       float va[CT_TM], vb[CT_TN];
 #pragma unroll
-      for (int i = 0; i < CT_TM; ++i) va[i] = as[buf][kk][ty + i * (CT_BM / CT_TM)];
+      for (int i = 0; i < CT_TM; ++i)
+        va[i] = as[buf][kk][ty + i * (CT_BM / CT_TM)];
 #pragma unroll
-      for (int j = 0; j < CT_TN; ++j) vb[j] = bs[buf][kk][tx + j * (CT_BN / CT_TN)];
+      for (int j = 0; j < CT_TN; ++j)
+        vb[j] = bs[buf][kk][tx + j * (CT_BN / CT_TN)];
 #pragma unroll
       for (int i = 0; i < CT_TM; ++i)
 #pragma unroll
@@ -493,7 +526,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   for (int i = 0; i < CT_TM; ++i)
 #pragma unroll
     for (int j = 0; j < CT_TN; ++j) {
-      const int m = m0 + ty + i * (CT_BM / CT_TM), n = n0 + tx + j * (CT_BN / CT_TN);
+      const int m = m0 + ty + i * (CT_BM / CT_TM),
+                n = n0 + tx + j * (CT_BN / CT_TN);
       if (m < rows && n < cols) {
         const int at = CT_C_MFAST ? n * rows + m : m * cols + n;
         c[at] = accumulate ? c[at] + acc[i][j] : acc[i][j];

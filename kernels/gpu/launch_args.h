@@ -24,21 +24,22 @@ struct LaunchGeometry {
 inline absl::StatusOr<LaunchGeometry> StepGeometry(const v1::KernelStep& step) {
   LaunchGeometry g;
   if (step.grid_size() > 3 || step.block_size() > 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step ", step.kernel(), ": grid and block have at most 3 dimensions"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", step.kernel(), ": grid and block have at most 3 dimensions"));
   }
   for (int i = 0; i < step.grid_size(); ++i) g.grid[i] = step.grid(i);
   for (int i = 0; i < step.block_size(); ++i) g.block[i] = step.block(i);
   const uint64_t threads = uint64_t{g.block[0]} * g.block[1] * g.block[2];
   for (int i = 0; i < 3; ++i) {
     if (g.grid[i] == 0 || g.block[i] == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("step ", step.kernel(), ": a grid or block dimension is 0"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step ", step.kernel(), ": a grid or block dimension is 0"));
     }
   }
   if (threads > 1024) {
     return absl::InvalidArgumentError(
-        absl::StrCat("step ", step.kernel(), ": ", threads, " threads per block (at most 1024)"));
+        absl::StrCat("step ", step.kernel(), ": ", threads,
+                     " threads per block (at most 1024)"));
   }
   g.shared_bytes = step.shared_bytes();
   return g;
@@ -51,7 +52,8 @@ class KernelParams {
   KernelParams(const v1::KernelStep& step, const std::vector<void*>& buffers) {
     values_.reserve(buffers.size() + step.scalars_size());
     for (void* b : buffers) values_.push_back(reinterpret_cast<uintptr_t>(b));
-    for (int64_t s : step.scalars()) values_.push_back(static_cast<uint64_t>(s));
+    for (int64_t s : step.scalars())
+      values_.push_back(static_cast<uint64_t>(s));
     for (uint64_t& v : values_) pointers_.push_back(&v);
   }
   KernelParams(const KernelParams&) = delete;

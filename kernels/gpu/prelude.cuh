@@ -100,11 +100,19 @@ CT_DEVICE ct_bf16 ct_from_float<ct_bf16>(float v) {
 
 // Warp shuffles over the whole warp (HIP has no mask argument).
 #if defined(CONVTUNE_BACKEND_CUDA)
-CT_DEVICE float ct_shfl_down(float v, int delta) { return __shfl_down_sync(0xffffffffu, v, delta); }
-CT_DEVICE float ct_shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
-CT_DEVICE float ct_shfl(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
+CT_DEVICE float ct_shfl_down(float v, int delta) {
+  return __shfl_down_sync(0xffffffffu, v, delta);
+}
+CT_DEVICE float ct_shfl_xor(float v, int mask) {
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+}
+CT_DEVICE float ct_shfl(float v, int lane) {
+  return __shfl_sync(0xffffffffu, v, lane);
+}
 #else
-CT_DEVICE float ct_shfl_down(float v, int delta) { return __shfl_down(v, delta); }
+CT_DEVICE float ct_shfl_down(float v, int delta) {
+  return __shfl_down(v, delta);
+}
 CT_DEVICE float ct_shfl_xor(float v, int mask) { return __shfl_xor(v, mask); }
 CT_DEVICE float ct_shfl(float v, int lane) { return __shfl(v, lane); }
 #endif
@@ -149,13 +157,15 @@ typedef ct_bf16 ct_t;
 CT_DEVICE void ct_mma_16816(float* d, const ct_u32* a, const ct_u32* b) {
 #if CT_TYPE == 3
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #else
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -173,7 +183,8 @@ CT_DEVICE void ct_strides(I* s, I inner, const I* sp) {
   s[0] = sp[0] * sp[1] * sp[2] * inner, s[1] = 1, s[2] = sp[1] * sp[2] * inner;
   s[3] = sp[2] * inner, s[4] = inner;
 #else
-  s[0] = inner * sp[0] * sp[1] * sp[2], s[1] = sp[0] * sp[1] * sp[2], s[2] = sp[1] * sp[2];
+  s[0] = inner * sp[0] * sp[1] * sp[2], s[1] = sp[0] * sp[1] * sp[2],
+  s[2] = sp[1] * sp[2];
   s[3] = sp[2], s[4] = 1;
 #endif
 }
@@ -181,7 +192,8 @@ CT_DEVICE void ct_strides(I* s, I inner, const I* sp) {
 // dst[i] = the sum over s < slices of src[s * count + i] (fp32 partial sums
 // in the workspace, summed in order), in the tensor type; grid-stride over
 // a 1-D launch. The body of the kernels that finish split reductions.
-CT_DEVICE void ct_sum_slices(const float* src, ct_t* dst, ct_i64 count, ct_i64 slices) {
+CT_DEVICE void ct_sum_slices(const float* src, ct_t* dst, ct_i64 count,
+                             ct_i64 slices) {
   for (ct_i64 i = ct_global_index_x(); i < count;
        i += static_cast<ct_i64>(gridDim.x) * blockDim.x) {
     float sum = 0.0f;
@@ -190,10 +202,11 @@ CT_DEVICE void ct_sum_slices(const float* src, ct_t* dst, ct_i64 count, ct_i64 s
   }
 }
 
-#define CT_PROBLEM_PARAMS                                                                   \
-  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, \
-      ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd, ct_i64 a_ph, ct_i64 a_pw,         \
-      ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw,         \
-      ct_i64 a_g, ct_i64 a_layout, ct_i64 a_type, ct_i64 a_dir
+#define CT_PROBLEM_PARAMS                                                      \
+  ct_i64 a_dims, ct_i64 a_n, ct_i64 a_c, ct_i64 a_k, ct_i64 a_id, ct_i64 a_ih, \
+      ct_i64 a_iw, ct_i64 a_fd, ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_pd,         \
+      ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sd, ct_i64 a_sh, ct_i64 a_sw,         \
+      ct_i64 a_dd, ct_i64 a_dh, ct_i64 a_dw, ct_i64 a_g, ct_i64 a_layout,      \
+      ct_i64 a_type, ct_i64 a_dir
 
 #endif  // CONVTUNE_PRELUDE_CUH_

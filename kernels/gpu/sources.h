@@ -16,7 +16,8 @@ namespace convtune {
 
 // The text of an embedded source with the prelude for `backend` in front,
 // ready to compile. NotFound for an unknown file.
-absl::StatusOr<std::string> KernelSourceText(absl::string_view file, v1::Backend backend);
+absl::StatusOr<std::string> KernelSourceText(absl::string_view file,
+                                             v1::Backend backend);
 
 // Names of all embedded sources ("conv_direct.cu", ...).
 std::vector<std::string> KernelSourceFiles();

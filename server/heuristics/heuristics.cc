@@ -7,7 +7,6 @@
 
 namespace convtune {
 
-
 Heuristics::Heuristics(storage::Store& store, const SolverRegistry& registry,
                        const DeviceInfo& device)
     : Heuristics(store, registry, device, Options()) {}
@@ -36,13 +35,14 @@ void Heuristics::Load() {
   if (!encoded.ok()) return;
   std::string bytes;
   v1::HeuristicModel model;
-  absl::StatusOr<std::unique_ptr<LearnedRanker>> ranker =
-      absl::DataLossError("heuristic model: not base64 or not a HeuristicModel");
+  absl::StatusOr<std::unique_ptr<LearnedRanker>> ranker = absl::DataLossError(
+      "heuristic model: not base64 or not a HeuristicModel");
   if (absl::Base64Unescape(*encoded, &bytes) && model.ParseFromString(bytes)) {
     if (model.device_key() != device_key_) {
       ranker = absl::DataLossError("heuristic model: of another device");
     } else {
-      ranker = LearnedRanker::FromProto(std::move(model), registry_, wti_, options_.learned);
+      ranker = LearnedRanker::FromProto(std::move(model), registry_, wti_,
+                                        options_.learned);
     }
   }
   if (!ranker.ok()) {
@@ -83,11 +83,12 @@ absl::Status Heuristics::IsApplicable(const ConvProblem& p) const {
   return m->IsApplicable(p);
 }
 
-Ranking Heuristics::Rank(const ConvProblem& p, const std::vector<const Solver*>& candidates) const {
+Ranking Heuristics::Rank(const ConvProblem& p,
+                         const std::vector<const Solver*>& candidates) const {
   std::shared_ptr<const LearnedRanker> m = model();
   absl::Status applicable =
-      m == nullptr ? absl::FailedPreconditionError(
-                         absl::StrCat("heuristic: no learned model for ", device_key_))
+      m == nullptr ? absl::FailedPreconditionError(absl::StrCat(
+                         "heuristic: no learned model for ", device_key_))
                    : m->IsApplicable(p);
   Ranking r;
   if (applicable.ok()) {
@@ -115,7 +116,8 @@ absl::StatusOr<TrainReport> Heuristics::Train() {
   for (const std::string& key : keys) {
     absl::StatusOr<v1::FindRecord> record = db.Get(key);
     absl::StatusOr<TrainingSample> sample =
-        record.ok() ? SampleFromRecord(*record) : absl::StatusOr<TrainingSample>(record.status());
+        record.ok() ? SampleFromRecord(*record)
+                    : absl::StatusOr<TrainingSample>(record.status());
     if (!sample.ok()) {
       ++report.skipped;
       continue;
@@ -128,9 +130,11 @@ absl::StatusOr<TrainReport> Heuristics::Train() {
         ", training needs at least ", options_.learned.min_records));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<LearnedRanker> ranker,
-                   LearnedRanker::Train(samples, device_key_, registry_, wti_, options_.learned));
-  RETURN_IF_ERROR(storage::Meta(&store_).Put(storage::HeuristicModelName(device_key_),
-                                             absl::Base64Escape(ranker->proto().SerializeAsString())));
+                   LearnedRanker::Train(samples, device_key_, registry_, wti_,
+                                        options_.learned));
+  RETURN_IF_ERROR(storage::Meta(&store_).Put(
+      storage::HeuristicModelName(device_key_),
+      absl::Base64Escape(ranker->proto().SerializeAsString())));
   report.records = static_cast<int64_t>(samples.size());
   report.train_accuracy = ranker->proto().train_accuracy();
   report.kind = ranker->proto().kind();
@@ -142,8 +146,8 @@ absl::StatusOr<TrainReport> Heuristics::Train() {
   return report;
 }
 
-void Heuristics::TrainOn(ThreadPool& pool,
-                         std::function<void(absl::StatusOr<TrainReport>)> done) {
+void Heuristics::TrainOn(
+    ThreadPool& pool, std::function<void(absl::StatusOr<TrainReport>)> done) {
   pool.Schedule([this, done = std::move(done)] { done(Train()); });
 }
 

@@ -49,14 +49,16 @@ class Heuristics {
 
   // Loads this device's stored model; a corrupt one is deleted and the
   // heuristics run without a model until the next training.
-  Heuristics(storage::Store& store, const SolverRegistry& registry, const DeviceInfo& device);
-  Heuristics(storage::Store& store, const SolverRegistry& registry, const DeviceInfo& device,
-             Options options);
+  Heuristics(storage::Store& store, const SolverRegistry& registry,
+             const DeviceInfo& device);
+  Heuristics(storage::Store& store, const SolverRegistry& registry,
+             const DeviceInfo& device, Options options);
   // Waits for a background training that is queued or running.
   ~Heuristics();
 
   // Ranks `candidates` (each applicable to p).
-  Ranking Rank(const ConvProblem& p, const std::vector<const Solver*>& candidates) const;
+  Ranking Rank(const ConvProblem& p,
+               const std::vector<const Solver*>& candidates) const;
 
   // OK when the learned model would rank p; FailedPrecondition with the reason.
   absl::Status IsApplicable(const ConvProblem& p) const;

@@ -17,15 +17,41 @@ constexpr int kLog2MacsFeature = 19;
 constexpr int kDimensionalityFeature = kFeatureCount - 1;
 
 constexpr absl::string_view kFeatureNames[kFeatureCount] = {
-    "log2_n",        "log2_c",        "log2_k",         "log2_in_d",          "log2_in_h",
-    "log2_in_w",     "log2_out_dhw",  "log2_filter_d",  "log2_filter_h",      "log2_filter_w",
-    "log2_stride_h", "log2_stride_w", "log2_pad_h+1",   "log2_pad_w+1",       "log2_dilation_h",
-    "log2_dilation_w", "log2_groups", "log2_c_per_group", "log2_k_per_group", "log2_macs",
-    "log2_bytes",    "log2_macs_per_byte", "direction F", "direction B", "direction W",
-    "type FP32",     "type FP16",     "type BF16",      "layout NCHW",        "layout NHWC",
+    "log2_n",
+    "log2_c",
+    "log2_k",
+    "log2_in_d",
+    "log2_in_h",
+    "log2_in_w",
+    "log2_out_dhw",
+    "log2_filter_d",
+    "log2_filter_h",
+    "log2_filter_w",
+    "log2_stride_h",
+    "log2_stride_w",
+    "log2_pad_h+1",
+    "log2_pad_w+1",
+    "log2_dilation_h",
+    "log2_dilation_w",
+    "log2_groups",
+    "log2_c_per_group",
+    "log2_k_per_group",
+    "log2_macs",
+    "log2_bytes",
+    "log2_macs_per_byte",
+    "direction F",
+    "direction B",
+    "direction W",
+    "type FP32",
+    "type FP16",
+    "type BF16",
+    "layout NCHW",
+    "layout NHWC",
     "3-D"};
 
-float Log2(double v) { return static_cast<float>(std::log2(std::max(v, 1e-30))); }
+float Log2(double v) {
+  return static_cast<float>(std::log2(std::max(v, 1e-30)));
+}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -70,7 +96,8 @@ absl::string_view ModelKindName(ModelKind kind) {
 absl::string_view FeatureName(int i) { return kFeatureNames[i]; }
 
 Features ProblemFeatures(const ConvProblem& p) {
-  const double bytes = static_cast<double>(p.x_bytes() + p.w_bytes() + p.y_bytes());
+  const double bytes =
+      static_cast<double>(p.x_bytes() + p.w_bytes() + p.y_bytes());
   Features f{};
   f[0] = Log2(p.n);
   f[1] = Log2(p.c);
@@ -114,13 +141,16 @@ absl::StatusOr<TrainingSample> SampleFromRecord(const v1::FindRecord& record) {
     }
   }
   if (s.times.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(record.problem_key(), ": nothing measured"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(record.problem_key(), ": nothing measured"));
   }
   return s;
 }
 
-LearnedRanker::LearnedRanker(v1::HeuristicModel model, const SolverRegistry& registry,
-                             const WtiEstimator& wti, const LearnedOptions& options)
+LearnedRanker::LearnedRanker(v1::HeuristicModel model,
+                             const SolverRegistry& registry,
+                             const WtiEstimator& wti,
+                             const LearnedOptions& options)
     : model_(std::move(model)),
       registry_(registry),
       wti_(wti),
@@ -134,7 +164,8 @@ LearnedRanker::LearnedRanker(v1::HeuristicModel model, const SolverRegistry& reg
       max_[i] = model_.feature_max(i);
     }
   }
-  for (const v1::HeuristicSolverModel& s : model_.solvers()) solver_ids_.push_back(s.solver_id());
+  for (const v1::HeuristicSolverModel& s : model_.solvers())
+    solver_ids_.push_back(s.solver_id());
   BuildColumns();
 }
 
@@ -144,7 +175,8 @@ void LearnedRanker::BuildColumns() {
   category_.clear();
   categories_.clear();
   slot_.clear();
-  if (kind_ != ModelKind::kKnn || model_.points_size() != static_cast<int64_t>(n) * kFeatureCount) {
+  if (kind_ != ModelKind::kKnn ||
+      model_.points_size() != static_cast<int64_t>(n) * kFeatureCount) {
     return;
   }
   columns_.resize(n * kFirstBinaryFeature);
@@ -155,7 +187,8 @@ void LearnedRanker::BuildColumns() {
     std::array<float, kFeatureCount - kFirstBinaryFeature> binary;
     std::copy(row + kFirstBinaryFeature, row + kFeatureCount, binary.begin());
     auto it = std::find(categories_.begin(), categories_.end(), binary);
-    if (it == categories_.end()) it = categories_.insert(categories_.end(), binary);
+    if (it == categories_.end())
+      it = categories_.insert(categories_.end(), binary);
     category_[i] = static_cast<uint16_t>(it - categories_.begin());
   }
   for (const v1::HeuristicSolverModel& s : model_.solvers()) {
@@ -166,7 +199,8 @@ void LearnedRanker::BuildColumns() {
 
 absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::Train(
     const std::vector<TrainingSample>& samples, std::string device_key,
-    const SolverRegistry& registry, const WtiEstimator& wti, const LearnedOptions& options) {
+    const SolverRegistry& registry, const WtiEstimator& wti,
+    const LearnedOptions& options) {
   if (samples.empty()) return absl::InvalidArgumentError("no training samples");
   v1::HeuristicModel m;
   m.set_schema_version(1);
@@ -178,7 +212,8 @@ absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::Train(
   m.set_knn_k(static_cast<uint32_t>(std::max(1, options.knn_k)));
   std::vector<Features> raw;
   raw.reserve(samples.size());
-  for (const TrainingSample& s : samples) raw.push_back(ProblemFeatures(s.problem));
+  for (const TrainingSample& s : samples)
+    raw.push_back(ProblemFeatures(s.problem));
   for (int i = 0; i < kFeatureCount; ++i) {
     double sum = 0, sq = 0;
     float lo = raw[0][i], hi = raw[0][i];
@@ -196,7 +231,8 @@ absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::Train(
     m.add_feature_min(lo);
     m.add_feature_max(hi);
   }
-  std::unique_ptr<LearnedRanker> r(new LearnedRanker(std::move(m), registry, wti, options));
+  std::unique_ptr<LearnedRanker> r(
+      new LearnedRanker(std::move(m), registry, wti, options));
   std::vector<Features> z;
   z.reserve(raw.size());
   for (const Features& f : raw) z.push_back(r->Standardize(f));
@@ -217,23 +253,27 @@ absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::Train(
 namespace {
 
 // Training rows per solver id, in first-seen order.
-std::vector<std::pair<uint32_t, std::vector<std::pair<size_t, double>>>> RowsBySolver(
-    const std::vector<TrainingSample>& samples) {
+std::vector<std::pair<uint32_t, std::vector<std::pair<size_t, double>>>>
+RowsBySolver(const std::vector<TrainingSample>& samples) {
   std::vector<std::pair<uint32_t, std::vector<std::pair<size_t, double>>>> out;
   for (size_t i = 0; i < samples.size(); ++i) {
     for (const auto& [id, ms] : samples[i].times) {
-      auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == id; });
+      auto it = std::find_if(out.begin(), out.end(),
+                             [&](const auto& e) { return e.first == id; });
       if (it == out.end()) it = out.insert(out.end(), {id, {}});
       it->second.emplace_back(i, std::log2(ms));
     }
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   return out;
 }
 
-void NameSolver(const SolverRegistry& registry, uint32_t id, v1::HeuristicSolverModel* s) {
+void NameSolver(const SolverRegistry& registry, uint32_t id,
+                v1::HeuristicSolverModel* s) {
   s->set_solver_id(id);
-  if (const Solver* solver = registry.Find(id)) s->set_solver_name(std::string(solver->name()));
+  if (const Solver* solver = registry.Find(id))
+    s->set_solver_name(std::string(solver->name()));
 }
 
 }  // namespace
@@ -280,26 +320,32 @@ void LearnedRanker::StoreKnn(const std::vector<TrainingSample>& samples,
 }
 
 absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::FromProto(
-    v1::HeuristicModel model, const SolverRegistry& registry, const WtiEstimator& wti,
-    const LearnedOptions& options) {
+    v1::HeuristicModel model, const SolverRegistry& registry,
+    const WtiEstimator& wti, const LearnedOptions& options) {
   auto bad = [](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("heuristic model: ", what));
   };
   if (model.schema_version() != 1) return bad("unknown schema version");
-  if (model.kind() != "ridge" && model.kind() != "knn") return bad("unknown kind");
-  if (model.feature_count() != kFeatureCount || model.feature_mean_size() != kFeatureCount ||
-      model.feature_scale_size() != kFeatureCount || model.feature_min_size() != kFeatureCount ||
+  if (model.kind() != "ridge" && model.kind() != "knn")
+    return bad("unknown kind");
+  if (model.feature_count() != kFeatureCount ||
+      model.feature_mean_size() != kFeatureCount ||
+      model.feature_scale_size() != kFeatureCount ||
+      model.feature_min_size() != kFeatureCount ||
       model.feature_max_size() != kFeatureCount) {
     return bad("feature count");
   }
   const bool knn = model.kind() == "knn";
   if (knn && (model.knn_k() == 0 ||
-              model.points_size() != static_cast<int64_t>(model.record_count()) * kFeatureCount)) {
+              model.points_size() !=
+                  static_cast<int64_t>(model.record_count()) * kFeatureCount)) {
     return bad("kNN points");
   }
   for (const v1::HeuristicSolverModel& s : model.solvers()) {
-    if (!knn && s.weights_size() != kFeatureCount + 1) return bad("ridge weights");
-    if (knn && s.point_index_size() != s.log2_time_ms_size()) return bad("kNN times");
+    if (!knn && s.weights_size() != kFeatureCount + 1)
+      return bad("ridge weights");
+    if (knn && s.point_index_size() != s.log2_time_ms_size())
+      return bad("kNN times");
     for (uint32_t i : s.point_index()) {
       if (i >= model.record_count()) return bad("kNN point index");
     }
@@ -311,7 +357,8 @@ absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::FromProto(
   LearnedOptions o = options;
   o.kind = kind;
   o.knn_k = static_cast<int>(model.knn_k());
-  return std::unique_ptr<LearnedRanker>(new LearnedRanker(std::move(model), registry, wti, o));
+  return std::unique_ptr<LearnedRanker>(
+      new LearnedRanker(std::move(model), registry, wti, o));
 }
 
 Features LearnedRanker::Standardize(const Features& f) const {
@@ -330,26 +377,30 @@ int LearnedRanker::SolverIndex(uint32_t id) const {
 absl::Status LearnedRanker::IsApplicable(const ConvProblem& p) const {
   if (model_.record_count() < static_cast<uint32_t>(options_.min_records)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("heuristic: trained on ", model_.record_count(), " records, needs at least ",
-                     options_.min_records));
+        absl::StrCat("heuristic: trained on ", model_.record_count(),
+                     " records, needs at least ", options_.min_records));
   }
   const Features f = ProblemFeatures(p);
   for (int i = kFirstBinaryFeature; i < kFeatureCount; ++i) {
     // One-hot: the problem's category must have been seen. The 3-D flag is
     // checked both ways.
-    const bool unseen = f[i] == 1 ? max_[i] < 1 : (i == kDimensionalityFeature && min_[i] > 0);
+    const bool unseen =
+        f[i] == 1 ? max_[i] < 1 : (i == kDimensionalityFeature && min_[i] > 0);
     if (unseen) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "heuristic: ", i == kDimensionalityFeature ? (p.is_3d() ? "3-D" : "2-D") : FeatureName(i),
+          "heuristic: ",
+          i == kDimensionalityFeature ? (p.is_3d() ? "3-D" : "2-D")
+                                      : FeatureName(i),
           " never seen in training (", model_.record_count(), " records)"));
     }
   }
   const float margin = static_cast<float>(options_.range_margin_log2);
   for (int i = 0; i < kFirstBinaryFeature; ++i) {
     if (f[i] < min_[i] - margin || f[i] > max_[i] + margin) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "heuristic: %s = %.2f lies outside the trained range [%.2f, %.2f] by more than %.1f",
-          FeatureName(i), f[i], min_[i], max_[i], margin));
+      return absl::FailedPreconditionError(
+          absl::StrFormat("heuristic: %s = %.2f lies outside the trained range "
+                          "[%.2f, %.2f] by more than %.1f",
+                          FeatureName(i), f[i], min_[i], max_[i], margin));
     }
   }
   return absl::OkStatus();
@@ -363,7 +414,8 @@ constexpr int kNearestPoints = 64;
 
 }  // namespace
 
-LearnedRanker::Neighbourhood LearnedRanker::Neighbours(const Features& z) const {
+LearnedRanker::Neighbourhood LearnedRanker::Neighbours(
+    const Features& z) const {
   Neighbourhood hood;
   if (kind_ != ModelKind::kKnn) return hood;
   const int n = static_cast<int>(model_.record_count());
@@ -406,7 +458,8 @@ LearnedRanker::Neighbourhood LearnedRanker::Neighbours(const Features& z) const 
   return hood;
 }
 
-double LearnedRanker::PredictLog2(int index, const Features& f, const Features& z,
+double LearnedRanker::PredictLog2(int index, const Features& f,
+                                  const Features& z,
                                   const Neighbourhood& hood) const {
   const v1::HeuristicSolverModel& s = model_.solvers(index);
   if (kind_ == ModelKind::kRidge) {
@@ -444,8 +497,10 @@ double LearnedRanker::PredictLog2(int index, const Features& f, const Features& 
   double wsum = 0, ysum = 0;
   for (int h = 0; h < have; ++h) {
     const int i = best[h].second;
-    const float* row = model_.points().data() + size_t{s.point_index(i)} * kFeatureCount;
-    const float macs_i = row[kLog2MacsFeature] * scale_[kLog2MacsFeature] + mean_[kLog2MacsFeature];
+    const float* row =
+        model_.points().data() + size_t{s.point_index(i)} * kFeatureCount;
+    const float macs_i = row[kLog2MacsFeature] * scale_[kLog2MacsFeature] +
+                         mean_[kLog2MacsFeature];
     const double w = 1.0 / (std::sqrt(best[h].first) + 0.05);
     wsum += w;
     ysum += w * (s.log2_time_ms(i) + (f[kLog2MacsFeature] - macs_i));
@@ -453,8 +508,8 @@ double LearnedRanker::PredictLog2(int index, const Features& f, const Features& 
   return ysum / wsum;
 }
 
-std::vector<Estimate> LearnedRanker::Rank(const ConvProblem& p,
-                                          const std::vector<const Solver*>& candidates) const {
+std::vector<Estimate> LearnedRanker::Rank(
+    const ConvProblem& p, const std::vector<const Solver*>& candidates) const {
   const Features f = ProblemFeatures(p);
   const Features z = Standardize(f);
   const Neighbourhood hood = Neighbours(z);
@@ -468,7 +523,9 @@ std::vector<Estimate> LearnedRanker::Rank(const ConvProblem& p,
       known.push_back({s, std::exp2(PredictLog2(index, f, z, hood))});
     }
   }
-  auto by_time = [](const Estimate& a, const Estimate& b) { return a.time_ms < b.time_ms; };
+  auto by_time = [](const Estimate& a, const Estimate& b) {
+    return a.time_ms < b.time_ms;
+  };
   std::stable_sort(known.begin(), known.end(), by_time);
   std::stable_sort(unknown.begin(), unknown.end(), by_time);
   const double floor_ms = known.empty() ? 0 : known.back().time_ms;
@@ -479,7 +536,8 @@ std::vector<Estimate> LearnedRanker::Rank(const ConvProblem& p,
   return known;
 }
 
-double LearnedRanker::Accuracy(const std::vector<TrainingSample>& samples) const {
+double LearnedRanker::Accuracy(
+    const std::vector<TrainingSample>& samples) const {
   if (samples.empty()) return 0;
   int64_t right = 0;
   for (const TrainingSample& s : samples) {

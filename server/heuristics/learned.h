@@ -62,13 +62,14 @@ class LearnedRanker final : public Ranker {
   // InvalidArgument when there are no samples.
   static absl::StatusOr<std::unique_ptr<LearnedRanker>> Train(
       const std::vector<TrainingSample>& samples, std::string device_key,
-      const SolverRegistry& registry, const WtiEstimator& wti, const LearnedOptions& options);
+      const SolverRegistry& registry, const WtiEstimator& wti,
+      const LearnedOptions& options);
 
   // DataLoss when the model is inconsistent (sizes disagree, unknown kind,
   // another schema version).
   static absl::StatusOr<std::unique_ptr<LearnedRanker>> FromProto(
-      v1::HeuristicModel model, const SolverRegistry& registry, const WtiEstimator& wti,
-      const LearnedOptions& options);
+      v1::HeuristicModel model, const SolverRegistry& registry,
+      const WtiEstimator& wti, const LearnedOptions& options);
   const v1::HeuristicModel& proto() const { return model_; }
 
   absl::string_view name() const override { return "heuristic"; }
@@ -79,8 +80,9 @@ class LearnedRanker final : public Ranker {
   // Known solvers by predicted time; solvers absent from training after
   // them, by the weighted-throughput estimate (each time raised to at least
   // the slowest prediction so the list stays sorted).
-  std::vector<Estimate> Rank(const ConvProblem& p,
-                             const std::vector<const Solver*>& candidates) const override;
+  std::vector<Estimate> Rank(
+      const ConvProblem& p,
+      const std::vector<const Solver*>& candidates) const override;
 
   // Fraction of samples whose measured fastest solver this model ranks first
   // among the solvers measured in that sample.
@@ -89,8 +91,8 @@ class LearnedRanker final : public Ranker {
   int64_t record_count() const { return model_.record_count(); }
 
  private:
-  LearnedRanker(v1::HeuristicModel model, const SolverRegistry& registry, const WtiEstimator& wti,
-                const LearnedOptions& options);
+  LearnedRanker(v1::HeuristicModel model, const SolverRegistry& registry,
+                const WtiEstimator& wti, const LearnedOptions& options);
   Features Standardize(const Features& f) const;
   // Index into model_.solvers(), or -1.
   int SolverIndex(uint32_t id) const;
@@ -105,8 +107,10 @@ class LearnedRanker final : public Ranker {
   // Predicted log2(ms) of solver model `index`; `hood` from Neighbours(z).
   double PredictLog2(int index, const Features& f, const Features& z,
                      const Neighbourhood& hood) const;
-  void FitRidge(const std::vector<TrainingSample>& samples, const std::vector<Features>& z);
-  void StoreKnn(const std::vector<TrainingSample>& samples, const std::vector<Features>& z);
+  void FitRidge(const std::vector<TrainingSample>& samples,
+                const std::vector<Features>& z);
+  void StoreKnn(const std::vector<TrainingSample>& samples,
+                const std::vector<Features>& z);
 
   v1::HeuristicModel model_;
   const SolverRegistry& registry_;
@@ -120,7 +124,8 @@ class LearnedRanker final : public Ranker {
   // categories_ (the distinct direction/type/layout/3-D combinations, few).
   std::vector<float> columns_;
   std::vector<uint16_t> category_;
-  std::vector<std::array<float, kFeatureCount - kFirstBinaryFeature>> categories_;
+  std::vector<std::array<float, kFeatureCount - kFirstBinaryFeature>>
+      categories_;
   // Per solver model: each training point's index among the solver's own
   // points, or -1 where the solver was not measured.
   std::vector<std::vector<int32_t>> slot_;

@@ -32,8 +32,9 @@ class Ranker {
 
   // An estimated time for every candidate, sorted fastest first.
   // REQUIRES: every candidate is applicable to p.
-  virtual std::vector<Estimate> Rank(const ConvProblem& p,
-                                     const std::vector<const Solver*>& candidates) const = 0;
+  virtual std::vector<Estimate> Rank(
+      const ConvProblem& p,
+      const std::vector<const Solver*>& candidates) const = 0;
 };
 
 }  // namespace convtune

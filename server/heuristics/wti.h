@@ -14,9 +14,12 @@ class WtiEstimator final : public Ranker {
   explicit WtiEstimator(const DeviceInfo& device);
 
   absl::string_view name() const override { return "estimate"; }
-  absl::Status IsApplicable(const ConvProblem& p) const override { return absl::OkStatus(); }
-  std::vector<Estimate> Rank(const ConvProblem& p,
-                             const std::vector<const Solver*>& candidates) const override;
+  absl::Status IsApplicable(const ConvProblem& p) const override {
+    return absl::OkStatus();
+  }
+  std::vector<Estimate> Rank(
+      const ConvProblem& p,
+      const std::vector<const Solver*>& candidates) const override;
 
   // One solver's estimate in milliseconds.
   double EstimateMs(const Solver& s, const ConvProblem& p) const;

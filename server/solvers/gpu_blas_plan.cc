@@ -22,8 +22,8 @@ int64_t Blocks(int64_t threads) {
 
 // One "blas.gemm" step; a, b, c start at the given element offsets.
 void AddGemmStep(const gpu::BlasGemm& g, const GemmOperand& a, int64_t a_offset,
-                 const GemmOperand& b, int64_t b_offset, const GemmOperand& c, int64_t c_offset,
-                 v1::ExecutionPlan* plan) {
+                 const GemmOperand& b, int64_t b_offset, const GemmOperand& c,
+                 int64_t c_offset, v1::ExecutionPlan* plan) {
   v1::KernelStep* step = plan->add_steps();
   gpu::SetBlasGemm(g, step);
   AddBuffer(step, a.role, a_offset * a.element_bytes);
@@ -31,9 +31,10 @@ void AddGemmStep(const gpu::BlasGemm& g, const GemmOperand& a, int64_t a_offset,
   AddBuffer(step, c.role, c_offset * c.element_bytes);
 }
 
-v1::KernelStep* AddLoweringStep(const ConvProblem& p, absl::string_view kernel, int64_t threads,
-                                v1::ExecutionPlan* plan) {
-  return AddGpuStep(plan, kernel, AddLoweringSource(p, plan), {Blocks(threads), 1, 1}, kBlock);
+v1::KernelStep* AddLoweringStep(const ConvProblem& p, absl::string_view kernel,
+                                int64_t threads, v1::ExecutionPlan* plan) {
+  return AddGpuStep(plan, kernel, AddLoweringSource(p, plan),
+                    {Blocks(threads), 1, 1}, kBlock);
 }
 
 // log2 of the lanes conv_pack and conv_unpack give a row `width` long: the
@@ -53,21 +54,25 @@ struct RowsWork {
 };
 RowsWork PackWork(const ConvProblem& p, int64_t nb, int64_t channels,
                   const std::array<int64_t, 3>& walked) {
-  if (p.layout == Layout::kNHWC) return {nb * walked[0] * walked[1] * walked[2], 1, channels};
+  if (p.layout == Layout::kNHWC)
+    return {nb * walked[0] * walked[1] * walked[2], 1, channels};
   const int64_t planes = nb * channels, rows = walked[0] * walked[1];
-  const int64_t bands = std::clamp<int64_t>((kPackItems + planes - 1) / planes, 1, rows);
+  const int64_t bands =
+      std::clamp<int64_t>((kPackItems + planes - 1) / planes, 1, rows);
   const int64_t band = (rows + bands - 1) / bands;
   return {planes * ((rows + band - 1) / band), band, walked[2]};
 }
 
 // A conv_pack or conv_unpack step over `work`; the caller appends the
 // scalars, then AddRowsTail.
-v1::KernelStep* AddRowsStep(const ConvProblem& p, absl::string_view kernel, const RowsWork& work,
-                            v1::ExecutionPlan* plan) {
+v1::KernelStep* AddRowsStep(const ConvProblem& p, absl::string_view kernel,
+                            const RowsWork& work, v1::ExecutionPlan* plan) {
   const int64_t block_rows = kBlock >> LaneShift(work.width);
   return AddGpuStep(
       plan, kernel, AddLoweringSource(p, plan),
-      {std::clamp<int64_t>((work.items + block_rows - 1) / block_rows, 1, kMaxBlocks), 1, 1},
+      {std::clamp<int64_t>((work.items + block_rows - 1) / block_rows, 1,
+                           kMaxBlocks),
+       1, 1},
       kBlock);
 }
 void AddRowsTail(const RowsWork& work, v1::KernelStep* step) {
@@ -86,32 +91,37 @@ void AddSampledScalars(const SampledTensor& t, v1::KernelStep* step) {
 
 }  // namespace
 
-void AddGemmsPerImage(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
-                      const GemmOperand& c, int64_t images, int64_t groups, bool sum_images,
+void AddGemmsPerImage(const gpu::BlasGemm& g, const GemmOperand& a,
+                      const GemmOperand& b, const GemmOperand& c,
+                      int64_t images, int64_t groups, bool sum_images,
                       v1::ExecutionPlan* plan) {
   gpu::BlasGemm s = g;
-  s.stride_a = a.group_stride, s.stride_b = b.group_stride, s.stride_c = c.group_stride;
+  s.stride_a = a.group_stride, s.stride_b = b.group_stride,
+  s.stride_c = c.group_stride;
   s.batch = groups;
   for (int64_t i = 0; i < images; ++i) {
     if (sum_images && i > 0) s.beta = 1;
-    AddGemmStep(s, a, a.offset + i * a.image_stride, b, b.offset + i * b.image_stride, c,
-                c.offset + i * c.image_stride, plan);
+    AddGemmStep(s, a, a.offset + i * a.image_stride, b,
+                b.offset + i * b.image_stride, c, c.offset + i * c.image_stride,
+                plan);
   }
 }
 
-void AddGroupedGemms(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
-                     const GemmOperand& c, int64_t images, int64_t groups,
-                     v1::ExecutionPlan* plan) {
+void AddGroupedGemms(const gpu::BlasGemm& g, const GemmOperand& a,
+                     const GemmOperand& b, const GemmOperand& c, int64_t images,
+                     int64_t groups, v1::ExecutionPlan* plan) {
   if (groups > images) {
     AddGemmsPerImage(g, a, b, c, images, groups, /*sum_images=*/false, plan);
     return;
   }
   gpu::BlasGemm s = g;
-  s.stride_a = a.image_stride, s.stride_b = b.image_stride, s.stride_c = c.image_stride;
+  s.stride_a = a.image_stride, s.stride_b = b.image_stride,
+  s.stride_c = c.image_stride;
   s.batch = images;
   for (int64_t j = 0; j < groups; ++j) {
-    AddGemmStep(s, a, a.offset + j * a.group_stride, b, b.offset + j * b.group_stride, c,
-                c.offset + j * c.group_stride, plan);
+    AddGemmStep(s, a, a.offset + j * a.group_stride, b,
+                b.offset + j * b.group_stride, c, c.offset + j * c.group_stride,
+                plan);
   }
 }
 
@@ -124,10 +134,10 @@ int AddLoweringSource(const ConvProblem& p, v1::ExecutionPlan* plan) {
   return AddSource(plan, "conv_im2col.cu", options);
 }
 
-void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan,
-                   bool images_inner) {
-  v1::KernelStep* step =
-      AddLoweringStep(p, "conv_im2col", nb * p.c * p.filter_spatial() * p.out_spatial(), plan);
+void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb,
+                   v1::ExecutionPlan* plan, bool images_inner) {
+  v1::KernelStep* step = AddLoweringStep(
+      p, "conv_im2col", nb * p.c * p.filter_spatial() * p.out_spatial(), plan);
   AddBuffer(step, v1::BUFFER_X);
   AddBuffer(step, v1::BUFFER_WORKSPACE);
   AppendProblemScalars(p, step);
@@ -136,8 +146,10 @@ void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPl
   step->add_scalars(images_inner ? 1 : 0);
 }
 
-void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan) {
-  v1::KernelStep* step = AddLoweringStep(p, "conv_col2im", nb * p.c * p.in_spatial(), plan);
+void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb,
+                   v1::ExecutionPlan* plan) {
+  v1::KernelStep* step =
+      AddLoweringStep(p, "conv_col2im", nb * p.c * p.in_spatial(), plan);
   AddBuffer(step, v1::BUFFER_WORKSPACE);
   AddBuffer(step, v1::BUFFER_X);
   AppendProblemScalars(p, step);
@@ -154,8 +166,9 @@ SampledTensor DenseY(const ConvProblem& p) {
   return {p.k, out, out, {1, 1, 1}};
 }
 
-void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& t, int64_t n0,
-                 int64_t nb, bool channel_major, int64_t workspace_offset,
+void AddPackStep(const ConvProblem& p, v1::BufferRole src,
+                 const SampledTensor& t, int64_t n0, int64_t nb,
+                 bool channel_major, int64_t workspace_offset,
                  v1::ExecutionPlan* plan) {
   const RowsWork work = PackWork(p, nb, t.channels, t.out);
   v1::KernelStep* step = AddRowsStep(p, "conv_pack", work, plan);
@@ -168,8 +181,9 @@ void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& 
   AddRowsTail(work, step);
 }
 
-void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst, const SampledTensor& t, int64_t n0,
-                   int64_t nb, bool channel_major, int64_t workspace_offset,
+void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst,
+                   const SampledTensor& t, int64_t n0, int64_t nb,
+                   bool channel_major, int64_t workspace_offset,
                    v1::ExecutionPlan* plan) {
   const RowsWork work = PackWork(p, nb, t.channels, t.in);
   v1::KernelStep* step = AddRowsStep(p, "conv_unpack", work, plan);
@@ -182,9 +196,10 @@ void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst, const SampledTensor
   AddRowsTail(work, step);
 }
 
-void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan,
-                       int64_t slices) {
-  v1::KernelStep* step = AddLoweringStep(p, "conv_f32_to_type", p.w_elements(), plan);
+void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset,
+                       v1::ExecutionPlan* plan, int64_t slices) {
+  v1::KernelStep* step =
+      AddLoweringStep(p, "conv_f32_to_type", p.w_elements(), plan);
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
   AddBuffer(step, v1::BUFFER_W);
   step->add_scalars(p.w_elements());
@@ -195,12 +210,14 @@ int64_t AlignWorkspace(int64_t bytes) {
   return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
 }
 
-absl::Status CheckBlasSizes(absl::string_view solver,
-                            std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+absl::Status CheckBlasSizes(
+    absl::string_view solver,
+    std::initializer_list<std::pair<const char*, int64_t>> sizes) {
   for (const auto& [name, v] : sizes) {
     if (v > std::numeric_limits<int32_t>::max()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          solver, " passes ", name, " to the BLAS as a 32-bit size: ", v, " exceeds 2^31 - 1"));
+          solver, " passes ", name, " to the BLAS as a 32-bit size: ", v,
+          " exceeds 2^31 - 1"));
     }
   }
   return absl::OkStatus();

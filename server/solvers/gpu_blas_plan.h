@@ -34,16 +34,17 @@ struct GemmOperand {
 // groups (image i's matrices start i image strides on). `g.beta` applies to
 // every step, or with `sum_images` to the first only: the images' products
 // are then summed into C, whose image stride must be 0.
-void AddGemmsPerImage(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
-                      const GemmOperand& c, int64_t images, int64_t groups, bool sum_images,
+void AddGemmsPerImage(const gpu::BlasGemm& g, const GemmOperand& a,
+                      const GemmOperand& b, const GemmOperand& c,
+                      int64_t images, int64_t groups, bool sum_images,
                       v1::ExecutionPlan* plan);
 
 // Appends the GEMMs `g` for every image in [0, images) and group in
 // [0, groups) in the fewer steps of the two ways: one step per group batched
 // over the images, or one per image batched over the groups.
-void AddGroupedGemms(const gpu::BlasGemm& g, const GemmOperand& a, const GemmOperand& b,
-                     const GemmOperand& c, int64_t images, int64_t groups,
-                     v1::ExecutionPlan* plan);
+void AddGroupedGemms(const gpu::BlasGemm& g, const GemmOperand& a,
+                     const GemmOperand& b, const GemmOperand& c, int64_t images,
+                     int64_t groups, v1::ExecutionPlan* plan);
 
 // The index of conv_im2col.cu for p's type and layout in plan.sources.
 int AddLoweringSource(const ConvProblem& p, v1::ExecutionPlan* plan);
@@ -51,9 +52,10 @@ int AddLoweringSource(const ConvProblem& p, v1::ExecutionPlan* plan);
 // Appends conv_im2col (x -> column matrix at workspace offset 0, with the
 // images inner when `images_inner`, NCHW only) or conv_col2im (column matrix
 // -> dx) for the images [n0, n0 + nb).
-void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan,
-                   bool images_inner = false);
-void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb, v1::ExecutionPlan* plan);
+void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb,
+                   v1::ExecutionPlan* plan, bool images_inner = false);
+void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb,
+                   v1::ExecutionPlan* plan);
 
 // A tensor of the problem's layout as conv_pack and conv_unpack see it:
 // `channels` channels of spatial size `in`, sampled every `stride` positions
@@ -71,21 +73,23 @@ SampledTensor DenseY(const ConvProblem& p);
 // Appends conv_pack: the images [n0, n0 + nb) of `t` in buffer `src` to the
 // dense chunk at workspace byte `workspace_offset`, channel-major or
 // image-major (conv_im2col.cu defines both).
-void AddPackStep(const ConvProblem& p, v1::BufferRole src, const SampledTensor& t, int64_t n0,
-                 int64_t nb, bool channel_major, int64_t workspace_offset,
+void AddPackStep(const ConvProblem& p, v1::BufferRole src,
+                 const SampledTensor& t, int64_t n0, int64_t nb,
+                 bool channel_major, int64_t workspace_offset,
                  v1::ExecutionPlan* plan);
 
 // Appends conv_unpack: the images [n0, n0 + nb) of `t` in buffer `dst` (every
 // element: the sampled ones from the dense chunk at workspace byte
 // `workspace_offset`, image-major or channel-major, the others 0).
-void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst, const SampledTensor& t, int64_t n0,
-                   int64_t nb, bool channel_major, int64_t workspace_offset,
+void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst,
+                   const SampledTensor& t, int64_t n0, int64_t nb,
+                   bool channel_major, int64_t workspace_offset,
                    v1::ExecutionPlan* plan);
 
 // Appends conv_f32_to_type: w = the sum of `slices` fp32 dw tensors, one
 // after the other from `workspace_offset` bytes.
-void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset, v1::ExecutionPlan* plan,
-                       int64_t slices = 1);
+void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset,
+                       v1::ExecutionPlan* plan, int64_t slices = 1);
 
 // cuBLAS and rocBLAS want matrices aligned at least this far for their
 // fastest kernels; workspace regions start on such a boundary.
@@ -99,8 +103,9 @@ inline constexpr int64_t kWorkspaceBudget = int64_t{512} << 20;
 
 // OK, or FailedPrecondition naming the first of `sizes` (name, value) that
 // exceeds the 32-bit sizes the BLAS interfaces take.
-absl::Status CheckBlasSizes(absl::string_view solver,
-                            std::initializer_list<std::pair<const char*, int64_t>> sizes);
+absl::Status CheckBlasSizes(
+    absl::string_view solver,
+    std::initializer_list<std::pair<const char*, int64_t>> sizes);
 
 }  // namespace convtune
 

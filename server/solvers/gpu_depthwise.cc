@@ -44,11 +44,12 @@ constexpr int64_t kReduceBlock = 256;
 constexpr int64_t kMaxReduceBlocks = 1024;
 
 // {TH, TW, KB}, preferred first.
-constexpr std::array<int64_t, 3> kNchwTiles[] = {{16, 32, 1}, {8, 32, 1}, {16, 16, 1},
-                                                 {32, 16, 1}, {8, 16, 1}, {32, 8, 1},
-                                                 {16, 8, 1},  {8, 8, 1},  {4, 32, 1}};
-constexpr std::array<int64_t, 3> kNhwcTiles[] = {{4, 8, 32}, {2, 8, 32}, {4, 4, 32}, {8, 8, 16},
-                                                 {4, 8, 16}, {8, 8, 8},  {4, 8, 8},  {2, 4, 32}};
+constexpr std::array<int64_t, 3> kNchwTiles[] = {
+    {16, 32, 1}, {8, 32, 1}, {16, 16, 1}, {32, 16, 1}, {8, 16, 1},
+    {32, 8, 1},  {16, 8, 1}, {8, 8, 1},   {4, 32, 1}};
+constexpr std::array<int64_t, 3> kNhwcTiles[] = {
+    {4, 8, 32}, {2, 8, 32}, {4, 4, 32}, {8, 8, 16},
+    {4, 8, 16}, {8, 8, 8},  {4, 8, 8},  {2, 4, 32}};
 
 // The row kernels hold a sum per tap in registers for backward weights.
 constexpr int64_t kMaxRowsFilter = 7;
@@ -57,8 +58,9 @@ constexpr int64_t kRowsMaxLanes = 32;
 
 // One channel per group, NCHW, 2-D, a filter of at most 7x7: the row kernels.
 bool RowsApply(const ConvProblem& p) {
-  return p.layout == Layout::kNCHW && !p.is_3d() && p.c_per_group() == 1 && p.k_per_group() == 1 &&
-         p.filter[1] <= kMaxRowsFilter && p.filter[2] <= kMaxRowsFilter;
+  return p.layout == Layout::kNCHW && !p.is_3d() && p.c_per_group() == 1 &&
+         p.k_per_group() == 1 && p.filter[1] <= kMaxRowsFilter &&
+         p.filter[2] <= kMaxRowsFilter;
 }
 bool IsRows(const PerfConfig& c) { return c[0] == 0; }
 
@@ -66,7 +68,8 @@ bool IsRows(const PerfConfig& c) { return c[0] == 0; }
 // outputs per lane: the power of two that covers it, at most 32.
 int64_t RowsLaneShift(int64_t width, int64_t per_lane) {
   int64_t shift = 0;
-  while ((int64_t{1} << shift) < kRowsMaxLanes && (per_lane << shift) < width) ++shift;
+  while ((int64_t{1} << shift) < kRowsMaxLanes && (per_lane << shift) < width)
+    ++shift;
   return shift;
 }
 
@@ -75,7 +78,8 @@ int64_t DstChannels(const ConvProblem& p) {
   return p.direction == Direction::kBackwardData ? p.c : p.k;
 }
 int64_t DstPerGroup(const ConvProblem& p) {
-  return p.direction == Direction::kBackwardData ? p.c_per_group() : p.k_per_group();
+  return p.direction == Direction::kBackwardData ? p.c_per_group()
+                                                 : p.k_per_group();
 }
 
 // The destination's spatial size for F and B (dx for B), the output's for W.
@@ -94,7 +98,8 @@ int64_t GroupsSpanned(const ConvProblem& p, int64_t kb) {
 // dimension i (1 = h, 2 = w); B's bound covers every alignment of the tile.
 int64_t PatchSpan(const ConvProblem& p, int64_t t, int i) {
   const int64_t reach = (p.filter[i] - 1) * p.dilation[i];
-  if (p.direction == Direction::kBackwardData) return (t - 1 + reach) / p.stride[i] + 2;
+  if (p.direction == Direction::kBackwardData)
+    return (t - 1 + reach) / p.stride[i] + 2;
   return (t - 1) * p.stride[i] + reach + 1;
 }
 
@@ -103,9 +108,11 @@ int64_t WrwChunks(const ConvProblem& p) {
   if (p.direction != Direction::kBackwardWeights) return 1;
   const int64_t cblocks = p.layout == Layout::kNHWC ? CeilDiv(p.k, 32) : p.k;
   const int64_t rows = p.n * p.out(0) * p.out(1);
-  const int64_t by_work = std::max<int64_t>(1, rows * p.out(2) / kMinChunkPositions);
-  return std::clamp<int64_t>(std::min({CeilDiv(kTargetBlocks, cblocks), by_work, rows, kMaxChunks}),
-                             1, kMaxChunks);
+  const int64_t by_work =
+      std::max<int64_t>(1, rows * p.out(2) / kMinChunkPositions);
+  return std::clamp<int64_t>(
+      std::min({CeilDiv(kTargetBlocks, cblocks), by_work, rows, kMaxChunks}), 1,
+      kMaxChunks);
 }
 
 // 32-lane groups of a W block: taps split evenly over at most kMaxWGroups
@@ -141,22 +148,25 @@ Launch DepthwiseLaunch(const ConvProblem& p, const PerfConfig& c) {
     l.blocks = CeilDiv(p.k, kb) * WrwChunks(p);
     l.threads = 32 * WrwGroups(p);
     l.shared_bytes =
-        (th * tw * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) * PatchSpan(p, tw, 2)) *
+        (th * tw * kb +
+         GroupsSpanned(p, kb) * PatchSpan(p, th, 1) * PatchSpan(p, tw, 2)) *
         static_cast<int64_t>(sizeof(float));
   } else {
     const std::array<int64_t, 3> sp = DstSpatial(p);
-    l.blocks = p.n * sp[0] * CeilDiv(sp[1], th) * CeilDiv(sp[2], tw) * CeilDiv(DstChannels(p), kb);
+    l.blocks = p.n * sp[0] * CeilDiv(sp[1], th) * CeilDiv(sp[2], tw) *
+               CeilDiv(DstChannels(p), kb);
     l.threads = std::min(kMaxThreads, th * tw * kb);
-    l.shared_bytes =
-        (taps * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) * PatchSpan(p, tw, 2)) *
-        static_cast<int64_t>(sizeof(float));
+    l.shared_bytes = (taps * kb + GroupsSpanned(p, kb) * PatchSpan(p, th, 1) *
+                                      PatchSpan(p, tw, 2)) *
+                     static_cast<int64_t>(sizeof(float));
   }
   return l;
 }
 
 bool Fits(const ConvProblem& p, const PerfConfig& c) {
   const Launch l = DepthwiseLaunch(p, c);
-  return l.shared_bytes <= kMaxSharedBytes && l.blocks >= 1 && l.blocks <= kMaxGridX;
+  return l.shared_bytes <= kMaxSharedBytes && l.blocks >= 1 &&
+         l.blocks <= kMaxGridX;
 }
 
 class GpuDepthwise final : public GpuSolver {
@@ -169,38 +179,43 @@ class GpuDepthwise final : public GpuSolver {
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.groups < 2 || p.c_per_group() > kMaxChannelsPerGroup ||
         p.k_per_group() > kMaxChannelsPerGroup) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("gpu_depthwise needs groups > 1 with C/G <= ", kMaxChannelsPerGroup,
-                       " and K/G <= ", kMaxChannelsPerGroup, " (got groups ", p.groups, ", C/G ",
-                       p.c_per_group(), ", K/G ", p.k_per_group(), ")"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gpu_depthwise needs groups > 1 with C/G <= ", kMaxChannelsPerGroup,
+          " and K/G <= ", kMaxChannelsPerGroup, " (got groups ", p.groups,
+          ", C/G ", p.c_per_group(), ", K/G ", p.k_per_group(), ")"));
     }
     RETURN_IF_ERROR(CheckIndex32(p, name()));
     if (WrwChunks(p) * p.w_elements() > kMaxIndex32) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("gpu_depthwise indexes its workspace in 32 bits: ", WrwChunks(p),
-                       " chunks of ", p.w_elements(), " dw elements exceed 2^31 - 1"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gpu_depthwise indexes its workspace in 32 bits: ", WrwChunks(p),
+          " chunks of ", p.w_elements(), " dw elements exceed 2^31 - 1"));
     }
     if (ConfigSpace(p).empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "filter: no gpu_depthwise tile fits ", kMaxSharedBytes / 1024,
-          " KiB of shared memory with filter ", p.filter[1], "x", p.filter[2], ", stride ",
-          p.stride[1], "x", p.stride[2], " and dilation ", p.dilation[1], "x", p.dilation[2]));
+          " KiB of shared memory with filter ", p.filter[1], "x", p.filter[2],
+          ", stride ", p.stride[1], "x", p.stride[2], " and dilation ",
+          p.dilation[1], "x", p.dilation[2]));
     }
     return absl::OkStatus();
   }
 
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
     const int64_t chunks = WrwChunks(p);
-    return chunks > 1 ? chunks * p.w_elements() * static_cast<int64_t>(sizeof(float)) : 0;
+    return chunks > 1
+               ? chunks * p.w_elements() * static_cast<int64_t>(sizeof(float))
+               : 0;
   }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     // The row kernels first and last: V = 4 (the default) and V = 2.
     std::vector<PerfConfig> space;
-    const bool rows = RowsApply(p), wrw = p.direction == Direction::kBackwardWeights;
+    const bool rows = RowsApply(p),
+               wrw = p.direction == Direction::kBackwardWeights;
     if (rows) space.push_back({0, 4, 1});
     const bool nhwc = p.layout == Layout::kNHWC;
-    for (const auto& t : nhwc ? absl::MakeConstSpan(kNhwcTiles) : absl::MakeConstSpan(kNchwTiles)) {
+    for (const auto& t : nhwc ? absl::MakeConstSpan(kNhwcTiles)
+                              : absl::MakeConstSpan(kNchwTiles)) {
       PerfConfig c(t.begin(), t.end());
       if (Fits(p, c)) space.push_back(std::move(c));
     }
@@ -222,40 +237,47 @@ class GpuDepthwise final : public GpuSolver {
     for (const PerfConfig& c : ConfigSpace(p)) {
       if (IsRows(c)) continue;
       const auto pad = [](int64_t size, int64_t t) {
-        return static_cast<double>(CeilDiv(size, t) * t) / static_cast<double>(size);
+        return static_cast<double>(CeilDiv(size, t) * t) /
+               static_cast<double>(size);
       };
-      const double waste = (wrw ? 1.0 : pad(sp[1], c[0])) * pad(sp[2], c[1]) * pad(channels, c[2]);
+      const double waste = (wrw ? 1.0 : pad(sp[1], c[0])) * pad(sp[2], c[1]) *
+                           pad(channels, c[2]);
       const Launch l = DepthwiseLaunch(p, c);
-      const double idle =
-          std::max(1.0, static_cast<double>(kTargetBlocks) / static_cast<double>(l.blocks));
-      const double halo = static_cast<double>(PatchSpan(p, c[0], 1) * PatchSpan(p, c[1], 2)) /
-                          static_cast<double>(c[0] * c[1]);
+      const double idle = std::max(1.0, static_cast<double>(kTargetBlocks) /
+                                            static_cast<double>(l.blocks));
+      const double halo =
+          static_cast<double>(PatchSpan(p, c[0], 1) * PatchSpan(p, c[1], 2)) /
+          static_cast<double>(c[0] * c[1]);
       const double cost = waste * idle * (1.0 + 0.5 * halo);
       if (best.empty() || cost < best_cost) best = c, best_cost = cost;
     }
     return best.empty() ? PerfConfig{16, 16, 1} : best;
   }
 
-  absl::Status ValidateConfig(const ConvProblem& p, const PerfConfig& config) const override {
+  absl::Status ValidateConfig(const ConvProblem& p,
+                              const PerfConfig& config) const override {
     for (const PerfConfig& c : ConfigSpace(p)) {
       if (c == config) return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gpu_depthwise: config [", PerfConfigString(config), "] is not a tile for this problem"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpu_depthwise: config [", PerfConfigString(config),
+                     "] is not a tile for this problem"));
   }
 
   // Shared-memory stencils: the multiply-adds per output (taps times the
   // group's channels) set how close to the memory bound they run; loads
   // from shared memory cap the fraction of the FMA peak.
   double Efficiency(const ConvProblem& p) const override {
-    const int64_t red = p.direction == Direction::kBackwardData ? p.k_per_group() : p.c_per_group();
+    const int64_t red = p.direction == Direction::kBackwardData
+                            ? p.k_per_group()
+                            : p.c_per_group();
     const double macs = static_cast<double>(red * p.filter_spatial());
     const double e = std::clamp(0.005 * macs, 0.01, 0.1);
     return p.direction == Direction::kBackwardWeights ? 0.8 * e : e;
   }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     if (IsRows(config)) return MakeRowsPlan(p, config);
     const Launch l = DepthwiseLaunch(p, config);
@@ -269,8 +291,9 @@ class GpuDepthwise final : public GpuSolver {
     if (!wrw) options.push_back(absl::StrCat("-DCT_THREADS=", l.threads));
     if (chunks > 1) options.push_back("-DCT_WS_OUT=1");
     const int source = AddSource(&plan, "conv_depthwise.cu", options);
-    v1::KernelStep* step = AddGpuStep(&plan, wrw ? "conv_depthwise_wrw" : "conv_depthwise", source,
-                                      {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
+    v1::KernelStep* step =
+        AddGpuStep(&plan, wrw ? "conv_depthwise_wrw" : "conv_depthwise", source,
+                   {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
     step->set_shared_bytes(static_cast<uint32_t>(l.shared_bytes));
     AddBuffer(step, v1::BUFFER_X);
     AddBuffer(step, v1::BUFFER_W);
@@ -286,9 +309,10 @@ class GpuDepthwise final : public GpuSolver {
   static void AddReduceStep(const ConvProblem& p, int source, int64_t chunks,
                             v1::ExecutionPlan* plan) {
     const int64_t count = p.w_elements();
-    v1::KernelStep* reduce =
-        AddGpuStep(plan, "conv_depthwise_reduce", source,
-                   {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1}, kReduceBlock);
+    v1::KernelStep* reduce = AddGpuStep(
+        plan, "conv_depthwise_reduce", source,
+        {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1},
+        kReduceBlock);
     AddBuffer(reduce, v1::BUFFER_WORKSPACE);
     AddBuffer(reduce, v1::BUFFER_W);
     reduce->add_scalars(count);
@@ -296,7 +320,8 @@ class GpuDepthwise final : public GpuSolver {
   }
 
   // conv_depthwise_rows (F, B) or conv_depthwise_rows_wrw (W).
-  v1::ExecutionPlan MakeRowsPlan(const ConvProblem& p, const PerfConfig& config) const {
+  v1::ExecutionPlan MakeRowsPlan(const ConvProblem& p,
+                                 const PerfConfig& config) const {
     const Launch l = DepthwiseLaunch(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
     const bool wrw = p.direction == Direction::kBackwardWeights;
@@ -307,16 +332,17 @@ class GpuDepthwise final : public GpuSolver {
     options.push_back(absl::StrCat("-DCT_RV=", config[1]));
     if (wrw && chunks > 1) options.push_back("-DCT_WS_OUT=1");
     const int source = AddSource(&plan, "conv_depthwise.cu", options);
-    v1::KernelStep* step =
-        AddGpuStep(&plan, wrw ? "conv_depthwise_rows_wrw" : "conv_depthwise_rows", source,
-                   {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
+    v1::KernelStep* step = AddGpuStep(
+        &plan, wrw ? "conv_depthwise_rows_wrw" : "conv_depthwise_rows", source,
+        {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
     AddBuffer(step, v1::BUFFER_X);
     AddBuffer(step, v1::BUFFER_W);
     AddBuffer(step, v1::BUFFER_Y);
     if (wrw && chunks > 1) AddBuffer(step, v1::BUFFER_WORKSPACE);
     AppendProblemScalars(p, step);
     if (wrw) step->add_scalars(chunks);
-    step->add_scalars(RowsLaneShift(wrw ? p.out(2) : DstSpatial(p)[2], config[1]));
+    step->add_scalars(
+        RowsLaneShift(wrw ? p.out(2) : DstSpatial(p)[2], config[1]));
     if (wrw && chunks > 1) AddReduceStep(p, source, chunks, &plan);
     return plan;
   }
@@ -324,6 +350,8 @@ class GpuDepthwise final : public GpuSolver {
 
 }  // namespace
 
-std::unique_ptr<Solver> NewGpuDepthwiseSolver() { return std::make_unique<GpuDepthwise>(); }
+std::unique_ptr<Solver> NewGpuDepthwiseSolver() {
+  return std::make_unique<GpuDepthwise>();
+}
 
 }  // namespace convtune

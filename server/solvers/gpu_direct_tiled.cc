@@ -35,17 +35,20 @@ constexpr int64_t kReduceBlock = 256;
 constexpr int64_t kMaxReduceBlocks = 4096;
 
 // {TH, TW}, largest first, and TK.
-constexpr std::array<int64_t, 2> kSpatialTiles[] = {{16, 16}, {8, 16}, {8, 8}, {4, 16}};
+constexpr std::array<int64_t, 2> kSpatialTiles[] = {
+    {16, 16}, {8, 16}, {8, 8}, {4, 16}};
 constexpr int64_t kChannelTiles[] = {16, 8, 4};
 
 // Backward weights' splits of its (n, od, output tile) units, from the
 // problem alone so that the workspace does not depend on the config.
 int64_t WrwSplits(const ConvProblem& p) {
   if (p.direction != Direction::kBackwardWeights) return 1;
-  const int64_t blocks =
-      CeilDiv(p.k_per_group(), 8) * CeilDiv(p.c_per_group(), 8) * p.groups * p.filter[0];
-  const int64_t units = p.n * p.out(0) * CeilDiv(p.out(1), 8) * CeilDiv(p.out(2), 8);
-  const int64_t s = std::clamp<int64_t>(CeilDiv(kTargetBlocks, blocks), 1, kMaxSplits);
+  const int64_t blocks = CeilDiv(p.k_per_group(), 8) *
+                         CeilDiv(p.c_per_group(), 8) * p.groups * p.filter[0];
+  const int64_t units =
+      p.n * p.out(0) * CeilDiv(p.out(1), 8) * CeilDiv(p.out(2), 8);
+  const int64_t s =
+      std::clamp<int64_t>(CeilDiv(kTargetBlocks, blocks), 1, kMaxSplits);
   return std::min(s, std::max<int64_t>(1, units / kMinUnitsPerSplit));
 }
 
@@ -68,9 +71,11 @@ Launch TiledLaunch(const ConvProblem& p, const PerfConfig& c) {
   Launch l;
   switch (p.direction) {
     case Direction::kForward: {
-      const int64_t patch = PatchSpan(th, p.filter[1], p.stride[1], p.dilation[1]) *
-                            PatchSpan(tw, p.filter[2], p.stride[2], p.dilation[2]);
-      l.stage = std::min({cg, kMaxStageChannels, kSmemFloats / (patch + tk * taps)});
+      const int64_t patch =
+          PatchSpan(th, p.filter[1], p.stride[1], p.dilation[1]) *
+          PatchSpan(tw, p.filter[2], p.stride[2], p.dilation[2]);
+      l.stage =
+          std::min({cg, kMaxStageChannels, kSmemFloats / (patch + tk * taps)});
       l.grid = {p.n * p.out(0) * CeilDiv(p.out(1), th) * CeilDiv(p.out(2), tw),
                 p.groups * CeilDiv(kg, tk), 1};
       break;
@@ -78,26 +83,34 @@ Launch TiledLaunch(const ConvProblem& p, const PerfConfig& c) {
     case Direction::kBackwardData: {
       // The dy positions the tile's taps reach (conv_tiled for B).
       const int64_t rows =
-          (th - 1 + (p.filter[1] - 1) * p.dilation[1] + p.stride[1] - 1) / p.stride[1] + 1;
+          (th - 1 + (p.filter[1] - 1) * p.dilation[1] + p.stride[1] - 1) /
+              p.stride[1] +
+          1;
       const int64_t cols =
-          (tw - 1 + (p.filter[2] - 1) * p.dilation[2] + p.stride[2] - 1) / p.stride[2] + 1;
-      l.stage = std::min({kg, kMaxStageChannels, kSmemFloats / (rows * cols + tk * taps)});
+          (tw - 1 + (p.filter[2] - 1) * p.dilation[2] + p.stride[2] - 1) /
+              p.stride[2] +
+          1;
+      l.stage = std::min(
+          {kg, kMaxStageChannels, kSmemFloats / (rows * cols + tk * taps)});
       l.grid = {p.n * p.in[0] * CeilDiv(p.in[1], th) * CeilDiv(p.in[2], tw),
                 p.groups * CeilDiv(cg, tk), 1};
       break;
     }
     case Direction::kBackwardWeights: {
-      const int64_t patch = PatchSpan(th, p.filter[1], p.stride[1], p.dilation[1]) *
-                            PatchSpan(tw, p.filter[2], p.stride[2], p.dilation[2]);
-      l.stage =
-          std::min({cg, kWSlots * th * tw / (tk * taps), (kSmemFloats - tk * th * tw) / patch});
+      const int64_t patch =
+          PatchSpan(th, p.filter[1], p.stride[1], p.dilation[1]) *
+          PatchSpan(tw, p.filter[2], p.stride[2], p.dilation[2]);
+      l.stage = std::min({cg, kWSlots * th * tw / (tk * taps),
+                          (kSmemFloats - tk * th * tw) / patch});
       if (l.stage >= 1) {
-        l.grid = {CeilDiv(kg, tk) * CeilDiv(cg, l.stage), p.groups * p.filter[0], WrwSplits(p)};
+        l.grid = {CeilDiv(kg, tk) * CeilDiv(cg, l.stage),
+                  p.groups * p.filter[0], WrwSplits(p)};
       }
       break;
     }
   }
-  if (l.grid[0] > kMaxGridX || l.grid[1] > kMaxGridYZ || l.grid[2] > kMaxGridYZ) l.stage = 0;
+  if (l.grid[0] > kMaxGridX || l.grid[1] > kMaxGridYZ || l.grid[2] > kMaxGridYZ)
+    l.stage = 0;
   return l;
 }
 
@@ -109,20 +122,24 @@ class GpuDirectTiled final : public GpuSolver {
   bool dynamic() const override { return true; }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
-    if (absl::Status s = CheckIndex32(p, name(), WrwSplits(p)); !s.ok()) return s;
+    if (absl::Status s = CheckIndex32(p, name(), WrwSplits(p)); !s.ok())
+      return s;
     if (ConfigSpace(p).empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("filter: no gpu_direct_tiled tile fits ", kSmemFloats * sizeof(float) / 1024,
-                       " KiB of shared memory and the grid limits with filter ", p.filter[1], "x",
-                       p.filter[2], ", stride ", p.stride[1], "x", p.stride[2], " and dilation ",
-                       p.dilation[1], "x", p.dilation[2]));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "filter: no gpu_direct_tiled tile fits ",
+          kSmemFloats * sizeof(float) / 1024,
+          " KiB of shared memory and the grid limits with filter ", p.filter[1],
+          "x", p.filter[2], ", stride ", p.stride[1], "x", p.stride[2],
+          " and dilation ", p.dilation[1], "x", p.dilation[2]));
     }
     return absl::OkStatus();
   }
 
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
     const int64_t splits = WrwSplits(p);
-    return splits > 1 ? splits * p.w_elements() * static_cast<int64_t>(sizeof(float)) : 0;
+    return splits > 1
+               ? splits * p.w_elements() * static_cast<int64_t>(sizeof(float))
+               : 0;
   }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
@@ -147,15 +164,17 @@ class GpuDirectTiled final : public GpuSolver {
     PerfConfig best = {8, 8, 4};
     double best_cost = 0;
     for (const PerfConfig& c : ConfigSpace(p)) {
-      const double waste = static_cast<double>(CeilDiv(static_cast<int64_t>(h), c[0]) * c[0]) *
-                           static_cast<double>(CeilDiv(static_cast<int64_t>(w), c[1]) * c[1]) /
-                           (h * w) * static_cast<double>(CeilDiv(channels, c[2]) * c[2]) /
-                           static_cast<double>(channels);
+      const double waste =
+          static_cast<double>(CeilDiv(static_cast<int64_t>(h), c[0]) * c[0]) *
+          static_cast<double>(CeilDiv(static_cast<int64_t>(w), c[1]) * c[1]) /
+          (h * w) * static_cast<double>(CeilDiv(channels, c[2]) * c[2]) /
+          static_cast<double>(channels);
       const Launch l = TiledLaunch(p, c);
-      const double blocks = static_cast<double>(l.grid[0] * l.grid[1] * l.grid[2]);
-      const double cost =
-          waste * std::max(1.0, kTargetBlocks / blocks) *
-          (1.0 + 4.0 / static_cast<double>(c[2]) + 16.0 / static_cast<double>(c[0] * c[1]));
+      const double blocks =
+          static_cast<double>(l.grid[0] * l.grid[1] * l.grid[2]);
+      const double cost = waste * std::max(1.0, kTargetBlocks / blocks) *
+                          (1.0 + 4.0 / static_cast<double>(c[2]) +
+                           16.0 / static_cast<double>(c[0] * c[1]));
       if (best_cost == 0 || cost < best_cost) best = c, best_cost = cost;
     }
     return best;
@@ -164,8 +183,8 @@ class GpuDirectTiled final : public GpuSolver {
   // Every term comes from shared memory; reuse is one tile deep.
   double Efficiency(const ConvProblem& p) const override { return 0.08; }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     const Launch l = TiledLaunch(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
@@ -176,8 +195,9 @@ class GpuDirectTiled final : public GpuSolver {
     options.push_back(absl::StrCat("-DCT_TK=", config[2]));
     if (splits > 1) options.push_back("-DCT_WS_OUT=1");
     const int source = AddSource(&plan, "conv_direct_tiled.cu", options);
-    v1::KernelStep* step = AddGpuStep(&plan, "conv_tiled", source, l.grid,
-                                      static_cast<uint32_t>(config[0] * config[1]));
+    v1::KernelStep* step =
+        AddGpuStep(&plan, "conv_tiled", source, l.grid,
+                   static_cast<uint32_t>(config[0] * config[1]));
     AddBuffer(step, v1::BUFFER_X);
     AddBuffer(step, v1::BUFFER_W);
     AddBuffer(step, v1::BUFFER_Y);
@@ -189,7 +209,8 @@ class GpuDirectTiled final : public GpuSolver {
       const int64_t count = p.w_elements();
       v1::KernelStep* reduce = AddGpuStep(
           &plan, "conv_tiled_reduce", source,
-          {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1}, kReduceBlock);
+          {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1},
+          kReduceBlock);
       AddBuffer(reduce, v1::BUFFER_WORKSPACE);
       AddBuffer(reduce, v1::BUFFER_W);
       reduce->add_scalars(count);
@@ -201,6 +222,8 @@ class GpuDirectTiled final : public GpuSolver {
 
 }  // namespace
 
-std::unique_ptr<Solver> NewGpuDirectTiledSolver() { return std::make_unique<GpuDirectTiled>(); }
+std::unique_ptr<Solver> NewGpuDirectTiledSolver() {
+  return std::make_unique<GpuDirectTiled>();
+}
 
 }  // namespace convtune

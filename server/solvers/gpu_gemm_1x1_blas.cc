@@ -55,8 +55,10 @@ constexpr int64_t kPackBelow = 128;
 
 // NCHW F or B where the packed config is the default (and so available).
 bool PacksByDefault(const ConvProblem& p) {
-  return p.layout == Layout::kNCHW && p.direction != Direction::kBackwardWeights &&
-         p.out_spatial() < kPackBelow && (p.type != DataType::kFp32 || Strided(p)) &&
+  return p.layout == Layout::kNCHW &&
+         p.direction != Direction::kBackwardWeights &&
+         p.out_spatial() < kPackBelow &&
+         (p.type != DataType::kFp32 || Strided(p)) &&
          (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) <= kMaxChunkBytes;
 }
 bool IsPacked(const PerfConfig& c) { return !c.empty() && c[0] == 1; }
@@ -65,11 +67,13 @@ bool IsPacked(const PerfConfig& c) { return !c.empty() && c[0] == 1; }
 // slot of dw takes at most twice the bytes of the image's x and dy, so that
 // the slots cost no more traffic than packing the operands would.
 bool SumsNchwDwPerImage(const ConvProblem& p) {
-  if (p.direction != Direction::kBackwardWeights || p.layout != Layout::kNCHW || p.n < 2) {
+  if (p.direction != Direction::kBackwardWeights || p.layout != Layout::kNCHW ||
+      p.n < 2) {
     return false;
   }
   const int64_t slot = p.w_elements() * static_cast<int64_t>(sizeof(float));
-  return slot <= 2 * (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) && slot <= kMaxChunkBytes;
+  return slot <= 2 * (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) &&
+         slot <= kMaxChunkBytes;
 }
 
 // How a plan stages its operands in the workspace, one chunk of images at a
@@ -80,17 +84,20 @@ struct Staging {
   bool x_dense = false;   // x or dx of the sampled positions, a chunk of it
   bool y_packed = false;  // dy channel-major (NCHW W)
   bool dw_fp32 = false;
-  bool dw_slots = false;  // NCHW W as per-image partial sums: chunk_images fp32 slots
-  bool packed = false;    // NCHW F, B: x and dy channel-major, y or dx from them
+  bool dw_slots =
+      false;  // NCHW W as per-image partial sums: chunk_images fp32 slots
+  bool packed = false;  // NCHW F, B: x and dy channel-major, y or dx from them
   int64_t x_offset = 0, y_offset = 0, dw_offset = 0;
   int64_t bytes = 0;
 };
 
 // Bytes of one image's dense x region and, for NCHW W, its packed dy.
-int64_t DenseXBytes(const ConvProblem& p) { return p.c * p.out_spatial() * ElementBytes(p.type); }
+int64_t DenseXBytes(const ConvProblem& p) {
+  return p.c * p.out_spatial() * ElementBytes(p.type);
+}
 bool PacksNchwDw(const ConvProblem& p) {
-  return p.direction == Direction::kBackwardWeights && p.layout == Layout::kNCHW &&
-         !SumsNchwDwPerImage(p);
+  return p.direction == Direction::kBackwardWeights &&
+         p.layout == Layout::kNCHW && !SumsNchwDwPerImage(p);
 }
 
 // The images of one chunk: as many as the byte bound and the conv_pack and
@@ -98,8 +105,10 @@ bool PacksNchwDw(const ConvProblem& p) {
 int64_t MaxChunkImages(const ConvProblem& p) {
   int64_t per_image = DenseXBytes(p);
   if (PacksNchwDw(p)) per_image += p.k * p.out_spatial() * ElementBytes(p.type);
-  const int64_t by_index = kMaxIndex32 / std::max(p.c * p.in_spatial(), p.k * p.out_spatial());
-  return std::max<int64_t>(1, std::min({p.n, kMaxChunkBytes / per_image, by_index}));
+  const int64_t by_index =
+      kMaxIndex32 / std::max(p.c * p.in_spatial(), p.k * p.out_spatial());
+  return std::max<int64_t>(
+      1, std::min({p.n, kMaxChunkBytes / per_image, by_index}));
 }
 
 // Per-image partial sums: a chunk is as many images as there are slots.
@@ -108,7 +117,8 @@ Staging SlotStagingOf(const ConvProblem& p) {
   s.dw_slots = true;
   s.x_dense = Strided(p);
   const int64_t slot = p.w_elements() * static_cast<int64_t>(sizeof(float));
-  int64_t max_images = std::min(p.n, std::max<int64_t>(1, kMaxChunkBytes / slot));
+  int64_t max_images =
+      std::min(p.n, std::max<int64_t>(1, kMaxChunkBytes / slot));
   if (s.x_dense) max_images = std::min(max_images, MaxChunkImages(p));
   s.chunk_count = (p.n + max_images - 1) / max_images;
   s.chunk_images = (p.n + s.chunk_count - 1) / s.chunk_count;
@@ -124,9 +134,10 @@ Staging PackedStagingOf(const ConvProblem& p) {
   Staging s;
   s.packed = s.x_dense = s.y_packed = true;
   const int64_t es = ElementBytes(p.type), os = p.out_spatial();
-  const int64_t by_index = kMaxIndex32 / std::max(p.c * p.in_spatial(), p.k * os);
-  const int64_t max_images =
-      std::max<int64_t>(1, std::min({p.n, kMaxChunkBytes / ((p.c + p.k) * os * es), by_index}));
+  const int64_t by_index =
+      kMaxIndex32 / std::max(p.c * p.in_spatial(), p.k * os);
+  const int64_t max_images = std::max<int64_t>(
+      1, std::min({p.n, kMaxChunkBytes / ((p.c + p.k) * os * es), by_index}));
   s.chunk_count = (p.n + max_images - 1) / max_images;
   s.chunk_images = (p.n + s.chunk_count - 1) / s.chunk_count;
   s.y_offset = AlignWorkspace(s.chunk_images * p.c * os * es);
@@ -151,8 +162,8 @@ Staging StagingOf(const ConvProblem& p, bool packed) {
   // A chunk of one image is already in the packed order.
   s.y_packed = nchw_dw && s.chunk_images > 1;
   s.x_dense = Strided(p) || s.y_packed;
-  s.dw_fp32 =
-      p.direction == Direction::kBackwardWeights && p.type != DataType::kFp32 && s.chunk_count > 1;
+  s.dw_fp32 = p.direction == Direction::kBackwardWeights &&
+              p.type != DataType::kFp32 && s.chunk_count > 1;
   const int64_t es = ElementBytes(p.type);
   int64_t end = 0;
   if (s.x_dense) end = s.chunk_images * p.c * p.out_spatial() * es;
@@ -174,43 +185,50 @@ class GpuGemm1x1Blas final : public GpuSolver {
   absl::string_view name() const override { return "gpu_gemm_1x1_blas"; }
   v1::AlgorithmFamily family() const override { return v1::GEMM; }
   bool dynamic() const override { return true; }
-  bool SupportsDevice(const DeviceInfo& device) const override { return !device.blas.empty(); }
+  bool SupportsDevice(const DeviceInfo& device) const override {
+    return !device.blas.empty();
+  }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.filter_spatial() != 1) {
       return absl::FailedPreconditionError(
-          absl::StrCat("filter: gpu_gemm_1x1_blas needs a 1x1 filter, got ", FilterString(p)));
+          absl::StrCat("filter: gpu_gemm_1x1_blas needs a 1x1 filter, got ",
+                       FilterString(p)));
     }
     // Dilation moves no tap of a 1x1 filter: any is accepted.
     for (int i = 0; i < 3; ++i) {
       if (p.pad[i] != 0) {
-        return absl::FailedPreconditionError("pad: gpu_gemm_1x1_blas needs pad 0");
+        return absl::FailedPreconditionError(
+            "pad: gpu_gemm_1x1_blas needs pad 0");
       }
     }
     if (Strided(p)) {
       // At least one image's sampled x goes through the workspace.
       if (DenseXBytes(p) > kMaxChunkBytes) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "stride: gpu_gemm_1x1_blas gathers at least one "
-            "image's sampled x of ",
-            DenseXBytes(p), " bytes, over its ", kMaxChunkBytes, "-byte workspace bound"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("stride: gpu_gemm_1x1_blas gathers at least one "
+                         "image's sampled x of ",
+                         DenseXBytes(p), " bytes, over its ", kMaxChunkBytes,
+                         "-byte workspace bound"));
       }
       if (p.c * p.in_spatial() > kMaxIndex32) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "stride: gpu_gemm_1x1_blas indexes an image in 32 bits: ", p.c * p.in_spatial(),
-            " input elements exceed 2^31 - 1"));
+            "stride: gpu_gemm_1x1_blas indexes an image in 32 bits: ",
+            p.c * p.in_spatial(), " input elements exceed 2^31 - 1"));
       }
     }
     const Staging s = StagingOf(p, PacksByDefault(p));
     const int64_t os = p.out_spatial();
     // NHWC GEMMs, the NCHW dw GEMM and packed GEMMs run over a chunk's
     // images at once.
-    const bool over_images = p.layout == Layout::kNHWC || PacksNchwDw(p) || s.packed;
+    const bool over_images =
+        p.layout == Layout::kNHWC || PacksNchwDw(p) || s.packed;
     const int64_t rows = over_images ? s.chunk_images * os : os;
-    return CheckBlasSizes(name(), {{"the GEMM rows (output N*D*H*W of a chunk, or D*H*W)", rows},
-                                   {"C", p.c},
-                                   {"K", p.k},
-                                   {"N", p.n}});
+    return CheckBlasSizes(
+        name(), {{"the GEMM rows (output N*D*H*W of a chunk, or D*H*W)", rows},
+                 {"C", p.c},
+                 {"K", p.k},
+                 {"N", p.n}});
   }
 
   // Sized for the default config; the other fits it.
@@ -233,8 +251,8 @@ class GpuGemm1x1Blas final : public GpuSolver {
     return p.type == DataType::kFp32 ? 0.7 : 1.0;
   }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     v1::ExecutionPlan plan = NewPlan(p, config);
     const Staging s = StagingOf(p, IsPacked(config));
@@ -250,8 +268,8 @@ class GpuGemm1x1Blas final : public GpuSolver {
 
  private:
   // The steps of the images [n0, n0 + nb).
-  static void AddChunkSteps(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
-                            v1::ExecutionPlan* plan) {
+  static void AddChunkSteps(const ConvProblem& p, const Staging& s, int64_t n0,
+                            int64_t nb, v1::ExecutionPlan* plan) {
     if (s.packed) {
       AddPackedSteps(p, s, n0, nb, plan);
       return;
@@ -265,7 +283,8 @@ class GpuGemm1x1Blas final : public GpuSolver {
                   /*channel_major=*/PacksNchwDw(p), s.x_offset, plan);
     }
     if (s.y_packed) {
-      AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, s.y_offset, plan);
+      AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true,
+                  s.y_offset, plan);
     }
     if (nchw) {
       AddNchwGemms(p, s, n0, nb, plan);
@@ -273,29 +292,36 @@ class GpuGemm1x1Blas final : public GpuSolver {
       AddNhwcGemms(p, s, n0, nb, plan);
     }
     if (s.x_dense && d == Direction::kBackwardData) {
-      AddUnpackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, false, s.x_offset, plan);
+      AddUnpackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, false, s.x_offset,
+                    plan);
     }
   }
 
   // NCHW F: pack x, y^P[g] = w[g] x^P[g], unpack y; B: pack dy,
   // dx^P[g] = w[g]^T dy^P[g], unpack dx. ^P: channel-major over the chunk.
-  static void AddPackedSteps(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
-                             v1::ExecutionPlan* plan) {
-    const int64_t es = ElementBytes(p.type), cg = p.c_per_group(), kg = p.k_per_group();
+  static void AddPackedSteps(const ConvProblem& p, const Staging& s, int64_t n0,
+                             int64_t nb, v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), cg = p.c_per_group(),
+                  kg = p.k_per_group();
     const int64_t cols = nb * p.out_spatial();
     const GemmOperand w{v1::BUFFER_W, 0, 0, kg * cg, es};
-    const GemmOperand x{v1::BUFFER_WORKSPACE, s.x_offset / es, 0, cg * cols, es};
-    const GemmOperand y{v1::BUFFER_WORKSPACE, s.y_offset / es, 0, kg * cols, es};
+    const GemmOperand x{v1::BUFFER_WORKSPACE, s.x_offset / es, 0, cg * cols,
+                        es};
+    const GemmOperand y{v1::BUFFER_WORKSPACE, s.y_offset / es, 0, kg * cols,
+                        es};
     gpu::BlasGemm g;
     g.ab_type = g.c_type = p.type;
     g.n = cols, g.ldb = cols, g.ldc = cols;
     if (p.direction == Direction::kForward) {
-      AddPackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, /*channel_major=*/true, s.x_offset, plan);
+      AddPackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, /*channel_major=*/true,
+                  s.x_offset, plan);
       g.m = kg, g.k = cg, g.lda = cg;
       AddGemmsPerImage(g, w, x, y, 1, p.groups, false, plan);
-      AddUnpackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, s.y_offset, plan);
+      AddUnpackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true,
+                    s.y_offset, plan);
     } else {
-      AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, s.y_offset, plan);
+      AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true,
+                  s.y_offset, plan);
       g.m = cg, g.k = kg, g.lda = cg, g.trans_a = true;
       AddGemmsPerImage(g, w, y, x, 1, p.groups, false, plan);
       AddUnpackStep(p, v1::BUFFER_X, StridedX(p), n0, nb,
@@ -305,22 +331,27 @@ class GpuGemm1x1Blas final : public GpuSolver {
 
   // dw, in w or in the fp32 workspace; the first chunk's GEMM overwrites it,
   // later ones add to it.
-  static GemmOperand Dw(const ConvProblem& p, const Staging& s, int64_t n0, gpu::BlasGemm* g) {
+  static GemmOperand Dw(const ConvProblem& p, const Staging& s, int64_t n0,
+                        gpu::BlasGemm* g) {
     const int64_t kg = p.k_per_group(), cg = p.c_per_group();
     g->beta = n0 > 0 ? 1 : 0;
     if (!s.dw_fp32) return {v1::BUFFER_W, 0, 0, kg * cg, ElementBytes(p.type)};
     g->c_type = DataType::kFp32;
-    return {v1::BUFFER_WORKSPACE, s.dw_offset / static_cast<int64_t>(sizeof(float)), 0, kg * cg,
+    return {v1::BUFFER_WORKSPACE,
+            s.dw_offset / static_cast<int64_t>(sizeof(float)), 0, kg * cg,
             sizeof(float)};
   }
 
-  static void AddNhwcGemms(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
-                           v1::ExecutionPlan* plan) {
-    const int64_t es = ElementBytes(p.type), cg = p.c_per_group(), kg = p.k_per_group();
+  static void AddNhwcGemms(const ConvProblem& p, const Staging& s, int64_t n0,
+                           int64_t nb, v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), cg = p.c_per_group(),
+                  kg = p.k_per_group();
     const int64_t os = p.out_spatial(), rows = nb * os;
     // x, dx: the chunk's rows of the tensor, or of the dense chunk.
-    const GemmOperand x = s.x_dense ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, 0, cg, es}
-                                    : GemmOperand{v1::BUFFER_X, n0 * os * p.c, 0, cg, es};
+    const GemmOperand x =
+        s.x_dense
+            ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, 0, cg, es}
+            : GemmOperand{v1::BUFFER_X, n0 * os * p.c, 0, cg, es};
     const GemmOperand y{v1::BUFFER_Y, n0 * os * p.k, 0, kg, es};
     const GemmOperand w{v1::BUFFER_W, 0, 0, kg * cg, es};
     gpu::BlasGemm g;
@@ -346,9 +377,10 @@ class GpuGemm1x1Blas final : public GpuSolver {
     }
   }
 
-  static void AddNchwGemms(const ConvProblem& p, const Staging& s, int64_t n0, int64_t nb,
-                           v1::ExecutionPlan* plan) {
-    const int64_t es = ElementBytes(p.type), cg = p.c_per_group(), kg = p.k_per_group();
+  static void AddNchwGemms(const ConvProblem& p, const Staging& s, int64_t n0,
+                           int64_t nb, v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), cg = p.c_per_group(),
+                  kg = p.k_per_group();
     const int64_t os = p.out_spatial(), is = p.in_spatial();
     const GemmOperand w{v1::BUFFER_W, 0, 0, kg * cg, es};
     gpu::BlasGemm g;
@@ -358,11 +390,13 @@ class GpuGemm1x1Blas final : public GpuSolver {
       // sets the slots).
       const GemmOperand y{v1::BUFFER_Y, n0 * p.k * os, p.k * os, kg * os, es};
       const GemmOperand x =
-          s.x_dense ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, p.c * os, cg * os, es}
-                    : GemmOperand{v1::BUFFER_X, n0 * p.c * is, p.c * is, cg * is, es};
+          s.x_dense
+              ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, p.c * os,
+                            cg * os, es}
+              : GemmOperand{v1::BUFFER_X, n0 * p.c * is, p.c * is, cg * is, es};
       const GemmOperand slots{v1::BUFFER_WORKSPACE,
-                              s.dw_offset / static_cast<int64_t>(sizeof(float)), p.w_elements(),
-                              kg * cg, sizeof(float)};
+                              s.dw_offset / static_cast<int64_t>(sizeof(float)),
+                              p.w_elements(), kg * cg, sizeof(float)};
       g.c_type = DataType::kFp32;
       g.beta = n0 > 0 ? 1 : 0;
       g.m = kg, g.n = cg, g.k = os, g.trans_b = true;
@@ -373,12 +407,14 @@ class GpuGemm1x1Blas final : public GpuSolver {
     if (p.direction == Direction::kBackwardWeights) {
       // One GEMM over the chunk: k runs over its (image, position) pairs.
       const int64_t k = nb * os;
-      const GemmOperand y = s.y_packed
-                                ? GemmOperand{v1::BUFFER_WORKSPACE, s.y_offset / es, 0, kg * k, es}
-                                : GemmOperand{v1::BUFFER_Y, n0 * p.k * os, 0, kg * os, es};
-      const GemmOperand x = s.x_dense
-                                ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, 0, cg * k, es}
-                                : GemmOperand{v1::BUFFER_X, n0 * p.c * is, 0, cg * is, es};
+      const GemmOperand y =
+          s.y_packed ? GemmOperand{v1::BUFFER_WORKSPACE, s.y_offset / es, 0,
+                                   kg * k, es}
+                     : GemmOperand{v1::BUFFER_Y, n0 * p.k * os, 0, kg * os, es};
+      const GemmOperand x =
+          s.x_dense ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, 0,
+                                  cg * k, es}
+                    : GemmOperand{v1::BUFFER_X, n0 * p.c * is, 0, cg * is, es};
       const GemmOperand dw = Dw(p, s, n0, &g);
       g.m = kg, g.n = cg, g.k = k, g.trans_b = true;
       g.lda = k, g.ldb = k, g.ldc = cg;
@@ -387,8 +423,10 @@ class GpuGemm1x1Blas final : public GpuSolver {
     }
     // x, dx: the tensor, or the chunk's dense images.
     const GemmOperand x =
-        s.x_dense ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, p.c * os, cg * os, es}
-                  : GemmOperand{v1::BUFFER_X, n0 * p.c * is, p.c * is, cg * is, es};
+        s.x_dense
+            ? GemmOperand{v1::BUFFER_WORKSPACE, s.x_offset / es, p.c * os,
+                          cg * os, es}
+            : GemmOperand{v1::BUFFER_X, n0 * p.c * is, p.c * is, cg * is, es};
     const GemmOperand y{v1::BUFFER_Y, n0 * p.k * os, p.k * os, kg * os, es};
     if (p.direction == Direction::kForward) {
       g.m = kg, g.n = os, g.k = cg;
@@ -404,6 +442,8 @@ class GpuGemm1x1Blas final : public GpuSolver {
 
 }  // namespace
 
-std::unique_ptr<Solver> NewGpuGemm1x1BlasSolver() { return std::make_unique<GpuGemm1x1Blas>(); }
+std::unique_ptr<Solver> NewGpuGemm1x1BlasSolver() {
+  return std::make_unique<GpuGemm1x1Blas>();
+}
 
 }  // namespace convtune

@@ -12,7 +12,8 @@
 //   NHWC  col[g] is (nb*OS) x width for the chunk's nb images
 //         F  y[chunk,g] (nb*OS x K/G) = col[g] * w[g]^T
 //         B  col[g]                   = dy[chunk,g] * w[g], then col2im
-//         W  dw[g]                    = sum over chunks of dy[chunk,g]^T * col[g]
+//         W  dw[g]                    = sum over chunks of dy[chunk,g]^T *
+//         col[g]
 // NCHW F and B batch over the chunk's images or over the groups, whichever
 // takes fewer steps; W, and every NHWC direction, is one step per chunk
 // batched over the groups. dw is summed in place for fp32; for fp16 and bf16
@@ -46,7 +47,8 @@ int64_t ColumnElementsPerImage(const ConvProblem& p) {
 
 // NCHW dw packs a chunk's dy next to its column matrix.
 bool NchwDw(const ConvProblem& p) {
-  return p.direction == Direction::kBackwardWeights && p.layout == Layout::kNCHW;
+  return p.direction == Direction::kBackwardWeights &&
+         p.layout == Layout::kNCHW;
 }
 
 // The lowering kernels index a chunk's column matrix, packed dy, x and dx in
@@ -54,8 +56,10 @@ bool NchwDw(const ConvProblem& p) {
 int64_t MaxChunkImages(const ConvProblem& p) {
   const int64_t col = ColumnElementsPerImage(p);
   const int64_t dy = NchwDw(p) ? p.k * p.out_spatial() : 0;
-  const int64_t by_bytes = kMaxColumnBytes / ((col + dy) * ElementBytes(p.type));
-  const int64_t by_index = kMaxIndex32 / std::max({col, dy, p.c * p.in_spatial()});
+  const int64_t by_bytes =
+      kMaxColumnBytes / ((col + dy) * ElementBytes(p.type));
+  const int64_t by_index =
+      kMaxIndex32 / std::max({col, dy, p.c * p.in_spatial()});
   return std::min({p.n, by_bytes, by_index});
 }
 
@@ -71,13 +75,16 @@ Chunking ChunksOf(const ConvProblem& p) {
 
 // dw is summed over more than one chunk's GEMM in an fp32 workspace.
 bool SumsDwInWorkspace(const ConvProblem& p) {
-  if (p.direction != Direction::kBackwardWeights || p.type == DataType::kFp32) return false;
+  if (p.direction != Direction::kBackwardWeights || p.type == DataType::kFp32)
+    return false;
   return ChunksOf(p).count > 1;
 }
 
 // NCHW dw packs dy unless a chunk is one image, whose dy is already in the
 // packed order.
-bool PacksDy(const ConvProblem& p) { return NchwDw(p) && ChunksOf(p).images > 1; }
+bool PacksDy(const ConvProblem& p) {
+  return NchwDw(p) && ChunksOf(p).images > 1;
+}
 
 int64_t ColumnBytes(const ConvProblem& p) {
   return ChunksOf(p).images * ColumnElementsPerImage(p) * ElementBytes(p.type);
@@ -94,11 +101,13 @@ Regions RegionsOf(const ConvProblem& p) {
   r.bytes = ColumnBytes(p);
   if (PacksDy(p)) {
     r.dy_offset = AlignWorkspace(r.bytes);
-    r.bytes = r.dy_offset + ChunksOf(p).images * p.k * p.out_spatial() * ElementBytes(p.type);
+    r.bytes = r.dy_offset +
+              ChunksOf(p).images * p.k * p.out_spatial() * ElementBytes(p.type);
   }
   if (SumsDwInWorkspace(p)) {
     r.dw_offset = AlignWorkspace(r.bytes);
-    r.bytes = r.dw_offset + p.w_elements() * static_cast<int64_t>(sizeof(float));
+    r.bytes =
+        r.dw_offset + p.w_elements() * static_cast<int64_t>(sizeof(float));
   }
   return r;
 }
@@ -109,29 +118,36 @@ class GpuIm2colGemmBlas final : public GpuSolver {
   absl::string_view name() const override { return "gpu_im2col_gemm_blas"; }
   v1::AlgorithmFamily family() const override { return v1::GEMM; }
   bool dynamic() const override { return true; }
-  bool SupportsDevice(const DeviceInfo& device) const override { return !device.blas.empty(); }
+  bool SupportsDevice(const DeviceInfo& device) const override {
+    return !device.blas.empty();
+  }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
     const int64_t col = ColumnElementsPerImage(p) * ElementBytes(p.type);
     if (col > kMaxColumnBytes) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "gpu_im2col_gemm_blas lowers at least one image at a time: its column matrix of ", col,
-          " bytes exceeds the ", kMaxColumnBytes, "-byte bound"));
+          "gpu_im2col_gemm_blas lowers at least one image at a time: its "
+          "column matrix of ",
+          col, " bytes exceeds the ", kMaxColumnBytes, "-byte bound"));
     }
     if (p.c * p.in_spatial() > kMaxIndex32) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "gpu_im2col_gemm_blas indexes an image in 32 bits: ", p.c * p.in_spatial(),
-          " input elements exceed 2^31 - 1"));
+          "gpu_im2col_gemm_blas indexes an image in 32 bits: ",
+          p.c * p.in_spatial(), " input elements exceed 2^31 - 1"));
     }
-    return CheckBlasSizes(name(), {{"K", p.k}, {"output D*H*W", p.out_spatial()}});
+    return CheckBlasSizes(name(),
+                          {{"K", p.k}, {"output D*H*W", p.out_spatial()}});
   }
 
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return RegionsOf(p).bytes; }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return RegionsOf(p).bytes;
+  }
 
   // The column matrix is written once and read once per image.
   double EstimatedBytes(const ConvProblem& p) const override {
     return static_cast<double>(p.x_bytes() + p.w_bytes() + p.y_bytes()) +
-           2.0 * static_cast<double>(p.n * ColumnElementsPerImage(p) * ElementBytes(p.type));
+           2.0 * static_cast<double>(p.n * ColumnElementsPerImage(p) *
+                                     ElementBytes(p.type));
   }
   // Relative to the fp32 peak the estimate scales by: the BLAS reaches most
   // of it on the lowered GEMM (fp16 and bf16 beyond it, on tensor or matrix
@@ -140,8 +156,8 @@ class GpuIm2colGemmBlas final : public GpuSolver {
     return p.type == DataType::kFp32 ? 0.6 : 1.0;
   }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     const Chunking chunks = ChunksOf(p);
     const Regions r = RegionsOf(p);
@@ -153,15 +169,16 @@ class GpuIm2colGemmBlas final : public GpuSolver {
         AddIm2colStep(p, n0, nb, &plan, /*images_inner=*/NchwDw(p));
       }
       if (packs_dy) {
-        AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true, r.dy_offset,
-                    &plan);
+        AddPackStep(p, v1::BUFFER_Y, DenseY(p), n0, nb, /*channel_major=*/true,
+                    r.dy_offset, &plan);
       }
       if (NchwDw(p)) {
         AddNchwDwGemm(p, n0, nb, r, in_workspace, packs_dy, &plan);
       } else {
         AddChunkGemms(p, n0, nb, r.dw_offset, in_workspace, &plan);
       }
-      if (p.direction == Direction::kBackwardData) AddCol2imStep(p, n0, nb, &plan);
+      if (p.direction == Direction::kBackwardData)
+        AddCol2imStep(p, n0, nb, &plan);
     }
     if (in_workspace) AddDwFromFp32Step(p, r.dw_offset, &plan);
     return plan;
@@ -171,9 +188,11 @@ class GpuIm2colGemmBlas final : public GpuSolver {
   // The GEMMs of images [n0, n0 + nb) against the column matrix at workspace
   // offset 0. dw goes to the workspace at `dw_offset` bytes when
   // `in_workspace`, else to w.
-  static void AddChunkGemms(const ConvProblem& p, int64_t n0, int64_t nb, int64_t dw_offset,
-                            bool in_workspace, v1::ExecutionPlan* plan) {
-    const int64_t es = ElementBytes(p.type), kg = p.k_per_group(), os = p.out_spatial();
+  static void AddChunkGemms(const ConvProblem& p, int64_t n0, int64_t nb,
+                            int64_t dw_offset, bool in_workspace,
+                            v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), kg = p.k_per_group(),
+                  os = p.out_spatial();
     const int64_t width = p.c_per_group() * p.filter_spatial();
     const bool nhwc = p.layout == Layout::kNHWC;
     gpu::BlasGemm g;
@@ -184,7 +203,8 @@ class GpuIm2colGemmBlas final : public GpuSolver {
     GemmOperand dw = w;
     if (in_workspace) {
       g.c_type = DataType::kFp32;
-      dw = {v1::BUFFER_WORKSPACE, dw_offset / static_cast<int64_t>(sizeof(float)), 0, kg * width,
+      dw = {v1::BUFFER_WORKSPACE,
+            dw_offset / static_cast<int64_t>(sizeof(float)), 0, kg * width,
             sizeof(float)};
     }
     if (nhwc) {
@@ -210,7 +230,8 @@ class GpuIm2colGemmBlas final : public GpuSolver {
       }
       return;
     }
-    const GemmOperand col{v1::BUFFER_WORKSPACE, 0, p.groups * width * os, width * os, es};
+    const GemmOperand col{v1::BUFFER_WORKSPACE, 0, p.groups * width * os,
+                          width * os, es};
     const GemmOperand y{v1::BUFFER_Y, n0 * p.k * os, p.k * os, kg * os, es};
     switch (p.direction) {
       case Direction::kForward:
@@ -232,9 +253,11 @@ class GpuIm2colGemmBlas final : public GpuSolver {
   // k running over the chunk's (image, position) pairs of the column matrix
   // (images inner) and of dy (packed at r.dy_offset when `packs_dy`, else
   // the chunk's one image in place).
-  static void AddNchwDwGemm(const ConvProblem& p, int64_t n0, int64_t nb, const Regions& r,
-                            bool in_workspace, bool packs_dy, v1::ExecutionPlan* plan) {
-    const int64_t es = ElementBytes(p.type), kg = p.k_per_group(), os = p.out_spatial();
+  static void AddNchwDwGemm(const ConvProblem& p, int64_t n0, int64_t nb,
+                            const Regions& r, bool in_workspace, bool packs_dy,
+                            v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), kg = p.k_per_group(),
+                  os = p.out_spatial();
     const int64_t width = p.c_per_group() * p.filter_spatial(), k = nb * os;
     gpu::BlasGemm g;
     g.ab_type = g.c_type = p.type;
@@ -243,12 +266,14 @@ class GpuIm2colGemmBlas final : public GpuSolver {
     GemmOperand dw{v1::BUFFER_W, 0, 0, kg * width, es};
     if (in_workspace) {
       g.c_type = DataType::kFp32;
-      dw = {v1::BUFFER_WORKSPACE, r.dw_offset / static_cast<int64_t>(sizeof(float)), 0,
-            kg * width, sizeof(float)};
+      dw = {v1::BUFFER_WORKSPACE,
+            r.dw_offset / static_cast<int64_t>(sizeof(float)), 0, kg * width,
+            sizeof(float)};
     }
-    const GemmOperand y = packs_dy
-                              ? GemmOperand{v1::BUFFER_WORKSPACE, r.dy_offset / es, 0, kg * k, es}
-                              : GemmOperand{v1::BUFFER_Y, n0 * p.k * os, 0, kg * os, es};
+    const GemmOperand y =
+        packs_dy
+            ? GemmOperand{v1::BUFFER_WORKSPACE, r.dy_offset / es, 0, kg * k, es}
+            : GemmOperand{v1::BUFFER_Y, n0 * p.k * os, 0, kg * os, es};
     const GemmOperand col{v1::BUFFER_WORKSPACE, 0, 0, width * k, es};
     g.m = kg, g.n = width, g.k = k, g.trans_b = true;
     g.lda = k, g.ldb = k, g.ldc = width;

@@ -17,15 +17,17 @@ class GpuImplicitGemm final : public GpuSolver {
   absl::Status IsApplicable(const ConvProblem& p) const override {
     return IgemmApplicable(p, name());
   }
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return IgemmWorkspaceBytes(p); }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return IgemmWorkspaceBytes(p);
+  }
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     return IgemmDefaultConfig(p, IgemmCore::kFma);
   }
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     return IgemmConfigSpace(p, IgemmCore::kFma);
   }
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     AddIgemmSteps(p, config, IgemmCore::kFma, /*specialise=*/false, &plan);
     return plan;
@@ -34,6 +36,8 @@ class GpuImplicitGemm final : public GpuSolver {
 
 }  // namespace
 
-std::unique_ptr<Solver> NewGpuImplicitGemmSolver() { return std::make_unique<GpuImplicitGemm>(); }
+std::unique_ptr<Solver> NewGpuImplicitGemmSolver() {
+  return std::make_unique<GpuImplicitGemm>();
+}
 
 }  // namespace convtune

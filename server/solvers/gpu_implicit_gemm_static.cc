@@ -16,15 +16,17 @@ class GpuImplicitGemmStatic final : public GpuSolver {
   absl::Status IsApplicable(const ConvProblem& p) const override {
     return IgemmApplicable(p, name());
   }
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return IgemmWorkspaceBytes(p); }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return IgemmWorkspaceBytes(p);
+  }
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     return IgemmDefaultConfig(p, IgemmCore::kFma);
   }
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     return IgemmConfigSpace(p, IgemmCore::kFma);
   }
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     AddIgemmSteps(p, config, IgemmCore::kFma, /*specialise=*/true, &plan);
     return plan;

@@ -21,10 +21,13 @@ constexpr int64_t kMinReductionPerSplit = 256;
 
 // Block tiles, largest first: {BM, BN, BK, TM or WM, TN or WN}.
 constexpr std::array<int64_t, 5> kFmaTiles[] = {
-    {128, 128, 8, 8, 8}, {128, 64, 8, 8, 4}, {64, 128, 8, 4, 8}, {64, 64, 8, 4, 4},
-    {64, 32, 16, 4, 4},  {32, 64, 16, 4, 4}, {32, 32, 16, 4, 4}};
-constexpr std::array<int64_t, 5> kMmaTiles[] = {
-    {128, 128, 16, 2, 4}, {128, 64, 16, 4, 2}, {64, 128, 16, 2, 4}, {64, 64, 16, 2, 2}};
+    {128, 128, 8, 8, 8}, {128, 64, 8, 8, 4}, {64, 128, 8, 4, 8},
+    {64, 64, 8, 4, 4},   {64, 32, 16, 4, 4}, {32, 64, 16, 4, 4},
+    {32, 32, 16, 4, 4}};
+constexpr std::array<int64_t, 5> kMmaTiles[] = {{128, 128, 16, 2, 4},
+                                                {128, 64, 16, 4, 2},
+                                                {64, 128, 16, 2, 4},
+                                                {64, 64, 16, 2, 2}};
 
 int64_t MaxSplits(const ConvProblem& p) {
   if (p.direction != Direction::kBackwardWeights) return 1;
@@ -37,7 +40,8 @@ int64_t MaxSplits(const ConvProblem& p) {
 }
 
 int64_t Threads(const PerfConfig& c, IgemmCore core) {
-  return core == IgemmCore::kMma ? c[3] * c[4] * 32 : (c[0] / c[3]) * (c[1] / c[4]);
+  return core == IgemmCore::kMma ? c[3] * c[4] * 32
+                                 : (c[0] / c[3]) * (c[1] / c[4]);
 }
 
 int64_t Blocks(const ConvProblem& p, const PerfConfig& c) {
@@ -48,7 +52,8 @@ int64_t Blocks(const ConvProblem& p, const PerfConfig& c) {
 }  // namespace
 
 bool CudaSmAtLeast(const DeviceInfo& device, int sm) {
-  if (device.backend != v1::CUDA || !absl::StartsWith(device.arch, "sm_")) return false;
+  if (device.backend != v1::CUDA || !absl::StartsWith(device.arch, "sm_"))
+    return false;
   return std::atoi(device.arch.c_str() + 3) >= sm;
 }
 
@@ -62,8 +67,8 @@ int AddSource(v1::ExecutionPlan* plan, absl::string_view file,
               const std::vector<std::string>& options) {
   for (int i = 0; i < plan->sources_size(); ++i) {
     const v1::KernelSource& s = plan->sources(i);
-    if (s.file() == file && std::equal(s.options().begin(), s.options().end(), options.begin(),
-                                       options.end())) {
+    if (s.file() == file && std::equal(s.options().begin(), s.options().end(),
+                                       options.begin(), options.end())) {
       return i;
     }
   }
@@ -73,8 +78,9 @@ int AddSource(v1::ExecutionPlan* plan, absl::string_view file,
   return plan->sources_size() - 1;
 }
 
-v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel, int source,
-                           std::array<int64_t, 3> grid, uint32_t block) {
+v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel,
+                           int source, std::array<int64_t, 3> grid,
+                           uint32_t block) {
   v1::KernelStep* step = plan->add_steps();
   step->set_kernel(std::string(kernel));
   step->set_source_index(source);
@@ -92,13 +98,15 @@ void AddConvArgs(const ConvProblem& p, v1::KernelStep* step) {
   AppendProblemScalars(p, step);
 }
 
-absl::Status CheckIndex32(const ConvProblem& p, absl::string_view solver, int64_t copies) {
-  const int64_t largest = std::max({p.x_elements(), p.w_elements(), p.y_elements()});
+absl::Status CheckIndex32(const ConvProblem& p, absl::string_view solver,
+                          int64_t copies) {
+  const int64_t largest =
+      std::max({p.x_elements(), p.w_elements(), p.y_elements()});
   if (largest > kMaxIndex32 / copies) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(solver, " indexes tensors in 32 bits: a tensor of ", largest,
-                     " elements", copies > 1 ? absl::StrCat(" (x", copies, ")") : "",
-                     " exceeds 2^31 - 1"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        solver, " indexes tensors in 32 bits: a tensor of ", largest,
+        " elements", copies > 1 ? absl::StrCat(" (x", copies, ")") : "",
+        " exceeds 2^31 - 1"));
   }
   return absl::OkStatus();
 }
@@ -146,46 +154,65 @@ PerfConfig IgemmDefaultConfig(const ConvProblem& p, IgemmCore core) {
 
 int64_t IgemmWorkspaceBytes(const ConvProblem& p) {
   const int64_t splits = MaxSplits(p);
-  return splits > 1 ? splits * p.w_elements() * static_cast<int64_t>(sizeof(float)) : 0;
+  return splits > 1
+             ? splits * p.w_elements() * static_cast<int64_t>(sizeof(float))
+             : 0;
 }
 
 absl::Status IgemmApplicable(const ConvProblem& p, absl::string_view solver) {
   if (absl::Status s = CheckIndex32(p, solver, MaxSplits(p)); !s.ok()) return s;
   const IgemmShape s = IgemmGemmShape(p);
   // The smallest tiles give the largest grids; y and z are 16-bit on the GPU.
-  if (CeilDiv(s.cols, 32) > kMaxGridYZ || s.groups * MaxSplits(p) > kMaxGridYZ) {
+  if (CeilDiv(s.cols, 32) > kMaxGridYZ ||
+      s.groups * MaxSplits(p) > kMaxGridYZ) {
     return absl::FailedPreconditionError(absl::StrCat(
-        solver, " launches GEMM columns and groups on 16-bit grid axes: ", s.cols,
-        " columns per group and ", s.groups, " groups are too many"));
+        solver, " launches GEMM columns and groups on 16-bit grid axes: ",
+        s.cols, " columns per group and ", s.groups, " groups are too many"));
   }
   return absl::OkStatus();
 }
 
-void AddIgemmSteps(const ConvProblem& p, const PerfConfig& c, IgemmCore core, bool specialise,
-                   v1::ExecutionPlan* plan) {
+void AddIgemmSteps(const ConvProblem& p, const PerfConfig& c, IgemmCore core,
+                   bool specialise, v1::ExecutionPlan* plan) {
   std::vector<std::string> options = ProblemOptions(p);
   const bool mma = core == IgemmCore::kMma;
-  const char* names[] = {"BM", "BN", "BK", mma ? "WM" : "TM", mma ? "WN" : "TN"};
-  for (int i = 0; i < 5; ++i) options.push_back(absl::StrCat("-D", names[i], "=", c[i]));
+  const char* names[] = {"BM", "BN", "BK", mma ? "WM" : "TM",
+                         mma ? "WN" : "TN"};
+  for (int i = 0; i < 5; ++i)
+    options.push_back(absl::StrCat("-D", names[i], "=", c[i]));
   if (mma) options.push_back("-DCT_MMA=1");
   const int64_t splits = c[5];
   if (splits > 1) options.push_back("-DCT_WS_OUT=1");
   if (specialise) {
     options.push_back("-DCT_STATIC=1");
-    const std::pair<const char*, int64_t> sizes[] = {
-        {"N", p.n},           {"C", p.c},           {"K", p.k},           {"G", p.groups},
-        {"ID", p.in[0]},      {"IH", p.in[1]},      {"IW", p.in[2]},      {"FD", p.filter[0]},
-        {"FH", p.filter[1]},  {"FW", p.filter[2]},  {"PD", p.pad[0]},     {"PH", p.pad[1]},
-        {"PW", p.pad[2]},     {"SD", p.stride[0]},  {"SH", p.stride[1]},  {"SW", p.stride[2]},
-        {"DD", p.dilation[0]}, {"DH", p.dilation[1]}, {"DW", p.dilation[2]}};
-    for (const auto& [name, v] : sizes) options.push_back(absl::StrCat("-DCT_S_", name, "=", v));
+    const std::pair<const char*, int64_t> sizes[] = {{"N", p.n},
+                                                     {"C", p.c},
+                                                     {"K", p.k},
+                                                     {"G", p.groups},
+                                                     {"ID", p.in[0]},
+                                                     {"IH", p.in[1]},
+                                                     {"IW", p.in[2]},
+                                                     {"FD", p.filter[0]},
+                                                     {"FH", p.filter[1]},
+                                                     {"FW", p.filter[2]},
+                                                     {"PD", p.pad[0]},
+                                                     {"PH", p.pad[1]},
+                                                     {"PW", p.pad[2]},
+                                                     {"SD", p.stride[0]},
+                                                     {"SH", p.stride[1]},
+                                                     {"SW", p.stride[2]},
+                                                     {"DD", p.dilation[0]},
+                                                     {"DH", p.dilation[1]},
+                                                     {"DW", p.dilation[2]}};
+    for (const auto& [name, v] : sizes)
+      options.push_back(absl::StrCat("-DCT_S_", name, "=", v));
   }
   const int source = AddSource(plan, "conv_igemm.cu", options);
   const IgemmShape s = IgemmGemmShape(p);
-  v1::KernelStep* step =
-      AddGpuStep(plan, "conv_igemm", source,
-                 {CeilDiv(s.rows, c[0]), CeilDiv(s.cols, c[1]), s.groups * splits},
-                 static_cast<uint32_t>(Threads(c, core)));
+  v1::KernelStep* step = AddGpuStep(
+      plan, "conv_igemm", source,
+      {CeilDiv(s.rows, c[0]), CeilDiv(s.cols, c[1]), s.groups * splits},
+      static_cast<uint32_t>(Threads(c, core)));
   AddBuffer(step, v1::BUFFER_X);
   AddBuffer(step, v1::BUFFER_W);
   AddBuffer(step, v1::BUFFER_Y);
@@ -194,8 +221,9 @@ void AddIgemmSteps(const ConvProblem& p, const PerfConfig& c, IgemmCore core, bo
   step->add_scalars(splits);
   if (splits > 1) {
     const int64_t count = p.w_elements();
-    v1::KernelStep* reduce = AddGpuStep(
-        plan, "conv_igemm_reduce", source, {std::min<int64_t>(CeilDiv(count, 256), 4096), 1, 1}, 256);
+    v1::KernelStep* reduce =
+        AddGpuStep(plan, "conv_igemm_reduce", source,
+                   {std::min<int64_t>(CeilDiv(count, 256), 4096), 1, 1}, 256);
     AddBuffer(reduce, v1::BUFFER_WORKSPACE);
     AddBuffer(reduce, v1::BUFFER_W);
     reduce->add_scalars(count);

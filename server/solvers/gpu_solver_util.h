@@ -34,8 +34,9 @@ int AddSource(v1::ExecutionPlan* plan, absl::string_view file,
               const std::vector<std::string>& options);
 
 // Appends a GPU step running `kernel` of source `source` with that geometry.
-v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel, int source,
-                           std::array<int64_t, 3> grid, uint32_t block);
+v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel,
+                           int source, std::array<int64_t, 3> grid,
+                           uint32_t block);
 
 // Appends the x, w, y buffers and the problem scalars: the conv kernels'
 // common leading arguments.
@@ -43,7 +44,8 @@ void AddConvArgs(const ConvProblem& p, v1::KernelStep* step);
 
 // OK, or FailedPrecondition when a tensor (times `copies`) has more elements
 // than a 32-bit index reaches.
-absl::Status CheckIndex32(const ConvProblem& p, absl::string_view solver, int64_t copies = 1);
+absl::Status CheckIndex32(const ConvProblem& p, absl::string_view solver,
+                          int64_t copies = 1);
 
 // The implicit-GEMM kernel (conv_igemm.cu). A config is
 // {BM, BN, BK, TM, TN, splits} for the FMA core, or {BM, BN, BK, WM, WN,
@@ -61,8 +63,8 @@ int64_t IgemmWorkspaceBytes(const ConvProblem& p);
 absl::Status IgemmApplicable(const ConvProblem& p, absl::string_view solver);
 // Adds the steps (and sources) of one config to `plan`. `specialise` compiles
 // every size in as -D options.
-void AddIgemmSteps(const ConvProblem& p, const PerfConfig& config, IgemmCore core,
-                   bool specialise, v1::ExecutionPlan* plan);
+void AddIgemmSteps(const ConvProblem& p, const PerfConfig& config,
+                   IgemmCore core, bool specialise, v1::ExecutionPlan* plan);
 
 }  // namespace convtune
 

@@ -29,7 +29,9 @@ class GpuTensorCoreIgemm final : public GpuSolver {
     }
     return IgemmApplicable(p, name());
   }
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return IgemmWorkspaceBytes(p); }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return IgemmWorkspaceBytes(p);
+  }
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     return IgemmDefaultConfig(p, IgemmCore::kMma);
   }
@@ -40,8 +42,8 @@ class GpuTensorCoreIgemm final : public GpuSolver {
   // products several times faster, gathers and bounds checks take the rest.
   double Efficiency(const ConvProblem& p) const override { return 1.5; }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     AddIgemmSteps(p, config, IgemmCore::kMma, /*specialise=*/false, &plan);
     return plan;

@@ -45,19 +45,24 @@ constexpr std::array<int64_t, 6> kConfigs[] = {
     {128, 64, 32, 2, 2, 4},  {64, 128, 32, 2, 2, 4},  {64, 64, 32, 2, 2, 4}};
 
 // W: {BM (output channels), BN (filter columns), 32 positions, WM, WN, stages}.
-constexpr std::array<int64_t, 6> kWrwConfigs[] = {
-    {128, 128, 32, 2, 2, 4}, {128, 64, 32, 2, 2, 4}, {64, 128, 32, 2, 2, 4}, {64, 64, 32, 2, 2, 4}};
+constexpr std::array<int64_t, 6> kWrwConfigs[] = {{128, 128, 32, 2, 2, 4},
+                                                  {128, 64, 32, 2, 2, 4},
+                                                  {64, 128, 32, 2, 2, 4},
+                                                  {64, 64, 32, 2, 2, 4}};
 // W splits the positions over at most this many fp32 partial sums, each
 // split keeping at least kMinPositionsPerSplit positions.
 constexpr int64_t kMaxSplits = 64;
 constexpr int64_t kMinPositionsPerSplit = 1024;
 
-int64_t Pad32(int64_t channels) { return CeilDiv(channels, kChannelBlock) * kChannelBlock; }
+int64_t Pad32(int64_t channels) {
+  return CeilDiv(channels, kChannelBlock) * kChannelBlock;
+}
 
 // The pass as conv_tc sees it, and the workspace: the packed filter at 0
 // (when packed), a chunk's packed source at src_at (when packed).
 struct Geometry {
-  int64_t groups, ci, co, cp;  // per group: source, destination, padded source channels
+  int64_t groups, ci, co,
+      cp;  // per group: source, destination, padded source channels
   int64_t src_h, src_w, dst_h, dst_w;
   int64_t fh, fw, ph, pw, sh, sw, dh, dw;
   bool pack_src, pack_filter;
@@ -88,14 +93,15 @@ Geometry MakeGeometry(const ConvProblem& p) {
   g.pack_src = !(nhwc && g.cp == g.ci);
   g.pack_filter = bwd || g.pack_src;
   const int64_t es = ElementBytes(p.type);
-  const int64_t filter_bytes = g.pack_filter ? g.groups * g.co * g.fh * g.fw * g.cp * es : 0;
+  const int64_t filter_bytes =
+      g.pack_filter ? g.groups * g.co * g.fh * g.fw * g.cp * es : 0;
   g.src_at = AlignWorkspace(filter_bytes);
   const int64_t image = g.src_h * g.src_w * g.groups * g.cp;  // elements
   g.chunk = p.n;
   if (g.pack_src) {
     // NCHW packing launches a chunk's images on a 16-bit grid axis.
-    g.chunk = std::min(
-        {p.n, (kWorkspaceBudget - g.src_at) / (image * es), kMaxIndex32 / image, kMaxGridY});
+    g.chunk = std::min({p.n, (kWorkspaceBudget - g.src_at) / (image * es),
+                        kMaxIndex32 / image, kMaxGridY});
   }
   g.chunk = std::max<int64_t>(g.chunk, 0);
   g.bytes = g.pack_src ? g.src_at + g.chunk * image * es : filter_bytes;
@@ -127,11 +133,15 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
   g.cols = g.fh * g.fw * g.cp;
   // Enough blocks of the largest tile for two waves on a large GPU.
   const int64_t blocks = CeilDiv(g.kg, 128) * CeilDiv(g.cols, 128) * g.groups;
-  g.splits = std::clamp<int64_t>(CeilDiv(kTargetBlocks * 2, blocks), 1, kMaxSplits);
-  g.splits = std::min(g.splits, std::max<int64_t>(1, p.n * g.oh * g.ow / kMinPositionsPerSplit));
+  g.splits =
+      std::clamp<int64_t>(CeilDiv(kTargetBlocks * 2, blocks), 1, kMaxSplits);
+  g.splits =
+      std::min(g.splits,
+               std::max<int64_t>(1, p.n * g.oh * g.ow / kMinPositionsPerSplit));
   const int64_t es = ElementBytes(p.type);
   g.x_at = AlignWorkspace(g.splits * g.groups * g.kg * g.cols * kFloatBytes);
-  const int64_t x_image = g.pack_x ? g.h * g.w * g.groups * g.cp : 0;  // elements
+  const int64_t x_image =
+      g.pack_x ? g.h * g.w * g.groups * g.cp : 0;  // elements
   const int64_t dy_image = g.pack_dy ? g.oh * g.ow * g.groups * g.kp : 0;
   g.chunk = p.n;
   if (x_image + dy_image > 0) {
@@ -153,7 +163,8 @@ int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c) {
   const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
   if (p.direction == Direction::kBackwardWeights) return ring;
-  const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * 2 : c[1] * (c[0] + 8) * 2;
+  const int64_t tile =
+      p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * 2 : c[1] * (c[0] + 8) * 2;
   return std::max(ring, tile);
 }
 
@@ -164,13 +175,16 @@ int64_t Blocks(const Geometry& g, int64_t n, const PerfConfig& c) {
 // Appends tc_pack_act: images [n0, n0 + nb) of `src` (channels per group
 // `c`, `hw` positions) into the workspace at `at`, channel-last with the
 // channels of each group padded to `cp`.
-void AddPackStep(const ConvProblem& p, int source, v1::BufferRole src, int64_t at, int64_t n0,
-                 int64_t nb, int64_t c, int64_t cp, int64_t hw, v1::ExecutionPlan* plan) {
+void AddPackStep(const ConvProblem& p, int source, v1::BufferRole src,
+                 int64_t at, int64_t n0, int64_t nb, int64_t c, int64_t cp,
+                 int64_t hw, v1::ExecutionPlan* plan) {
   const int64_t row = p.groups * cp;
   const std::array<int64_t, 3> grid =
-      p.layout == Layout::kNHWC ? std::array<int64_t, 3>{CeilDiv(nb * hw * row, kPackBlock), 1, 1}
-                                : std::array<int64_t, 3>{CeilDiv(hw, 64), CeilDiv(row, 64), nb};
-  v1::KernelStep* pack = AddGpuStep(plan, "tc_pack_act", source, grid, kPackBlock);
+      p.layout == Layout::kNHWC
+          ? std::array<int64_t, 3>{CeilDiv(nb * hw * row, kPackBlock), 1, 1}
+          : std::array<int64_t, 3>{CeilDiv(hw, 64), CeilDiv(row, 64), nb};
+  v1::KernelStep* pack =
+      AddGpuStep(plan, "tc_pack_act", source, grid, kPackBlock);
   AddBuffer(pack, src);
   AddBuffer(pack, v1::BUFFER_WORKSPACE, at);
   for (int64_t v : {n0, nb, p.groups, c, cp, hw}) pack->add_scalars(v);
@@ -179,12 +193,14 @@ void AddPackStep(const ConvProblem& p, int source, v1::BufferRole src, int64_t a
 // The largest tile that still gives kTargetBlocks, among those not mostly
 // padding; else the one with the most blocks. `blocks` counts a config's.
 template <size_t kCount, typename BlockCount>
-PerfConfig LargestFilling(const std::array<int64_t, 6> (&configs)[kCount], int64_t cp, int64_t rows,
-                          int64_t cols, BlockCount blocks) {
+PerfConfig LargestFilling(const std::array<int64_t, 6> (&configs)[kCount],
+                          int64_t cp, int64_t rows, int64_t cols,
+                          BlockCount blocks) {
   const std::array<int64_t, 6>* best = &configs[kCount - 1];
   int64_t best_blocks = 0;
   for (const auto& c : configs) {
-    if (cp % c[2] != 0 || (c[0] > 64 && c[0] >= 2 * rows) || (c[1] > 64 && c[1] >= 2 * cols)) {
+    if (cp % c[2] != 0 || (c[0] > 64 && c[0] >= 2 * rows) ||
+        (c[1] > 64 && c[1] >= 2 * cols)) {
       continue;
     }
     const PerfConfig config(c.begin(), c.end());
@@ -198,7 +214,9 @@ PerfConfig LargestFilling(const std::array<int64_t, 6> (&configs)[kCount], int64
 class GpuTensorCorePipelined final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuTensorCorePipelinedId; }
-  absl::string_view name() const override { return "gpu_tensor_core_pipelined"; }
+  absl::string_view name() const override {
+    return "gpu_tensor_core_pipelined";
+  }
   v1::AlgorithmFamily family() const override { return v1::IMPLICIT_GEMM; }
   bool dynamic() const override { return true; }
 
@@ -208,40 +226,46 @@ class GpuTensorCorePipelined final : public GpuSolver {
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.type == DataType::kFp32) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("type: ", name(), " needs fp16 or bf16 data (got FP32)"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "type: ", name(), " needs fp16 or bf16 data (got FP32)"));
     }
     if (p.is_3d()) {
-      return absl::FailedPreconditionError(absl::StrCat("spatial_dims: ", name(), " is 2-D only"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("spatial_dims: ", name(), " is 2-D only"));
     }
-    if (p.direction == Direction::kBackwardData && (p.stride[1] != 1 || p.stride[2] != 1)) {
-      return absl::FailedPreconditionError(absl::StrCat("stride: ", name(),
-                                                        " needs stride 1 for backward data, got ",
-                                                        p.stride[1], "x", p.stride[2]));
+    if (p.direction == Direction::kBackwardData &&
+        (p.stride[1] != 1 || p.stride[2] != 1)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "stride: ", name(), " needs stride 1 for backward data, got ",
+          p.stride[1], "x", p.stride[2]));
     }
-    int64_t chunk, largest;  // images per chunk; the most elements a kernel indexes
+    int64_t chunk,
+        largest;  // images per chunk; the most elements a kernel indexes
     if (p.direction == Direction::kBackwardWeights) {
       const WrwGeometry g = MakeWrwGeometry(p);
       chunk = g.chunk;
-      largest =
-          std::max({g.pack_x ? 0 : p.x_elements(), g.pack_dy ? 0 : p.y_elements(), g.kg * g.cols});
+      largest = std::max({g.pack_x ? 0 : p.x_elements(),
+                          g.pack_dy ? 0 : p.y_elements(), g.kg * g.cols});
     } else {
       const Geometry g = MakeGeometry(p);
       chunk = g.chunk;
       const bool fwd = p.direction == Direction::kForward;
-      largest = std::max({fwd ? p.y_elements() : p.x_elements(),
-                          g.pack_src ? 0 : (fwd ? p.x_elements() : p.y_elements()),
-                          g.groups * g.co * g.fh * g.fw * g.cp,
-                          CeilDiv(chunk * g.dst_h * g.dst_w, 64) * CeilDiv(g.co, 64)});
+      largest = std::max(
+          {fwd ? p.y_elements() : p.x_elements(),
+           g.pack_src ? 0 : (fwd ? p.x_elements() : p.y_elements()),
+           g.groups * g.co * g.fh * g.fw * g.cp,
+           CeilDiv(chunk * g.dst_h * g.dst_w, 64) * CeilDiv(g.co, 64)});
     }
     if (chunk < 1) {
-      return absl::FailedPreconditionError(absl::StrCat("workspace: ", name(), " needs more than ",
-                                                        kWorkspaceBudget >> 20,
-                                                        " MiB of workspace for a single image"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "workspace: ", name(), " needs more than ", kWorkspaceBudget >> 20,
+          " MiB of workspace for a single image"));
     }
     if (largest > kMaxIndex32 || p.groups > kMaxGridY) {
       return absl::FailedPreconditionError(absl::StrCat(
-          name(), " indexes a chunk in 32 bits and launches groups on a 16-bit grid axis: ",
+          name(),
+          " indexes a chunk in 32 bits and launches groups on a 16-bit grid "
+          "axis: ",
           largest, " elements and ", p.groups, " groups are too many"));
     }
     return absl::OkStatus();
@@ -255,7 +279,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     std::vector<PerfConfig> space;
     if (p.direction == Direction::kBackwardWeights) {
-      for (const auto& c : kWrwConfigs) space.push_back(PerfConfig(c.begin(), c.end()));
+      for (const auto& c : kWrwConfigs)
+        space.push_back(PerfConfig(c.begin(), c.end()));
       return space;
     }
     const int64_t cp = MakeGeometry(p).cp;
@@ -268,33 +293,40 @@ class GpuTensorCorePipelined final : public GpuSolver {
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     if (p.direction == Direction::kBackwardWeights) {
       const WrwGeometry g = MakeWrwGeometry(p);
-      return LargestFilling(kWrwConfigs, g.cp, g.kg, g.cols, [&](const PerfConfig& c) {
-        return CeilDiv(g.kg, c[0]) * CeilDiv(g.cols, c[1]) * g.groups * g.splits;
-      });
+      return LargestFilling(
+          kWrwConfigs, g.cp, g.kg, g.cols, [&](const PerfConfig& c) {
+            return CeilDiv(g.kg, c[0]) * CeilDiv(g.cols, c[1]) * g.groups *
+                   g.splits;
+          });
     }
     const Geometry g = MakeGeometry(p);
-    return LargestFilling(kConfigs, g.cp, g.chunk * g.dst_h * g.dst_w, g.co,
-                          [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); });
+    return LargestFilling(
+        kConfigs, g.cp, g.chunk * g.dst_h * g.dst_w, g.co,
+        [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); });
   }
 
   // The products of the padded channels; relative to the fp32 peak, tensor
   // cores run them several times faster.
   double EstimatedFlops(const ConvProblem& p) const override {
-    const int64_t padded =
-        p.direction == Direction::kBackwardWeights ? MakeWrwGeometry(p).cp : MakeGeometry(p).cp;
-    const int64_t reduced =
-        p.direction == Direction::kBackwardData ? p.k_per_group() : p.c_per_group();
-    return Solver::EstimatedFlops(p) * static_cast<double>(padded) / static_cast<double>(reduced);
+    const int64_t padded = p.direction == Direction::kBackwardWeights
+                               ? MakeWrwGeometry(p).cp
+                               : MakeGeometry(p).cp;
+    const int64_t reduced = p.direction == Direction::kBackwardData
+                                ? p.k_per_group()
+                                : p.c_per_group();
+    return Solver::EstimatedFlops(p) * static_cast<double>(padded) /
+           static_cast<double>(reduced);
   }
   double Efficiency(const ConvProblem& p) const override { return 3.0; }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     v1::ExecutionPlan plan = NewPlan(p, config);
     std::vector<std::string> options = ProblemOptions(p);
     const char* names[] = {"BM", "BN", "BK", "WM", "WN", "CT_STAGES"};
-    for (int i = 0; i < 6; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
+    for (int i = 0; i < 6; ++i)
+      options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
     const int source = AddSource(&plan, "conv_tc.cu", options);
     if (p.direction == Direction::kBackwardWeights) {
       AddWrwSteps(p, config, source, &plan);
@@ -312,12 +344,13 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int64_t es = ElementBytes(p.type);
     if (g.pack_filter) {
       const int64_t count = g.groups * g.co * g.fh * g.fw * g.cp;
-      v1::KernelStep* step = AddGpuStep(plan, "tc_pack_filter", source,
-                                        {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
+      v1::KernelStep* step =
+          AddGpuStep(plan, "tc_pack_filter", source,
+                     {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
       AddBuffer(step, v1::BUFFER_W);
       AddBuffer(step, v1::BUFFER_WORKSPACE);
-      for (int64_t v :
-           {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw, int64_t{!fwd}, g.cp}) {
+      for (int64_t v : {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw,
+                        int64_t{!fwd}, g.cp}) {
         step->add_scalars(v);
       }
     }
@@ -326,10 +359,11 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int64_t src_hw = g.src_h * g.src_w, dst_hw = g.dst_h * g.dst_w;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
-      if (g.pack_src) AddPackStep(p, source, src, g.src_at, n0, nb, g.ci, g.cp, src_hw, plan);
-      v1::KernelStep* step =
-          AddGpuStep(plan, "conv_tc", source, {Blocks(g, nb, config), g.groups, 1},
-                     static_cast<uint32_t>(Threads(config)));
+      if (g.pack_src)
+        AddPackStep(p, source, src, g.src_at, n0, nb, g.ci, g.cp, src_hw, plan);
+      v1::KernelStep* step = AddGpuStep(plan, "conv_tc", source,
+                                        {Blocks(g, nb, config), g.groups, 1},
+                                        static_cast<uint32_t>(Threads(config)));
       step->set_shared_bytes(static_cast<uint32_t>(SharedBytes(p, config)));
       if (g.pack_src) {
         AddBuffer(step, v1::BUFFER_WORKSPACE, g.src_at);
@@ -342,8 +376,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
         AddBuffer(step, v1::BUFFER_W);
       }
       AddBuffer(step, dst, n0 * dst_hw * g.groups * g.co * es);
-      for (int64_t v : {nb, g.src_h, g.src_w, g.groups, g.cp, g.co, g.dst_h, g.dst_w, g.fh, g.fw,
-                        g.ph, g.pw, g.sh, g.sw, g.dh, g.dw}) {
+      for (int64_t v :
+           {nb, g.src_h, g.src_w, g.groups, g.cp, g.co, g.dst_h, g.dst_w, g.fh,
+            g.fw, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw}) {
         step->add_scalars(v);
       }
     }
@@ -356,13 +391,17 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
-      if (g.pack_x) AddPackStep(p, source, v1::BUFFER_X, g.x_at, n0, nb, g.cg, g.cp, hw, plan);
+      if (g.pack_x)
+        AddPackStep(p, source, v1::BUFFER_X, g.x_at, n0, nb, g.cg, g.cp, hw,
+                    plan);
       if (g.pack_dy) {
-        AddPackStep(p, source, v1::BUFFER_Y, g.dy_at, n0, nb, g.kg, g.kp, ohw, plan);
+        AddPackStep(p, source, v1::BUFFER_Y, g.dy_at, n0, nb, g.kg, g.kp, ohw,
+                    plan);
       }
       v1::KernelStep* step =
           AddGpuStep(plan, "conv_tc_wrw", source,
-                     {CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]), g.groups, g.splits},
+                     {CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]),
+                      g.groups, g.splits},
                      static_cast<uint32_t>(Threads(config)));
       step->set_shared_bytes(static_cast<uint32_t>(SharedBytes(p, config)));
       if (g.pack_x) {
@@ -377,16 +416,19 @@ class GpuTensorCorePipelined final : public GpuSolver {
       }
       AddBuffer(step, v1::BUFFER_WORKSPACE);
       for (int64_t v :
-           {nb, g.h, g.w, g.groups, g.cp, g.kg, g.kp, g.oh, g.ow, g.fh, g.fw, p.pad[1], p.pad[2],
-            p.stride[1], p.stride[2], p.dilation[1], p.dilation[2], g.splits, int64_t{n0 > 0}}) {
+           {nb, g.h, g.w, g.groups, g.cp, g.kg, g.kp, g.oh, g.ow, g.fh, g.fw,
+            p.pad[1], p.pad[2], p.stride[1], p.stride[2], p.dilation[1],
+            p.dilation[2], g.splits, int64_t{n0 > 0}}) {
         step->add_scalars(v);
       }
     }
-    v1::KernelStep* reduce = AddGpuStep(plan, "tc_wrw_reduce", source,
-                                        {CeilDiv(p.w_elements(), kPackBlock), 1, 1}, kPackBlock);
+    v1::KernelStep* reduce =
+        AddGpuStep(plan, "tc_wrw_reduce", source,
+                   {CeilDiv(p.w_elements(), kPackBlock), 1, 1}, kPackBlock);
     AddBuffer(reduce, v1::BUFFER_WORKSPACE);
     AddBuffer(reduce, v1::BUFFER_W);
-    for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits}) reduce->add_scalars(v);
+    for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits})
+      reduce->add_scalars(v);
   }
 };
 

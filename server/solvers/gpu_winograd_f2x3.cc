@@ -40,9 +40,9 @@ constexpr int64_t kMaxSplits = 16;
 constexpr int64_t kMinTilesPerSplit = 128;
 
 // GEMM tiles {BM, BN, BK, TM, TN}, largest first.
-constexpr std::array<int64_t, 5> kTiles[] = {{128, 128, 8, 8, 8}, {128, 64, 8, 8, 4},
-                                             {64, 128, 8, 4, 8},  {64, 64, 8, 4, 4},
-                                             {32, 128, 8, 4, 4},  {32, 32, 16, 4, 4}};
+constexpr std::array<int64_t, 5> kTiles[] = {
+    {128, 128, 8, 8, 8}, {128, 64, 8, 8, 4}, {64, 128, 8, 4, 8},
+    {64, 64, 8, 4, 4},   {32, 128, 8, 4, 4}, {32, 32, 16, 4, 4}};
 
 // One problem as the kernels see it. F and B run a forward-shaped pass from
 // a source (x, or dy for B) with ci channels per group to a destination with
@@ -53,11 +53,11 @@ constexpr std::array<int64_t, 5> kTiles[] = {{128, 128, 8, 8, 8}, {128, 64, 8, 8
 struct Geometry {
   int64_t groups, ci, co;
   int64_t src_h, src_w, dst_h, dst_w;  // W: x and dy
-  int64_t ph, pw;                      // a source tile starts at (2 th - ph, 2 tw - pw)
-  int64_t tiles_h, tiles_w;            // per image, over the destination (W: dy)
-  int64_t m;                           // outputs per tile side: F(m x m, 3x3)
-  int64_t positions;                   // of a transformed tile: (m + 2)^2
-  int64_t tile_bytes;                  // of an element of U, V and W's tiles
+  int64_t ph, pw;            // a source tile starts at (2 th - ph, 2 tw - pw)
+  int64_t tiles_h, tiles_w;  // per image, over the destination (W: dy)
+  int64_t m;                 // outputs per tile side: F(m x m, 3x3)
+  int64_t positions;         // of a transformed tile: (m + 2)^2
+  int64_t tile_bytes;        // of an element of U, V and W's tiles
   int64_t splits;
   int64_t chunk;  // images per chunk; 0 when one image does not fit the budget
   int64_t src_at, dst_at, bytes;
@@ -68,16 +68,20 @@ struct Geometry {
 // values by up to 100 or so, which fp32 absorbs; 16-bit tiles, backward
 // weights and wino_gemm stay at F(2x2, 3x3).
 int64_t OutputTile(const ConvProblem& p, bool blas) {
-  return blas && p.type == DataType::kFp32 && p.direction != Direction::kBackwardWeights ? 4
-                                                                                          : 2;
+  return blas && p.type == DataType::kFp32 &&
+                 p.direction != Direction::kBackwardWeights
+             ? 4
+             : 2;
 }
 
 int64_t WrwSplits(const ConvProblem& p, int64_t tiles) {
-  const int64_t blocks =
-      CeilDiv(p.k_per_group(), 64) * CeilDiv(p.c_per_group(), 64) * kPositions * p.groups;
-  int64_t s = std::clamp<int64_t>(CeilDiv(kTargetBlocks, blocks), 1, kMaxSplits);
+  const int64_t blocks = CeilDiv(p.k_per_group(), 64) *
+                         CeilDiv(p.c_per_group(), 64) * kPositions * p.groups;
+  int64_t s =
+      std::clamp<int64_t>(CeilDiv(kTargetBlocks, blocks), 1, kMaxSplits);
   s = std::min(s, std::max<int64_t>(1, tiles / kMinTilesPerSplit));
-  return std::min(s, std::max<int64_t>(1, kMaxGridYZ / (kPositions * p.groups)));
+  return std::min(s,
+                  std::max<int64_t>(1, kMaxGridYZ / (kPositions * p.groups)));
 }
 
 // The tiles a chunk of nb images lays out: W rounds them up to whole runs.
@@ -89,12 +93,14 @@ int64_t LaidOutTiles(const Geometry& g, int64_t nb) {
 void LayOut(const ConvProblem& p, int64_t nb, Geometry* g) {
   const bool wrw = p.direction == Direction::kBackwardWeights;
   const int64_t tiles = LaidOutTiles(*g, nb);
-  const int64_t fixed = wrw ? g->splits * g->positions * g->groups * g->ci * g->co * kFloatBytes
-                            : g->positions * g->groups * g->ci * g->co * g->tile_bytes;
+  const int64_t fixed =
+      wrw ? g->splits * g->positions * g->groups * g->ci * g->co * kFloatBytes
+          : g->positions * g->groups * g->ci * g->co * g->tile_bytes;
   g->src_at = AlignWorkspace(fixed);
-  g->dst_at = AlignWorkspace(g->src_at + g->positions * g->groups * g->ci * tiles * g->tile_bytes);
-  g->bytes =
-      g->dst_at + g->positions * g->groups * g->co * tiles * (wrw ? g->tile_bytes : kFloatBytes);
+  g->dst_at = AlignWorkspace(g->src_at + g->positions * g->groups * g->ci *
+                                             tiles * g->tile_bytes);
+  g->bytes = g->dst_at + g->positions * g->groups * g->co * tiles *
+                             (wrw ? g->tile_bytes : kFloatBytes);
 }
 
 Geometry MakeGeometry(const ConvProblem& p, bool blas) {
@@ -126,7 +132,8 @@ Geometry MakeGeometry(const ConvProblem& p, bool blas) {
     return g;
   }
   const int64_t per_image = g.bytes - g.src_at;
-  g.chunk = std::min(p.n, std::max<int64_t>(1, (kWorkspaceBudget - g.src_at) / per_image));
+  g.chunk = std::min(
+      p.n, std::max<int64_t>(1, (kWorkspaceBudget - g.src_at) / per_image));
   for (LayOut(p, g.chunk, &g); g.chunk > 1 && g.bytes > kWorkspaceBudget;) {
     LayOut(p, --g.chunk, &g);
   }
@@ -145,11 +152,13 @@ GemmShape MainGemm(const ConvProblem& p, const Geometry& g) {
   return {g.co, g.chunk * g.tiles_h * g.tiles_w, g.positions * g.groups};
 }
 
-void AddTransform(v1::ExecutionPlan* plan, int source, absl::string_view kernel, int64_t items,
-                  v1::BufferRole in, int64_t in_at, v1::BufferRole out, int64_t out_at,
+void AddTransform(v1::ExecutionPlan* plan, int source, absl::string_view kernel,
+                  int64_t items, v1::BufferRole in, int64_t in_at,
+                  v1::BufferRole out, int64_t out_at,
                   std::initializer_list<int64_t> scalars) {
   v1::KernelStep* step =
-      AddGpuStep(plan, kernel, source, {CeilDiv(items, kTransformBlock), 1, 1}, kTransformBlock);
+      AddGpuStep(plan, kernel, source, {CeilDiv(items, kTransformBlock), 1, 1},
+                 kTransformBlock);
   AddBuffer(step, in, in_at);
   AddBuffer(step, out, out_at);
   for (int64_t s : scalars) step->add_scalars(s);
@@ -157,22 +166,26 @@ void AddTransform(v1::ExecutionPlan* plan, int source, absl::string_view kernel,
 
 // C (+)= A B over the workspace regions at a_at, b_at, c_at (bytes), on
 // wino_gemm with tile `c`. `red` is the reduction per matrix.
-void AddFmaGemm(v1::ExecutionPlan* plan, int source, const PerfConfig& c, int64_t a_at,
-                int64_t b_at, int64_t c_at, GemmShape s, int64_t red, bool accumulate) {
+void AddFmaGemm(v1::ExecutionPlan* plan, int source, const PerfConfig& c,
+                int64_t a_at, int64_t b_at, int64_t c_at, GemmShape s,
+                int64_t red, bool accumulate) {
   const int64_t threads = (c[0] / c[3]) * (c[1] / c[4]);
-  v1::KernelStep* step = AddGpuStep(plan, "wino_gemm", source,
-                                    {CeilDiv(s.cols, c[1]), CeilDiv(s.rows, c[0]), s.matrices},
-                                    static_cast<uint32_t>(threads));
+  v1::KernelStep* step =
+      AddGpuStep(plan, "wino_gemm", source,
+                 {CeilDiv(s.cols, c[1]), CeilDiv(s.rows, c[0]), s.matrices},
+                 static_cast<uint32_t>(threads));
   AddBuffer(step, v1::BUFFER_WORKSPACE, a_at);
   AddBuffer(step, v1::BUFFER_WORKSPACE, b_at);
   AddBuffer(step, v1::BUFFER_WORKSPACE, c_at);
-  for (int64_t v : {s.rows, s.cols, red, int64_t{accumulate}}) step->add_scalars(v);
+  for (int64_t v : {s.rows, s.cols, red, int64_t{accumulate}})
+    step->add_scalars(v);
 }
 
 // The same product as one "blas.gemm" step. A and B are in the tile type, C
 // in fp32; the orientation of each follows the layouts of conv_winograd.cu.
-void AddBlasGemm(const ConvProblem& p, const Geometry& geo, int64_t a_at, int64_t b_at,
-                 int64_t c_at, GemmShape s, int64_t red, bool accumulate, v1::ExecutionPlan* plan) {
+void AddBlasGemm(const ConvProblem& p, const Geometry& geo, int64_t a_at,
+                 int64_t b_at, int64_t c_at, GemmShape s, int64_t red,
+                 bool accumulate, v1::ExecutionPlan* plan) {
   const bool nhwc = p.layout == Layout::kNHWC;
   const int64_t tb = geo.tile_bytes;
   gpu::BlasGemm g;
@@ -182,7 +195,8 @@ void AddBlasGemm(const ConvProblem& p, const Geometry& geo, int64_t a_at, int64_
   // Each operand's matrices follow one another densely.
   GemmOperand a{v1::BUFFER_WORKSPACE, a_at / tb, 0, 0, tb};
   GemmOperand b{v1::BUFFER_WORKSPACE, b_at / tb, 0, 0, tb};
-  GemmOperand c{v1::BUFFER_WORKSPACE, c_at / kFloatBytes, 0, s.rows * s.cols, kFloatBytes};
+  GemmOperand c{v1::BUFFER_WORKSPACE, c_at / kFloatBytes, 0, s.rows * s.cols,
+                kFloatBytes};
   if (p.direction == Direction::kBackwardWeights) {
     // partial [k][c] = DY X^T over the run's tiles: DY [k][t] and X [c][t]
     // (NCHW) or DY [t][k] and X [t][c] (NHWC).
@@ -216,7 +230,9 @@ class GpuWinogradF2x3 final : public GpuSolver {
  public:
   explicit GpuWinogradF2x3(bool blas) : blas_(blas) {}
 
-  uint32_t id() const override { return blas_ ? kGpuWinogradBlasId : kGpuWinogradF2x3Id; }
+  uint32_t id() const override {
+    return blas_ ? kGpuWinogradBlasId : kGpuWinogradF2x3Id;
+  }
   absl::string_view name() const override {
     return blas_ ? "gpu_winograd_blas" : "gpu_winograd_f2x3";
   }
@@ -228,19 +244,23 @@ class GpuWinogradF2x3 final : public GpuSolver {
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
     if (p.is_3d()) {
-      return absl::FailedPreconditionError(absl::StrCat("spatial_dims: ", name(), " is 2-D only"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("spatial_dims: ", name(), " is 2-D only"));
     }
     if (p.filter[1] != 3 || p.filter[2] != 3) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "filter: ", name(), " needs a 3x3 filter, got ", p.filter[1], "x", p.filter[2]));
+      return absl::FailedPreconditionError(
+          absl::StrCat("filter: ", name(), " needs a 3x3 filter, got ",
+                       p.filter[1], "x", p.filter[2]));
     }
     if (p.stride[1] != 1 || p.stride[2] != 1) {
       return absl::FailedPreconditionError(
-          absl::StrCat("stride: ", name(), " needs stride 1, got ", p.stride[1], "x", p.stride[2]));
+          absl::StrCat("stride: ", name(), " needs stride 1, got ", p.stride[1],
+                       "x", p.stride[2]));
     }
     if (p.dilation[1] != 1 || p.dilation[2] != 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "dilation: ", name(), " needs dilation 1, got ", p.dilation[1], "x", p.dilation[2]));
+      return absl::FailedPreconditionError(
+          absl::StrCat("dilation: ", name(), " needs dilation 1, got ",
+                       p.dilation[1], "x", p.dilation[2]));
     }
     if (absl::Status s = CheckIndex32(p, name()); !s.ok()) return s;
     // wino_gemm's matrices and row blocks (of the smallest tile) are 16-bit
@@ -251,13 +271,13 @@ class GpuWinogradF2x3 final : public GpuSolver {
           absl::StrCat("groups: ", name(),
                        " puts 16 GEMMs per group and their row blocks on "
                        "16-bit grid axes; ",
-                       p.groups, " groups of ", p.c_per_group(), " to ", p.k_per_group(),
-                       " channels are too many"));
+                       p.groups, " groups of ", p.c_per_group(), " to ",
+                       p.k_per_group(), " channels are too many"));
     }
     if (MakeGeometry(p, blas_).chunk < 1) {
-      return absl::FailedPreconditionError(absl::StrCat("workspace: ", name(), " needs more than ",
-                                                        kWorkspaceBudget >> 20,
-                                                        " MiB of workspace for a single image"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "workspace: ", name(), " needs more than ", kWorkspaceBudget >> 20,
+          " MiB of workspace for a single image"));
     }
     return absl::OkStatus();
   }
@@ -269,7 +289,8 @@ class GpuWinogradF2x3 final : public GpuSolver {
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     if (blas_) return {PerfConfig{}};
     std::vector<PerfConfig> space;
-    for (const auto& t : kTiles) space.push_back(PerfConfig(t.begin(), t.end()));
+    for (const auto& t : kTiles)
+      space.push_back(PerfConfig(t.begin(), t.end()));
     return space;
   }
 
@@ -281,8 +302,11 @@ class GpuWinogradF2x3 final : public GpuSolver {
     const std::array<int64_t, 5>* best = &kTiles[std::size(kTiles) - 1];
     int64_t best_blocks = 0;
     for (const auto& t : kTiles) {
-      if ((t[0] > 32 && t[0] >= 2 * s.rows) || (t[1] > 32 && t[1] >= 2 * s.cols)) continue;
-      const int64_t blocks = CeilDiv(s.rows, t[0]) * CeilDiv(s.cols, t[1]) * s.matrices;
+      if ((t[0] > 32 && t[0] >= 2 * s.rows) ||
+          (t[1] > 32 && t[1] >= 2 * s.cols))
+        continue;
+      const int64_t blocks =
+          CeilDiv(s.rows, t[0]) * CeilDiv(s.cols, t[1]) * s.matrices;
       if (blocks >= kTargetBlocks) return PerfConfig(t.begin(), t.end());
       if (blocks > best_blocks) best = &t, best_blocks = blocks;
     }
@@ -305,18 +329,20 @@ class GpuWinogradF2x3 final : public GpuSolver {
     return p.type == DataType::kFp32 ? 0.45 : 1.0;
   }
 
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     v1::ExecutionPlan plan = NewPlan(p, config);
     const Geometry g = MakeGeometry(p, blas_);
     std::vector<std::string> options = ProblemOptions(p);
     if (blas_) {
-      options.push_back(absl::StrCat("-DCT_TILE16=", p.type == DataType::kFp32 ? 0 : 1));
+      options.push_back(
+          absl::StrCat("-DCT_TILE16=", p.type == DataType::kFp32 ? 0 : 1));
       if (g.m != 2) options.push_back(absl::StrCat("-DCT_WINO_M=", g.m));
     } else {
       const char* names[] = {"CT_BM", "CT_BN", "CT_BK", "CT_TM", "CT_TN"};
-      for (int i = 0; i < 5; ++i) options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
+      for (int i = 0; i < 5; ++i)
+        options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
     }
     const int source = AddSource(&plan, "conv_winograd.cu", options);
     if (p.direction == Direction::kBackwardWeights) {
@@ -328,8 +354,9 @@ class GpuWinogradF2x3 final : public GpuSolver {
   }
 
  private:
-  void AddGemm(const ConvProblem& p, const Geometry& g, const PerfConfig& config, int source,
-               int64_t a_at, int64_t b_at, int64_t c_at, GemmShape s, int64_t red, bool accumulate,
+  void AddGemm(const ConvProblem& p, const Geometry& g,
+               const PerfConfig& config, int source, int64_t a_at, int64_t b_at,
+               int64_t c_at, GemmShape s, int64_t red, bool accumulate,
                v1::ExecutionPlan* plan) const {
     if (blas_) {
       AddBlasGemm(p, g, a_at, b_at, c_at, s, red, accumulate, plan);
@@ -339,46 +366,54 @@ class GpuWinogradF2x3 final : public GpuSolver {
   }
 
   // F and B: U once, then input transform, GEMM and output transform per chunk.
-  void AddSteps(const ConvProblem& p, const Geometry& g, const PerfConfig& config, int source,
+  void AddSteps(const ConvProblem& p, const Geometry& g,
+                const PerfConfig& config, int source,
                 v1::ExecutionPlan* plan) const {
     const bool fwd = p.direction == Direction::kForward;
     const v1::BufferRole src = fwd ? v1::BUFFER_X : v1::BUFFER_Y;
     const v1::BufferRole dst = fwd ? v1::BUFFER_Y : v1::BUFFER_X;
-    AddTransform(plan, source, "wino_filter", g.groups * g.ci * g.co, v1::BUFFER_W, 0,
-                 v1::BUFFER_WORKSPACE, 0, {g.groups, g.ci, g.co});
+    AddTransform(plan, source, "wino_filter", g.groups * g.ci * g.co,
+                 v1::BUFFER_W, 0, v1::BUFFER_WORKSPACE, 0,
+                 {g.groups, g.ci, g.co});
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
       const int64_t tiles = nb * g.tiles_h * g.tiles_w;
       AddTransform(plan, source, "wino_input", g.groups * g.ci * tiles, src, 0,
                    v1::BUFFER_WORKSPACE, g.src_at,
-                   {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w, 1});
-      AddGemm(p, g, config, source, 0, g.src_at, g.dst_at, {g.co, tiles, g.positions * g.groups},
-              g.ci, false, plan);
-      AddTransform(plan, source, "wino_output", g.groups * g.co * tiles, v1::BUFFER_WORKSPACE,
-                   g.dst_at, dst, 0,
-                   {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w});
+                   {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw,
+                    g.tiles_h, g.tiles_w, 1});
+      AddGemm(p, g, config, source, 0, g.src_at, g.dst_at,
+              {g.co, tiles, g.positions * g.groups}, g.ci, false, plan);
+      AddTransform(
+          plan, source, "wino_output", g.groups * g.co * tiles,
+          v1::BUFFER_WORKSPACE, g.dst_at, dst, 0,
+          {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w});
     }
   }
 
   // W: per chunk the x and dy transforms (in runs of tiles, one per split)
   // and the GEMM adding to the partial sums; then dw from the partials.
-  void AddWrwSteps(const ConvProblem& p, const Geometry& g, const PerfConfig& config, int source,
+  void AddWrwSteps(const ConvProblem& p, const Geometry& g,
+                   const PerfConfig& config, int source,
                    v1::ExecutionPlan* plan) const {
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
       const int64_t tiles = LaidOutTiles(g, nb);
-      AddTransform(
-          plan, source, "wino_input", g.groups * g.ci * tiles, v1::BUFFER_X, 0,
-          v1::BUFFER_WORKSPACE, g.src_at,
-          {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw, g.tiles_h, g.tiles_w, g.splits});
-      AddTransform(plan, source, "wino_dy", g.groups * g.co * tiles, v1::BUFFER_Y, 0,
-                   v1::BUFFER_WORKSPACE, g.dst_at,
-                   {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h, g.tiles_w, g.splits});
+      AddTransform(plan, source, "wino_input", g.groups * g.ci * tiles,
+                   v1::BUFFER_X, 0, v1::BUFFER_WORKSPACE, g.src_at,
+                   {n0, nb, g.groups, g.ci, g.src_h, g.src_w, g.ph, g.pw,
+                    g.tiles_h, g.tiles_w, g.splits});
+      AddTransform(plan, source, "wino_dy", g.groups * g.co * tiles,
+                   v1::BUFFER_Y, 0, v1::BUFFER_WORKSPACE, g.dst_at,
+                   {n0, nb, g.groups, g.co, g.dst_h, g.dst_w, g.tiles_h,
+                    g.tiles_w, g.splits});
       AddGemm(p, g, config, source, g.dst_at, g.src_at, 0,
-              {g.co, g.ci, g.positions * g.groups * g.splits}, tiles / g.splits, n0 > 0, plan);
+              {g.co, g.ci, g.positions * g.groups * g.splits}, tiles / g.splits,
+              n0 > 0, plan);
     }
-    AddTransform(plan, source, "wino_wrw_output", g.groups * g.co * g.ci, v1::BUFFER_WORKSPACE, 0,
-                 v1::BUFFER_W, 0, {g.groups, g.co, g.ci, g.splits});
+    AddTransform(plan, source, "wino_wrw_output", g.groups * g.co * g.ci,
+                 v1::BUFFER_WORKSPACE, 0, v1::BUFFER_W, 0,
+                 {g.groups, g.co, g.ci, g.splits});
   }
 
   const bool blas_;

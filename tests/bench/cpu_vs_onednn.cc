@@ -10,12 +10,11 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu_device.h"
 #include "kernels/driver_line.h"
@@ -36,19 +35,21 @@ double MedianMs(const std::function<void()>& run, int repeats) {
   for (int i = 0; i < repeats; ++i) {
     const auto a = std::chrono::steady_clock::now();
     run();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a)
+    t.push_back(std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - a)
                     .count());
   }
   std::sort(t.begin(), t.end());
-  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  return t.size() % 2 ? t[t.size() / 2]
+                      : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
 }
 
 struct OneDnnConv {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   dnnl::convolution_forward prim;
-  dnnl::memory src, wei, dst;         // user memory, NCHW / OIHW
-  dnnl::memory src_i, wei_i, dst_i;   // the primitive's chosen layouts
+  dnnl::memory src, wei, dst;        // user memory, NCHW / OIHW
+  dnnl::memory src_i, wei_i, dst_i;  // the primitive's chosen layouts
 
   // `any_layout`: let oneDNN choose blocked layouts (reorders not timed).
   OneDnnConv(const ConvProblem& p, float* x, float* w, bool any_layout) {
@@ -62,8 +63,8 @@ struct OneDnnConv {
     const dnnl::memory::dims pad_l = {p.pad[1], p.pad[2]};
     dnnl::memory::dims pad_r(2);
     for (int a = 0; a < 2; ++a) {
-      pad_r[a] = (yd[2 + a] - 1) * strides[a] + (dil[a] + 1) * (wd[2 + a] - 1) + 1 -
-                 xd[2 + a] - pad_l[a];
+      pad_r[a] = (yd[2 + a] - 1) * strides[a] + (dil[a] + 1) * (wd[2 + a] - 1) +
+                 1 - xd[2 + a] - pad_l[a];
     }
     src = dnnl::memory({xd, dt::f32, tag::nchw}, engine, x);
     wei = dnnl::memory({wd, dt::f32, tag::oihw}, engine, w);
@@ -71,19 +72,27 @@ struct OneDnnConv {
     const tag t = any_layout ? tag::any : tag::nchw;
     dnnl::convolution_forward::desc d(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_auto,
-        {xd, dt::f32, t}, {wd, dt::f32, any_layout ? tag::any : tag::oihw}, {yd, dt::f32, t},
-        strides, dil, pad_l, pad_r);
+        {xd, dt::f32, t}, {wd, dt::f32, any_layout ? tag::any : tag::oihw},
+        {yd, dt::f32, t}, strides, dil, pad_l, pad_r);
     dnnl::convolution_forward::primitive_desc pd(d, engine);
     prim = dnnl::convolution_forward(pd);
-    src_i = pd.src_desc() == src.get_desc() ? src : dnnl::memory(pd.src_desc(), engine);
-    wei_i = pd.weights_desc() == wei.get_desc() ? wei : dnnl::memory(pd.weights_desc(), engine);
-    dst_i = pd.dst_desc() == dst.get_desc() ? dst : dnnl::memory(pd.dst_desc(), engine);
+    src_i = pd.src_desc() == src.get_desc()
+                ? src
+                : dnnl::memory(pd.src_desc(), engine);
+    wei_i = pd.weights_desc() == wei.get_desc()
+                ? wei
+                : dnnl::memory(pd.weights_desc(), engine);
+    dst_i = pd.dst_desc() == dst.get_desc()
+                ? dst
+                : dnnl::memory(pd.dst_desc(), engine);
     if (src_i != src) dnnl::reorder(src, src_i).execute(stream, src, src_i);
     if (wei_i != wei) dnnl::reorder(wei, wei_i).execute(stream, wei, wei_i);
     stream.wait();
   }
   void Run() {
-    prim.execute(stream, {{DNNL_ARG_SRC, src_i}, {DNNL_ARG_WEIGHTS, wei_i}, {DNNL_ARG_DST, dst_i}});
+    prim.execute(stream, {{DNNL_ARG_SRC, src_i},
+                          {DNNL_ARG_WEIGHTS, wei_i},
+                          {DNNL_ARG_DST, dst_i}});
     stream.wait();
   }
   // The output in NCHW.
@@ -97,7 +106,8 @@ struct OneDnnConv {
 };
 
 int Main(int argc, char** argv) {
-  std::string file = std::string(CONVTUNE_SOURCE_DIR) + "/deploy/problems/resnet50_b1.txt";
+  std::string file =
+      std::string(CONVTUNE_SOURCE_DIR) + "/deploy/problems/resnet50_b1.txt";
   int repeats = 15;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -114,8 +124,10 @@ int Main(int argc, char** argv) {
   }
   CpuDevice device;
   std::mt19937_64 rng(std::random_device{}());
-  std::printf("| layer | best convtune solver | convtune ms | oneDNN NCHW ms | oneDNN blocked ms "
-              "| speed vs NCHW | speed vs blocked |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| layer | best convtune solver | convtune ms | oneDNN NCHW ms | oneDNN "
+      "blocked ms "
+      "| speed vs NCHW | speed vs blocked |\n|---|---|---|---|---|---|---|\n");
   double ours_total = 0, dnnl_total = 0, blocked_total = 0;
   std::string line;
   while (std::getline(in, line)) {
@@ -126,11 +138,12 @@ int Main(int argc, char** argv) {
       return 1;
     }
     for (const ConvProblem& p : *problems) {
-      if (p.direction != Direction::kForward || p.type != DataType::kFp32 || p.is_3d() ||
-          p.groups != 1 || p.layout != Layout::kNCHW) {
+      if (p.direction != Direction::kForward || p.type != DataType::kFp32 ||
+          p.is_3d() || p.groups != 1 || p.layout != Layout::kNCHW) {
         continue;
       }
-      std::vector<float> x(p.x_elements()), w(p.w_elements()), y(p.y_elements());
+      std::vector<float> x(p.x_elements()), w(p.w_elements()),
+          y(p.y_elements());
       FillRandom(x.data(), p.type, p.x_elements(), rng);
       FillRandom(w.data(), p.type, p.w_elements(), rng);
       double best = 1e30;
@@ -141,10 +154,12 @@ int Main(int argc, char** argv) {
         auto plan = s->MakePlan(p, s->DefaultConfig(p));
         if (!plan.ok()) continue;
         std::vector<char> ws(std::max<int64_t>(1, s->WorkspaceBytes(p)));
-        PlanBuffers b{x.data(), w.data(), y.data(), ws.data(), static_cast<int64_t>(ws.size())};
+        PlanBuffers b{x.data(), w.data(), y.data(), ws.data(),
+                      static_cast<int64_t>(ws.size())};
         bool ok = true;
-        const double ms = MedianMs([&] { ok = ok && ExecutePlan(device, *plan, b).ok(); },
-                                   s->id() == 1 ? 3 : repeats);
+        const double ms =
+            MedianMs([&] { ok = ok && ExecutePlan(device, *plan, b).ok(); },
+                     s->id() == 1 ? 3 : repeats);
         if (ok && ms < best) {
           best = ms;
           best_name = std::string(s->name());
@@ -159,23 +174,26 @@ int Main(int argc, char** argv) {
       const float* ref = plain.Output();
       double max_err = 0;
       for (size_t i = 0; i < best_y.size(); ++i) {
-        max_err = std::max(max_err, static_cast<double>(std::fabs(best_y[i] - ref[i])));
+        max_err = std::max(max_err,
+                           static_cast<double>(std::fabs(best_y[i] - ref[i])));
       }
       if (max_err > 1e-2) {
-        std::cerr << "outputs disagree on " << ProblemKey(p) << ": " << max_err << "\n";
+        std::cerr << "outputs disagree on " << ProblemKey(p) << ": " << max_err
+                  << "\n";
         return 1;
       }
       ours_total += best;
       dnnl_total += dnnl_ms;
       blocked_total += blocked_ms;
-      std::printf("| %s | %s | %.3f | %.3f | %.3f | %.2fx | %.2fx |\n", ProblemKey(p).c_str(),
-                  best_name.c_str(), best, dnnl_ms, blocked_ms, dnnl_ms / best,
-                  blocked_ms / best);
+      std::printf("| %s | %s | %.3f | %.3f | %.3f | %.2fx | %.2fx |\n",
+                  ProblemKey(p).c_str(), best_name.c_str(), best, dnnl_ms,
+                  blocked_ms, dnnl_ms / best, blocked_ms / best);
       std::fflush(stdout);
     }
   }
-  std::printf("| **total** | | %.3f | %.3f | %.3f | %.2fx | %.2fx |\n", ours_total, dnnl_total,
-              blocked_total, dnnl_total / ours_total, blocked_total / ours_total);
+  std::printf("| **total** | | %.3f | %.3f | %.3f | %.2fx | %.2fx |\n",
+              ours_total, dnnl_total, blocked_total, dnnl_total / ours_total,
+              blocked_total / ours_total);
   return 0;
 }
 

@@ -4,7 +4,8 @@
 //   3. warm find throughput with N concurrent clients (own channels).
 // Prints Markdown.
 //
-// usage: bench_find_service [--file FILE] [--requests N] [--clients N] [--seconds S]
+// usage: bench_find_service [--file FILE] [--requests N] [--clients N]
+// [--seconds S]
 #include <signal.h>
 
 #include <algorithm>
@@ -28,7 +29,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+double Us(Clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
 
 double Percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -48,7 +51,8 @@ std::vector<ConvProblem> ReadProblems(const std::string& file) {
 }
 
 int Main(int argc, char** argv) {
-  std::string file = std::string(CONVTUNE_SOURCE_DIR) + "/deploy/problems/resnet50_b1.txt";
+  std::string file =
+      std::string(CONVTUNE_SOURCE_DIR) + "/deploy/problems/resnet50_b1.txt";
   int requests = 20000, clients = 8;
   double seconds = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -66,7 +70,8 @@ int Main(int argc, char** argv) {
   const std::string dir = testing::MakeTempDir("convtune-bench");
   const std::string socket = dir + "/d.sock";
   testing::DaemonProcess daemon;
-  if (!daemon.Start(CONVTUNED_PATH, {"--socket", socket, "--db", dir + "/db"}, dir + "/log") ||
+  if (!daemon.Start(CONVTUNED_PATH, {"--socket", socket, "--db", dir + "/db"},
+                    dir + "/log") ||
       !daemon.WaitServing(socket)) {
     std::cerr << "convtuned did not start: " << daemon.log() << "\n";
     return 1;
@@ -77,8 +82,11 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
-  std::printf("## Cold find per layer (%s)\n\n| layer | solvers | best | best ms | find s |\n"
-              "|---|---|---|---|---|\n", std::filesystem::path(file).filename().c_str());
+  std::printf(
+      "## Cold find per layer (%s)\n\n| layer | solvers | best | best ms | "
+      "find s |\n"
+      "|---|---|---|---|---|\n",
+      std::filesystem::path(file).filename().c_str());
   double cold_total = 0;
   for (const ConvProblem& p : problems) {
     const auto t0 = Clock::now();
@@ -89,8 +97,9 @@ int Main(int argc, char** argv) {
       return 1;
     }
     cold_total += s;
-    std::printf("| %s | %d | %s | %.3f | %.2f |\n", r->problem_key().c_str(), r->results_size(),
-                r->results(0).solver_name().c_str(), r->results(0).time_ms(), s);
+    std::printf("| %s | %d | %s | %.3f | %.2f |\n", r->problem_key().c_str(),
+                r->results_size(), r->results(0).solver_name().c_str(),
+                r->results(0).time_ms(), s);
     std::fflush(stdout);
   }
   std::printf("| **total** | | | | %.1f |\n\n", cold_total);
@@ -107,11 +116,13 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("## Warm find (FindDb hit), one client, %d requests\n\n"
-              "| p50 us | p99 us | p99.9 us | mean us |\n|---|---|---|---|\n"
-              "| %.1f | %.1f | %.1f | %.1f |\n\n",
-              requests, Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(lat, 0.999),
-              std::accumulate(lat.begin(), lat.end(), 0.0) / lat.size());
+  std::printf(
+      "## Warm find (FindDb hit), one client, %d requests\n\n"
+      "| p50 us | p99 us | p99.9 us | mean us |\n|---|---|---|---|\n"
+      "| %.1f | %.1f | %.1f | %.1f |\n\n",
+      requests, Percentile(lat, 0.5), Percentile(lat, 0.99),
+      Percentile(lat, 0.999),
+      std::accumulate(lat.begin(), lat.end(), 0.0) / lat.size());
 
   // Throughput: each client its own channel (a separate connection).
   std::atomic<int64_t> done{0}, failed{0};
@@ -130,7 +141,8 @@ int Main(int argc, char** argv) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connect, warm up
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(500));  // connect, warm up
   const int64_t start_count = done;
   const auto t0 = Clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -138,9 +150,10 @@ int Main(int argc, char** argv) {
   const double elapsed = Us(Clock::now() - t0) / 1e6;
   stop = true;
   for (auto& t : threads) t.join();
-  std::printf("## Warm find throughput, %d concurrent clients, %.0f s\n\n"
-              "| requests/s | failed |\n|---|---|\n| %.0f | %lld |\n",
-              clients, seconds, count / elapsed, static_cast<long long>(failed.load()));
+  std::printf(
+      "## Warm find throughput, %d concurrent clients, %.0f s\n\n"
+      "| requests/s | failed |\n|---|---|\n| %.0f | %lld |\n",
+      clients, seconds, count / elapsed, static_cast<long long>(failed.load()));
   daemon.Stop(SIGTERM);
   std::filesystem::remove_all(dir);
   return failed == 0 ? 0 : 1;

@@ -29,12 +29,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/cpu_device.h"
-#include "server/backend.h"
-#include "server/kernel_builder.h"
 #include "kernels/driver_line.h"
+#include "server/backend.h"
 #include "server/core.h"
 #include "server/heuristics/learned.h"
 #include "server/heuristics/wti.h"
+#include "server/kernel_builder.h"
 #include "storage/records.h"
 
 namespace convtune {
@@ -56,13 +56,16 @@ struct Layer {
 };
 
 // Network name: the file name before "_v" ("Resnet50_v1.5_FP32_BS256.txt").
-std::map<std::string, std::vector<ConvProblem>> ReadNetworks(const Flags& flags) {
+std::map<std::string, std::vector<ConvProblem>> ReadNetworks(
+    const Flags& flags) {
   const char* shared = std::getenv("CONVTUNE_SHARED_DIR");
   const std::filesystem::path dir =
-      std::filesystem::path(shared != nullptr && *shared != '\0' ? shared : CONVTUNE_SHARED_DIR) /
+      std::filesystem::path(
+          shared != nullptr && *shared != '\0' ? shared : CONVTUNE_SHARED_DIR) /
       "problems" / "miopen-perf-models";
   std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files.push_back(e.path());
   std::sort(files.begin(), files.end());
   std::map<std::string, std::vector<ConvProblem>> nets;
   std::map<std::string, std::set<std::string>> seen;
@@ -76,14 +79,16 @@ std::map<std::string, std::vector<ConvProblem>> ReadNetworks(const Flags& flags)
       absl::StatusOr<std::vector<ConvProblem>> ps = ParseDriverLine(line);
       if (!ps.ok()) continue;
       for (ConvProblem p : *ps) {
-        if (!absl::StrContains(flags.directions, DirectionName(p.direction))) continue;
+        if (!absl::StrContains(flags.directions, DirectionName(p.direction)))
+          continue;
         p.n = 1;
         if (seen[net].insert(ProblemKey(p)).second) nets[net].push_back(p);
       }
     }
   }
   for (auto& [net, ps] : nets) {
-    if (flags.max_per_network <= 0 || static_cast<int>(ps.size()) <= flags.max_per_network) {
+    if (flags.max_per_network <= 0 ||
+        static_cast<int>(ps.size()) <= flags.max_per_network) {
       continue;
     }
     std::vector<ConvProblem> even;
@@ -114,13 +119,15 @@ struct Score {
   }
   std::string Cells() const {
     if (layers == 0) return "– | –";
-    return absl::StrFormat("%.1f%% | %.1f%%", 100.0 * within / layers, 100.0 * slowdown / layers);
+    return absl::StrFormat("%.1f%% | %.1f%%", 100.0 * within / layers,
+                           100.0 * slowdown / layers);
   }
 };
 
 std::vector<const Solver*> Candidates(const v1::FindRecord& r) {
   std::vector<const Solver*> out;
-  for (const v1::PerfResult& x : r.results()) out.push_back(SolverRegistry::Default().Find(x.solver_id()));
+  for (const v1::PerfResult& x : r.results())
+    out.push_back(SolverRegistry::Default().Find(x.solver_id()));
   return out;
 }
 
@@ -146,16 +153,18 @@ int Run(const Flags& flags) {
   Device& device = *backend->device;
   std::unique_ptr<KernelBuilder> builder;
   if (backend->compiler != nullptr) {
-    builder = std::make_unique<KernelBuilder>(&device, *backend->compiler, **store,
-                                              device.info().arch);
+    builder = std::make_unique<KernelBuilder>(&device, *backend->compiler,
+                                              **store, device.info().arch);
   }
-  ThreadPool compile("compile", std::max(2u, std::thread::hardware_concurrency())),
+  ThreadPool compile("compile",
+                     std::max(2u, std::thread::hardware_concurrency())),
       bench("bench", 1);
   Core::Options options;
   options.timing.min_repeats = 2;
   options.timing.budget_ms = flags.budget_ms;
-  Core engine(device, SolverRegistry::Default(), **store, compile, bench, options,
-                    /*system_db=*/nullptr, builder.get());
+  Core engine(device, SolverRegistry::Default(), **store, compile, bench,
+              options,
+              /*system_db=*/nullptr, builder.get());
   std::map<std::string, std::vector<Layer>> layers;
   const auto start = std::chrono::steady_clock::now();
   int total = 0;
@@ -172,7 +181,8 @@ int Run(const Flags& flags) {
     std::cerr << net << ": " << layers[net].size() << " layers found\n";
   }
   const double find_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 
   WtiEstimator wti(device.info());
   const ModelKind kinds[] = {ModelKind::kRidge, ModelKind::kKnn};
@@ -196,21 +206,25 @@ int Run(const Flags& flags) {
     for (int m = 0; m < 2; ++m) {
       LearnedOptions lo;
       lo.kind = kinds[m];
-      auto ranker = LearnedRanker::Train(train, device.info().Key(), SolverRegistry::Default(),
-                                         wti, lo);
+      auto ranker = LearnedRanker::Train(train, device.info().Key(),
+                                         SolverRegistry::Default(), wti, lo);
       if (!ranker.ok()) continue;
       for (const Layer& l : test) {
         const std::vector<const Solver*> c = Candidates(l.record);
-        // As the facade does: the estimate answers where the model does not apply.
+        // As the facade does: the estimate answers where the model does not
+        // apply.
         const bool applies = (*ranker)->IsApplicable(l.problem).ok();
-        const uint32_t pick = applies ? (*ranker)->Rank(l.problem, c)[0].solver->id()
-                                      : wti.Rank(l.problem, c)[0].solver->id();
+        const uint32_t pick =
+            applies ? (*ranker)->Rank(l.problem, c)[0].solver->id()
+                    : wti.Rank(l.problem, c)[0].solver->id();
         scores[held][m].Add(l.record, pick);
-        if (flags.verbose && MeasuredMs(l.record, pick) > 1.1 * l.record.results(0).time_ms()) {
-          std::cerr << ModelKindName(kinds[m]) << " miss " << held << " " << l.key << ": picked "
-                    << pick << " " << MeasuredMs(l.record, pick) << " ms, best "
-                    << l.record.results(0).solver_id() << " " << l.record.results(0).time_ms()
-                    << " ms\n";
+        if (flags.verbose &&
+            MeasuredMs(l.record, pick) > 1.1 * l.record.results(0).time_ms()) {
+          std::cerr << ModelKindName(kinds[m]) << " miss " << held << " "
+                    << l.key << ": picked " << pick << " "
+                    << MeasuredMs(l.record, pick) << " ms, best "
+                    << l.record.results(0).solver_id() << " "
+                    << l.record.results(0).time_ms() << " ms\n";
         }
         all[m].Add(l.record, pick);
         scores[held][m].fallbacks += !applies;
@@ -218,31 +232,41 @@ int Run(const Flags& flags) {
       }
     }
     for (const Layer& l : test) {
-      const uint32_t pick = wti.Rank(l.problem, Candidates(l.record))[0].solver->id();
+      const uint32_t pick =
+          wti.Rank(l.problem, Candidates(l.record))[0].solver->id();
       scores[held][2].Add(l.record, pick);
       all[2].Add(l.record, pick);
     }
   }
 
-  std::printf("Leave-one-network-out, %d fp32 layers (directions %s, N=1, <= %d per network), "
-              "finds took %.0f s on %s.\n\n",
-              total, flags.directions.c_str(), flags.max_per_network, find_s,
-              device.info().Key().c_str());
-  std::printf("Cells: layers whose predicted best is within 10%% of find's best | mean slowdown "
-              "(predicted-best time / best time - 1).\n\n");
-  std::printf("| held-out network | layers | also in training | ridge | ridge slowdown | "
-              "ridge fallbacks | kNN | kNN slowdown | kNN fallbacks | WTI | WTI slowdown |\n");
+  std::printf(
+      "Leave-one-network-out, %d fp32 layers (directions %s, N=1, <= %d per "
+      "network), "
+      "finds took %.0f s on %s.\n\n",
+      total, flags.directions.c_str(), flags.max_per_network, find_s,
+      device.info().Key().c_str());
+  std::printf(
+      "Cells: layers whose predicted best is within 10%% of find's best | mean "
+      "slowdown "
+      "(predicted-best time / best time - 1).\n\n");
+  std::printf(
+      "| held-out network | layers | also in training | ridge | ridge slowdown "
+      "| "
+      "ridge fallbacks | kNN | kNN slowdown | kNN fallbacks | WTI | WTI "
+      "slowdown |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& [net, s] : scores) {
-    std::printf("| %s | %d | %d | %s | %d | %s | %d | %s |\n", net.c_str(), s[2].layers,
-                overlap[net], s[0].Cells().c_str(), s[0].fallbacks, s[1].Cells().c_str(),
-                s[1].fallbacks, s[2].Cells().c_str());
+    std::printf("| %s | %d | %d | %s | %d | %s | %d | %s |\n", net.c_str(),
+                s[2].layers, overlap[net], s[0].Cells().c_str(), s[0].fallbacks,
+                s[1].Cells().c_str(), s[1].fallbacks, s[2].Cells().c_str());
   }
-  std::printf("| **all** | %d | %d | %s | %d | %s | %d | %s |\n", all[2].layers, overlap_total,
-              all[0].Cells().c_str(), all[0].fallbacks, all[1].Cells().c_str(), all[1].fallbacks,
-              all[2].Cells().c_str());
-  std::printf("\nFallbacks: held-out layers the model declared not applicable (answered by the "
-              "estimate, and scored as such).\n");
+  std::printf("| **all** | %d | %d | %s | %d | %s | %d | %s |\n", all[2].layers,
+              overlap_total, all[0].Cells().c_str(), all[0].fallbacks,
+              all[1].Cells().c_str(), all[1].fallbacks, all[2].Cells().c_str());
+  std::printf(
+      "\nFallbacks: held-out layers the model declared not applicable "
+      "(answered by the "
+      "estimate, and scored as such).\n");
   if (flags.db.empty()) std::filesystem::remove_all(dir);
   return 0;
 }

@@ -2,10 +2,10 @@
 // typical layer (ResNet-50 3x3, N=1), with a model trained on synthetic-shape
 // records whose times come from the weighted-throughput estimate: inference
 // cost depends on the model's size, not on where its times came from.
+#include <benchmark/benchmark.h>
+
 #include <random>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "kernels/cpu_device.h"
 #include "server/heuristics/learned.h"
@@ -48,7 +48,8 @@ std::vector<TrainingSample> Samples(const WtiEstimator& wti, int count) {
     TrainingSample s{p, {}};
     std::lognormal_distribution<double> noise(0, 0.2);
     for (const Solver* solver : Applicable(p)) {
-      s.times.emplace_back(solver->id(), wti.EstimateMs(*solver, p) * noise(rng));
+      s.times.emplace_back(solver->id(),
+                           wti.EstimateMs(*solver, p) * noise(rng));
     }
     out.push_back(std::move(s));
   }
@@ -60,8 +61,9 @@ void BM_Rank(benchmark::State& state, ModelKind kind) {
   WtiEstimator wti(device.info());
   LearnedOptions options;
   options.kind = kind;
-  auto ranker = LearnedRanker::Train(Samples(wti, static_cast<int>(state.range(0))),
-                                     device.info().Key(), SolverRegistry::Default(), wti, options);
+  auto ranker = LearnedRanker::Train(
+      Samples(wti, static_cast<int>(state.range(0))), device.info().Key(),
+      SolverRegistry::Default(), wti, options);
   if (!ranker.ok()) {
     state.SkipWithError(std::string(ranker.status().message()).c_str());
     return;
@@ -82,8 +84,14 @@ void BM_RankWti(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(wti.Rank(p, candidates));
 }
 
-BENCHMARK_CAPTURE(BM_Rank, ridge, ModelKind::kRidge)->Arg(100)->Arg(1000)->Arg(5000);
-BENCHMARK_CAPTURE(BM_Rank, knn, ModelKind::kKnn)->Arg(100)->Arg(1000)->Arg(5000);
+BENCHMARK_CAPTURE(BM_Rank, ridge, ModelKind::kRidge)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(5000);
+BENCHMARK_CAPTURE(BM_Rank, knn, ModelKind::kKnn)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(5000);
 BENCHMARK(BM_RankWti);
 
 }  // namespace

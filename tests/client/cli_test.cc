@@ -32,8 +32,8 @@ TEST(CliUsageTest, HelpDescribesEverySubcommandAndFlag) {
   }
   r = Cli({"find", "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* word :
-       {"--file", "--jobs", "--json", "--workspace-limit", "--count", "--exhaustive"}) {
+  for (const char* word : {"--file", "--jobs", "--json", "--workspace-limit",
+                           "--count", "--exhaustive"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
 }
@@ -148,7 +148,8 @@ TEST_F(CliDaemonTest, FindFileWithJobsTunesConcurrentlyAndPrintsInFileOrder) {
   const std::string file = dir_.path() + "/jobs.txt";
   {
     std::ofstream out(file);
-    for (std::string& key : keys) out << absl::StrJoin(RandomDriverArgs(rng_, &key), " ") << "\n";
+    for (std::string& key : keys)
+      out << absl::StrJoin(RandomDriverArgs(rng_, &key), " ") << "\n";
   }
   ProcessResult r = Run({"find", "--jobs", "3", "--file", file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -158,11 +159,13 @@ TEST_F(CliDaemonTest, FindFileWithJobsTunesConcurrentlyAndPrintsInFileOrder) {
     ASSERT_NE(found, std::string::npos) << key << " missing or out of order";
     at = found + key.size();
   }
-  EXPECT_THAT(r.out, HasSubstr("5 problem(s): 0 from FindDb, 5 tuned, 0 failed"));
+  EXPECT_THAT(r.out,
+              HasSubstr("5 problem(s): 0 from FindDb, 5 tuned, 0 failed"));
   // A second run answers every problem from the FindDb.
   r = Run({"find", "--jobs", "5", "--file", file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("5 problem(s): 5 from FindDb, 0 tuned, 0 failed"));
+  EXPECT_THAT(r.out,
+              HasSubstr("5 problem(s): 5 from FindDb, 0 tuned, 0 failed"));
 }
 
 TEST_F(CliDaemonTest, SolversListsWhatTheDaemonHas) {

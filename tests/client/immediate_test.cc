@@ -504,7 +504,8 @@ TEST_F(ImmediateTest, TrainHeuristicNeedsRecordsThenTrains) {
     ASSERT_TRUE(client_->Find(RandomProblem(Direction::kForward)).ok());
   }
   absl::StatusOr<v1::TrainHeuristicResponse> few = client_->TrainHeuristic();
-  EXPECT_EQ(few.status().code(), absl::StatusCode::kFailedPrecondition) << few.status();
+  EXPECT_EQ(few.status().code(), absl::StatusCode::kFailedPrecondition)
+      << few.status();
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(client_->Find(RandomProblem(Direction::kForward)).ok());
   }

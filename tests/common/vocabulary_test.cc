@@ -2,12 +2,11 @@
 // the client and the daemon both read and write them.
 #include "common/vocabulary.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 namespace convtune {
 namespace {

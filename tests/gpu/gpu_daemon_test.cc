@@ -1,14 +1,13 @@
 // convtuned end to end on the GPU: find, store, restart, hit; and the client
 // running the daemon's GPU solutions on its own device memory. Skips with a
 // message where there is no CUDA device.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
 #include <random>
-
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "client/client.h"
 #include "common/defaults.h"
@@ -21,8 +20,8 @@
 namespace convtune {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 
 // $CONVTUNED (e.g. a bundled copy) wins over the build tree's binary.
 std::string Convtuned() {
@@ -34,7 +33,8 @@ class GpuDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(0);
-    if (!dev.ok()) GTEST_SKIP() << "no CUDA device here: " << dev.status().message();
+    if (!dev.ok())
+      GTEST_SKIP() << "no CUDA device here: " << dev.status().message();
     dir_ = testing::MakeTempDir("convtune-gpu-daemon");
   }
   void TearDown() override {
@@ -51,10 +51,11 @@ class GpuDaemonTest : public ::testing::Test {
     v1::FindRequest req;
     ProblemToProto(p, req.mutable_problem());
     req.mutable_problem()->set_data_type(type);
-    auto stub = v1::ConvTune::NewStub(
-        grpc::CreateChannel(UnixTarget(socket), grpc::InsecureChannelCredentials()));
+    auto stub = v1::ConvTune::NewStub(grpc::CreateChannel(
+        UnixTarget(socket), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(300));
     v1::FindResponse resp;
     grpc::Status s = stub->Find(&ctx, req, &resp);
     EXPECT_TRUE(s.ok()) << s.error_message();
@@ -68,7 +69,8 @@ TEST_F(GpuDaemonTest, FindStoreRestartHit) {
   std::vector<v1::FindResponse> first;
   {
     DaemonProcess d;
-    ASSERT_TRUE(d.Start(Convtuned(), {"--backend", "cuda", "--socket", socket, "--db", db},
+    ASSERT_TRUE(d.Start(Convtuned(),
+                        {"--backend", "cuda", "--socket", socket, "--db", db},
                         dir_ + "/1.log"));
     ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
     EXPECT_THAT(d.log(), HasSubstr("device cuda-sm_"));
@@ -81,7 +83,8 @@ TEST_F(GpuDaemonTest, FindStoreRestartHit) {
     EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
   }
   DaemonProcess d;
-  ASSERT_TRUE(d.Start(Convtuned(), {"--backend", "cuda", "--socket", socket, "--db", db},
+  ASSERT_TRUE(d.Start(Convtuned(),
+                      {"--backend", "cuda", "--socket", socket, "--db", db},
                       dir_ + "/2.log"));
   ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
   int i = 0;
@@ -101,9 +104,10 @@ TEST_F(GpuDaemonTest, FindStoreRestartHit) {
 TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
   const std::string socket = dir_ + "/d.sock";
   DaemonProcess d;
-  ASSERT_TRUE(d.Start(Convtuned(),
-                      {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db"},
-                      dir_ + "/immediate.log"));
+  ASSERT_TRUE(
+      d.Start(Convtuned(),
+              {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db"},
+              dir_ + "/immediate.log"));
   ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(socket);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -111,8 +115,8 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
   ASSERT_TRUE(dev.ok()) << dev.status();
   std::mt19937_64 rng(20261129);
   int runs = 0;
-  for (Direction dir :
-       {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+  for (Direction dir : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
     ConvProblem p;
     p.direction = dir;
     p.n = 2;
@@ -121,7 +125,8 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
     p.in = {1, 14, 14};
     p.filter = {1, 3, 3};
     p.pad = {0, 1, 1};
-    absl::StatusOr<v1::GetSolutionsResponse> solutions = (*client)->GetSolutions(p);
+    absl::StatusOr<v1::GetSolutionsResponse> solutions =
+        (*client)->GetSolutions(p);
     ASSERT_TRUE(solutions.ok()) << solutions.status();
     ASSERT_GT(solutions->solutions_size(), 1);
     std::vector<float> x(p.x_elements()), w(p.w_elements()), y(p.y_elements());
@@ -130,12 +135,14 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
     FillRandom(y.data(), p.type, y.size(), rng);
     std::vector<float>& out = ByTensor(OutputTensor(dir), x, w, y);
     for (const v1::Solution& s : solutions->solutions()) {
-      SCOPED_TRACE(absl::StrCat(DirectionName(dir), " solution ", s.solution_id()));
+      SCOPED_TRACE(
+          absl::StrCat(DirectionName(dir), " solution ", s.solution_id()));
       absl::StatusOr<v1::CompileSolutionResponse> compiled =
           (*client)->CompileSolution(p, s.solution_id());
       ASSERT_TRUE(compiled.ok()) << compiled.status();
       EXPECT_EQ(compiled->plan().backend(), v1::CUDA);
-      absl::StatusOr<int64_t> ws = (*client)->GetSolutionWorkspaceSize(p, s.solution_id());
+      absl::StatusOr<int64_t> ws =
+          (*client)->GetSolutionWorkspaceSize(p, s.solution_id());
       ASSERT_TRUE(ws.ok()) << ws.status();
       auto dx = (*dev)->Allocate(x.size() * 4);
       auto dw = (*dev)->Allocate(w.size() * 4);
@@ -144,12 +151,14 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
       ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok() && dws.ok());
       std::vector<float> poisoned(out.size());
       FillNaN(poisoned.data(), p.type, poisoned.size());
-      for (auto [buf, host] : {std::pair{dx->get(), &x}, {dw->get(), &w}, {dy->get(), &y}}) {
+      for (auto [buf, host] :
+           {std::pair{dx->get(), &x}, {dw->get(), &w}, {dy->get(), &y}}) {
         const void* src = host == &out ? poisoned.data() : host->data();
         ASSERT_TRUE((*dev)->CopyToDevice(buf, src, host->size() * 4).ok());
       }
       const ClientCounters before = (*client)->counters();
-      PlanBuffers b{(*dx)->data(), (*dw)->data(), (*dy)->data(), (*dws)->data(), *ws};
+      PlanBuffers b{(*dx)->data(), (*dw)->data(), (*dy)->data(), (*dws)->data(),
+                    *ws};
       absl::Status run = (*client)->RunImmediate(p, s.solution_id(), b);
       ASSERT_TRUE(run.ok()) << run;
       // Compiled before: neither a plan nor a code object is fetched now.
@@ -158,7 +167,10 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
       EXPECT_EQ(after.code_object_rpcs, before.code_object_rpcs);
       std::vector<float> result(out.size());
       DeviceBuffer* out_buf = ByTensor(OutputTensor(dir), dx, dw, dy)->get();
-      ASSERT_TRUE((*dev)->CopyFromDevice(result.data(), *out_buf, result.size() * 4).ok());
+      ASSERT_TRUE(
+          (*dev)
+              ->CopyFromDevice(result.data(), *out_buf, result.size() * 4)
+              .ok());
       HostTensors t{x.data(), w.data(), y.data()};
       EXPECT_TRUE(CheckOutput(p, t, result.data(), 0, rng).ok())
           << CheckOutput(p, t, result.data(), 0, rng);

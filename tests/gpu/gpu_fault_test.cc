@@ -4,14 +4,14 @@
 // is reported lost once and nothing is stored. One test per process: a
 // faulted CUDA context may stay unusable for the rest of it. Skips with a
 // message where there is no CUDA device.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda_device.h"
@@ -39,16 +39,19 @@ class FaultingSolver final : public GpuSolver {
   absl::string_view name() const override { return "test_faulting"; }
   v1::AlgorithmFamily family() const override { return v1::DIRECT; }
   bool dynamic() const override { return true; }
-  absl::Status IsApplicable(const ConvProblem&) const override { return absl::OkStatus(); }
+  absl::Status IsApplicable(const ConvProblem&) const override {
+    return absl::OkStatus();
+  }
   int64_t WorkspaceBytes(const ConvProblem&) const override { return 0; }
   // Estimated fastest, so it is timed first.
   double Efficiency(const ConvProblem&) const override { return 1e6; }
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     const int source = AddSource(&plan, "fill_test.cu", {});
     const int64_t n = p.y_elements();
-    v1::KernelStep* step = AddGpuStep(&plan, "fault_null_write", source, {(n + 255) / 256, 1, 1}, 256);
+    v1::KernelStep* step = AddGpuStep(&plan, "fault_null_write", source,
+                                      {(n + 255) / 256, 1, 1}, 256);
     v1::BufferRef* y = step->add_buffers();
     y->set_role(v1::BUFFER_Y);
     step->add_scalars(n);
@@ -58,20 +61,23 @@ class FaultingSolver final : public GpuSolver {
 
 TEST(GpuFaultTest, FaultingSolverIsQuarantinedAndTheDeviceResetOrReportedLost) {
   absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
-  if (!device.ok()) GTEST_SKIP() << "no CUDA device here: " << device.status().message();
+  if (!device.ok())
+    GTEST_SKIP() << "no CUDA device here: " << device.status().message();
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
   ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
   storage::testing::TempDir dir;
-  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
-  KernelBuilder builder(device->get(), **nvrtc, **store, (*device)->info().arch);
+  KernelBuilder builder(device->get(), **nvrtc, **store,
+                        (*device)->info().arch);
   std::vector<std::unique_ptr<Solver>> solvers;
   solvers.push_back(std::make_unique<FaultingSolver>());
   solvers.push_back(NewGpuDirectNaiveSolver());
   SolverRegistry registry(std::move(solvers));
   ThreadPool compile("compile", 2), bench("bench", 1);
-  Core engine(**device, registry, **store, compile, bench, Core::Options(), nullptr,
-                    &builder);
+  Core engine(**device, registry, **store, compile, bench, Core::Options(),
+              nullptr, &builder);
   std::atomic<int> lost{0};
   engine.SetDeviceLostHandler([&](const std::string& why) {
     ++lost;
@@ -84,7 +90,8 @@ TEST(GpuFaultTest, FaultingSolverIsQuarantinedAndTheDeviceResetOrReportedLost) {
   p.in = {1, 12, 12};
   p.filter = {1, 3, 3};
   p.pad = {0, 1, 1};
-  absl::StatusOr<FindOutcome> r = engine.find().FindBlocking(p, {.mode = v1::NORMAL});
+  absl::StatusOr<FindOutcome> r =
+      engine.find().FindBlocking(p, {.mode = v1::NORMAL});
   EXPECT_THAT(engine.quarantine().For(ProblemKey(p)), ElementsAre(kFaultId));
   EXPECT_EQ(engine.counters().device_resets, 1);
   if (r.ok()) {
@@ -98,11 +105,13 @@ TEST(GpuFaultTest, FaultingSolverIsQuarantinedAndTheDeviceResetOrReportedLost) {
     EXPECT_THAT(r.status().message(), HasSubstr("lost"));
     EXPECT_EQ(lost, 1);
     EXPECT_EQ(engine.counters().records_stored, 0);
-    std::cout << "device lost after the fault: " << r.status().message() << "\n";
+    std::cout << "device lost after the fault: " << r.status().message()
+              << "\n";
   }
   engine.Shutdown();
   // The quarantine is on disk for the next process on this device key.
-  const std::string name = absl::StrCat("quarantine/", (*device)->info().Key(), "/", ProblemKey(p));
+  const std::string name =
+      absl::StrCat("quarantine/", (*device)->info().Key(), "/", ProblemKey(p));
   absl::StatusOr<std::string> stored = storage::Meta(store->get()).Get(name);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(*stored, "199");

@@ -3,6 +3,8 @@
 // most 2; grouped and depthwise among them) plus small 3-D and NHWC problems.
 // Fresh random inputs, NaN-poisoned outputs and workspace. Skips where no
 // CUDA device is present.
+#include "server/solvers/gpu_solvers.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -23,7 +25,6 @@
 #include "kernels/reference.h"
 #include "server/kernel_builder.h"
 #include "server/solver_registry.h"
-#include "server/solvers/gpu_solvers.h"
 #include "storage/store.h"
 #include "tests/storage/storage_test_util.h"
 
@@ -70,8 +71,8 @@ std::optional<ConvProblem> FromLine(const std::string& line) {
   return p;
 }
 
-ConvProblem Small(int dims, int64_t c, std::array<int64_t, 3> in, int64_t k, int64_t f,
-                  int64_t stride, int64_t groups, Layout layout) {
+ConvProblem Small(int dims, int64_t c, std::array<int64_t, 3> in, int64_t k,
+                  int64_t f, int64_t stride, int64_t groups, Layout layout) {
   ConvProblem p;
   p.spatial_dims = dims;
   p.n = 2, p.c = c, p.k = k, p.groups = groups, p.layout = layout;
@@ -97,12 +98,14 @@ std::vector<Case> Cases() {
     }
   }
   int grouped = 0;
-  const std::vector<std::string> shuffle = ReadLines("Shufflenet_v2_FP16_BS128.txt");
+  const std::vector<std::string> shuffle =
+      ReadLines("Shufflenet_v2_FP16_BS128.txt");
   for (size_t i = 0; i < shuffle.size() && grouped < kGroupedLines; ++i) {
     auto p = FromLine(shuffle[i]);
     if (p && p->groups > 1) {
       p->type = DataType::kFp32;
-      cases.push_back({absl::StrCat("Shufflenet_v2_FP16_BS128.txt:", i + 1), *p});
+      cases.push_back(
+          {absl::StrCat("Shufflenet_v2_FP16_BS128.txt:", i + 1), *p});
       ++grouped;
     }
   }
@@ -115,29 +118,39 @@ std::vector<Case> Cases() {
   }
   for (Layout l : {Layout::kNCHW, Layout::kNHWC}) {
     const std::string suffix = l == Layout::kNHWC ? " NHWC" : " NCHW";
-    cases.push_back({"3d 3x3x3" + suffix, Small(3, 8, {5, 9, 8}, 12, 3, 1, 1, l)});
-    cases.push_back({"3d stride2 grouped" + suffix, Small(3, 8, {6, 7, 7}, 8, 3, 2, 4, l)});
-    cases.push_back({"3d depthwise" + suffix, Small(3, 6, {4, 6, 6}, 6, 3, 1, 6, l)});
-    cases.push_back({"odd channels" + suffix, Small(2, 13, {1, 11, 9}, 19, 3, 1, 1, l)});
-    cases.push_back({"multiplier 2" + suffix, Small(2, 8, {1, 10, 10}, 16, 5, 2, 8, l)});
+    cases.push_back(
+        {"3d 3x3x3" + suffix, Small(3, 8, {5, 9, 8}, 12, 3, 1, 1, l)});
+    cases.push_back(
+        {"3d stride2 grouped" + suffix, Small(3, 8, {6, 7, 7}, 8, 3, 2, 4, l)});
+    cases.push_back(
+        {"3d depthwise" + suffix, Small(3, 6, {4, 6, 6}, 6, 3, 1, 6, l)});
+    cases.push_back(
+        {"odd channels" + suffix, Small(2, 13, {1, 11, 9}, 19, 3, 1, 1, l)});
+    cases.push_back(
+        {"multiplier 2" + suffix, Small(2, 8, {1, 10, 10}, 16, 5, 2, 8, l)});
     // Depthwise with dilation, its backward-weights rows long enough to be
     // split into chunks (gpu_depthwise's workspace and reduction).
     ConvProblem dilated = Small(2, 8, {1, 40, 40}, 8, 3, 1, 8, l);
     dilated.dilation = {1, 2, 2};
     cases.push_back({"depthwise dilation 2" + suffix, dilated});
     // Grouped 1x1 stride 1 (BLAS 1x1), 2-D and 3-D.
-    cases.push_back({"grouped 1x1" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 1, 3, l)});
-    cases.push_back({"3d grouped 1x1" + suffix, Small(3, 6, {3, 5, 4}, 9, 1, 1, 3, l)});
+    cases.push_back(
+        {"grouped 1x1" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 1, 3, l)});
+    cases.push_back(
+        {"3d grouped 1x1" + suffix, Small(3, 6, {3, 5, 4}, 9, 1, 1, 3, l)});
     // Strided 1x1 (BLAS 1x1 gathers x, writes dx whole), 2-D and 3-D,
     // grouped, and more images for dw's one GEMM over them.
     ConvProblem strided = Small(2, 12, {1, 9, 8}, 10, 1, 2, 1, l);
     strided.n = 5;
     cases.push_back({"1x1 stride 2 n5" + suffix, strided});
-    cases.push_back({"grouped 1x1 stride 2" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 2, 3, l)});
-    cases.push_back({"3d 1x1 stride 2" + suffix, Small(3, 6, {5, 5, 4}, 9, 1, 2, 3, l)});
+    cases.push_back({"grouped 1x1 stride 2" + suffix,
+                     Small(2, 12, {1, 7, 9}, 18, 1, 2, 3, l)});
+    cases.push_back(
+        {"3d 1x1 stride 2" + suffix, Small(3, 6, {5, 5, 4}, 9, 1, 2, 3, l)});
     // 3x3 stride 1 (Winograd): grouped with odd sizes, and unequal pads,
     // which backward data turns into 0 and 2.
-    cases.push_back({"grouped 3x3" + suffix, Small(2, 16, {1, 9, 11}, 24, 3, 1, 4, l)});
+    cases.push_back(
+        {"grouped 3x3" + suffix, Small(2, 16, {1, 9, 11}, 24, 3, 1, 4, l)});
     ConvProblem pads = Small(2, 6, {1, 7, 9}, 10, 3, 1, 1, l);
     pads.pad = {0, 2, 0};
     cases.push_back({"3x3 pads 2,0" + suffix, pads});
@@ -152,8 +165,9 @@ struct Combo {
 };
 
 std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
-  return absl::StrCat("solver", info.param.solver_id, "_", DirectionName(info.param.direction),
-                      "_", DataTypeName(info.param.type));
+  return absl::StrCat("solver", info.param.solver_id, "_",
+                      DirectionName(info.param.direction), "_",
+                      DataTypeName(info.param.type));
 }
 
 class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
@@ -161,29 +175,32 @@ class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
     if (!device.ok()) {
-      ASSERT_EQ(device.status().code(), absl::StatusCode::kUnavailable) << device.status();
+      ASSERT_EQ(device.status().code(), absl::StatusCode::kUnavailable)
+          << device.status();
       GTEST_SKIP() << "no CUDA device here: " << device.status().message();
     }
     device_ = *std::move(device);
     absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
     ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
     compiler_ = *std::move(nvrtc);
-    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir_.db());
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::OpenRocksDbStore(dir_.db());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    builder_ = std::make_unique<KernelBuilder>(device_.get(), *compiler_, *store_,
-                                               device_->info().arch);
+    builder_ = std::make_unique<KernelBuilder>(device_.get(), *compiler_,
+                                               *store_, device_->info().arch);
   }
 
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Upload(const std::vector<char>& host) {
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Upload(
+      const std::vector<char>& host) {
     ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> buf,
                      device_->Allocate(std::max<int64_t>(host.size(), 1)));
     RETURN_IF_ERROR(device_->CopyToDevice(buf.get(), host.data(), host.size()));
     return buf;
   }
 
-  void RunAndCheck(const ConvProblem& p, const Solver& solver, const PerfConfig& config,
-                   std::mt19937_64& rng);
+  void RunAndCheck(const ConvProblem& p, const Solver& solver,
+                   const PerfConfig& config, std::mt19937_64& rng);
 
   storage::testing::TempDir dir_;
   std::unique_ptr<CudaDevice> device_;
@@ -192,8 +209,10 @@ class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
   std::unique_ptr<KernelBuilder> builder_;
 };
 
-void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p, const Solver& solver,
-                                       const PerfConfig& config, std::mt19937_64& rng) {
+void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p,
+                                       const Solver& solver,
+                                       const PerfConfig& config,
+                                       std::mt19937_64& rng) {
   SCOPED_TRACE(absl::StrCat("config [", PerfConfigString(config), "]"));
   const int64_t es = ElementBytes(p.type);
   std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
@@ -215,13 +234,16 @@ void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p, const Solver& solve
   auto dx = Upload(x), dw = Upload(w), dy = Upload(y), dws = Upload(ws);
   for (auto* b : {&dx, &dw, &dy, &dws}) ASSERT_TRUE(b->ok()) << b->status();
   PlanBuffers buffers{(*dx)->data(), (*dw)->data(), (*dy)->data(),
-                      ws.empty() ? nullptr : (*dws)->data(), plan->workspace_bytes()};
+                      ws.empty() ? nullptr : (*dws)->data(),
+                      plan->workspace_bytes()};
   ASSERT_EQ(ExecutePlan(*device_, *plan, buffers), absl::OkStatus());
   ASSERT_EQ(device_->Synchronize(), absl::OkStatus());
   const DeviceBuffer& result = **ByTensor(p.output(), dx, dw, dy);
   std::vector<char> got(out->size());
-  ASSERT_EQ(device_->CopyFromDevice(got.data(), result, got.size()), absl::OkStatus());
-  EXPECT_EQ(CheckOutput(p, HostTensors{x.data(), w.data(), y.data()}, got.data(), kSamples, rng),
+  ASSERT_EQ(device_->CopyFromDevice(got.data(), result, got.size()),
+            absl::OkStatus());
+  EXPECT_EQ(CheckOutput(p, HostTensors{x.data(), w.data(), y.data()},
+                        got.data(), kSamples, rng),
             absl::OkStatus());
 }
 
@@ -230,12 +252,14 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
   const Solver* solver = SolverRegistry::Default().Find(combo.solver_id);
   ASSERT_NE(solver, nullptr);
   if (!SolverRegistry::Runs(*solver, device_->info())) {
-    GTEST_SKIP() << solver->name() << " does not run on " << device_->info().arch;
+    GTEST_SKIP() << solver->name() << " does not run on "
+                 << device_->info().arch;
   }
   std::random_device seeds;
   int applicable = 0, grouped = 0;
   const std::vector<Case> cases = Cases();
-  ASSERT_GE(cases.size(), 20u) << "perf-model lists not found under " << SharedDir();
+  ASSERT_GE(cases.size(), 20u)
+      << "perf-model lists not found under " << SharedDir();
   for (const Case& c : cases) {
     ConvProblem p = c.p;
     p.direction = combo.direction;
@@ -243,19 +267,22 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
     ASSERT_EQ(ValidateProblem(p), absl::OkStatus()) << c.name;
     const absl::Status applies = solver->IsApplicable(p);
     if (!applies.ok()) {
-      EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition) << applies;
+      EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition)
+          << applies;
       continue;
     }
     ++applicable;
     grouped += p.groups > 1;
     const uint64_t seed = (uint64_t{seeds()} << 32) | seeds();
     std::mt19937_64 rng(seed);
-    SCOPED_TRACE(absl::StrCat(c.name, ": ", DescribeProblem(p), " seed ", seed));
+    SCOPED_TRACE(
+        absl::StrCat(c.name, ": ", DescribeProblem(p), " seed ", seed));
     // The default, and the first, middle and last configs of dynamic solvers.
     std::vector<PerfConfig> configs = {solver->DefaultConfig(p)};
     const std::vector<PerfConfig> space = solver->ConfigSpace(p);
     if (solver->dynamic()) {
-      for (const PerfConfig& extra : {space.front(), space[space.size() / 2], space.back()}) {
+      for (const PerfConfig& extra :
+           {space.front(), space[space.size() / 2], space.back()}) {
         if (std::find(configs.begin(), configs.end(), extra) == configs.end()) {
           configs.push_back(extra);
         }
@@ -268,17 +295,19 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
     }
   }
   EXPECT_GE(applicable, 4) << "too few problems apply to " << solver->name();
-  EXPECT_GE(grouped, 2) << "too few grouped problems apply to " << solver->name();
+  EXPECT_GE(grouped, 2) << "too few grouped problems apply to "
+                        << solver->name();
 }
 
 std::vector<Combo> AllCombos() {
   std::vector<Combo> combos;
-  for (uint32_t id : {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
-                      kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
-                      kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-                      kGpuWinogradBlasId, kGpuTensorCorePipelinedId}) {
-    for (Direction d :
-         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+  for (uint32_t id :
+       {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
+        kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
+        kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
+        kGpuWinogradBlasId, kGpuTensorCorePipelinedId}) {
+    for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
         if (id == kGpuTensorCoreIgemmId && t == DataType::kFp32) continue;
         if (id == kGpuTensorCorePipelinedId && t == DataType::kFp32) continue;
@@ -289,8 +318,8 @@ std::vector<Combo> AllCombos() {
   return combos;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSolvers, GpuSolverCorrectness, ::testing::ValuesIn(AllCombos()),
-                         ComboName);
+INSTANTIATE_TEST_SUITE_P(AllSolvers, GpuSolverCorrectness,
+                         ::testing::ValuesIn(AllCombos()), ComboName);
 
 }  // namespace
 }  // namespace convtune

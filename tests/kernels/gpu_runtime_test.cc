@@ -38,27 +38,41 @@ std::string RandomDefine() {
   return absl::StrCat("-DCT_TEST_SALT=", rng() % 1000000000);
 }
 
-bool IsElf(const std::string& code) { return code.size() > 64 && code.compare(0, 4, "\x7f" "ELF") == 0; }
+bool IsElf(const std::string& code) {
+  return code.size() > 64 && code.compare(0, 4,
+                                          "\x7f"
+                                          "ELF") == 0;
+}
 
 TEST(Sha256Test, KnownVectors) {
-  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   // 56 bytes: the length no longer fits the first padded block.
-  EXPECT_EQ(Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(
+      Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   EXPECT_EQ(Sha256Hex(std::string(1000000, 'a')),
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 TEST(CodeObjectHashTest, EveryFieldCounts) {
-  const std::string base = CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.0");
+  const std::string base =
+      CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.0");
   EXPECT_EQ(base.size(), 64u);
-  EXPECT_EQ(base, CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash(v1::HIP, "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash(v1::CUDA, "sm_80", "src", {"-DA=1"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash(v1::CUDA, "sm_90", "src2", {"-DA=1"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=2"}, "nvrtc13.0"));
-  EXPECT_NE(base, CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.1"));
+  EXPECT_EQ(base,
+            CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base,
+            CodeObjectHash(v1::HIP, "sm_90", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base,
+            CodeObjectHash(v1::CUDA, "sm_80", "src", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base,
+            CodeObjectHash(v1::CUDA, "sm_90", "src2", {"-DA=1"}, "nvrtc13.0"));
+  EXPECT_NE(base,
+            CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=2"}, "nvrtc13.0"));
+  EXPECT_NE(base,
+            CodeObjectHash(v1::CUDA, "sm_90", "src", {"-DA=1"}, "nvrtc13.1"));
   // Field boundaries are part of the hash.
   EXPECT_NE(CodeObjectHash(v1::CUDA, "sm_90", "s", {"ab"}, "v"),
             CodeObjectHash(v1::CUDA, "sm_90", "s", {"a", "b"}, "v"));
@@ -76,10 +90,12 @@ TEST(KernelSourcesTest, PreludePerBackend) {
   absl::StatusOr<std::string> hip = KernelSourceText("fill_test.cu", v1::HIP);
   ASSERT_TRUE(hip.ok()) << hip.status();
   EXPECT_TRUE(absl::StartsWith(*hip, "#define CONVTUNE_BACKEND_HIP 1\n"));
-  EXPECT_EQ(KernelSourceText("no_such.cu", v1::CUDA).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(KernelSourceText("no_such.cu", v1::CUDA).status().code(),
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(KernelSourceText("fill_test.cu", v1::CPU).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MakeCompiler(v1::CPU).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeCompiler(v1::CPU).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Compiles every embedded source for `arch`; a broken source must give
@@ -87,33 +103,46 @@ TEST(KernelSourcesTest, PreludePerBackend) {
 void CompileEverything(const KernelCompiler& compiler, const std::string& arch,
                        const std::string& wrong_arch) {
   for (const std::string& file : KernelSourceFiles()) {
-    CompileRequest req{file, *KernelSourceText(file, compiler.backend()), {RandomDefine()}, arch};
+    CompileRequest req{file,
+                       *KernelSourceText(file, compiler.backend()),
+                       {RandomDefine()},
+                       arch};
     absl::StatusOr<std::string> code = compiler.Compile(req);
     // Every embedded source must compile with no options (compile-only mode
     // and convtune-compile rely on it), so its tunables need defaults.
     EXPECT_TRUE(code.ok()) << file << " for " << arch << ": " << code.status();
     if (!code.ok()) continue;
-    EXPECT_TRUE(IsElf(*code)) << file << ": " << code->size() << " bytes, not an ELF code object";
+    EXPECT_TRUE(IsElf(*code))
+        << file << ": " << code->size() << " bytes, not an ELF code object";
   }
   std::string broken = *KernelSourceText("fill_test.cu", compiler.backend());
-  broken += "\nCT_KERNEL void broken(float* out) { out[0] = undeclared_name_xyz; }\n";
-  absl::StatusOr<std::string> bad = compiler.Compile({"broken.cu", broken, {}, arch});
+  broken +=
+      "\nCT_KERNEL void broken(float* out) { out[0] = undeclared_name_xyz; }\n";
+  absl::StatusOr<std::string> bad =
+      compiler.Compile({"broken.cu", broken, {}, arch});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "undeclared_name_xyz")) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "undeclared_name_xyz"))
+      << bad.status();
 
-  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", compiler.backend()), {},
+  CompileRequest req{"fill_test.cu",
+                     *KernelSourceText("fill_test.cu", compiler.backend()),
+                     {},
                      wrong_arch};
-  EXPECT_EQ(compiler.Compile(req).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(compiler.Compile(req).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(NvrtcTest, CompilesEveryEmbeddedSourceForSm90) {
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
   ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
   EXPECT_EQ((*nvrtc)->backend(), v1::CUDA);
-  EXPECT_TRUE(absl::StartsWith((*nvrtc)->version(), "nvrtc")) << (*nvrtc)->version();
+  EXPECT_TRUE(absl::StartsWith((*nvrtc)->version(), "nvrtc"))
+      << (*nvrtc)->version();
   CompileEverything(**nvrtc, "sm_90", "gfx90a");
-  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", v1::CUDA), {}, "sm_7"};
-  EXPECT_EQ((*nvrtc)->Compile(req).status().code(), absl::StatusCode::kInvalidArgument);
+  CompileRequest req{
+      "fill_test.cu", *KernelSourceText("fill_test.cu", v1::CUDA), {}, "sm_7"};
+  EXPECT_EQ((*nvrtc)->Compile(req).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HiprtcTest, CompilesEveryEmbeddedSourceForGfx90aWithoutADevice) {
@@ -121,7 +150,10 @@ TEST(HiprtcTest, CompilesEveryEmbeddedSourceForGfx90aWithoutADevice) {
   ASSERT_TRUE(hiprtc.ok()) << hiprtc.status();
   EXPECT_EQ((*hiprtc)->backend(), v1::HIP);
   CompileEverything(**hiprtc, "gfx90a", "sm_90");
-  CompileRequest req{"fill_test.cu", *KernelSourceText("fill_test.cu", v1::HIP), {}, "gfx90a:xnack-"};
+  CompileRequest req{"fill_test.cu",
+                     *KernelSourceText("fill_test.cu", v1::HIP),
+                     {},
+                     "gfx90a:xnack-"};
   absl::StatusOr<std::string> code = (*hiprtc)->Compile(req);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_TRUE(IsElf(*code));
@@ -131,14 +163,18 @@ TEST(DeviceOpenTest, MissingGpuIsUnavailable) {
   // On a GPU machine Open succeeds; anywhere else it must fail cleanly.
   absl::StatusOr<std::unique_ptr<CudaDevice>> cuda = CudaDevice::Open(0);
   if (!cuda.ok()) {
-    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable) << cuda.status();
+    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable)
+        << cuda.status();
   }
   absl::StatusOr<std::unique_ptr<HipDevice>> hip = HipDevice::Open(0);
   if (!hip.ok()) {
-    EXPECT_EQ(hip.status().code(), absl::StatusCode::kUnavailable) << hip.status();
+    EXPECT_EQ(hip.status().code(), absl::StatusCode::kUnavailable)
+        << hip.status();
   }
-  EXPECT_EQ(CudaDevice::Open(4096).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(HipDevice::Open(4096).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(CudaDevice::Open(4096).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HipDevice::Open(4096).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST(BackendTest, AutoFallsBackToCpuAndSaysWhy) {
@@ -148,13 +184,17 @@ TEST(BackendTest, AutoFallsBackToCpuAndSaysWhy) {
     EXPECT_TRUE(absl::StrContains(any->note, "using cpu")) << any->note;
     EXPECT_TRUE(absl::StrContains(any->note, "CUDA")) << any->note;
     EXPECT_EQ(any->compiler, nullptr);
-    EXPECT_EQ(SelectBackend("cuda", 0).status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(SelectBackend("cuda", 0).status().code(),
+              absl::StatusCode::kUnavailable);
   } else {
     EXPECT_NE(any->compiler, nullptr);
   }
-  EXPECT_EQ(SelectBackend("hip", 4096).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SelectBackend("opencl", 0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(SelectBackend("cpu", -1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SelectBackend("hip", 4096).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SelectBackend("opencl", 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SelectBackend("cpu", -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // A one-step plan over fill_test.cu, with a fresh option so every test run
@@ -178,7 +218,8 @@ TEST(KernelBuilderTest, CompiledOnceAcrossRestartsAndConcurrentBuilds) {
   const std::string salt = RandomDefine();
   std::string hash;
   {
-    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::OpenRocksDbStore(dir.db());
     ASSERT_TRUE(store.ok()) << store.status();
     KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
     std::vector<std::thread> threads;
@@ -193,11 +234,13 @@ TEST(KernelBuilderTest, CompiledOnceAcrossRestartsAndConcurrentBuilds) {
     EXPECT_EQ(builder.stats().memory_hits, 3);
     hash = plans[0].steps(0).code_object_hash();
     EXPECT_EQ(hash.size(), 64u);
-    for (const v1::ExecutionPlan& plan : plans) EXPECT_EQ(plan.steps(0).code_object_hash(), hash);
+    for (const v1::ExecutionPlan& plan : plans)
+      EXPECT_EQ(plan.steps(0).code_object_hash(), hash);
     EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 1);
   }
   // A restart: a new builder on the reopened store reads, never compiles.
-  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
   KernelBuilder again(nullptr, **nvrtc, **store, "sm_90");
   v1::ExecutionPlan plan = FillPlan(v1::CUDA, salt);
@@ -217,14 +260,17 @@ TEST(KernelBuilderTest, RejectsBadPlans) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
   ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
-  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
   KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
   v1::ExecutionPlan hip_plan = FillPlan(v1::HIP, RandomDefine());
-  EXPECT_EQ(builder.BuildPlan(&hip_plan).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(builder.BuildPlan(&hip_plan).code(),
+            absl::StatusCode::kInvalidArgument);
   v1::ExecutionPlan out_of_range = FillPlan(v1::CUDA, RandomDefine());
   out_of_range.mutable_steps(0)->set_source_index(1);
-  EXPECT_EQ(builder.BuildPlan(&out_of_range).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(builder.BuildPlan(&out_of_range).code(),
+            absl::StatusCode::kInvalidArgument);
   v1::ExecutionPlan missing = FillPlan(v1::CUDA, RandomDefine());
   missing.mutable_sources(0)->set_file("no_such.cu");
   EXPECT_EQ(builder.BuildPlan(&missing).code(), absl::StatusCode::kNotFound);
@@ -239,7 +285,8 @@ TEST(KernelBuilderTest, LeavesLibraryStepsAlone) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
   ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
-  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
   KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
   // A library step has no source: its source_index means nothing.
@@ -298,16 +345,19 @@ TEST(BlasStepTest, RoundTripsAndChecksItsScalars) {
     bad.set_scalars(index, value);
     return gpu::DecodeBlasGemm(bad).status().code();
   };
-  EXPECT_EQ(with(5, 4), absl::StatusCode::kInvalidArgument);   // lda < m (A transposed)
-  EXPECT_EQ(with(7, 6), absl::StatusCode::kInvalidArgument);   // ldc < n
+  EXPECT_EQ(with(5, 4),
+            absl::StatusCode::kInvalidArgument);  // lda < m (A transposed)
+  EXPECT_EQ(with(7, 6), absl::StatusCode::kInvalidArgument);  // ldc < n
   EXPECT_EQ(with(2, int64_t{1} << 31), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(with(11, 0), absl::StatusCode::kInvalidArgument);  // no batch
   EXPECT_EQ(with(8, -1), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(with(13, 2), absl::StatusCode::kInvalidArgument);  // bf16 A, B -> fp16 C
+  EXPECT_EQ(with(13, 2),
+            absl::StatusCode::kInvalidArgument);  // bf16 A, B -> fp16 C
   EXPECT_EQ(with(14, 2), absl::StatusCode::kInvalidArgument);  // beta
   v1::KernelStep two_buffers = step;
   two_buffers.mutable_buffers()->RemoveLast();
-  EXPECT_EQ(gpu::DecodeBlasGemm(two_buffers).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu::DecodeBlasGemm(two_buffers).status().code(),
+            absl::StatusCode::kInvalidArgument);
   v1::KernelStep fill;
   fill.set_kernel("fill_i64");
   EXPECT_FALSE(gpu::IsLibraryStep(fill));
@@ -315,28 +365,38 @@ TEST(BlasStepTest, RoundTripsAndChecksItsScalars) {
 
 int RunTool(const std::string& args) {
   const std::string cmd =
-      absl::StrCat(CONVTUNE_BINARY_DIR, "/server/convtune-compile ", args, " >/dev/null 2>&1");
+      absl::StrCat(CONVTUNE_BINARY_DIR, "/server/convtune-compile ", args,
+                   " >/dev/null 2>&1");
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 TEST(CompileToolTest, FillsAKernelCacheWithoutADevice) {
   TempDir dir;
-  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --file fill_test.cu")), 0);
-  EXPECT_EQ(RunTool(absl::StrCat("--target gfx90a --db ", dir.db(), " --file fill_test.cu")), 0);
-  EXPECT_EQ(RunTool(absl::StrCat("--target sm_1 --db ", dir.db(), " --file fill_test.cu")), 1);
-  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --file nope.cu")), 1);
+  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(),
+                                 " --file fill_test.cu")),
+            0);
+  EXPECT_EQ(RunTool(absl::StrCat("--target gfx90a --db ", dir.db(),
+                                 " --file fill_test.cu")),
+            0);
+  EXPECT_EQ(RunTool(absl::StrCat("--target sm_1 --db ", dir.db(),
+                                 " --file fill_test.cu")),
+            1);
+  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(),
+                                 " --file nope.cu")),
+            1);
   EXPECT_EQ(RunTool(absl::StrCat("--target vulkan --db ", dir.db())), 2);
   EXPECT_EQ(RunTool("--target sm_90"), 2);
-  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 2);
 }
 
 // Runs convtune-compile and returns its exit code and standard output.
 std::pair<int, std::string> RunToolOutput(const std::string& args) {
-  const std::string cmd =
-      absl::StrCat(CONVTUNE_BINARY_DIR, "/server/convtune-compile ", args, " 2>&1");
+  const std::string cmd = absl::StrCat(
+      CONVTUNE_BINARY_DIR, "/server/convtune-compile ", args, " 2>&1");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return {-1, ""};
   std::string out;
@@ -352,10 +412,11 @@ TEST(CompileToolTest, CompilesTheSolversOfAProblemListOnce) {
   {
     std::ofstream out(list);
     out << "# a forward and a backward-weights problem\n"
-        << "convfp16 -n 2 -c 16 -H 14 -W 14 -k 32 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -F 5\n";
+        << "convfp16 -n 2 -c 16 -H 14 -W 14 -k 32 -y 3 -x 3 -p 1 -q 1 -u 1 -v "
+           "1 -F 5\n";
   }
-  auto [rc, out] = RunToolOutput(
-      absl::StrCat("--target sm_90 --db ", dir.db(), " --problems ", list, " --jobs 2"));
+  auto [rc, out] = RunToolOutput(absl::StrCat(
+      "--target sm_90 --db ", dir.db(), " --problems ", list, " --jobs 2"));
   ASSERT_EQ(rc, 0) << out;
   // Dynamic and size-specialised solvers, and the fp16 tensor-core kernels.
   EXPECT_TRUE(absl::StrContains(out, "gpu_implicit_gemm_static")) << out;
@@ -363,7 +424,8 @@ TEST(CompileToolTest, CompilesTheSolversOfAProblemListOnce) {
   EXPECT_FALSE(absl::StrContains(out, " 0 compiled")) << out;
   int64_t cached = 0;
   {
-    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::OpenRocksDbStore(dir.db());
     ASSERT_TRUE(store.ok()) << store.status();
     cached = *storage::KernelCache(store->get()).Count();
     EXPECT_GT(cached, 2);
@@ -373,7 +435,8 @@ TEST(CompileToolTest, CompilesTheSolversOfAProblemListOnce) {
       absl::StrCat("--target sm_90 --db ", dir.db(), " --problems ", list));
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, " 0 compiled, ")) << out;
-  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir.db());
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(dir.db());
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ(*storage::KernelCache(store->get()).Count(), cached);
 
@@ -382,12 +445,15 @@ TEST(CompileToolTest, CompilesTheSolversOfAProblemListOnce) {
     std::ofstream out(list);
     out << "conv -n 2 -c 16\nconv -n 0 -c 16\n";
   }
-  std::tie(rc, out) = RunToolOutput(absl::StrCat("--target sm_90 --db ", dir.path(),
-                                                 "/other --problems ", list));
+  std::tie(rc, out) = RunToolOutput(absl::StrCat(
+      "--target sm_90 --db ", dir.path(), "/other --problems ", list));
   EXPECT_EQ(rc, 1);
   EXPECT_TRUE(absl::StrContains(out, "problems.txt:2")) << out;
-  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --all-configs")), 2);
-  EXPECT_EQ(RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --jobs 0")), 2);
+  EXPECT_EQ(
+      RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --all-configs")),
+      2);
+  EXPECT_EQ(
+      RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --jobs 0")), 2);
 }
 
 }  // namespace

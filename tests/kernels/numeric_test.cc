@@ -1,10 +1,10 @@
 #include "kernels/numeric.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <random>
-
-#include <gtest/gtest.h>
 
 namespace convtune {
 namespace {
@@ -38,15 +38,18 @@ TEST(NumericTest, ConversionErrorIsWithinHalfAnUlp) {
   std::uniform_real_distribution<float> dist(-1000.f, 1000.f);
   for (int i = 0; i < 100000; ++i) {
     const float f = dist(rng);
-    EXPECT_LE(std::fabs(HalfToFloat(FloatToHalf(f)) - f), std::fabs(f) * std::ldexp(1.0f, -11));
-    EXPECT_LE(std::fabs(Bf16ToFloat(FloatToBf16(f)) - f), std::fabs(f) * std::ldexp(1.0f, -8));
+    EXPECT_LE(std::fabs(HalfToFloat(FloatToHalf(f)) - f),
+              std::fabs(f) * std::ldexp(1.0f, -11));
+    EXPECT_LE(std::fabs(Bf16ToFloat(FloatToBf16(f)) - f),
+              std::fabs(f) * std::ldexp(1.0f, -8));
   }
 }
 
 TEST(NumericTest, Bf16KnownValues) {
   EXPECT_EQ(Bf16ToFloat(0x3f80), 1.0f);
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
-  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(
+      Bf16ToFloat(FloatToBf16(std::numeric_limits<float>::quiet_NaN()))));
 }
 
 }  // namespace

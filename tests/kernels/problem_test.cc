@@ -117,17 +117,20 @@ TEST(ProblemTest, StridesFollowLayout) {
   p.layout = Layout::kNHWC;
   EXPECT_EQ(XStrides(p), (Strides{64 * 56 * 56, 1, 56 * 56 * 64, 56 * 64, 64}));
   EXPECT_EQ(WStrides(p), (Strides{64 * 9, 1, 9 * 64, 3 * 64, 64}));
-  EXPECT_EQ(YStrides(p), (Strides{128 * 28 * 28, 1, 28 * 28 * 128, 28 * 128, 128}));
+  EXPECT_EQ(YStrides(p),
+            (Strides{128 * 28 * 28, 1, 28 * 28 * 128, 28 * 128, 128}));
 }
 
 TEST(ProblemTest, KeyIsMiopenOrder) {
   ConvProblem p = Resnet3x3();
-  EXPECT_EQ(ProblemKey(p), "64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP32-F");
+  EXPECT_EQ(ProblemKey(p),
+            "64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP32-F");
   p.type = DataType::kBf16;
   p.layout = Layout::kNHWC;
   p.direction = Direction::kBackwardWeights;
   p.groups = 2;
-  EXPECT_EQ(ProblemKey(p), "64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-2-NHWC-BF16-W");
+  EXPECT_EQ(ProblemKey(p),
+            "64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-2-NHWC-BF16-W");
 }
 
 TEST(ProblemTest, KeyRoundTrips2dAnd3d) {
@@ -152,27 +155,35 @@ TEST(ProblemTest, KeyRoundTrips2dAnd3d) {
   q.layout = Layout::kNHWC;
   ASSERT_TRUE(ValidateProblem(q).ok());
   const std::string key = ProblemKey(q);
-  EXPECT_EQ(key, "8-9-10-11-3x3x1-16-5-8-15-1-1x0x2-2x1x1-1x1x2-1-NDHWC-FP32-F");
+  EXPECT_EQ(key,
+            "8-9-10-11-3x3x1-16-5-8-15-1-1x0x2-2x1x1-1x1x2-1-NDHWC-FP32-F");
   auto back3 = ParseProblemKey(key);
   ASSERT_TRUE(back3.ok()) << back3.status();
   EXPECT_EQ(*back3, q);
 }
 
 TEST(ProblemTest, KeyParserRejectsMalformedKeys) {
-  EXPECT_EQ(ParseProblemKey("1-2-3").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseProblemKey("1-2-3").status().code(),
+            absl::StatusCode::kInvalidArgument);
   // Output size that disagrees with the rest.
-  auto s = ParseProblemKey("64-56-56-3x3-128-27-28-2-1x1-2x2-1x1-1-NCHW-FP32-F").status();
+  auto s = ParseProblemKey("64-56-56-3x3-128-27-28-2-1x1-2x2-1x1-1-NCHW-FP32-F")
+               .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("out_h"));
-  s = ParseProblemKey("64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-CHWN-FP32-F").status();
+  s = ParseProblemKey("64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-CHWN-FP32-F")
+          .status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("layout"));
-  s = ParseProblemKey("64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP64-F").status();
+  s = ParseProblemKey("64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP64-F")
+          .status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("data_type"));
-  s = ParseProblemKey("64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP32-X").status();
+  s = ParseProblemKey("64-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP32-X")
+          .status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("direction"));
-  s = ParseProblemKey("64-56-56-3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP32-F").status();
+  s = ParseProblemKey("64-56-56-3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP32-F")
+          .status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("filter"));
-  s = ParseProblemKey("sixty-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP32-F").status();
+  s = ParseProblemKey("sixty-56-56-3x3-128-28-28-2-1x1-2x2-1x1-1-NCHW-FP32-F")
+          .status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("c:"));
 }
 

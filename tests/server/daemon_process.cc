@@ -1,21 +1,20 @@
 #include "tests/server/daemon_process.h"
 
 #include <fcntl.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
-
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "common/defaults.h"
 
@@ -25,12 +24,14 @@ DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) Stop(SIGKILL, 5000);
 }
 
-bool DaemonProcess::Start(const std::string& binary, const std::vector<std::string>& args,
+bool DaemonProcess::Start(const std::string& binary,
+                          const std::vector<std::string>& args,
                           const std::string& log_path) {
   log_path_ = log_path;
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(binary.c_str()));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_ = fork();
   if (pid_ < 0) return false;
@@ -46,9 +47,12 @@ bool DaemonProcess::Start(const std::string& binary, const std::vector<std::stri
   return true;
 }
 
-bool DaemonProcess::WaitServing(const std::string& socket_path, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto channel = grpc::CreateChannel(UnixTarget(socket_path), grpc::InsecureChannelCredentials());
+bool DaemonProcess::WaitServing(const std::string& socket_path,
+                                int timeout_ms) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto channel = grpc::CreateChannel(UnixTarget(socket_path),
+                                     grpc::InsecureChannelCredentials());
   while (std::chrono::steady_clock::now() < deadline) {
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -56,7 +60,8 @@ bool DaemonProcess::WaitServing(const std::string& socket_path, int timeout_ms) 
       return false;
     }
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(500));
     grpc::ByteBuffer request, response;
     // grpc.health.v1.HealthCheckRequest{service: ""} serializes to zero bytes.
     grpc::GenericStub stub(channel);
@@ -66,8 +71,8 @@ bool DaemonProcess::WaitServing(const std::string& socket_path, int timeout_ms) 
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
-    stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                   &response, [&](grpc::Status st) {
+    stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                   &request, &response, [&](grpc::Status st) {
                      std::lock_guard<std::mutex> lock(mu);
                      s = st;
                      done = true;
@@ -82,7 +87,8 @@ bool DaemonProcess::WaitServing(const std::string& socket_path, int timeout_ms) 
 }
 
 int DaemonProcess::WaitExit(int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {

@@ -1,13 +1,12 @@
 // convtuned as a real process: find over the Unix socket, restart, hit; one
 // database per daemon; malformed requests; clean shutdown on signals.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <filesystem>
-
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "common/defaults.h"
 #include "convtune/v1/service.grpc.pb.h"
@@ -17,8 +16,8 @@
 namespace convtune {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 
 v1::ConvProblem Problem() {
   ConvProblem p;
@@ -43,21 +42,23 @@ class DaemonTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  void StartDaemon(DaemonProcess& d, const std::string& socket, const std::string& db,
-                   const std::string& log) {
-    ASSERT_TRUE(d.Start(CONVTUNED_PATH, {"--socket", socket, "--db", db}, dir_ + "/" + log));
+  void StartDaemon(DaemonProcess& d, const std::string& socket,
+                   const std::string& db, const std::string& log) {
+    ASSERT_TRUE(d.Start(CONVTUNED_PATH, {"--socket", socket, "--db", db},
+                        dir_ + "/" + log));
     ASSERT_TRUE(d.WaitServing(socket)) << d.log();
   }
 
   std::unique_ptr<v1::ConvTune::Stub> Stub(const std::string& socket) {
-    return v1::ConvTune::NewStub(
-        grpc::CreateChannel(UnixTarget(socket), grpc::InsecureChannelCredentials()));
+    return v1::ConvTune::NewStub(grpc::CreateChannel(
+        UnixTarget(socket), grpc::InsecureChannelCredentials()));
   }
 
   grpc::Status Find(v1::ConvTune::Stub& stub, const v1::ConvProblem& problem,
                     v1::FindResponse* resp) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(120));
     v1::FindRequest req;
     *req.mutable_problem() = problem;
     // No workspace_limit: unlimited, so solvers with a workspace are timed too.
@@ -80,12 +81,14 @@ TEST_F(DaemonTest, FindRestartHit) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_FALSE(first.from_db());
     ASSERT_GE(first.results_size(), 3);
-    EXPECT_TRUE(std::any_of(first.results().begin(), first.results().end(),
-                            [](const v1::PerfResult& r) { return r.workspace_bytes() > 0; }));
+    EXPECT_TRUE(std::any_of(
+        first.results().begin(), first.results().end(),
+        [](const v1::PerfResult& r) { return r.workspace_bytes() > 0; }));
     EXPECT_FALSE(first.device_key().empty());
     const auto start = std::chrono::steady_clock::now();
     EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(5));
     EXPECT_THAT(d.log(), HasSubstr("stopped"));
   }
   EXPECT_FALSE(std::filesystem::exists(socket_));
@@ -108,7 +111,8 @@ TEST_F(DaemonTest, SecondDaemonOnTheSameDatabaseFailsFast) {
   DaemonProcess first;
   StartDaemon(first, socket_, db_, "1.log");
   DaemonProcess second;
-  ASSERT_TRUE(second.Start(CONVTUNED_PATH, {"--socket", dir_ + "/other.sock", "--db", db_},
+  ASSERT_TRUE(second.Start(CONVTUNED_PATH,
+                           {"--socket", dir_ + "/other.sock", "--db", db_},
                            dir_ + "/2.log"));
   EXPECT_EQ(second.WaitExit(10000), 1);
   EXPECT_THAT(second.log(), HasSubstr(db_));
@@ -123,7 +127,8 @@ TEST_F(DaemonTest, SecondDaemonOnTheSameSocketFailsAndLeavesItAlone) {
   DaemonProcess first;
   StartDaemon(first, socket_, db_, "1.log");
   DaemonProcess second;
-  ASSERT_TRUE(second.Start(CONVTUNED_PATH, {"--socket", socket_, "--db", dir_ + "/db2"},
+  ASSERT_TRUE(second.Start(CONVTUNED_PATH,
+                           {"--socket", socket_, "--db", dir_ + "/db2"},
                            dir_ + "/2.log"));
   EXPECT_EQ(second.WaitExit(10000), 1);
   EXPECT_THAT(second.log(), HasSubstr("in use"));
@@ -144,8 +149,10 @@ TEST_F(DaemonTest, MalformedRequestsNameTheField) {
       {[](v1::ConvProblem* p) { p->set_c(0); }, "problem.c"},
       {[](v1::ConvProblem* p) { p->set_groups(5); }, "problem.groups"},
       {[](v1::ConvProblem* p) { p->set_pad(0, -1); }, "problem.pad_h"},
-      {[](v1::ConvProblem* p) { p->clear_filter_size(); }, "problem.filter_size"},
-      {[](v1::ConvProblem* p) { p->set_layout(static_cast<v1::Layout>(9)); }, "problem.layout"},
+      {[](v1::ConvProblem* p) { p->clear_filter_size(); },
+       "problem.filter_size"},
+      {[](v1::ConvProblem* p) { p->set_layout(static_cast<v1::Layout>(9)); },
+       "problem.layout"},
       {[](v1::ConvProblem* p) { p->set_n(int64_t{1} << 62); }, "problem.x"},
   };
   for (const Case& c : cases) {
@@ -162,7 +169,8 @@ TEST_F(DaemonTest, MalformedRequestsNameTheField) {
   *plan_req.mutable_problem() = Problem();
   plan_req.set_solver_id(12345);
   v1::GetPlanResponse plan_resp;
-  EXPECT_EQ(stub->GetPlan(&ctx, plan_req, &plan_resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(stub->GetPlan(&ctx, plan_req, &plan_resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
   grpc::ClientContext ctx2;
   v1::ExecuteRequest exec;
   *exec.mutable_problem() = Problem();
@@ -176,9 +184,10 @@ TEST_F(DaemonTest, MalformedRequestsNameTheField) {
 
 TEST_F(DaemonTest, ExecuteRunsInlineAndEnforcesTheSizeLimit) {
   DaemonProcess d;
-  ASSERT_TRUE(d.Start(CONVTUNED_PATH,
-                      {"--socket", socket_, "--db", db_, "--max-execute-bytes", "100000"},
-                      dir_ + "/1.log"));
+  ASSERT_TRUE(d.Start(
+      CONVTUNED_PATH,
+      {"--socket", socket_, "--db", db_, "--max-execute-bytes", "100000"},
+      dir_ + "/1.log"));
   ASSERT_TRUE(d.WaitServing(socket_)) << d.log();
   auto stub = Stub(socket_);
   // 1x1 convolution, c=2 -> k=1, weights (1, 1): y = x0 + x1.
@@ -214,9 +223,10 @@ TEST_F(DaemonTest, ExecuteRunsInlineAndEnforcesTheSizeLimit) {
 
 TEST_F(DaemonTest, ServesOnTcpToo) {
   DaemonProcess d;
-  ASSERT_TRUE(d.Start(CONVTUNED_PATH,
-                      {"--socket", socket_, "--db", db_, "--listen", "127.0.0.1:0"},
-                      dir_ + "/1.log"));
+  ASSERT_TRUE(
+      d.Start(CONVTUNED_PATH,
+              {"--socket", socket_, "--db", db_, "--listen", "127.0.0.1:0"},
+              dir_ + "/1.log"));
   ASSERT_TRUE(d.WaitServing(socket_)) << d.log();
   const std::string log = d.log();
   const size_t at = log.find("tcp port ");
@@ -233,9 +243,10 @@ TEST_F(DaemonTest, ServesOnTcpToo) {
 
 TEST_F(DaemonTest, UnbindableTcpAddressFailsAtStart) {
   DaemonProcess d;
-  ASSERT_TRUE(d.Start(CONVTUNED_PATH,
-                      {"--socket", socket_, "--db", db_, "--listen", "203.0.113.1:1"},
-                      dir_ + "/1.log"));
+  ASSERT_TRUE(
+      d.Start(CONVTUNED_PATH,
+              {"--socket", socket_, "--db", db_, "--listen", "203.0.113.1:1"},
+              dir_ + "/1.log"));
   EXPECT_EQ(d.WaitExit(15000), 1);
   EXPECT_THAT(d.log(), HasSubstr("cannot listen"));
   EXPECT_FALSE(std::filesystem::exists(socket_));
@@ -243,7 +254,8 @@ TEST_F(DaemonTest, UnbindableTcpAddressFailsAtStart) {
 
 TEST_F(DaemonTest, BadFlagsAreUsageErrors) {
   DaemonProcess d;
-  ASSERT_TRUE(d.Start(CONVTUNED_PATH, {"--backend", "tpu", "--socket", socket_, "--db", db_},
+  ASSERT_TRUE(d.Start(CONVTUNED_PATH,
+                      {"--backend", "tpu", "--socket", socket_, "--db", db_},
                       dir_ + "/1.log"));
   EXPECT_EQ(d.WaitExit(10000), 1);
   EXPECT_THAT(d.log(), HasSubstr("backend"));

@@ -1,5 +1,5 @@
-#include "server/core.h"
-
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -8,13 +8,11 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/kernel_conv.h"
 #include "kernels/cpu_device.h"
+#include "server/core.h"
 #include "server/solvers/cpu_solvers.h"
 #include "storage/records.h"
 
@@ -37,7 +35,8 @@ ConvProblem SmallProblem(Direction dir = Direction::kForward) {
 
 int ApplicableCount(const ConvProblem& p) {
   int n = 0;
-  for (const Solver* s : SolverRegistry::Default().ForBackend(v1::CPU)) n += s->IsApplicable(p).ok();
+  for (const Solver* s : SolverRegistry::Default().ForBackend(v1::CPU))
+    n += s->IsApplicable(p).ok();
   return n;
 }
 
@@ -62,8 +61,8 @@ class FindEngineTest : public ::testing::Test {
     Core::Options options;
     options.timing.min_repeats = 2;
     options.timing.budget_ms = 5;
-    core_ = std::make_unique<Core>(device_, SolverRegistry::Default(), *store_, *compile_,
-                                           *bench_, options);
+    core_ = std::make_unique<Core>(device_, SolverRegistry::Default(), *store_,
+                                   *compile_, *bench_, options);
   }
   void Close() {
     core_.reset();
@@ -88,7 +87,8 @@ TEST_F(FindEngineTest, ColdFindTimesEveryApplicableSolverAndStoresTheRanking) {
   ASSERT_GE(applicable, 4);  // naive, tiled, im2col, winograd
   EXPECT_EQ(r->record.results_size(), applicable);
   for (int i = 1; i < r->record.results_size(); ++i) {
-    EXPECT_LE(r->record.results(i - 1).time_ms(), r->record.results(i).time_ms());
+    EXPECT_LE(r->record.results(i - 1).time_ms(),
+              r->record.results(i).time_ms());
   }
   for (const v1::PerfResult& res : r->record.results()) {
     EXPECT_GT(res.time_ms(), 0);
@@ -126,13 +126,15 @@ TEST_F(FindEngineTest, SecondFindIsAnsweredFromTheFindDbWithoutTiming) {
   EXPECT_EQ(reopened->record.results_size(), again->record.results_size());
 }
 
-TEST_F(FindEngineTest, WorkspaceLimitLeavesSolversOutAndIsNotStoredAsTheFullAnswer) {
+TEST_F(FindEngineTest,
+       WorkspaceLimitLeavesSolversOutAndIsNotStoredAsTheFullAnswer) {
   const ConvProblem p = SmallProblem();
   auto limited = core_->find().FindBlocking(p, {.workspace_limit = 0});
   ASSERT_TRUE(limited.ok()) << limited.status();
   EXPECT_FALSE(limited->from_db);
   EXPECT_LT(limited->record.results_size(), ApplicableCount(p));
-  for (const auto& r : limited->record.results()) EXPECT_EQ(r.workspace_bytes(), 0);
+  for (const auto& r : limited->record.results())
+    EXPECT_EQ(r.workspace_bytes(), 0);
 
   // The unconstrained answer is not there: this find tunes.
   auto full = core_->find().FindBlocking(p, {});
@@ -145,7 +147,8 @@ TEST_F(FindEngineTest, WorkspaceLimitLeavesSolversOutAndIsNotStoredAsTheFullAnsw
   auto again = core_->find().FindBlocking(p, {.workspace_limit = 0});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->from_db);
-  for (const auto& r : again->record.results()) EXPECT_EQ(r.workspace_bytes(), 0);
+  for (const auto& r : again->record.results())
+    EXPECT_EQ(r.workspace_bytes(), 0);
   EXPECT_EQ(core_->counters().tunings, 2);
 }
 
@@ -174,8 +177,10 @@ TEST_F(FindEngineTest, IdenticalConcurrentFindsShareOneRun) {
 
 TEST_F(FindEngineTest, CorruptRecordIsDroppedAndRetuned) {
   const ConvProblem p = SmallProblem();
-  const std::string key = storage::FindDbKey(device_.info().Key(), ProblemKey(p));
-  ASSERT_TRUE(store_->Put(storage::Column::kFindDb, key, "\xff\xfe not a record").ok());
+  const std::string key =
+      storage::FindDbKey(device_.info().Key(), ProblemKey(p));
+  ASSERT_TRUE(
+      store_->Put(storage::Column::kFindDb, key, "\xff\xfe not a record").ok());
   auto r = core_->find().FindBlocking(p, {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->from_db);
@@ -184,7 +189,8 @@ TEST_F(FindEngineTest, CorruptRecordIsDroppedAndRetuned) {
   EXPECT_TRUE(db.Get(ProblemKey(p)).ok());
 }
 
-TEST_F(FindEngineTest, ExhaustiveFindSearchesConfigsAndKeepsTheBestInThePerfDb) {
+TEST_F(FindEngineTest,
+       ExhaustiveFindSearchesConfigsAndKeepsTheBestInThePerfDb) {
   const ConvProblem p = SmallProblem();
   const Solver* tiled = SolverRegistry::Default().Find(kCpuDirectTiledId);
   ASSERT_NE(tiled, nullptr);
@@ -196,12 +202,14 @@ TEST_F(FindEngineTest, ExhaustiveFindSearchesConfigsAndKeepsTheBestInThePerfDb) 
   storage::PerfDb perf(store_.get(), device_.info().Key());
   auto best = perf.Get(ProblemKey(p), kCpuDirectTiledId);
   ASSERT_TRUE(best.ok()) << best.status();
-  const PerfConfig config(best->perf_config().begin(), best->perf_config().end());
+  const PerfConfig config(best->perf_config().begin(),
+                          best->perf_config().end());
   EXPECT_TRUE(tiled->ValidateConfig(p, config).ok());
   // Plans now use the tuned config.
   auto plan = core_->planner().Plan(p, kCpuDirectTiledId, {});
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(PerfConfig(plan->perf_config().begin(), plan->perf_config().end()), config);
+  EXPECT_EQ(PerfConfig(plan->perf_config().begin(), plan->perf_config().end()),
+            config);
   // An exhaustive find re-tunes even though the record exists.
   ASSERT_TRUE(core_->find().FindBlocking(p, {.exhaustive = true}).ok());
   EXPECT_EQ(core_->counters().tunings, 2);
@@ -209,15 +217,17 @@ TEST_F(FindEngineTest, ExhaustiveFindSearchesConfigsAndKeepsTheBestInThePerfDb) 
 
 TEST_F(FindEngineTest, PlanErrorsNameTheProblem) {
   const ConvProblem p = SmallProblem();
-  EXPECT_EQ(core_->planner().Plan(p, 9999, {}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(core_->planner().Plan(p, 9999, {}).status().code(),
+            absl::StatusCode::kNotFound);
   ConvProblem big = p;
   big.filter = {1, 5, 5};
   big.pad = {0, 2, 2};
   auto s = core_->planner().Plan(big, kCpuWinogradF2x3Id, {}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), HasSubstr("filter"));
-  EXPECT_EQ(core_->planner().Plan(p, kCpuDirectTiledId, {999, 999}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      core_->planner().Plan(p, kCpuDirectTiledId, {999, 999}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(FindEngineTest, ShutdownFailsNewFindsWithUnavailable) {
@@ -233,20 +243,26 @@ TEST_F(FindEngineTest, ShutdownFailsNewFindsWithUnavailable) {
 class FaultingDevice final : public DeviceWrapper {
  public:
   FaultingDevice(std::string fault_kernel, bool resettable)
-      : DeviceWrapper(&cpu_), fault_kernel_(std::move(fault_kernel)), resettable_(resettable) {}
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t bytes) override {
+      : DeviceWrapper(&cpu_),
+        fault_kernel_(std::move(fault_kernel)),
+        resettable_(resettable) {}
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(
+      int64_t bytes) override {
     RETURN_IF_ERROR(Usable());
     return DeviceWrapper::Allocate(bytes);
   }
-  absl::Status CopyToDevice(DeviceBuffer* dst, const void* src, int64_t bytes) override {
+  absl::Status CopyToDevice(DeviceBuffer* dst, const void* src,
+                            int64_t bytes) override {
     RETURN_IF_ERROR(Usable());
     return DeviceWrapper::CopyToDevice(dst, src, bytes);
   }
-  absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src, int64_t bytes) override {
+  absl::Status CopyFromDevice(void* dst, const DeviceBuffer& src,
+                              int64_t bytes) override {
     RETURN_IF_ERROR(Usable());
     return DeviceWrapper::CopyFromDevice(dst, src, bytes);
   }
-  absl::Status Launch(const v1::KernelStep& step, const std::vector<void*>& buffers) override {
+  absl::Status Launch(const v1::KernelStep& step,
+                      const std::vector<void*>& buffers) override {
     RETURN_IF_ERROR(Usable());
     if (step.kernel() == fault_kernel_) {
       faulted_ = true;
@@ -255,7 +271,8 @@ class FaultingDevice final : public DeviceWrapper {
     return DeviceWrapper::Launch(step, buffers);
   }
   absl::Status Synchronize() override { return Usable(); }
-  absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work) override {
+  absl::StatusOr<double> TimeMs(
+      const std::function<absl::Status()>& work) override {
     RETURN_IF_ERROR(Usable());
     return DeviceWrapper::TimeMs(work);
   }
@@ -306,19 +323,23 @@ class DeviceFaultTest : public ::testing::Test {
     Core::Options options;
     options.timing.min_repeats = 2;
     options.timing.budget_ms = 5;
-    e->engine = std::make_unique<Core>(device, SolverRegistry::Default(), *e->store,
-                                             *e->compile, *e->bench, options);
+    e->engine =
+        std::make_unique<Core>(device, SolverRegistry::Default(), *e->store,
+                               *e->compile, *e->bench, options);
     return e;
   }
   std::string dir_;
 };
 
-TEST_F(DeviceFaultTest, FaultingSolverIsQuarantinedAndTheRestAreTimedAfterAReset) {
+TEST_F(DeviceFaultTest,
+       FaultingSolverIsQuarantinedAndTheRestAreTimedAfterAReset) {
   const ConvProblem p = SmallProblem();
-  FaultingDevice device(std::string(cpu::kDirectNaiveKernel), /*resettable=*/true);
+  FaultingDevice device(std::string(cpu::kDirectNaiveKernel),
+                        /*resettable=*/true);
   {
     std::unique_ptr<Engine> e = Open(device);
-    absl::StatusOr<FindOutcome> r = e->engine->find().FindBlocking(p, {.mode = v1::NORMAL});
+    absl::StatusOr<FindOutcome> r =
+        e->engine->find().FindBlocking(p, {.mode = v1::NORMAL});
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(device.resets, 1);
     EXPECT_EQ(e->engine->counters().solvers_quarantined, 1);
@@ -328,29 +349,35 @@ TEST_F(DeviceFaultTest, FaultingSolverIsQuarantinedAndTheRestAreTimedAfterAReset
       EXPECT_NE(res.solver_id(), kCpuDirectNaiveId);
     }
     EXPECT_TRUE(r->stored);
-    EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
+    EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)),
+                ::testing::ElementsAre(kCpuDirectNaiveId));
   }
   // After a restart the quarantine holds: an exhaustive find never runs it.
   std::unique_ptr<Engine> e = Open(device);
-  EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
-  absl::StatusOr<FindOutcome> again =
-      e->engine->find().FindBlocking(p, {.mode = v1::NORMAL, .exhaustive = true});
+  EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)),
+              ::testing::ElementsAre(kCpuDirectNaiveId));
+  absl::StatusOr<FindOutcome> again = e->engine->find().FindBlocking(
+      p, {.mode = v1::NORMAL, .exhaustive = true});
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_THAT(again->timed_solvers, ::testing::Not(::testing::Contains(kCpuDirectNaiveId)));
+  EXPECT_THAT(again->timed_solvers,
+              ::testing::Not(::testing::Contains(kCpuDirectNaiveId)));
   EXPECT_EQ(device.resets, 1);
   // Other problems still use the solver.
   ConvProblem other = p;
   other.k = 16;
-  absl::StatusOr<Solutions> solutions = e->engine->immediate().GetSolutions(other, -1);
+  absl::StatusOr<Solutions> solutions =
+      e->engine->immediate().GetSolutions(other, -1);
   ASSERT_TRUE(solutions.ok());
   bool listed = false;
-  for (const v1::PerfResult& r : solutions->results) listed |= r.solver_id() == kCpuDirectNaiveId;
+  for (const v1::PerfResult& r : solutions->results)
+    listed |= r.solver_id() == kCpuDirectNaiveId;
   EXPECT_TRUE(listed);
 }
 
 TEST_F(DeviceFaultTest, DeviceThatCannotBeResetIsLostOnceAndNothingIsStored) {
   const ConvProblem p = SmallProblem();
-  FaultingDevice device(std::string(cpu::kDirectNaiveKernel), /*resettable=*/false);
+  FaultingDevice device(std::string(cpu::kDirectNaiveKernel),
+                        /*resettable=*/false);
   std::unique_ptr<Engine> e = Open(device);
   std::atomic<int> lost{0};
   std::string why;
@@ -358,7 +385,8 @@ TEST_F(DeviceFaultTest, DeviceThatCannotBeResetIsLostOnceAndNothingIsStored) {
     ++lost;
     why = reason;
   });
-  absl::StatusOr<FindOutcome> r = e->engine->find().FindBlocking(p, {.mode = v1::NORMAL});
+  absl::StatusOr<FindOutcome> r =
+      e->engine->find().FindBlocking(p, {.mode = v1::NORMAL});
   ASSERT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("lost"));
   EXPECT_EQ(lost, 1);
@@ -368,9 +396,11 @@ TEST_F(DeviceFaultTest, DeviceThatCannotBeResetIsLostOnceAndNothingIsStored) {
   // The engine refuses further work; the quarantine is on disk.
   ConvProblem other = p;
   other.k = 16;
-  EXPECT_EQ(e->engine->find().FindBlocking(other, {}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(e->engine->find().FindBlocking(other, {}).status().code(),
+            absl::StatusCode::kUnavailable);
   EXPECT_EQ(lost, 1);
-  EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)), ::testing::ElementsAre(kCpuDirectNaiveId));
+  EXPECT_THAT(e->engine->quarantine().For(ProblemKey(p)),
+              ::testing::ElementsAre(kCpuDirectNaiveId));
 }
 
 // Runs the naive kernel as if the problem had half the output channels: a
@@ -382,10 +412,12 @@ class HalfOutputSolver final : public Solver {
   v1::AlgorithmFamily family() const override { return v1::DIRECT; }
   v1::Backend backend() const override { return v1::CPU; }
   bool dynamic() const override { return true; }
-  absl::Status IsApplicable(const ConvProblem&) const override { return absl::OkStatus(); }
+  absl::Status IsApplicable(const ConvProblem&) const override {
+    return absl::OkStatus();
+  }
   int64_t WorkspaceBytes(const ConvProblem&) const override { return 0; }
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& config) const override {
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& config) const override {
     v1::ExecutionPlan plan = NewPlan(p, config);
     ConvProblem wrong = p;
     wrong.k = p.k / 2;
@@ -393,7 +425,8 @@ class HalfOutputSolver final : public Solver {
     x.set_role(v1::BUFFER_X);
     w.set_role(v1::BUFFER_W);
     y.set_role(v1::BUFFER_Y);
-    *plan.add_steps() = cpu::MakeConvStep(cpu::kDirectNaiveKernel, wrong, {}, x, w, y);
+    *plan.add_steps() =
+        cpu::MakeConvStep(cpu::kDirectNaiveKernel, wrong, {}, x, w, y);
     return plan;
   }
 };
@@ -407,7 +440,8 @@ TEST_F(FindEngineTest, VerificationLeavesOutASolverWithWrongOutput) {
   Core::Options options;
   options.timing.verify_samples = 200;
   Core engine(device_, registry, *store_, *compile_, *bench_, options);
-  absl::StatusOr<FindOutcome> r = engine.find().FindBlocking(p, {.mode = v1::NORMAL});
+  absl::StatusOr<FindOutcome> r =
+      engine.find().FindBlocking(p, {.mode = v1::NORMAL});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->record.results_size(), 1);
   EXPECT_EQ(r->record.results(0).solver_id(), kCpuDirectNaiveId);

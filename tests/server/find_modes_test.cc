@@ -1,12 +1,11 @@
 // Each find mode, asserting what was timed and what was stored, not only the
 // answer; the system FindDb.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/file_util.h"
 #include "kernels/cpu_device.h"
@@ -34,11 +33,16 @@ class StaticIm2col final : public Solver {
   v1::AlgorithmFamily family() const override { return inner_->family(); }
   v1::Backend backend() const override { return inner_->backend(); }
   bool dynamic() const override { return false; }
-  absl::Status IsApplicable(const ConvProblem& p) const override { return inner_->IsApplicable(p); }
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return inner_->WorkspaceBytes(p); }
-  absl::StatusOr<v1::ExecutionPlan> MakePlan(const ConvProblem& p,
-                                             const PerfConfig& c) const override {
-    absl::StatusOr<v1::ExecutionPlan> plan = inner_->MakePlan(p, inner_->DefaultConfig(p));
+  absl::Status IsApplicable(const ConvProblem& p) const override {
+    return inner_->IsApplicable(p);
+  }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return inner_->WorkspaceBytes(p);
+  }
+  absl::StatusOr<v1::ExecutionPlan> MakePlan(
+      const ConvProblem& p, const PerfConfig& c) const override {
+    absl::StatusOr<v1::ExecutionPlan> plan =
+        inner_->MakePlan(p, inner_->DefaultConfig(p));
     if (plan.ok()) plan->set_solver_id(kStaticId);
     return plan;
   }
@@ -81,8 +85,8 @@ struct Engine {
   explicit Engine(const std::string& db, const SystemFindDb* system = nullptr,
                   Core::Options options = Defaults()) {
     store = *storage::OpenRocksDbStore(db);
-    engine = std::make_unique<Core>(device, *TestRegistry(), *store, compile, bench,
-                                          options, system);
+    engine = std::make_unique<Core>(device, *TestRegistry(), *store, compile,
+                                    bench, options, system);
   }
   static Core::Options Defaults() {
     Core::Options o;
@@ -91,7 +95,8 @@ struct Engine {
     return o;
   }
   FindOutcome Find(const ConvProblem& p, v1::FindMode mode) {
-    absl::StatusOr<FindOutcome> r = engine->find().FindBlocking(p, {.mode = mode});
+    absl::StatusOr<FindOutcome> r =
+        engine->find().FindBlocking(p, {.mode = mode});
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : FindOutcome{};
   }
@@ -122,7 +127,8 @@ TEST_F(FindModesTest, NormalAlwaysTimesEverySolverAndStores) {
   const ConvProblem p = Problem();
   FindOutcome first = e.Find(p, v1::NORMAL);
   EXPECT_EQ(first.source, "tuned");
-  EXPECT_EQ(first.timed_solvers.size(), static_cast<size_t>(Applicable(p, false)));
+  EXPECT_EQ(first.timed_solvers.size(),
+            static_cast<size_t>(Applicable(p, false)));
   EXPECT_THAT(first.timed_solvers, Contains(kStaticId));
   EXPECT_TRUE(first.stored);
   FindOutcome second = e.Find(p, v1::NORMAL);
@@ -156,10 +162,12 @@ TEST_F(FindModesTest, HybridTimesAllOnAMissDynamicHybridOnlyDynamicOnes) {
   const ConvProblem a = Problem(8), b = Problem(16);
   FindOutcome hybrid = e.Find(a, v1::HYBRID);
   EXPECT_THAT(hybrid.timed_solvers, Contains(kStaticId));
-  EXPECT_EQ(hybrid.timed_solvers.size(), static_cast<size_t>(Applicable(a, false)));
+  EXPECT_EQ(hybrid.timed_solvers.size(),
+            static_cast<size_t>(Applicable(a, false)));
   FindOutcome dynamic = e.Find(b, v1::DYNAMIC_HYBRID);
   EXPECT_THAT(dynamic.timed_solvers, Not(Contains(kStaticId)));
-  EXPECT_EQ(dynamic.timed_solvers.size(), static_cast<size_t>(Applicable(b, true)));
+  EXPECT_EQ(dynamic.timed_solvers.size(),
+            static_cast<size_t>(Applicable(b, true)));
   EXPECT_TRUE(dynamic.stored);
   // Both hit afterwards, timing nothing.
   const int64_t timed = e.engine->counters().plans_timed;
@@ -170,8 +178,8 @@ TEST_F(FindModesTest, HybridTimesAllOnAMissDynamicHybridOnlyDynamicOnes) {
 
 // Builds a system FindDb file for `device_key` from a tuned database, with the
 // recorded times of the best result multiplied by `scale`.
-std::string MakeSystemDb(const std::string& dir, Engine& tuned, const std::string& device_key,
-                         double scale) {
+std::string MakeSystemDb(const std::string& dir, Engine& tuned,
+                         const std::string& device_key, double scale) {
   storage::ExportOptions o;
   o.system_device_key = tuned.engine->device_key();
   absl::StatusOr<std::string> bytes = storage::ExportStore(*tuned.store, o);
@@ -184,14 +192,16 @@ std::string MakeSystemDb(const std::string& dir, Engine& tuned, const std::strin
     v1::FindRecord r;
     r.ParseFromString(e.value());
     r.set_device_key(device_key);
-    for (auto& res : *r.mutable_results()) res.set_time_ms(res.time_ms() * scale);
+    for (auto& res : *r.mutable_results())
+      res.set_time_ms(res.time_ms() * scale);
     e.set_key(device_key + "/" + r.problem_key());
     e.set_value(r.SerializeAsString());
   }
   std::filesystem::create_directories(dir);
-  EXPECT_TRUE(WriteFileAtomically(dir + "/" + storage::SystemDbFileName(device_key),
-                                  file.SerializeAsString())
-                  .ok());
+  EXPECT_TRUE(
+      WriteFileAtomically(dir + "/" + storage::SystemDbFileName(device_key),
+                          file.SerializeAsString())
+          .ok());
   return dir;
 }
 
@@ -235,7 +245,8 @@ TEST_F(FindModesTest, TrustVerifyKeepsASystemRecordThatHoldsUp) {
   Engine e(dir_ + "/user", system->get());
   FindOutcome out = e.Find(p, v1::TRUST_VERIFY);
   EXPECT_EQ(out.source, "system_db");
-  ASSERT_EQ(out.timed_solvers.size(), 1u);  // only the recorded best was re-timed
+  ASSERT_EQ(out.timed_solvers.size(),
+            1u);  // only the recorded best was re-timed
   EXPECT_EQ(out.timed_solvers[0], out.record.results(0).solver_id());
   EXPECT_TRUE(out.stored);  // copied to the user FindDb
   EXPECT_EQ(e.engine->counters().verifications, 1);
@@ -262,10 +273,12 @@ TEST_F(FindModesTest, TrustVerifyRetunesWhenTheSystemRecordIsTooOptimistic) {
   EXPECT_EQ(e.engine->counters().verify_rejected, 1);
   // First the recorded best was re-timed (it may be any solver), then the
   // tuning timed dynamic solvers only.
-  const uint32_t recorded_best = (*system)->Get(ProblemKey(p))->results(0).solver_id();
+  const uint32_t recorded_best =
+      (*system)->Get(ProblemKey(p))->results(0).solver_id();
   ASSERT_GE(out.timed_solvers.size(), 2u);
   EXPECT_EQ(out.timed_solvers[0], recorded_best);
-  const std::vector<uint32_t> tuned(out.timed_solvers.begin() + 1, out.timed_solvers.end());
+  const std::vector<uint32_t> tuned(out.timed_solvers.begin() + 1,
+                                    out.timed_solvers.end());
   EXPECT_THAT(tuned, Not(Contains(kStaticId)));
   EXPECT_TRUE(out.stored);
   EXPECT_EQ(e.Find(p, v1::TRUST_VERIFY).source, "user_db");
@@ -280,7 +293,8 @@ TEST_F(FindModesTest, TrustVerifyBoundsTheSearchAndFullDoesNot) {
   bounded.patience = 1;
   bounded.remeasure_top = 1;
   auto tiled_timings = [](const FindOutcome& o) {
-    return std::count(o.timed_solvers.begin(), o.timed_solvers.end(), kCpuDirectTiledId);
+    return std::count(o.timed_solvers.begin(), o.timed_solvers.end(),
+                      kCpuDirectTiledId);
   };
   Engine verify(dir_ + "/a", nullptr, bounded);
   FindOutcome v = verify.Find(p, v1::TRUST_VERIFY);
@@ -292,8 +306,9 @@ TEST_F(FindModesTest, TrustVerifyBoundsTheSearchAndFullDoesNot) {
 }
 
 TEST(SystemDbTest, ComputeUnitsAreSplitFromTheKey) {
-  EXPECT_EQ(SplitComputeUnits("cpu-x86-64-v4-cu16-openblas0.3.21"),
-            std::make_pair(16, std::string("cpu-x86-64-v4-cu*-openblas0.3.21")));
+  EXPECT_EQ(
+      SplitComputeUnits("cpu-x86-64-v4-cu16-openblas0.3.21"),
+      std::make_pair(16, std::string("cpu-x86-64-v4-cu*-openblas0.3.21")));
   EXPECT_EQ(SplitComputeUnits("cuda-sm_90-cu132-drv580"),
             std::make_pair(132, std::string("cuda-sm_90-cu*-drv580")));
   EXPECT_EQ(SplitComputeUnits("odd").first, -1);
@@ -319,8 +334,9 @@ TEST_F(FindModesTest, NearestComputeUnitCountIsUsedAndSaidSo) {
   EXPECT_EQ((*system)->source_device_key(), with_units(units + 2));
   EXPECT_TRUE((*system)->Get(ProblemKey(p)).ok());
   // Another arch never matches.
-  EXPECT_EQ(SystemFindDb::Open(dir_ + "/sys", "cpu-other-cu2-x").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      SystemFindDb::Open(dir_ + "/sys", "cpu-other-cu2-x").status().code(),
+      absl::StatusCode::kNotFound);
 }
 
 }  // namespace

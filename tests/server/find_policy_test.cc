@@ -36,8 +36,10 @@ TEST(FindPolicyTest, EachModeAsTheSpecificationDescribesIt) {
     EXPECT_TRUE(verify.searches_configs);
   }
   EXPECT_TRUE(PolicyFor(v1::TRUST_VERIFY).bounded);
-  EXPECT_FALSE(PolicyFor(v1::TRUST_VERIFY_FULL).bounded);  // no limits on tuning time
-  for (v1::FindMode m : {v1::NORMAL, v1::FAST, v1::HYBRID, v1::DYNAMIC_HYBRID}) {
+  EXPECT_FALSE(
+      PolicyFor(v1::TRUST_VERIFY_FULL).bounded);  // no limits on tuning time
+  for (v1::FindMode m :
+       {v1::NORMAL, v1::FAST, v1::HYBRID, v1::DYNAMIC_HYBRID}) {
     EXPECT_FALSE(PolicyFor(m).verifies_system_db) << m;
     EXPECT_FALSE(PolicyFor(m).bounded) << m;
     EXPECT_EQ(PolicyFor(m).mode, m);

@@ -28,8 +28,9 @@
 namespace convtune {
 namespace {
 
-ConvProblem Conv(int dims, int64_t n, int64_t c, std::array<int64_t, 3> in, int64_t k,
-                 std::array<int64_t, 3> f, std::array<int64_t, 3> pad, int64_t stride, int64_t dil,
+ConvProblem Conv(int dims, int64_t n, int64_t c, std::array<int64_t, 3> in,
+                 int64_t k, std::array<int64_t, 3> f,
+                 std::array<int64_t, 3> pad, int64_t stride, int64_t dil,
                  int64_t groups) {
   ConvProblem p;
   p.spatial_dims = dims;
@@ -64,7 +65,8 @@ std::vector<ConvProblem> Problems() {
 using SourceKey = std::pair<std::string, std::vector<std::string>>;
 using SourceSet = std::map<SourceKey, std::string>;
 
-void CheckPlan(const Solver& solver, const ConvProblem& p, const v1::ExecutionPlan& plan) {
+void CheckPlan(const Solver& solver, const ConvProblem& p,
+               const v1::ExecutionPlan& plan) {
   ASSERT_EQ(plan.solver_id(), solver.id());
   ASSERT_EQ(plan.workspace_bytes(), solver.WorkspaceBytes(p));
   ASSERT_FALSE(plan.steps().empty());
@@ -76,7 +78,8 @@ void CheckPlan(const Solver& solver, const ConvProblem& p, const v1::ExecutionPl
       EXPECT_TRUE(step.code_object_hash().empty());
       EXPECT_TRUE(step.grid().empty());
       for (const v1::BufferRef& b : step.buffers()) {
-        if (b.role() == v1::BUFFER_WORKSPACE) EXPECT_LT(b.offset_bytes(), plan.workspace_bytes());
+        if (b.role() == v1::BUFFER_WORKSPACE)
+          EXPECT_LT(b.offset_bytes(), plan.workspace_bytes());
       }
       continue;
     }
@@ -90,7 +93,8 @@ void CheckPlan(const Solver& solver, const ConvProblem& p, const v1::ExecutionPl
     EXPECT_GE(step.block(0), 1u);
     EXPECT_LE(step.block(0) * step.block(1) * step.block(2), 1024u);
     for (const v1::BufferRef& b : step.buffers()) {
-      if (b.role() == v1::BUFFER_WORKSPACE) EXPECT_GT(plan.workspace_bytes(), 0);
+      if (b.role() == v1::BUFFER_WORKSPACE)
+        EXPECT_GT(plan.workspace_bytes(), 0);
     }
   }
 }
@@ -107,8 +111,8 @@ int CollectSources(const Solver& solver, SourceSet* sources) {
   for (size_t i = 0; i < problems.size(); ++i) {
     if (!solver.dynamic() && i != 0 && i != 4 && i != 7) continue;
     const ConvProblem& base = problems[i];
-    for (Direction d :
-         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+    for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
       bool whole_space = true;
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
         for (Layout l : {Layout::kNCHW, Layout::kNHWC}) {
@@ -117,13 +121,15 @@ int CollectSources(const Solver& solver, SourceSet* sources) {
           EXPECT_EQ(ValidateProblem(p), absl::OkStatus());
           const absl::Status applies = solver.IsApplicable(p);
           if (!applies.ok()) {
-            EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition) << applies;
+            EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition)
+                << applies;
             continue;
           }
           std::vector<PerfConfig> configs = solver.ConfigSpace(p);
           if (!whole_space) configs = {solver.DefaultConfig(p)};
           whole_space = false;
-          EXPECT_EQ(solver.ValidateConfig(p, solver.DefaultConfig(p)), absl::OkStatus());
+          EXPECT_EQ(solver.ValidateConfig(p, solver.DefaultConfig(p)),
+                    absl::OkStatus());
           for (const PerfConfig& config : configs) {
             absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);
             EXPECT_TRUE(plan.ok()) << plan.status();
@@ -143,9 +149,11 @@ int CollectSources(const Solver& solver, SourceSet* sources) {
 }
 
 // Compiles every source on all cores; returns the failures.
-std::vector<std::string> CompileAll(const KernelCompiler& compiler, const std::string& arch,
+std::vector<std::string> CompileAll(const KernelCompiler& compiler,
+                                    const std::string& arch,
                                     const SourceSet& sources) {
-  const std::vector<std::pair<SourceKey, std::string>> work(sources.begin(), sources.end());
+  const std::vector<std::pair<SourceKey, std::string>> work(sources.begin(),
+                                                            sources.end());
   std::atomic<size_t> next{0};
   std::mutex mu;
   std::vector<std::string> failures;
@@ -156,7 +164,8 @@ std::vector<std::string> CompileAll(const KernelCompiler& compiler, const std::s
       req.file = key.first;
       req.options = key.second;
       req.arch = arch;
-      absl::StatusOr<std::string> text = KernelSourceText(key.first, compiler.backend());
+      absl::StatusOr<std::string> text =
+          KernelSourceText(key.first, compiler.backend());
       absl::StatusOr<std::string> binary = absl::UnknownError("not compiled");
       if (text.ok()) {
         req.source = *std::move(text);
@@ -166,8 +175,9 @@ std::vector<std::string> CompileAll(const KernelCompiler& compiler, const std::s
       }
       if (!binary.ok() || binary->empty()) {
         std::lock_guard<std::mutex> lock(mu);
-        failures.push_back(absl::StrCat(key.first, " ", absl::StrJoin(key.second, " "), " (for ",
-                                        problem, "): ", binary.status().ToString()));
+        failures.push_back(
+            absl::StrCat(key.first, " ", absl::StrJoin(key.second, " "),
+                         " (for ", problem, "): ", binary.status().ToString()));
       }
     }
   };
@@ -193,33 +203,38 @@ TEST_P(GpuSolverCompile, EveryPlanSourceCompiles) {
   ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
   DeviceInfo h200{.backend = v1::CUDA, .arch = "sm_90", .blas = "cublas13.0.0"};
   if (solver->SupportsDevice(h200)) {
-    const std::vector<std::string> failed = CompileAll(**nvrtc, "sm_90", sources);
+    const std::vector<std::string> failed =
+        CompileAll(**nvrtc, "sm_90", sources);
     EXPECT_TRUE(failed.empty()) << failed.size() << " of " << sources.size()
                                 << " sources fail on NVRTC:\n"
                                 << absl::StrJoin(failed, "\n");
   }
 
-  DeviceInfo mi200{.backend = v1::HIP, .arch = "gfx90a", .blas = "rocblas2.45.0"};
+  DeviceInfo mi200{
+      .backend = v1::HIP, .arch = "gfx90a", .blas = "rocblas2.45.0"};
   if (!solver->SupportsDevice(mi200)) return;
   absl::StatusOr<std::unique_ptr<KernelCompiler>> hiprtc = MakeHiprtcCompiler();
   if (!hiprtc.ok()) {
-    GTEST_SKIP() << "NVRTC compiled " << sources.size() << " sources; hiprtc: " << hiprtc.status();
+    GTEST_SKIP() << "NVRTC compiled " << sources.size()
+                 << " sources; hiprtc: " << hiprtc.status();
   }
-  const std::vector<std::string> failed = CompileAll(**hiprtc, "gfx90a", sources);
+  const std::vector<std::string> failed =
+      CompileAll(**hiprtc, "gfx90a", sources);
   EXPECT_TRUE(failed.empty()) << failed.size() << " of " << sources.size()
                               << " sources fail on hiprtc:\n"
                               << absl::StrJoin(failed, "\n");
 }
 
-INSTANTIATE_TEST_SUITE_P(AllGpuSolvers, GpuSolverCompile,
-                         ::testing::Values(kGpuDirectNaiveId, kGpuImplicitGemmId,
-                                           kGpuImplicitGemmStaticId, kGpuDepthwiseId,
-                                           kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
-                                           kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-                                           kGpuWinogradBlasId, kGpuTensorCorePipelinedId),
-                         [](const ::testing::TestParamInfo<uint32_t>& info) {
-                           return absl::StrCat("solver", info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllGpuSolvers, GpuSolverCompile,
+    ::testing::Values(kGpuDirectNaiveId, kGpuImplicitGemmId,
+                      kGpuImplicitGemmStaticId, kGpuDepthwiseId,
+                      kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
+                      kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
+                      kGpuWinogradBlasId, kGpuTensorCorePipelinedId),
+    [](const ::testing::TestParamInfo<uint32_t>& info) {
+      return absl::StrCat("solver", info.param);
+    });
 
 TEST(GpuSolvers, IdsNamesAndDevices) {
   const std::map<uint32_t, std::string> want = {
@@ -247,24 +262,30 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
 TEST(GpuSolvers, ConstraintsAreNamed) {
   ConvProblem p;
   p.n = 1, p.c = 64, p.k = 64, p.in = {1, 8, 8}, p.filter = {1, 3, 3};
-  const absl::Status tc = SolverRegistry::Default().Find(kGpuTensorCoreIgemmId)->IsApplicable(p);
+  const absl::Status tc =
+      SolverRegistry::Default().Find(kGpuTensorCoreIgemmId)->IsApplicable(p);
   EXPECT_EQ(tc.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(tc.message().find("fp16 or bf16"), std::string::npos) << tc;
-  const absl::Status dw = SolverRegistry::Default().Find(kGpuDepthwiseId)->IsApplicable(p);
+  const absl::Status dw =
+      SolverRegistry::Default().Find(kGpuDepthwiseId)->IsApplicable(p);
   EXPECT_EQ(dw.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(dw.message().find("C/G"), std::string::npos) << dw;
   p.groups = 64;
-  EXPECT_EQ(SolverRegistry::Default().Find(kGpuDepthwiseId)->IsApplicable(p), absl::OkStatus());
+  EXPECT_EQ(SolverRegistry::Default().Find(kGpuDepthwiseId)->IsApplicable(p),
+            absl::OkStatus());
   // 2^31 elements and more do not fit the 32-bit indices of implicit GEMM.
   p.groups = 1, p.n = 1024, p.in = {1, 256, 256};
-  const absl::Status big = SolverRegistry::Default().Find(kGpuImplicitGemmId)->IsApplicable(p);
+  const absl::Status big =
+      SolverRegistry::Default().Find(kGpuImplicitGemmId)->IsApplicable(p);
   EXPECT_EQ(big.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(SolverRegistry::Default().Find(kGpuDirectNaiveId)->IsApplicable(p), absl::OkStatus());
+  EXPECT_EQ(SolverRegistry::Default().Find(kGpuDirectNaiveId)->IsApplicable(p),
+            absl::OkStatus());
 }
 
 TEST(GpuSolvers, BackwardWeightsSplitsIntoWorkspace) {
   ConvProblem p;
-  p.n = 8, p.c = 64, p.k = 64, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.n = 8, p.c = 64, p.k = 64, p.in = {1, 56, 56}, p.filter = {1, 3, 3},
+  p.pad = {0, 1, 1};
   p.direction = Direction::kBackwardWeights;
   const Solver* s = SolverRegistry::Default().Find(kGpuImplicitGemmId);
   EXPECT_EQ(s->WorkspaceBytes(p), 16 * p.w_elements() * 4);
@@ -295,12 +316,17 @@ std::vector<std::string> Kernels(const v1::ExecutionPlan& plan) {
 }
 
 TEST(GpuSolvers, BlasSolversRunWhereABlasIsFound) {
-  for (uint32_t id : {kGpuIm2colGemmBlasId, kGpuGemm1x1BlasId, kGpuWinogradBlasId}) {
+  for (uint32_t id :
+       {kGpuIm2colGemmBlasId, kGpuGemm1x1BlasId, kGpuWinogradBlasId}) {
     const Solver* s = SolverRegistry::Default().Find(id);
-    EXPECT_FALSE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90"})) << s->name();
-    EXPECT_TRUE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90", .blas = "cublas13.1.0"}));
-    EXPECT_TRUE(s->SupportsDevice({.backend = v1::HIP, .arch = "gfx90a", .blas = "rocblas2.45.0"}));
-    EXPECT_FALSE(SolverRegistry::Runs(*s, {.backend = v1::CPU, .arch = "x86-64-v3"}));
+    EXPECT_FALSE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90"}))
+        << s->name();
+    EXPECT_TRUE(s->SupportsDevice(
+        {.backend = v1::CUDA, .arch = "sm_90", .blas = "cublas13.1.0"}));
+    EXPECT_TRUE(s->SupportsDevice(
+        {.backend = v1::HIP, .arch = "gfx90a", .blas = "rocblas2.45.0"}));
+    EXPECT_FALSE(
+        SolverRegistry::Runs(*s, {.backend = v1::CPU, .arch = "x86-64-v3"}));
   }
 }
 
@@ -321,14 +347,16 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
   EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 2);
   // NHWC: one step batched over the groups, in every direction.
   p.layout = Layout::kNHWC;
-  for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardWeights}) {
+  for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                      Direction::kBackwardWeights}) {
     p.direction = d;
     EXPECT_EQ(s->MakePlan(p, {})->steps_size(), 1) << DirectionName(d);
   }
   // NCHW dw over a large image: one GEMM batched over the images into an
   // fp32 slot each, then the slots summed into dw.
   p.layout = Layout::kNCHW, p.n = 3, p.groups = 1;
-  const std::vector<std::string> slots = {gpu::kBlasGemmKernel, "conv_f32_to_type"};
+  const std::vector<std::string> slots = {gpu::kBlasGemmKernel,
+                                          "conv_f32_to_type"};
   plan = s->MakePlan(p, {});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Kernels(*plan), slots);
@@ -339,7 +367,8 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
   // so even 16-bit types need no fp32 sum.
   ConvProblem q = p;
   q.c = 512, q.k = 256, q.in = {1, 2, 2};
-  const std::vector<std::string> packed = {"conv_pack", "conv_pack", gpu::kBlasGemmKernel};
+  const std::vector<std::string> packed = {"conv_pack", "conv_pack",
+                                           gpu::kBlasGemmKernel};
   EXPECT_EQ(Kernels(*s->MakePlan(q, {})), packed);
   EXPECT_EQ(s->WorkspaceBytes(q), 3 * (512 + 256) * 4 * 4);
   q.type = DataType::kBf16;
@@ -364,10 +393,12 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
     plan = s->MakePlan(h, {1});
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(Kernels(*plan),
-              (std::vector<std::string>{"conv_pack", gpu::kBlasGemmKernel, "conv_unpack"}));
+              (std::vector<std::string>{"conv_pack", gpu::kBlasGemmKernel,
+                                        "conv_unpack"}));
     EXPECT_EQ(plan->workspace_bytes(),
               AlignWorkspace(4 * 64 * 49 * 2) + 4 * 32 * 49 * 2);
-    EXPECT_EQ(Kernels(*s->MakePlan(h, {})), std::vector<std::string>{gpu::kBlasGemmKernel});
+    EXPECT_EQ(Kernels(*s->MakePlan(h, {})),
+              std::vector<std::string>{gpu::kBlasGemmKernel});
   }
   // fp32 at stride 1 keeps the per-image GEMMs only.
   h.type = DataType::kFp32;
@@ -399,7 +430,8 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
 TEST(GpuSolvers, Im2colGemmBlasBoundsItsColumnMatrix) {
   const Solver* s = SolverRegistry::Default().Find(kGpuIm2colGemmBlasId);
   ConvProblem p;
-  p.n = 64, p.c = 256, p.k = 256, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.n = 64, p.c = 256, p.k = 256, p.in = {1, 56, 56}, p.filter = {1, 3, 3},
+  p.pad = {0, 1, 1};
   // 28.9 MB of columns per image: 8 chunks of 8 images under 256 MiB.
   const int64_t per_image = p.c * 9 * 56 * 56 * 4;
   EXPECT_EQ(s->WorkspaceBytes(p), 8 * per_image);
@@ -416,7 +448,8 @@ TEST(GpuSolvers, Im2colGemmBlasBoundsItsColumnMatrix) {
   EXPECT_EQ(Kernels(*s->MakePlan(p, {})).back(), "conv_col2im");
   // fp16 dw over several chunks (4 of 16 images) sums in fp32 after the
   // column matrix.
-  p.direction = Direction::kBackwardWeights, p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  p.direction = Direction::kBackwardWeights, p.type = DataType::kFp16,
+  p.layout = Layout::kNHWC;
   plan = s->MakePlan(p, {});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Kernels(*plan).back(), "conv_f32_to_type");
@@ -437,15 +470,18 @@ void ExpectGemmOperandsInWorkspace(const v1::ExecutionPlan& plan) {
     if (step.kernel() == "wino_gemm") {
       ASSERT_EQ(step.scalars_size(), 4);
       ASSERT_EQ(step.grid_size(), 3);
-      const int64_t m = step.scalars(0), n = step.scalars(1), r = step.scalars(2);
+      const int64_t m = step.scalars(0), n = step.scalars(1),
+                    r = step.scalars(2);
       const int64_t batch = step.grid(2);
-      bytes[0] = batch * m * r * 4, bytes[1] = batch * r * n * 4, bytes[2] = batch * m * n * 4;
+      bytes[0] = batch * m * r * 4, bytes[1] = batch * r * n * 4,
+      bytes[2] = batch * m * n * 4;
     } else if (step.kernel() == gpu::kBlasGemmKernel) {
       absl::StatusOr<gpu::BlasGemm> g = gpu::DecodeBlasGemm(step);
       ASSERT_TRUE(g.ok()) << g.status();
       const int64_t ab = g->ab_type == DataType::kFp32 ? 4 : 2;
       const int64_t c = g->c_type == DataType::kFp32 ? 4 : 2;
-      const int64_t a_rows = g->trans_a ? g->k : g->m, b_rows = g->trans_b ? g->n : g->k;
+      const int64_t a_rows = g->trans_a ? g->k : g->m,
+                    b_rows = g->trans_b ? g->n : g->k;
       bytes[0] = ((g->batch - 1) * g->stride_a + a_rows * g->lda) * ab;
       bytes[1] = ((g->batch - 1) * g->stride_b + b_rows * g->ldb) * ab;
       bytes[2] = ((g->batch - 1) * g->stride_c + g->m * g->ldc) * c;
@@ -468,14 +504,17 @@ void ExpectGemmOperandsInWorkspace(const v1::ExecutionPlan& plan) {
 
 TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
   ConvProblem p;
-  p.n = 128, p.c = 256, p.k = 256, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
-  for (auto [id, d, type] : std::vector<std::tuple<uint32_t, Direction, DataType>>{
+  p.n = 128, p.c = 256, p.k = 256, p.in = {1, 56, 56}, p.filter = {1, 3, 3},
+  p.pad = {0, 1, 1};
+  for (auto [id, d, type] :
+       std::vector<std::tuple<uint32_t, Direction, DataType>>{
            {kGpuWinogradF2x3Id, Direction::kForward, DataType::kFp32},
            {kGpuWinogradF2x3Id, Direction::kBackwardData, DataType::kFp32},
            {kGpuWinogradF2x3Id, Direction::kBackwardWeights, DataType::kFp32},
            {kGpuWinogradBlasId, Direction::kForward, DataType::kFp16},
            {kGpuWinogradBlasId, Direction::kBackwardData, DataType::kFp32},
-           {kGpuWinogradBlasId, Direction::kBackwardWeights, DataType::kFp16}}) {
+           {kGpuWinogradBlasId, Direction::kBackwardWeights,
+            DataType::kFp16}}) {
     const Solver* s = SolverRegistry::Default().Find(id);
     p.direction = d, p.type = type;
     SCOPED_TRACE(absl::StrCat(s->name(), " ", DescribeProblem(p)));
@@ -499,14 +538,16 @@ TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
         // The BLAS runs fp32 F and B as F(4x4, 3x3): 36 transformed
         // positions; otherwise F(2x2, 3x3): 16.
         if (step.kernel() == gpu::kBlasGemmKernel) {
-          const bool f4 = type == DataType::kFp32 && d != Direction::kBackwardWeights;
+          const bool f4 =
+              type == DataType::kFp32 && d != Direction::kBackwardWeights;
           EXPECT_EQ(gpu::DecodeBlasGemm(step)->batch % (f4 ? 36 : 16), 0);
           if (d != Direction::kBackwardWeights) {
             EXPECT_EQ(gpu::DecodeBlasGemm(step)->batch, f4 ? 36 : 16);
           }
         }
         // wino_gemm's last scalar and blas.gemm's beta: accumulate.
-        if (step.kernel() == "wino_gemm" || step.kernel() == gpu::kBlasGemmKernel) {
+        if (step.kernel() == "wino_gemm" ||
+            step.kernel() == gpu::kBlasGemmKernel) {
           EXPECT_EQ(step.scalars(step.scalars_size() - 1),
                     d == Direction::kBackwardWeights && chunks > 1 ? 1 : 0);
         }
@@ -519,7 +560,8 @@ TEST(GpuSolvers, WinogradChunksImagesWithinItsWorkspace) {
 
 TEST(GpuSolvers, WinogradConstraintsAreNamed) {
   ConvProblem p;
-  p.n = 2, p.c = 64, p.k = 64, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.n = 2, p.c = 64, p.k = 64, p.in = {1, 56, 56}, p.filter = {1, 3, 3},
+  p.pad = {0, 1, 1};
   const Solver* s = SolverRegistry::Default().Find(kGpuWinogradF2x3Id);
   EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
   p.pad = {0, 3, 0};
@@ -537,7 +579,8 @@ TEST(GpuSolvers, WinogradConstraintsAreNamed) {
   fails(q, "filter");
   q = p, q.dilation = {1, 1, 2};
   fails(q, "dilation");
-  q = p, q.spatial_dims = 3, q.in = {4, 56, 56}, q.filter = {3, 3, 3}, q.pad = {1, 1, 1};
+  q = p, q.spatial_dims = 3, q.in = {4, 56, 56}, q.filter = {3, 3, 3},
+  q.pad = {1, 1, 1};
   fails(q, "spatial_dims");
   // One image alone needs 16 x 2048 channels x 256^2 tiles of fp32 workspace.
   q = p, q.n = 1, q.c = 1024, q.k = 1024, q.in = {1, 512, 512};
@@ -546,7 +589,8 @@ TEST(GpuSolvers, WinogradConstraintsAreNamed) {
 
 TEST(GpuSolvers, DirectTiledSplitsBackwardWeightsIntoWorkspace) {
   ConvProblem p;
-  p.n = 8, p.c = 64, p.k = 64, p.in = {1, 56, 56}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.n = 8, p.c = 64, p.k = 64, p.in = {1, 56, 56}, p.filter = {1, 3, 3},
+  p.pad = {0, 1, 1};
   p.direction = Direction::kBackwardWeights;
   const Solver* s = SolverRegistry::Default().Find(kGpuDirectTiledId);
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
@@ -558,7 +602,8 @@ TEST(GpuSolvers, DirectTiledSplitsBackwardWeightsIntoWorkspace) {
     absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, config);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->steps_size(), 2);
-    EXPECT_EQ(plan->steps(0).scalars().Get(plan->steps(0).scalars_size() - 1), ws / partial);
+    EXPECT_EQ(plan->steps(0).scalars().Get(plan->steps(0).scalars_size() - 1),
+              ws / partial);
     EXPECT_EQ(plan->steps(1).kernel(), "conv_tiled_reduce");
     EXPECT_EQ(plan->steps(1).scalars(0), p.w_elements());
     EXPECT_EQ(plan->steps(1).scalars(1), ws / partial);
@@ -583,14 +628,16 @@ TEST(GpuSolvers, DirectTiledNamesAPatchTooLargeForSharedMemory) {
 TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
   ConvProblem p;
-  p.n = 4, p.c = 64, p.k = 128, p.in = {1, 28, 28}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.n = 4, p.c = 64, p.k = 128, p.in = {1, 28, 28}, p.filter = {1, 3, 3},
+  p.pad = {0, 1, 1};
   p.type = DataType::kFp16;
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
   const int64_t filter = 128 * 9 * 64 * 2;
   // NCHW: the filter and x packed channel-last, then the GEMM writes y.
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "tc_pack_act", "conv_tc"}));
+  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{
+                                "tc_pack_filter", "tc_pack_act", "conv_tc"}));
   EXPECT_EQ(plan->workspace_bytes(),
             AlignWorkspace(filter) + 4 * 28 * 28 * 64 * 2);
   // Every config's stage ring (or output tile) is its dynamic shared memory.
@@ -601,7 +648,8 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
     EXPECT_EQ(conv.block(0), c[3] * c[4] * 32);
     EXPECT_EQ(conv.shared_bytes(),
               std::max(c[5] * (c[0] + c[1]) * c[2] * 2, c[1] * (c[0] + 8) * 2));
-    EXPECT_EQ(conv.grid(0), (4 * 28 * 28 + c[0] - 1) / c[0] * ((128 + c[1] - 1) / c[1]));
+    EXPECT_EQ(conv.grid(0),
+              (4 * 28 * 28 + c[0] - 1) / c[0] * ((128 + c[1] - 1) / c[1]));
   }
   // NHWC with 64 channels: x and the forward filter are read in place.
   p.layout = Layout::kNHWC;
@@ -613,14 +661,16 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   p.direction = Direction::kBackwardData;
   plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "conv_tc"}));
+  EXPECT_EQ(Kernels(*plan),
+            (std::vector<std::string>{"tc_pack_filter", "conv_tc"}));
   EXPECT_EQ(plan->workspace_bytes(), 64 * 9 * 128 * 2);
   EXPECT_EQ(plan->steps(0).scalars(5), 1) << "flipped";
   // Four channels per group are padded to 32 in the packed x.
   p.direction = Direction::kForward, p.groups = 16;
   plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_filter", "tc_pack_act", "conv_tc"}));
+  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{
+                                "tc_pack_filter", "tc_pack_act", "conv_tc"}));
   EXPECT_EQ(plan->workspace_bytes(),
             AlignWorkspace(128 * 9 * 32 * 2) + 4 * 28 * 28 * 16 * 32 * 2);
   // 64-channel steps need the padded channels to be a multiple of 64.
@@ -638,14 +688,16 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   EXPECT_LE(plan->workspace_bytes(), kWorkspaceBudget);
   ASSERT_EQ(plan->steps_size(), 1 + 2 * ((512 + chunk - 1) / chunk));
   ASSERT_GT(plan->steps_size(), 3);
-  EXPECT_EQ(plan->steps(4).buffers(2).offset_bytes(), chunk * 128 * 112 * 112 * 2);
+  EXPECT_EQ(plan->steps(4).buffers(2).offset_bytes(),
+            chunk * 128 * 112 * 112 * 2);
   EXPECT_EQ(plan->steps(3).scalars(0), chunk) << "n0 of the second chunk";
 }
 
 TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
   ConvProblem p;
-  p.n = 4, p.c = 64, p.k = 128, p.in = {1, 28, 28}, p.filter = {1, 3, 3}, p.pad = {0, 1, 1};
+  p.n = 4, p.c = 64, p.k = 128, p.in = {1, 28, 28}, p.filter = {1, 3, 3},
+  p.pad = {0, 1, 1};
   p.type = DataType::kFp16, p.direction = Direction::kBackwardWeights;
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
   // 1 x 5 tiles of 128 x 128 over 128 output channels and 9 * 64 filter
@@ -653,8 +705,9 @@ TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
   const int64_t partials = 3 * 128 * 9 * 64 * 4;
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"tc_pack_act", "tc_pack_act", "conv_tc_wrw",
-                                                      "tc_wrw_reduce"}));
+  EXPECT_EQ(Kernels(*plan),
+            (std::vector<std::string>{"tc_pack_act", "tc_pack_act",
+                                      "conv_tc_wrw", "tc_wrw_reduce"}));
   const v1::KernelStep& wrw = plan->steps(2);
   EXPECT_EQ(wrw.grid(2), 3) << "splits";
   EXPECT_EQ(wrw.buffers(2).offset_bytes(), 0) << "partial sums first";
@@ -675,7 +728,8 @@ TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
   p.layout = Layout::kNHWC;
   plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{"conv_tc_wrw", "tc_wrw_reduce"}));
+  EXPECT_EQ(Kernels(*plan),
+            (std::vector<std::string>{"conv_tc_wrw", "tc_wrw_reduce"}));
   EXPECT_EQ(plan->workspace_bytes(), x_at);
   // More images than the packed operands' budget: later chunks add to the sums.
   p.layout = Layout::kNCHW, p.n = 512, p.in = {1, 112, 112};
@@ -684,7 +738,8 @@ TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
   EXPECT_LE(plan->workspace_bytes(), kWorkspaceBudget);
   ASSERT_GT(plan->steps_size(), 4);
   EXPECT_EQ(plan->steps(5).kernel(), "conv_tc_wrw");
-  EXPECT_EQ(plan->steps(5).scalars(plan->steps(5).scalars_size() - 1), 1) << "adds";
+  EXPECT_EQ(plan->steps(5).scalars(plan->steps(5).scalars_size() - 1), 1)
+      << "adds";
 }
 
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
@@ -706,7 +761,8 @@ TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
   expect_named("stride:");
   p.direction = Direction::kForward;
   EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
-  p.spatial_dims = 3, p.in = {4, 14, 14}, p.filter = {3, 3, 3}, p.stride = {1, 1, 1};
+  p.spatial_dims = 3, p.in = {4, 14, 14}, p.filter = {3, 3, 3},
+  p.stride = {1, 1, 1};
   expect_named("spatial_dims:");
 }
 

@@ -1,14 +1,13 @@
 #include "server/heuristics/heuristics.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "kernels/cpu_device.h"
 #include "server/core.h"
@@ -59,7 +58,8 @@ class HeuristicsTest : public ::testing::Test {
     store_ = store->release();
     device_ = new CpuDevice;
     ThreadPool compile("compile", 2), bench("bench", 1);
-    Core engine(*device_, SolverRegistry::Default(), *store_, compile, bench, EngineOptions());
+    Core engine(*device_, SolverRegistry::Default(), *store_, compile, bench,
+                EngineOptions());
     for (const ConvProblem& p : TrainingProblems()) {
       auto r = engine.find().FindBlocking(p, {});
       ASSERT_TRUE(r.ok()) << r.status();
@@ -86,8 +86,10 @@ class HeuristicsTest : public ::testing::Test {
     return options;
   }
   void SetUp() override {
-    ASSERT_TRUE(
-        store_->Delete(storage::Column::kMeta, storage::HeuristicModelName(device_->info().Key())).ok());
+    ASSERT_TRUE(store_
+                    ->Delete(storage::Column::kMeta,
+                             storage::HeuristicModelName(device_->info().Key()))
+                    .ok());
   }
   static Heuristics::Options SmallOptions() {
     Heuristics::Options o;
@@ -112,7 +114,8 @@ storage::Store* HeuristicsTest::store_ = nullptr;
 CpuDevice* HeuristicsTest::device_ = nullptr;
 
 TEST_F(HeuristicsTest, TrainUsesEveryUnconstrainedRecordAndStoresTheModel) {
-  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), SmallOptions());
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(),
+               SmallOptions());
   EXPECT_EQ(h.model(), nullptr);
   storage::FindDb db(store_, device_->info().Key());
   auto count = db.Count();
@@ -128,8 +131,9 @@ TEST_F(HeuristicsTest, TrainUsesEveryUnconstrainedRecordAndStoresTheModel) {
   EXPECT_EQ(report->generation, 1);
   ASSERT_NE(h.model(), nullptr);
   EXPECT_EQ(h.model()->record_count(), report->records);
-  EXPECT_TRUE(
-      storage::Meta(store_).Get(storage::HeuristicModelName(device_->info().Key())).ok());
+  EXPECT_TRUE(storage::Meta(store_)
+                  .Get(storage::HeuristicModelName(device_->info().Key()))
+                  .ok());
 
   const ConvProblem p = TrainingProblems()[3];
   Ranking r = h.Rank(p, Applicable(p));
@@ -207,7 +211,8 @@ TEST_F(HeuristicsTest, TooFewRecordsForTraining) {
 }
 
 TEST_F(HeuristicsTest, UnseenDirectionAndOutOfRangeFeaturesAreNotApplicable) {
-  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), SmallOptions());
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(),
+               SmallOptions());
   ASSERT_TRUE(h.Train().ok());
 
   ConvProblem backward = TrainingProblems()[0];
@@ -221,13 +226,15 @@ TEST_F(HeuristicsTest, UnseenDirectionAndOutOfRangeFeaturesAreNotApplicable) {
 
   ConvProblem nhwc = TrainingProblems()[0];
   nhwc.layout = Layout::kNHWC;
-  EXPECT_THAT(h.IsApplicable(nhwc).message(), HasSubstr("layout NHWC never seen"));
+  EXPECT_THAT(h.IsApplicable(nhwc).message(),
+              HasSubstr("layout NHWC never seen"));
 
   ConvProblem wide = TrainingProblems()[0];
   wide.c = 4096;  // trained on 4..16 channels
   s = h.IsApplicable(wide);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("log2_c = 12.00 lies outside the trained range"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("log2_c = 12.00 lies outside the trained range"));
 
   ConvProblem near = TrainingProblems()[0];
   near.c = 32;  // one octave beyond: within the margin
@@ -247,8 +254,9 @@ TEST_F(HeuristicsTest, AModelOfTooFewRecordsIsNotApplicable) {
   }
   ASSERT_EQ(samples.size(), 3u);
   WtiEstimator wti(device_->info());
-  auto m = LearnedRanker::Train(samples, device_->info().Key(), SolverRegistry::Default(), wti,
-                                LearnedOptions());
+  auto m =
+      LearnedRanker::Train(samples, device_->info().Key(),
+                           SolverRegistry::Default(), wti, LearnedOptions());
   ASSERT_TRUE(m.ok()) << m.status();
   absl::Status s = (*m)->IsApplicable(samples[0].problem);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
@@ -265,15 +273,16 @@ TEST_F(HeuristicsTest, SolversAbsentFromTrainingRankLast) {
     ASSERT_TRUE(record.ok());
     auto sample = SampleFromRecord(*record);
     if (!sample.ok()) continue;
-    std::erase_if(sample->times, [](const auto& t) { return t.first == kCpuGemm1x1Id; });
+    std::erase_if(sample->times,
+                  [](const auto& t) { return t.first == kCpuGemm1x1Id; });
     samples.push_back(*sample);
   }
   WtiEstimator wti(device_->info());
   for (ModelKind kind : {ModelKind::kRidge, ModelKind::kKnn}) {
     LearnedOptions o;
     o.kind = kind;
-    auto m = LearnedRanker::Train(samples, device_->info().Key(), SolverRegistry::Default(), wti,
-                                  o);
+    auto m = LearnedRanker::Train(samples, device_->info().Key(),
+                                  SolverRegistry::Default(), wti, o);
     ASSERT_TRUE(m.ok()) << m.status();
     ConvProblem p = TrainingProblems()[0];  // 1x1: gemm_1x1 applies
     const std::vector<const Solver*> candidates = Applicable(p);
@@ -292,11 +301,13 @@ TEST_F(HeuristicsTest, ACorruptStoredModelIsDeletedAndIgnored) {
   // Not a MetaRecord at all, then a MetaRecord whose value is not a model.
   for (int variant = 0; variant < 2; ++variant) {
     if (variant == 0) {
-      ASSERT_TRUE(store_->Put(storage::Column::kMeta, key, "\xff\x01garbage").ok());
+      ASSERT_TRUE(
+          store_->Put(storage::Column::kMeta, key, "\xff\x01garbage").ok());
     } else {
       ASSERT_TRUE(storage::Meta(store_).Put(key, "bm90IGEgbW9kZWw=").ok());
     }
-    Heuristics h(*store_, SolverRegistry::Default(), device_->info(), SmallOptions());
+    Heuristics h(*store_, SolverRegistry::Default(), device_->info(),
+                 SmallOptions());
     EXPECT_EQ(h.model(), nullptr) << variant;
     EXPECT_EQ(h.generation(), 0);
     EXPECT_EQ(store_->Get(storage::Column::kMeta, key).status().code(),
@@ -309,11 +320,13 @@ TEST_F(HeuristicsTest, ACorruptStoredModelIsDeletedAndIgnored) {
 }
 
 TEST_F(HeuristicsTest, ModelWithBadSizesIsDataLoss) {
-  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), SmallOptions());
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(),
+               SmallOptions());
   ASSERT_TRUE(h.Train().ok());
   v1::HeuristicModel m = h.model()->proto();
   m.mutable_feature_mean()->RemoveLast();
-  auto r = LearnedRanker::FromProto(m, SolverRegistry::Default(), h.wti(), LearnedOptions());
+  auto r = LearnedRanker::FromProto(m, SolverRegistry::Default(), h.wti(),
+                                    LearnedOptions());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
 }
 
@@ -325,13 +338,15 @@ TEST_F(HeuristicsTest, BackgroundRetrainingStartsAfterRetrainEveryRecords) {
     ASSERT_TRUE(store.ok());
     ThreadPool compile("compile", 2), bench("bench", 1), train("train", 1);
     Core engine(*device_, SolverRegistry::Default(), **store, compile, bench,
-                      EngineOptions());
+                EngineOptions());
     Heuristics::Options o = SmallOptions();
     o.retrain_every = 5;
     Heuristics h(**store, SolverRegistry::Default(), device_->info(), o);
     auto wait_for = [&](int64_t trainings) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (h.background_trainings() < trainings && std::chrono::steady_clock::now() < deadline) {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (h.background_trainings() < trainings &&
+             std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     };

@@ -2,10 +2,10 @@
 // is named in the error, and a long bad value is quoted only by a prefix.
 #include "server/requests.h"
 
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "kernels/problem_proto.h"
 
@@ -72,7 +72,8 @@ TEST(RequestsTest, FindErrorsNameTheField) {
 TEST(RequestsTest, FindResponseKeepsAtMostTheRequestedCount) {
   FindOutcome outcome;
   outcome.record.set_problem_key("k");
-  for (int i = 0; i < 3; ++i) outcome.record.add_results()->set_solver_id(i + 1);
+  for (int i = 0; i < 3; ++i)
+    outcome.record.add_results()->set_solver_id(i + 1);
   outcome.source = "tuned";
   FindInput in;
   in.request_count = 2;
@@ -97,7 +98,8 @@ TEST(RequestsTest, ExecuteChecksEveryTensorAgainstTheProblem) {
   ASSERT_TRUE(in.ok()) << in.status();
   EXPECT_EQ(in->solver_id, 7u);
   // The output (x) may be left out; it is sized for the kernel to write.
-  EXPECT_EQ((*in->tensors)[Tensor::kX].size(), static_cast<size_t>(p.x_bytes()));
+  EXPECT_EQ((*in->tensors)[Tensor::kX].size(),
+            static_cast<size_t>(p.x_bytes()));
   EXPECT_EQ((*in->tensors)[Tensor::kY], req.y());
 
   (*in->tensors)[Tensor::kX] = "out";
@@ -156,11 +158,13 @@ TEST(RequestsTest, SolutionsAndSolutionIds) {
             absl::StatusCode::kDataLoss);
 
   EXPECT_EQ(*SolverIdFrom(111), 111u);
-  EXPECT_EQ(SolverIdFrom(uint64_t{1} << 33).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SolverIdFrom(uint64_t{1} << 33).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(RequestsTest, CodeObjectsNeedAHashAndAKnownBackend) {
-  EXPECT_THAT(std::string(CheckCodeObjectRequest({}).message()), StartsWith("hash:"));
+  EXPECT_THAT(std::string(CheckCodeObjectRequest({}).message()),
+              StartsWith("hash:"));
   v1::KernelCacheRecord record;
   record.set_backend("cuda");
   record.set_arch("sm_90");

@@ -3,6 +3,9 @@
 // compile, and CompileSolution says what it compiled.
 #include "server/service.h"
 
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -11,10 +14,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/notification.h"
@@ -38,7 +37,8 @@ class PretendSm90 final : public DeviceWrapper {
     info_.compiler_version = "nvrtc-test";
   }
   const DeviceInfo& info() const override { return info_; }
-  absl::Status LoadCodeObject(const std::string& hash, const std::string& binary) override {
+  absl::Status LoadCodeObject(const std::string& hash,
+                              const std::string& binary) override {
     absl::MutexLock lock(&mu_);
     loaded_.insert(hash);
     return absl::OkStatus();
@@ -59,10 +59,12 @@ class PretendSm90 final : public DeviceWrapper {
 // gate before it compiles.
 class GatedCompiler final : public KernelCompiler {
  public:
-  explicit GatedCompiler(std::unique_ptr<KernelCompiler> real) : real_(std::move(real)) {}
+  explicit GatedCompiler(std::unique_ptr<KernelCompiler> real)
+      : real_(std::move(real)) {}
   v1::Backend backend() const override { return real_->backend(); }
   const std::string& version() const override { return real_->version(); }
-  absl::StatusOr<std::string> Compile(const CompileRequest& req) const override {
+  absl::StatusOr<std::string> Compile(
+      const CompileRequest& req) const override {
     if (calls_++ == 0) started_.Notify();
     gate_.WaitForNotification();
     return real_->Compile(req);
@@ -103,23 +105,29 @@ class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
-    if (!nvrtc.ok()) GTEST_SKIP() << "needs NVRTC to compile kernels: " << nvrtc.status();
+    if (!nvrtc.ok())
+      GTEST_SKIP() << "needs NVRTC to compile kernels: " << nvrtc.status();
     compiler_ = std::make_unique<GatedCompiler>(*std::move(nvrtc));
     char tmpl[] = "/tmp/convtune-service-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::OpenRocksDbStore(dir_);
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::OpenRocksDbStore(dir_);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    builder_ = std::make_unique<KernelBuilder>(&device_, *compiler_, *store_, "sm_90");
-    core_ = std::make_unique<Core>(device_, SolverRegistry::Default(), *store_, compile_, timing_,
-                                   Core::Options(), nullptr, builder_.get());
-    service_ = std::make_unique<ConvTuneService>(*core_, *store_, store_pool_, ServiceOptions());
+    builder_ =
+        std::make_unique<KernelBuilder>(&device_, *compiler_, *store_, "sm_90");
+    core_ = std::make_unique<Core>(device_, SolverRegistry::Default(), *store_,
+                                   compile_, timing_, Core::Options(), nullptr,
+                                   builder_.get());
+    service_ = std::make_unique<ConvTuneService>(*core_, *store_, store_pool_,
+                                                 ServiceOptions());
     grpc::ServerBuilder server_builder;
     server_builder.RegisterService(service_.get());
     server_ = server_builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = v1::ConvTune::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+    stub_ = v1::ConvTune::NewStub(
+        server_->InProcessChannel(grpc::ChannelArguments()));
   }
   void TearDown() override {
     if (compiler_ != nullptr) compiler_->Open();
@@ -150,7 +158,8 @@ class ServiceTest : public ::testing::Test {
   }
   std::unique_ptr<grpc::ClientContext> Context(int seconds) {
     auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::seconds(seconds));
     return ctx;
   }
 
@@ -184,13 +193,15 @@ TEST_F(ServiceTest, ASlowCompileHoldsUpNoFindDbHitAndNoWorkspaceQuery) {
     compile_status = stub_->CompileSolution(ctx.get(), compile, &compiled);
     compile_done = true;
   });
-  ASSERT_TRUE(compiler_->WaitStarted(absl::Seconds(60))) << "the compile never started";
+  ASSERT_TRUE(compiler_->WaitStarted(absl::Seconds(60)))
+      << "the compile never started";
 
   // With the compiler held, every one of these is answered.
   {
     auto ctx = Context(10);
     v1::FindResponse found;
-    grpc::Status s = stub_->Find(ctx.get(), WithProblem<v1::FindRequest>(hit), &found);
+    grpc::Status s =
+        stub_->Find(ctx.get(), WithProblem<v1::FindRequest>(hit), &found);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_TRUE(found.from_db());
     EXPECT_EQ(found.source(), "user_db");
@@ -226,7 +237,8 @@ TEST_F(ServiceTest, ASlowCompileHoldsUpNoFindDbHitAndNoWorkspaceQuery) {
       EXPECT_EQ(ws.workspace_bytes(), 0);
     } else {
       // No BLAS on this device: the solver is not one of its solutions.
-      EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND)
+          << s.error_message();
     }
   }
   // Workspace queries compiled nothing, and the compile is still held.
@@ -250,7 +262,8 @@ TEST_F(ServiceTest, ASlowCompileHoldsUpNoFindDbHitAndNoWorkspaceQuery) {
   grpc::Status s = stub_->CompileSolution(ctx.get(), compile, &again);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(again.compiled(), 0);
-  EXPECT_EQ(again.plan().steps(0).code_object_hash(), compiled.plan().steps(0).code_object_hash());
+  EXPECT_EQ(again.plan().steps(0).code_object_hash(),
+            compiled.plan().steps(0).code_object_hash());
 }
 
 TEST_F(ServiceTest, GetPlanBuildsOnTheCompilePoolAndNamesBadFields) {

@@ -1,9 +1,9 @@
 #include "server/thread_pool.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
 

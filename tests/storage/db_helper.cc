@@ -78,8 +78,10 @@ int TryOpen(const char* dir) {
 int main(int argc, char** argv) {
   if (argc < 3) return 100;
   std::string command = argv[1];
-  if (command == "put_and_exit") return convtune::storage::Put(argc, argv, false);
-  if (command == "put_and_hang") return convtune::storage::Put(argc, argv, true);
+  if (command == "put_and_exit")
+    return convtune::storage::Put(argc, argv, false);
+  if (command == "put_and_hang")
+    return convtune::storage::Put(argc, argv, true);
   if (command == "hold") return convtune::storage::Hold(argv[2]);
   if (command == "try_open") return convtune::storage::TryOpen(argv[2]);
   return 100;

@@ -1,3 +1,5 @@
+#include "storage/portable.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -5,11 +7,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "convtune/v1/records.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/file_util.h"
-#include "storage/portable.h"
 #include "storage/records.h"
 #include "storage/store.h"
 #include "tests/storage/storage_test_util.h"
@@ -33,10 +34,13 @@ Contents Dump(Store& store, bool with_meta) {
   Contents out;
   for (Column c : kAllColumns) {
     if (c == Column::kMeta && !with_meta) continue;
-    EXPECT_TRUE(store.Scan(c, "", [&](absl::string_view k, absl::string_view v) {
-      out[{c, std::string(k)}] = std::string(v);
-      return true;
-    }).ok());
+    EXPECT_TRUE(store
+                    .Scan(c, "",
+                          [&](absl::string_view k, absl::string_view v) {
+                            out[{c, std::string(k)}] = std::string(v);
+                            return true;
+                          })
+                    .ok());
   }
   return out;
 }
@@ -57,14 +61,17 @@ class PortableTest : public ::testing::Test {
       std::string device = absl::StrCat(rnd_.DeviceKey(), "-", d);
       FindDb find(store, device);
       PerfDb perf(store, device);
-      for (int i = 0, count = static_cast<int>(rnd_.Int(2, 8)); i < count; ++i, n += 2) {
+      for (int i = 0, count = static_cast<int>(rnd_.Int(2, 8)); i < count;
+           ++i, n += 2) {
         std::string problem = absl::StrCat(rnd_.ProblemKey(), "-", i);
         EXPECT_TRUE(find.Put(rnd_.Find(device, problem)).ok());
         EXPECT_TRUE(perf.Put(problem, rnd_.Perf()).ok());
       }
     }
-    for (int i = 0, count = static_cast<int>(rnd_.Int(1, 4)); i < count; ++i, ++n) {
-      EXPECT_TRUE(KernelCache(store).Put(absl::StrCat("hash", i), rnd_.Kernel()).ok());
+    for (int i = 0, count = static_cast<int>(rnd_.Int(1, 4)); i < count;
+         ++i, ++n) {
+      EXPECT_TRUE(
+          KernelCache(store).Put(absl::StrCat("hash", i), rnd_.Kernel()).ok());
     }
     EXPECT_TRUE(StampMeta(store, "source").ok());
     return n;
@@ -89,10 +96,13 @@ TEST_F(PortableTest, ExportImportRoundTrip) {
   absl::StatusOr<ImportStats> stats = ImportStore(*target_, *file);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->imported, n);
-  EXPECT_EQ(stats->conflicting + stats->invalid + stats->unchanged + stats->overwritten, 0);
+  EXPECT_EQ(stats->conflicting + stats->invalid + stats->unchanged +
+                stats->overwritten,
+            0);
   EXPECT_EQ(Dump(*target_, false), Dump(*source_, false));
   // Meta stays behind unless asked for.
-  EXPECT_EQ(Meta(target_.get()).Get("created_by").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Meta(target_.get()).Get("created_by").status().code(),
+            absl::StatusCode::kNotFound);
 
   // Importing again changes nothing.
   stats = ImportStore(*target_, *file);
@@ -103,7 +113,8 @@ TEST_F(PortableTest, ExportImportRoundTrip) {
 
 TEST_F(PortableTest, MetaTravelsOnlyWhenAsked) {
   Fill(source_.get());
-  absl::StatusOr<std::string> file = ExportStore(*source_, {.include_meta = true});
+  absl::StatusOr<std::string> file =
+      ExportStore(*source_, {.include_meta = true});
   ASSERT_TRUE(file.ok());
   absl::StatusOr<ImportStats> stats = ImportStore(*target_, *file);
   ASSERT_TRUE(stats.ok());
@@ -130,21 +141,28 @@ TEST_F(PortableTest, ImportNeverOverwritesADifferentRecordByDefault) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->conflicting, 1);
   EXPECT_EQ(stats->imported, 0);
-  EXPECT_DOUBLE_EQ(FindDb(target_.get(), device).Get(problem)->results(0).time_ms(),
-                   ours.results(0).time_ms());
+  EXPECT_DOUBLE_EQ(
+      FindDb(target_.get(), device).Get(problem)->results(0).time_ms(),
+      ours.results(0).time_ms());
 
   stats = ImportStore(*target_, *file, {.overwrite = true});
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->overwritten, 1);
-  EXPECT_DOUBLE_EQ(FindDb(target_.get(), device).Get(problem)->results(0).time_ms(),
-                   theirs.results(0).time_ms());
+  EXPECT_DOUBLE_EQ(
+      FindDb(target_.get(), device).Get(problem)->results(0).time_ms(),
+      theirs.results(0).time_ms());
 }
 
 TEST_F(PortableTest, ImportReplacesAnUnreadableStoredRecord) {
   std::string device = rnd_.DeviceKey(), problem = rnd_.ProblemKey();
-  ASSERT_TRUE(FindDb(source_.get(), device).Put(rnd_.Find(device, problem)).ok());
-  ASSERT_TRUE(target_->Put(Column::kFindDb, FindDbKey(device, problem), std::string(5, '\xff')).ok());
-  absl::StatusOr<ImportStats> stats = ImportStore(*target_, *ExportStore(*source_));
+  ASSERT_TRUE(
+      FindDb(source_.get(), device).Put(rnd_.Find(device, problem)).ok());
+  ASSERT_TRUE(target_
+                  ->Put(Column::kFindDb, FindDbKey(device, problem),
+                        std::string(5, '\xff'))
+                  .ok());
+  absl::StatusOr<ImportStats> stats =
+      ImportStore(*target_, *ExportStore(*source_));
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->imported, 1);
   EXPECT_TRUE(FindDb(target_.get(), device).Get(problem).ok());
@@ -169,11 +187,13 @@ TEST_F(PortableTest, InvalidEntriesAreSkippedAndCounted) {
   newer->set_column_family("find_db");
   newer->set_key("dev/q");
   newer->set_value(r.SerializeAsString());
-  absl::StatusOr<ImportStats> stats = ImportStore(*target_, parsed.SerializeAsString());
+  absl::StatusOr<ImportStats> stats =
+      ImportStore(*target_, parsed.SerializeAsString());
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->invalid, 3);
   EXPECT_EQ(stats->imported, n);
-  EXPECT_EQ(target_->Get(Column::kFindDb, "dev/p").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(target_->Get(Column::kFindDb, "dev/p").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(PortableTest, BadFilesAreRefusedWithTheRightCode) {
@@ -181,23 +201,29 @@ TEST_F(PortableTest, BadFilesAreRefusedWithTheRightCode) {
   absl::StatusOr<std::string> file = ExportStore(*source_);
   ASSERT_TRUE(file.ok());
 
-  absl::StatusOr<ImportStats> garbage = ImportStore(*target_, std::string(6, '\xff') + rnd_.Bytes(100));
-  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kDataLoss) << garbage.status();
-  absl::StatusOr<ImportStats> truncated =
-      ImportStore(*target_, absl::string_view(*file).substr(0, file->size() - 1));
-  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kDataLoss) << truncated.status();
+  absl::StatusOr<ImportStats> garbage =
+      ImportStore(*target_, std::string(6, '\xff') + rnd_.Bytes(100));
+  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kDataLoss)
+      << garbage.status();
+  absl::StatusOr<ImportStats> truncated = ImportStore(
+      *target_, absl::string_view(*file).substr(0, file->size() - 1));
+  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kDataLoss)
+      << truncated.status();
 
   v1::ExportFile parsed;
   ASSERT_TRUE(parsed.ParseFromString(*file));
   parsed.set_magic("sqlite-export");
-  absl::StatusOr<ImportStats> magic = ImportStore(*target_, parsed.SerializeAsString());
+  absl::StatusOr<ImportStats> magic =
+      ImportStore(*target_, parsed.SerializeAsString());
   EXPECT_EQ(magic.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(magic.status().message(), HasSubstr("magic"));
-  EXPECT_EQ(ImportStore(*target_, "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ImportStore(*target_, "").status().code(),
+            absl::StatusCode::kInvalidArgument);
 
   parsed.set_magic("convtune-export");
   parsed.set_schema_version(kSchemaVersion + 1);
-  absl::StatusOr<ImportStats> version = ImportStore(*target_, parsed.SerializeAsString());
+  absl::StatusOr<ImportStats> version =
+      ImportStore(*target_, parsed.SerializeAsString());
   EXPECT_EQ(version.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(version.status().message(), HasSubstr("schema_version"));
   // Nothing was written by any refused import.
@@ -216,9 +242,12 @@ TEST(FileHelpersTest, WriteAtomicallyThenRead) {
   EXPECT_EQ(*ReadFile(path), second);
   // No temporary file is left next to it.
   int files = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp.path())) ++files;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator(tmp.path()))
+    ++files;
   EXPECT_EQ(files, 1);
-  EXPECT_EQ(ReadFile(tmp.path() + "/absent").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadFile(tmp.path() + "/absent").status().code(),
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(WriteFileAtomically(tmp.path() + "/no/such/dir/f", "x").code(),
             absl::StatusCode::kNotFound);
 }

@@ -95,7 +95,8 @@ class Child {
   bool reaped_ = false;
 };
 
-std::unique_ptr<Store> MustOpen(const std::string& dir, const StoreOptions& options = {}) {
+std::unique_ptr<Store> MustOpen(const std::string& dir,
+                                const StoreOptions& options = {}) {
   absl::StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(dir, options);
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? std::move(*store) : nullptr;
@@ -108,8 +109,8 @@ std::string ExactText(double v) {
   return buf;
 }
 
-void ExpectRecord(const std::string& db, const std::string& device, const std::string& problem,
-                  double time_ms) {
+void ExpectRecord(const std::string& db, const std::string& device,
+                  const std::string& problem, double time_ms) {
   std::unique_ptr<Store> store = MustOpen(db);
   ASSERT_NE(store, nullptr);
   absl::StatusOr<v1::FindRecord> got = FindDb(store.get(), device).Get(problem);
@@ -139,7 +140,8 @@ TEST(ProcessTest, SyncedFindRecordSurvivesKill9WhileOpen) {
   Child child({"put_and_hang", tmp.db(), device, problem, ExactText(time_ms)});
   ASSERT_EQ(child.ReadLine(), "written");
   // Still holding the database: the lock shows it.
-  EXPECT_EQ(OpenRocksDbStore(tmp.db()).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(OpenRocksDbStore(tmp.db()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   ASSERT_EQ(kill(child.pid(), SIGKILL), 0);
   int status = child.Wait();
   ASSERT_TRUE(WIFSIGNALED(status));
@@ -156,7 +158,8 @@ TEST(ProcessTest, SecondProcessCannotOpenForWriting) {
   std::string message = child.ReadLine();
   int status = child.Wait();
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), static_cast<int>(absl::StatusCode::kFailedPrecondition))
+  EXPECT_EQ(WEXITSTATUS(status),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition))
       << message;
   EXPECT_THAT(message, HasSubstr(tmp.db()));
   EXPECT_THAT(message, HasSubstr("in use by another convtuned"));
@@ -179,7 +182,8 @@ TEST(ProcessTest, OtherProcessHoldingTheDatabaseRefusesThisOne) {
   Child holder({"hold", tmp.db()});
   ASSERT_EQ(holder.ReadLine(), "open");
   absl::StatusOr<std::unique_ptr<Store>> second = OpenRocksDbStore(tmp.db());
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition)
+      << second.status();
   EXPECT_THAT(second.status().message(), HasSubstr(tmp.db()));
   // Read-only inspection takes no lock.
   std::unique_ptr<Store> reader = MustOpen(tmp.db(), {.read_only = true});

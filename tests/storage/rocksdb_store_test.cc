@@ -23,7 +23,8 @@ using testing::RandomRecords;
 using testing::ScanAll;
 using testing::TempDir;
 
-std::unique_ptr<Store> MustOpen(const std::string& dir, const StoreOptions& options = {}) {
+std::unique_ptr<Store> MustOpen(const std::string& dir,
+                                const StoreOptions& options = {}) {
   absl::StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(dir, options);
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? std::move(*store) : nullptr;
@@ -39,10 +40,12 @@ TEST(RocksDbStoreTest, RecordsSurviveCloseAndReopen) {
     for (int i = 0; i < 50; ++i) {
       std::string key = absl::StrCat("dev/", rnd.Int(0, 1'000'000'000));
       written[key] = rnd.Bytes(64);
-      ASSERT_TRUE(store->Put(Column::kPerfDb, key, written[key], {.sync = false}).ok());
+      ASSERT_TRUE(
+          store->Put(Column::kPerfDb, key, written[key], {.sync = false}).ok());
     }
   }
-  std::unique_ptr<Store> store = MustOpen(tmp.db(), {.create_if_missing = false});
+  std::unique_ptr<Store> store =
+      MustOpen(tmp.db(), {.create_if_missing = false});
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(ScanAll(*store, Column::kPerfDb, ""), written);
 }
@@ -52,7 +55,8 @@ TEST(RocksDbStoreTest, SecondWriterInOneProcessIsRefusedNamingTheFolder) {
   std::unique_ptr<Store> first = MustOpen(tmp.db());
   ASSERT_NE(first, nullptr);
   absl::StatusOr<std::unique_ptr<Store>> second = OpenRocksDbStore(tmp.db());
-  ASSERT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+  ASSERT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition)
+      << second.status();
   EXPECT_THAT(second.status().message(), HasSubstr(tmp.db()));
   EXPECT_THAT(second.status().message(), HasSubstr("in use"));
   // Once the first closes, the folder opens again.
@@ -74,7 +78,8 @@ TEST(RocksDbStoreTest, ReadOnlyOpenWorksWhileTheWriterHoldsIt) {
   EXPECT_EQ(*got, value);
   absl::Status put = reader->Put(Column::kFindDb, "dev/q", value);
   EXPECT_EQ(put.code(), absl::StatusCode::kFailedPrecondition) << put;
-  EXPECT_EQ(reader->Delete(Column::kFindDb, "dev/p").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(reader->Delete(Column::kFindDb, "dev/p").code(),
+            absl::StatusCode::kFailedPrecondition);
   // The writer is unaffected.
   EXPECT_TRUE(writer->Put(Column::kFindDb, "dev/q", value).ok());
 }
@@ -83,16 +88,19 @@ TEST(RocksDbStoreTest, MissingDatabaseIsNotFoundUnlessCreating) {
   TempDir tmp;
   EXPECT_EQ(OpenRocksDbStore(tmp.db(), {.read_only = true}).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(OpenRocksDbStore(tmp.db(), {.create_if_missing = false}).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(OpenRocksDbStore("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      OpenRocksDbStore(tmp.db(), {.create_if_missing = false}).status().code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_EQ(OpenRocksDbStore("").status().code(),
+            absl::StatusCode::kInvalidArgument);
   // Creating makes missing parent folders too.
   EXPECT_NE(MustOpen(tmp.path() + "/a/b/db"), nullptr);
 }
 
 std::vector<std::string> FamiliesOf(const std::string& dir) {
   std::vector<std::string> names;
-  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names);
+  rocksdb::Status s =
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names);
   EXPECT_TRUE(s.ok()) << s.ToString();
   std::sort(names.begin(), names.end());
   return names;
@@ -107,7 +115,9 @@ void MakePlainDatabase(const std::string& dir, const std::string& value) {
   ASSERT_TRUE(rocksdb::DB::Open(options, dir, &raw).ok());
   std::unique_ptr<rocksdb::DB> db(raw);
   rocksdb::ColumnFamilyHandle* extra = nullptr;
-  ASSERT_TRUE(db->CreateColumnFamily(rocksdb::ColumnFamilyOptions(), "extra", &extra).ok());
+  ASSERT_TRUE(
+      db->CreateColumnFamily(rocksdb::ColumnFamilyOptions(), "extra", &extra)
+          .ok());
   ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), extra, "k", value).ok());
   ASSERT_TRUE(db->DestroyColumnFamilyHandle(extra).ok());
   ASSERT_TRUE(db->Close().ok());
@@ -116,11 +126,13 @@ void MakePlainDatabase(const std::string& dir, const std::string& value) {
 TEST(RocksDbStoreTest, CreatesTheColumnFamilies) {
   TempDir tmp;
   { ASSERT_NE(MustOpen(tmp.db()), nullptr); }
-  EXPECT_EQ(FamiliesOf(tmp.db()), (std::vector<std::string>{"default", "find_db", "kernel_cache",
-                                                            "meta", "perf_db"}));
+  EXPECT_EQ(FamiliesOf(tmp.db()),
+            (std::vector<std::string>{"default", "find_db", "kernel_cache",
+                                      "meta", "perf_db"}));
 }
 
-TEST(RocksDbStoreTest, OpeningADatabaseWithoutTheFamiliesAddsThemAndKeepsOthers) {
+TEST(RocksDbStoreTest,
+     OpeningADatabaseWithoutTheFamiliesAddsThemAndKeepsOthers) {
   TempDir tmp;
   RandomRecords rnd;
   std::string value = rnd.Bytes(30);
@@ -129,23 +141,29 @@ TEST(RocksDbStoreTest, OpeningADatabaseWithoutTheFamiliesAddsThemAndKeepsOthers)
     // Read-only: the missing families read as empty and nothing is created.
     std::unique_ptr<Store> reader = MustOpen(tmp.db(), {.read_only = true});
     ASSERT_NE(reader, nullptr);
-    EXPECT_EQ(reader->Get(Column::kFindDb, "d/p").status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(reader->Get(Column::kFindDb, "d/p").status().code(),
+              absl::StatusCode::kNotFound);
     EXPECT_TRUE(ScanAll(*reader, Column::kKernelCache, "").empty());
   }
-  EXPECT_EQ(FamiliesOf(tmp.db()), (std::vector<std::string>{"default", "extra"}));
+  EXPECT_EQ(FamiliesOf(tmp.db()),
+            (std::vector<std::string>{"default", "extra"}));
   {
     std::unique_ptr<Store> store = MustOpen(tmp.db());
     ASSERT_NE(store, nullptr);
     ASSERT_TRUE(store->Put(Column::kFindDb, "d/p", value).ok());
   }
-  EXPECT_EQ(FamiliesOf(tmp.db()), (std::vector<std::string>{"default", "extra", "find_db",
-                                                            "kernel_cache", "meta", "perf_db"}));
+  EXPECT_EQ(FamiliesOf(tmp.db()),
+            (std::vector<std::string>{"default", "extra", "find_db",
+                                      "kernel_cache", "meta", "perf_db"}));
   // The unknown family's data is untouched.
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const std::string& name : FamiliesOf(tmp.db())) families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-  ASSERT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), tmp.db(), families, &handles, &raw).ok());
+  for (const std::string& name : FamiliesOf(tmp.db()))
+    families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  ASSERT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), tmp.db(),
+                                           families, &handles, &raw)
+                  .ok());
   std::unique_ptr<rocksdb::DB> db(raw);
   std::string got;
   EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), handles[1], "k", &got).ok());
@@ -158,7 +176,8 @@ TEST(RocksDbStoreTest, CorruptCurrentFileIsDataLoss) {
   { ASSERT_NE(MustOpen(tmp.db()), nullptr); }
   { std::ofstream(tmp.db() + "/CURRENT", std::ios::trunc) << "MANIFEST-0000"; }
   absl::StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(tmp.db());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss)
+      << store.status();
   EXPECT_THAT(store.status().message(), HasSubstr(tmp.db()));
 }
 
@@ -172,7 +191,8 @@ TEST(RocksDbStoreTest, CorruptManifestIsDataLoss) {
   }
   std::string manifest;
   for (const auto& entry : std::filesystem::directory_iterator(tmp.db())) {
-    if (entry.path().filename().string().rfind("MANIFEST-", 0) == 0) manifest = entry.path();
+    if (entry.path().filename().string().rfind("MANIFEST-", 0) == 0)
+      manifest = entry.path();
   }
   ASSERT_FALSE(manifest.empty());
   auto size = std::filesystem::file_size(manifest);
@@ -184,7 +204,8 @@ TEST(RocksDbStoreTest, CorruptManifestIsDataLoss) {
     f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
   }
   absl::StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(tmp.db());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss)
+      << store.status();
 }
 
 }  // namespace

@@ -48,18 +48,24 @@ class RandomRecords {
  public:
   RandomRecords() : rng_(std::random_device{}()) {}
 
-  int64_t Int(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
-  double Real(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
+  int64_t Int(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+  double Real(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng_);
+  }
 
   // Shaped like a canonical problem key: C-H-W-FHxFW-K-OH-OW-N-...-TYPE-DIR.
   std::string ProblemKey() {
     int64_t f = Int(1, 7);
-    return absl::StrCat(Int(1, 512), "-", Int(1, 224), "-", Int(1, 224), "-", f, "x", f, "-",
-                        Int(1, 512), "-", Int(1, 224), "-", Int(1, 224), "-", Int(1, 64),
-                        "-1x1-1x1-1x1-", Int(1, 4), "-NCHW-FP32-F");
+    return absl::StrCat(Int(1, 512), "-", Int(1, 224), "-", Int(1, 224), "-", f,
+                        "x", f, "-", Int(1, 512), "-", Int(1, 224), "-",
+                        Int(1, 224), "-", Int(1, 64), "-1x1-1x1-1x1-",
+                        Int(1, 4), "-NCHW-FP32-F");
   }
   std::string DeviceKey() {
-    return absl::StrCat("cpu-x86-64-v3-cu", Int(1, 256), "-openblas0.3.", Int(0, 99));
+    return absl::StrCat("cpu-x86-64-v3-cu", Int(1, 256), "-openblas0.3.",
+                        Int(0, 99));
   }
   std::string Bytes(size_t n) {
     std::string s(n, '\0');
@@ -68,7 +74,8 @@ class RandomRecords {
   }
 
   // 1 to 6 results, fastest first, schema_version left 0 for Put to stamp.
-  v1::FindRecord Find(const std::string& device_key, const std::string& problem_key) {
+  v1::FindRecord Find(const std::string& device_key,
+                      const std::string& problem_key) {
     v1::FindRecord r;
     r.set_device_key(device_key);
     r.set_problem_key(problem_key);
@@ -95,7 +102,8 @@ class RandomRecords {
   v1::PerfDbRecord Perf() {
     v1::PerfDbRecord r;
     r.set_solver_id(static_cast<uint32_t>(Int(1, 100000)));
-    for (int i = 0, n = static_cast<int>(Int(1, 5)); i < n; ++i) r.add_perf_config(Int(1, 256));
+    for (int i = 0, n = static_cast<int>(Int(1, 5)); i < n; ++i)
+      r.add_perf_config(Int(1, 256));
     r.set_time_ms(Real(0.001, 100.0));
     return r;
   }

@@ -60,12 +60,10 @@ class Core {
   FindEngine& find() { return find_; }
   Immediate& immediate() { return immediate_; }
   const Planner& planner() const { return planner_; }
-  Tuner& tuner() { return tuner_; }
   RemoteExecutor& executor() { return executor_; }
   Heuristics& heuristics() { return heuristics_; }
   FindRecords& records() { return records_; }
   const Quarantine& quarantine() const { return quarantine_; }
-  ThreadPool& compile_pool() { return compile_pool_; }
   const std::string& device_key() const { return device_key_; }
   EngineCounters counters() const { return counters_.Snapshot(); }
 
@@ -82,7 +80,6 @@ class Core {
   // Makes every later find, remeasure and execute, and every tuning not yet
   // timed, finish with Unavailable. Idempotent.
   void Shutdown() { stop_.Stop(); }
-  bool stopped() const { return stop_.stopped(); }
 
  private:
   const std::string device_key_;

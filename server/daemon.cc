@@ -229,6 +229,15 @@ void Daemon::Wait() {
   mu_.Await(absl::Condition(&shut_down_));
 }
 
+void Daemon::JoinLostShutdown() {
+  std::thread t;
+  {
+    absl::MutexLock lock(&mu_);
+    t = std::move(lost_shutdown_);
+  }
+  if (t.joinable()) t.join();
+}
+
 std::string Daemon::device_lost() const {
   absl::MutexLock lock(&mu_);
   return device_lost_;
@@ -236,28 +245,20 @@ std::string Daemon::device_lost() const {
 
 Daemon::~Daemon() {
   Shutdown();
+  // After a device loss Shutdown runs on its own thread, which may still be
+  // waiting out the grace period for calls in flight: those need the pools.
+  JoinLostShutdown();
   // The pools drain first: their tasks finish calls on the server and use
   // the core, so both must still exist. Compile tasks hand work to the
   // timing queue and timing tasks to the compile pool (a stored record may
-  // start a training), so both are drained until neither has any left.
-  // With the timing queue gone no device-loss handler can start a thread.
-  ThreadPool* pools[] = {compile_pool_.get(), timing_queue_.get(),
-                         store_pool_.get()};
-  auto busy = [&] {
-    for (ThreadPool* p : pools) {
-      if (p != nullptr && !p->idle()) return true;
-    }
-    return false;
-  };
-  while (busy()) {
-    for (ThreadPool* p : pools) {
-      if (p != nullptr) p->WaitIdle();
-    }
-  }
+  // start a training), so they are drained together.
+  ThreadPool::DrainAll(
+      {compile_pool_.get(), timing_queue_.get(), store_pool_.get()});
   compile_pool_.reset();
   timing_queue_.reset();
   store_pool_.reset();
-  if (lost_shutdown_.joinable()) lost_shutdown_.join();
+  // With the timing queue gone no device-loss handler can start one again.
+  JoinLostShutdown();
   server_.reset();
   service_.reset();
   core_.reset();

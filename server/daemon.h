@@ -82,6 +82,7 @@ class Daemon {
  private:
   explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
   absl::Status Init();
+  void JoinLostShutdown();
 
   DaemonOptions options_;
   std::unique_ptr<storage::Store> store_;
@@ -99,8 +100,9 @@ class Daemon {
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string device_lost_ ABSL_GUARDED_BY(mu_);
-  std::thread lost_shutdown_;  // runs Shutdown after a device loss
-  bool owns_socket_ = false;   // the socket file is ours to remove
+  std::thread lost_shutdown_
+      ABSL_GUARDED_BY(mu_);   // Shutdown after a device loss
+  bool owns_socket_ = false;  // the socket file is ours to remove
   int tcp_port_ = 0;
 };
 

@@ -23,8 +23,12 @@ void FindEngine::Find(const ConvProblem& p, const FindParams& params,
     done(s);
     return;
   }
-  const FindPolicy& policy = PolicyFor(params.mode);
-  if (policy.reads_find_db && !params.exhaustive) {
+  const FindPolicy* policy = PolicyFor(params.mode);
+  if (policy == nullptr) {
+    done(FindModeFromNumber(params.mode).status());
+    return;
+  }
+  if (policy->reads_find_db && !params.exhaustive) {
     absl::StatusOr<FindOutcome> user =
         records_.LookupUser(p, params.workspace_limit);
     if (user.ok() || !absl::IsNotFound(user.status())) {
@@ -36,14 +40,14 @@ void FindEngine::Find(const ConvProblem& p, const FindParams& params,
         records_.LookupSystem(p, params.workspace_limit);
     if (system.ok()) {
       counters_.Add(&EngineCounters::system_hits);
-      if (policy.verifies_system_db) {
+      if (policy->verifies_system_db) {
         Verify(p, params, *std::move(system), std::move(done));
       } else {
         done(std::move(system));
       }
       return;
     }
-    if (policy.falls_back_on_miss) {
+    if (policy->falls_back_on_miss) {
       absl::StatusOr<FindOutcome> fallback =
           immediate_.Fallback(p, params.workspace_limit);
       if (fallback.ok()) counters_.Add(&EngineCounters::fallbacks);
@@ -68,7 +72,8 @@ absl::StatusOr<FindOutcome> FindEngine::FindBlocking(const ConvProblem& p,
 
 void FindEngine::Tune(const ConvProblem& p, const FindParams& params,
                       Done done) {
-  const FindPolicy& policy = PolicyFor(params.mode);
+  // Find checked the mode before anything reached here.
+  const FindPolicy& policy = *PolicyFor(params.mode);
   TuneRequest request;
   request.workspace_limit = params.workspace_limit;
   request.dynamic_only = policy.dynamic_only;

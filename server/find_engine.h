@@ -35,10 +35,11 @@ class FindEngine {
 
   using Done = std::function<void(absl::StatusOr<FindOutcome>)>;
 
-  // Calls `done` exactly once. FailedPrecondition when no solver applies
-  // (within the workspace limit), Internal when every applicable solver
-  // failed, Unavailable when stopping. REQUIRES: ValidateProblem(p).ok() and
-  // a valid params.mode.
+  // Calls `done` exactly once. InvalidArgument naming `mode` for a mode the
+  // specification does not number, FailedPrecondition when no solver
+  // applies (within the workspace limit), Internal when every applicable
+  // solver failed, Unavailable when stopping. REQUIRES:
+  // ValidateProblem(p).ok().
   void Find(const ConvProblem& p, const FindParams& params, Done done);
   absl::StatusOr<FindOutcome> FindBlocking(const ConvProblem& p,
                                            const FindParams& params);

@@ -25,8 +25,8 @@ struct FindPolicy {
   bool bounded;
 };
 
-// REQUIRES: `mode` is one of the six modes (FindModeFromNumber accepts it).
-const FindPolicy& PolicyFor(v1::FindMode mode);
+// The policy of one of the six modes; nullptr for any other value.
+const FindPolicy* PolicyFor(v1::FindMode mode);
 
 }  // namespace convtune
 

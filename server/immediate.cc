@@ -30,23 +30,15 @@ absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,
   const std::vector<const Solver*> candidates =
       planner_.Candidates(p, limit, /*dynamic_only=*/true, nullptr);
   if (candidates.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no dynamic solver on ", records_.device_key(), " applies to ",
-        ProblemKey(p),
-        limit >= 0 ? absl::StrCat(" within a workspace of ", limit, " bytes")
-                   : ""));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no dynamic solver on ", records_.device_key(),
+                     " applies to ", ProblemKey(p), WithinWorkspace(limit)));
   }
   Ranking ranking = heuristics_.Rank(p, candidates);
   Solutions out;
   for (const Estimate& e : ranking.estimates) {
-    v1::PerfResult r;
-    r.set_solver_id(e.solver->id());
-    r.set_solver_name(std::string(e.solver->name()));
-    r.set_algorithm(std::string(AlgorithmName(e.solver->family())));
-    r.set_time_ms(e.time_ms);
-    r.set_workspace_bytes(e.solver->WorkspaceBytes(p));
-    r.set_measured(false);
-    out.results.push_back(std::move(r));
+    out.results.push_back(
+        PerfResultOf(*e.solver, p, e.time_ms, /*measured=*/false));
   }
   out.source = ranking.source;
   out.fallback_reason = ranking.fallback_reason;

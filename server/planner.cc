@@ -7,6 +7,11 @@
 
 namespace convtune {
 
+std::string WithinWorkspace(int64_t limit) {
+  return limit >= 0 ? absl::StrCat(" within a workspace of ", limit, " bytes")
+                    : "";
+}
+
 Planner::Planner(const DeviceInfo& device, const SolverRegistry& registry,
                  storage::Store& store, const Quarantine& quarantine,
                  KernelBuilder* kernel_builder, ThreadPool& compile_pool)
@@ -108,6 +113,11 @@ absl::Status Planner::BuildKernels(v1::ExecutionPlan* plan,
 
 void Planner::Build(v1::ExecutionPlan plan,
                     std::function<void(absl::StatusOr<BuiltPlan>)> done) const {
+  // A plan of built-in kernels has nothing to compile: answered at once.
+  if (plan.sources_size() == 0) {
+    done(BuiltPlan{std::move(plan), 0});
+    return;
+  }
   compile_pool_.Schedule(
       [this, plan = std::move(plan), done = std::move(done)]() mutable {
         BuiltPlan built{std::move(plan), 0};

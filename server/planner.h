@@ -23,6 +23,10 @@
 
 namespace convtune {
 
+// " within a workspace of N bytes" for a limit, "" for none (negative): the
+// tail of the messages that say no solver applies.
+std::string WithinWorkspace(int64_t workspace_limit);
+
 struct SolverReport {
   const Solver* solver = nullptr;
   absl::Status applicable;
@@ -82,12 +86,10 @@ class Planner {
   // builder's errors. May block for seconds: call it on the compile pool.
   absl::Status BuildKernels(v1::ExecutionPlan* plan,
                             int* compiled = nullptr) const;
-  // BuildKernels on the compile pool; `done` runs there.
+  // BuildKernels on the compile pool; `done` runs there, or at once on the
+  // caller's thread when the plan has no sources.
   void Build(v1::ExecutionPlan plan,
              std::function<void(absl::StatusOr<BuiltPlan>)> done) const;
-
-  const DeviceInfo& device() const { return device_; }
-  const SolverRegistry& registry() const { return registry_; }
 
  private:
   const DeviceInfo& device_;

@@ -24,19 +24,20 @@ void RemoteExecutor::Execute(const ConvProblem& p, uint32_t solver_id,
     done(plan.status());
     return;
   }
-  planner_.Build(*std::move(plan), [this, p, tensors, done = std::move(done)](
-                                       absl::StatusOr<BuiltPlan> built) {
-    if (!built.ok()) {
-      done(built.status());
-      return;
-    }
-    timing_queue_.Schedule([this, p, tensors, done = std::move(done),
-                            plan = std::move(built->plan)] {
-      absl::Status stopping = stop_.Check();
-      done(stopping.ok() ? Run(plan, p, *tensors)
-                         : absl::StatusOr<double>(stopping));
-    });
-  });
+  planner_.Build(
+      *std::move(plan), [this, p, tensors, done = std::move(done)](
+                            absl::StatusOr<BuiltPlan> built) mutable {
+        if (!built.ok()) {
+          done(built.status());
+          return;
+        }
+        timing_queue_.Schedule([this, p, tensors, done = std::move(done),
+                                plan = std::move(built->plan)] {
+          absl::Status stopping = stop_.Check();
+          done(stopping.ok() ? Run(plan, p, *tensors)
+                             : absl::StatusOr<double>(stopping));
+        });
+      });
 }
 
 absl::StatusOr<double> RemoteExecutor::Run(const v1::ExecutionPlan& plan,

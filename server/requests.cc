@@ -112,17 +112,16 @@ absl::StatusOr<SolutionsInput> SolutionsInputFrom(
       req.max_count()};
 }
 
-absl::Status FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
-                                   const std::string& device_key,
-                                   v1::GetSolutionsResponse* resp) {
+void FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
+                           const std::string& device_key,
+                           v1::GetSolutionsResponse* resp) {
   for (const v1::PerfResult& r : s.results) {
     if (in.max_count > 0 && resp->solutions_size() >= in.max_count) break;
     absl::StatusOr<v1::AlgorithmFamily> family =
         ParseAlgorithm(r.algorithm(), "algorithm");
-    if (!family.ok()) {
-      return absl::DataLossError(absl::StrCat("solver ", r.solver_id(), ": ",
-                                              family.status().message()));
-    }
+    // A result whose family has no name here (written by another tool)
+    // cannot be described as a solution: it is left out.
+    if (!family.ok()) continue;
     v1::Solution* out = resp->add_solutions();
     out->set_solution_id(r.solver_id());
     out->set_solver_name(r.solver_name());
@@ -135,7 +134,6 @@ absl::Status FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
   resp->set_fallback_reason(s.fallback_reason);
   resp->set_device_key(device_key);
   resp->set_problem_key(ProblemKey(in.problem));
-  return absl::OkStatus();
 }
 
 absl::StatusOr<uint32_t> SolverIdFrom(uint64_t solution_id) {

@@ -72,10 +72,10 @@ struct SolutionsInput {
 };
 absl::StatusOr<SolutionsInput> SolutionsInputFrom(
     const v1::GetSolutionsRequest& req, const ServiceOptions& options);
-// DataLoss when a stored result names an unknown algorithm family.
-absl::Status FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
-                                   const std::string& device_key,
-                                   v1::GetSolutionsResponse* resp);
+// Results whose algorithm family has no name here are left out.
+void FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
+                           const std::string& device_key,
+                           v1::GetSolutionsResponse* resp);
 
 // The solver id of an immediate-mode solution id. NotFound for an id no
 // solver can have.

@@ -155,7 +155,8 @@ grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(
   absl::StatusOr<Solutions> s =
       core_.immediate().GetSolutions(in->problem, in->workspace_limit);
   if (!s.ok()) return Finish(ctx, s.status());
-  return Finish(ctx, FillSolutionsResponse(*s, *in, core_.device_key(), resp));
+  FillSolutionsResponse(*s, *in, core_.device_key(), resp);
+  return Finish(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::GetSolutionWorkspaceSize(

@@ -8,6 +8,20 @@
 
 namespace convtune {
 
+v1::PerfResult PerfResultOf(const Solver& s, const ConvProblem& p,
+                            double time_ms, bool measured,
+                            const PerfConfig& config) {
+  v1::PerfResult r;
+  r.set_solver_id(s.id());
+  r.set_solver_name(std::string(s.name()));
+  r.set_algorithm(std::string(AlgorithmName(s.family())));
+  r.set_time_ms(time_ms);
+  r.set_workspace_bytes(s.WorkspaceBytes(p));
+  for (int64_t v : config) r.add_perf_config(v);
+  r.set_measured(measured);
+  return r;
+}
+
 std::string PerfConfigString(const PerfConfig& config) {
   return absl::StrJoin(config, ",");
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "common/vocabulary.h"
 #include "convtune/v1/plan.pb.h"
+#include "convtune/v1/records.pb.h"
 #include "kernels/device.h"
 #include "kernels/problem.h"
 
@@ -22,6 +23,14 @@ namespace convtune {
 // A point in a solver's tuning space; the solver gives the values meaning.
 using PerfConfig = std::vector<int64_t>;
 std::string PerfConfigString(const PerfConfig& config);  // "4,8,16"
+
+class Solver;
+
+// A result line of `s` for p: its name, family and workspace, and a time that
+// was measured or estimated.
+v1::PerfResult PerfResultOf(const Solver& s, const ConvProblem& p,
+                            double time_ms, bool measured,
+                            const PerfConfig& config = {});
 
 class Solver {
  public:

@@ -24,6 +24,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::Schedule(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
+  ++scheduled_;
 }
 
 int ThreadPool::queued() const {
@@ -31,9 +32,25 @@ int ThreadPool::queued() const {
   return static_cast<int>(tasks_.size());
 }
 
-bool ThreadPool::idle() const {
+int64_t ThreadPool::scheduled() const {
   absl::MutexLock lock(&mu_);
-  return tasks_.empty() && running_ == 0;
+  return scheduled_;
+}
+
+void ThreadPool::DrainAll(std::initializer_list<ThreadPool*> pools) {
+  auto total = [&] {
+    int64_t n = 0;
+    for (ThreadPool* p : pools) n += p != nullptr ? p->scheduled() : 0;
+    return n;
+  };
+  for (int64_t before = total();;) {
+    for (ThreadPool* p : pools) {
+      if (p != nullptr) p->WaitIdle();
+    }
+    const int64_t after = total();
+    if (after == before) return;
+    before = after;
+  }
 }
 
 void ThreadPool::WaitIdle() const {
@@ -61,6 +78,8 @@ void ThreadPool::Loop() {
       ++running_;
     }
     task();
+    // What the task captured goes before the pool may count as idle.
+    task = nullptr;
     absl::MutexLock lock(&mu_);
     --running_;
   }

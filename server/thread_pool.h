@@ -1,11 +1,13 @@
 // A fixed pool of worker threads running queued tasks in FIFO order. The
-// compile pool is one (N threads); each device's benchmark queue is one with a
+// compile pool is one (N threads); each device's timing queue is one with a
 // single thread, so timings on a device never overlap. Thread-safe.
 #ifndef CONVTUNE_SERVER_THREAD_POOL_H_
 #define CONVTUNE_SERVER_THREAD_POOL_H_
 
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,11 +32,15 @@ class ThreadPool {
   int threads() const { return static_cast<int>(workers_.size()); }
   // Tasks waiting (not running).
   int queued() const;
-  // Blocks until no task is queued or running. Pools whose tasks schedule
-  // onto each other are drained by waiting on each in turn until all are
-  // idle, before any of them is destroyed.
+  // Blocks until no task is queued or running.
   void WaitIdle() const;
-  bool idle() const;
+  // Tasks scheduled since the pool started.
+  int64_t scheduled() const;
+
+  // Waits until none of `pools` has a task queued or running, even where
+  // their tasks schedule onto each other: done when one pass of waiting on
+  // each saw no task scheduled anywhere. Null entries are skipped.
+  static void DrainAll(std::initializer_list<ThreadPool*> pools);
 
  private:
   void Loop();
@@ -44,6 +50,7 @@ class ThreadPool {
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t scheduled_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> workers_;
 };
 

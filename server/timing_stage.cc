@@ -118,6 +118,8 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
 }
 
 absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
+  // The bounded search's clock starts here: setting up counts against it.
+  Run run{job};
   const ConvProblem& p = job.problem;
   int64_t max_ws = 0;
   for (const TimingCandidate& c : job.candidates) {
@@ -134,11 +136,11 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
                    [&](const TimingCandidate& a, const TimingCandidate& b) {
                      return estimate(a) < estimate(b);
                    });
-  Run run{job};
   for (const TimingCandidate& c : job.candidates) {
     RETURN_IF_ERROR(stop_.Check());
     absl::StatusOr<TimedSolver> best = TimeCandidate(run, *session, c);
     if (best.ok()) {
+      if (job.on_timed) job.on_timed(*best);
       run.result.timed.push_back(*best);
       continue;
     }

@@ -43,6 +43,9 @@ struct TimingJob {
   std::vector<TimingCandidate> candidates;
   // Stop a solver's config search on the time budget or patience.
   bool bounded = false;
+  // Called on the timing queue as each candidate's best config is known,
+  // so that what a search found is kept even if the job ends early.
+  std::function<void(const struct TimedSolver&)> on_timed;
 };
 
 struct TimedSolver {

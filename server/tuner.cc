@@ -18,15 +18,9 @@ int64_t UnixMsNow() {
       .count();
 }
 
-std::string LimitPhrase(int64_t limit) {
-  return limit >= 0 ? absl::StrCat(" within a workspace of ", limit, " bytes")
-                    : "";
-}
-
 }  // namespace
 
 struct Tuner::Run {
-  ConvProblem problem;
   TuneRequest request;
   std::string dedup_key;
   bool excluded_by_limit = false;
@@ -61,8 +55,11 @@ std::vector<PerfConfig> Tuner::SearchSpace(const Solver& s,
 }
 
 void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
+  if (absl::Status s = stop_.Check(); !s.ok()) {
+    done(s);
+    return;
+  }
   auto run = std::make_shared<Run>();
-  run->problem = p;
   run->request = request;
   run->job->problem = p;
   run->job->problem_key = ProblemKey(p);
@@ -74,17 +71,15 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = in_flight_.try_emplace(run->dedup_key);
     it->second.push_back(std::move(done));
-    if (!inserted) {
-      counters_.Add(&EngineCounters::joined);
-      return;
-    }
+    counters_.Add(inserted ? &EngineCounters::tunings
+                           : &EngineCounters::joined);
+    if (!inserted) return;
   }
-  counters_.Add(&EngineCounters::tunings);
   Start(std::move(run));
 }
 
 void Tuner::Start(std::shared_ptr<Run> run) {
-  const ConvProblem& p = run->problem;
+  const ConvProblem& p = run->job->problem;
   const TuneRequest& r = run->request;
   for (const Solver* s : planner_.Candidates(
            p, r.workspace_limit, r.dynamic_only, &run->excluded_by_limit)) {
@@ -100,9 +95,13 @@ void Tuner::Start(std::shared_ptr<Run> run) {
              absl::FailedPreconditionError(absl::StrCat(
                  "no ", r.dynamic_only ? "dynamic " : "", "solver on ",
                  records_.device_key(), " applies to ", run->job->problem_key,
-                 LimitPhrase(r.workspace_limit))));
+                 WithinWorkspace(r.workspace_limit))));
     return;
   }
+  run->job->on_timed = [this, problem_key =
+                                  run->job->problem_key](const TimedSolver& t) {
+    StoreConfig(problem_key, t);
+  };
   run->to_build = static_cast<int>(run->job->candidates.size());
   run->build_started = std::chrono::steady_clock::now();
   // Plans are built (and, on GPUs, compiled) in parallel; timing waits for
@@ -116,7 +115,7 @@ void Tuner::BuildPlans(std::shared_ptr<Run> run, size_t candidate) {
   TimingCandidate& c = run->job->candidates[candidate];
   for (const PerfConfig& config : c.configs) {
     absl::StatusOr<v1::ExecutionPlan> plan =
-        planner_.Plan(*c.solver, run->problem, config);
+        planner_.Plan(*c.solver, run->job->problem, config);
     if (plan.ok()) {
       if (absl::Status built = planner_.BuildKernels(&*plan); !built.ok()) {
         plan = built;
@@ -145,26 +144,9 @@ absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,
                                                    : -1);
   record.set_timing_repeats(timing_.options().timing.max_repeats);
   for (const TimedSolver& t : timed.timed) {
-    const Solver& s = *t.candidate->solver;
-    const PerfConfig& config = t.candidate->configs[t.config];
-    if (t.candidate->configs.size() > 1) {
-      v1::PerfDbRecord tuned;
-      tuned.set_solver_id(s.id());
-      for (int64_t v : config) tuned.add_perf_config(v);
-      tuned.set_time_ms(t.ms);
-      absl::Status put = perf_db_.Put(run.job->problem_key, tuned);
-      if (!put.ok()) {
-        std::cerr << "convtuned: could not store perf config: " << put << "\n";
-      }
-    }
-    v1::PerfResult* r = record.add_results();
-    r->set_solver_id(s.id());
-    r->set_solver_name(std::string(s.name()));
-    r->set_algorithm(std::string(AlgorithmName(s.family())));
-    r->set_time_ms(t.ms);
-    r->set_workspace_bytes(s.WorkspaceBytes(run.problem));
-    for (int64_t v : config) r->add_perf_config(v);
-    r->set_measured(true);
+    *record.add_results() =
+        PerfResultOf(*t.candidate->solver, run.job->problem, t.ms,
+                     /*measured=*/true, t.candidate->configs[t.config]);
   }
   if (record.results_size() == 0) {
     return absl::InternalError(
@@ -177,6 +159,19 @@ absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,
             });
   record.set_created_unix_ms(UnixMsNow());
   return record;
+}
+
+void Tuner::StoreConfig(const std::string& problem_key, const TimedSolver& t) {
+  // A solver with one config to try has nothing tuned to keep.
+  if (t.candidate->configs.size() <= 1) return;
+  v1::PerfDbRecord tuned;
+  tuned.set_solver_id(t.candidate->solver->id());
+  for (int64_t v : t.candidate->configs[t.config]) tuned.add_perf_config(v);
+  tuned.set_time_ms(t.ms);
+  absl::Status put = perf_db_.Put(problem_key, tuned);
+  if (!put.ok()) {
+    std::cerr << "convtuned: could not store perf config: " << put << "\n";
+  }
 }
 
 void Tuner::Finish(std::shared_ptr<Run> run,
@@ -218,14 +213,15 @@ void Tuner::Remeasure(const ConvProblem& p, const v1::PerfResult& r,
     done(plan.status());
     return;
   }
-  planner_.Build(*std::move(plan), [this, p, done = std::move(done)](
-                                       absl::StatusOr<BuiltPlan> built) {
-    if (!built.ok()) {
-      done(built.status());
-      return;
-    }
-    timing_.TimeOne(p, std::move(built->plan), done);
-  });
+  planner_.Build(*std::move(plan),
+                 [this, p, done = std::move(done)](
+                     absl::StatusOr<BuiltPlan> built) mutable {
+                   if (!built.ok()) {
+                     done(built.status());
+                     return;
+                   }
+                   timing_.TimeOne(p, std::move(built->plan), std::move(done));
+                 });
 }
 
 void Tuner::Complete(const std::string& dedup_key,

@@ -74,6 +74,8 @@ class Tuner {
   void Finish(std::shared_ptr<Run> run, absl::StatusOr<TimingResult> timed);
   absl::StatusOr<v1::FindRecord> Record(const Run& run,
                                         const TimingResult& timed);
+  // Keeps a searched solver's best config in the PerfDb.
+  void StoreConfig(const std::string& problem_key, const TimedSolver& t);
   void Complete(const std::string& dedup_key,
                 absl::StatusOr<FindOutcome> result);
 

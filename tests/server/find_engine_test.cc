@@ -261,6 +261,16 @@ class FaultingDevice final : public DeviceWrapper {
     RETURN_IF_ERROR(Usable());
     return DeviceWrapper::CopyFromDevice(dst, src, bytes);
   }
+  absl::Status CopyFromDeviceAt(void* dst, const DeviceBuffer& src,
+                                int64_t offset, int64_t bytes) override {
+    RETURN_IF_ERROR(Usable());
+    return DeviceWrapper::CopyFromDeviceAt(dst, src, offset, bytes);
+  }
+  absl::Status Fill(DeviceBuffer* dst, uint32_t pattern, int element_bytes,
+                    int64_t count) override {
+    RETURN_IF_ERROR(Usable());
+    return DeviceWrapper::Fill(dst, pattern, element_bytes, count);
+  }
   absl::Status Launch(const v1::KernelStep& step,
                       const std::vector<void*>& buffers) override {
     RETURN_IF_ERROR(Usable());

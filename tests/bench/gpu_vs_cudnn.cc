@@ -218,6 +218,7 @@ struct Bench {
         engine->planner().Plan(
             p, best.solver_id(),
             PerfConfig(best.perf_config().begin(), best.perf_config().end())));
+    RETURN_IF_ERROR(engine->planner().BuildKernels(&plan));
     // Shared buffers: inputs random, the output written by both and compared.
     std::vector<char> hx(p.x_bytes()), hw(p.w_bytes()), hy(p.y_bytes());
     FillRandom(hx.data(), p.type, p.x_elements(), rng);

@@ -1,7 +1,7 @@
 // The device runtime boundary: buffers, kernel launches and timing on one
 // compute device. Backends: cpu (always), cuda and hip (when built and
 // present). Implementations are thread-safe unless they say otherwise; timing
-// callers serialize per device (the daemon's benchmark queue does).
+// callers serialize per device (the daemon's timing queue does).
 #ifndef CONVTUNE_KERNELS_DEVICE_H_
 #define CONVTUNE_KERNELS_DEVICE_H_
 

@@ -1,7 +1,7 @@
 // Measures execution plans of one problem on one device: buffers with fresh
 // random inputs, the output poisoned before every checked run, sampled outputs
 // compared with the float64 reference, then warm-up, repeats and the median.
-// Not thread-safe: one session runs on one device's benchmark queue.
+// Not thread-safe: one session runs on one device's timing queue.
 #ifndef CONVTUNE_SERVER_BENCHMARK_H_
 #define CONVTUNE_SERVER_BENCHMARK_H_
 

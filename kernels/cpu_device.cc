@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/onednn_library.h"
 #include "kernels/cpu/parallel.h"
 
 extern "C" char* openblas_get_config(void);
@@ -60,6 +61,7 @@ std::string DeviceInfo::Key() const {
       absl::StrCat(BackendName(backend), "-", arch, "-cu", compute_units);
   if (!driver_version.empty()) absl::StrAppend(&key, "-drv", driver_version);
   if (!compiler_version.empty()) absl::StrAppend(&key, "-", compiler_version);
+  if (!libraries.empty()) absl::StrAppend(&key, "-", libraries);
   return key;
 }
 
@@ -70,6 +72,10 @@ CpuDevice::CpuDevice() {
   info_.memory_bytes =
       static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   info_.compiler_version = OpenBlasVersion();
+  if (ConvLibrary* onednn = cpu::Onednn(); onednn != nullptr) {
+    libraries_.push_back(onednn);
+    info_.libraries = onednn->version();
+  }
   // Nominal figures for estimates: two FMA pipes of the widest vector at an
   // assumed 2.5 GHz, and a few GB/s of DRAM bandwidth per core.
   const int lanes = info_.arch == "x86-64-v4"   ? 16

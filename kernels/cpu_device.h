@@ -4,6 +4,7 @@
 #define CONVTUNE_KERNELS_CPU_DEVICE_H_
 
 #include <memory>
+#include <vector>
 
 #include "kernels/device.h"
 
@@ -29,9 +30,12 @@ class CpuDevice final : public Device {
   absl::Status Synchronize() override { return absl::OkStatus(); }
   absl::StatusOr<double> TimeMs(
       const std::function<absl::Status()>& work) override;
+  // oneDNN, when convtune was built with it.
+  std::vector<ConvLibrary*> conv_libraries() override { return libraries_; }
 
  private:
   DeviceInfo info_;
+  std::vector<ConvLibrary*> libraries_;
 };
 
 // The x86-64 micro-architecture level of this CPU ("x86-64-v4", ...).

@@ -1,5 +1,6 @@
 #include "kernels/cuda_device.h"
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,9 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "kernels/conv_library.h"
 #include "kernels/dynamic_library.h"
 #include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
+#include "kernels/gpu/cudnn_graph.h"
 #include "kernels/gpu/launch_args.h"
 
 #if CONVTUNE_HAVE_CUDA_HEADERS
@@ -285,6 +288,9 @@ class CudaDevice::Impl {
     // handle itself is dropped rather than destroyed in a broken context.
     if (blas_handle_ != nullptr && fault_.empty()) blas_->destroy(blas_handle_);
     blas_handle_ = nullptr;
+    // The same for cuDNN's handle and plans.
+    if (dnn_ != nullptr && !fault_.empty()) dnn_->Abandon();
+    dnn_.reset();
     if (stream_ != nullptr) api_->cuStreamDestroy_(stream_);
     start_ = stop_ = nullptr;
     stream_ = nullptr;
@@ -328,6 +334,28 @@ class CudaDevice::Impl {
                        const std::vector<void*>& buffers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The cuDNN session of the current context, created on first use.
+  absl::StatusOr<gpu::CudnnSession*> Dnn() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (dnn_ == nullptr) {
+      ASSIGN_OR_RETURN(dnn_, gpu::CudnnSession::Create(stream_));
+    }
+    return dnn_.get();
+  }
+
+  // Runs a "cudnn.conv" step on the stream.
+  absl::Status RunCudnn(const v1::KernelStep& step,
+                        const std::vector<void*>& buffers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(const gpu::CudnnConvStep c,
+                     gpu::DecodeCudnnConvStep(step));
+    ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, Dnn());
+    // ExecutePlan has checked the workspace against the plan's need.
+    const bool has_workspace = buffers.size() > 3;
+    return dnn->Run(c.problem, c.config, buffers[0], buffers[1], buffers[2],
+                    has_workspace ? buffers[3] : nullptr,
+                    has_workspace ? std::numeric_limits<int64_t>::max() : 0);
+  }
+
   mutable absl::Mutex mu_;
   const CudaApi* const api_;
   const CUdevice dev_;
@@ -335,6 +363,7 @@ class CudaDevice::Impl {
   const CublasApi* const blas_;  // null when cuBLAS was not found
   const std::string no_blas_;    // why, then
   cublasHandle_t blas_handle_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::unique_ptr<gpu::CudnnSession> dnn_ ABSL_GUARDED_BY(mu_);
   CUcontext ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   CUstream stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   CUevent start_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -373,6 +402,63 @@ absl::StatusOr<CUfunction> CudaDevice::Impl::Function(
   functions_.emplace(key, fn);
   return fn;
 }
+
+// cuDNN as the device's convolution library: one method, whose configs are
+// the engine configs of cuDNN's heuristics for the problem's operation graph.
+// Every call runs under the device's lock, in its context.
+class CudaDevice::Cudnn final : public ConvLibrary {
+ public:
+  Cudnn(Impl* impl, std::string version)
+      : impl_(impl), version_(std::move(version)) {
+    methods_ = {{gpu::kCudnnSolverId, "cudnn", v1::IMPLICIT_GEMM}};
+  }
+
+  absl::string_view name() const override { return "cudnn"; }
+  const std::string& version() const override { return version_; }
+  const std::vector<LibraryMethod>& methods() const override {
+    return methods_;
+  }
+
+  absl::StatusOr<std::vector<std::vector<int64_t>>> Configs(
+      uint32_t solver_id, const ConvProblem& p) override {
+    RETURN_IF_ERROR(CheckMethod(solver_id));
+    absl::MutexLock lock(&impl_->mu_);
+    RETURN_IF_ERROR(impl_->Enter());
+    ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, impl_->Dnn());
+    ASSIGN_OR_RETURN(const std::vector<gpu::CudnnEngineConfig> configs,
+                     dnn->Configs(p));
+    std::vector<std::vector<int64_t>> out;
+    for (const gpu::CudnnEngineConfig& c : configs) {
+      out.push_back(gpu::EncodeEngineConfig(c));
+    }
+    return out;
+  }
+
+  absl::StatusOr<LibraryStep> Step(
+      uint32_t solver_id, const ConvProblem& p,
+      const std::vector<int64_t>& config) override {
+    RETURN_IF_ERROR(CheckMethod(solver_id));
+    ASSIGN_OR_RETURN(const gpu::CudnnEngineConfig c,
+                     gpu::DecodeEngineConfig(config));
+    absl::MutexLock lock(&impl_->mu_);
+    RETURN_IF_ERROR(impl_->Enter());
+    ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, impl_->Dnn());
+    LibraryStep out;
+    ASSIGN_OR_RETURN(out.workspace_bytes, dnn->WorkspaceBytes(p, c));
+    out.step = gpu::MakeCudnnConvStep(p, c, out.workspace_bytes);
+    return out;
+  }
+
+ private:
+  static absl::Status CheckMethod(uint32_t solver_id) {
+    if (solver_id == gpu::kCudnnSolverId) return absl::OkStatus();
+    return absl::NotFoundError(absl::StrCat("cuDNN has no method ", solver_id));
+  }
+
+  Impl* const impl_;
+  const std::string version_;
+  std::vector<LibraryMethod> methods_;
+};
 
 absl::Status CudaDevice::Impl::RunBlas(const v1::KernelStep& step,
                                        const std::vector<void*>& buffers) {
@@ -527,6 +613,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
   // need the BLAS see an empty `blas` and stay away.
   absl::StatusOr<const CublasApi*> blas = LoadCublas();
   if (blas.ok()) info->blas = (*blas)->version;
+  // Without cuDNN there is no "cudnn" solver; its version scopes the key.
+  absl::StatusOr<std::string> dnn = gpu::CudnnSession::Version();
+  if (dnn.ok()) info->libraries = *dnn;
   auto impl = std::make_unique<Impl>(
       api, dev, *std::move(info), blas.ok() ? *blas : nullptr,
       blas.ok() ? "" : std::string(blas.status().message()));
@@ -537,11 +626,22 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
           absl::StrCat("CUDA device ", ordinal, ": ", s.message()));
     }
   }
-  return std::unique_ptr<CudaDevice>(new CudaDevice(std::move(impl)));
+  Impl* raw = impl.get();
+  auto device = std::unique_ptr<CudaDevice>(new CudaDevice(std::move(impl)));
+  if (dnn.ok()) device->cudnn_ = std::make_unique<Cudnn>(raw, *dnn);
+  return device;
+}
+
+std::vector<ConvLibrary*> CudaDevice::conv_libraries() {
+  if (cudnn_ == nullptr) return {};
+  return {cudnn_.get()};
 }
 
 CudaDevice::CudaDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CudaDevice::~CudaDevice() = default;
+CudaDevice::~CudaDevice() {
+  cudnn_.reset();
+  impl_.reset();
+}
 
 const DeviceInfo& CudaDevice::info() const { return impl_->info_; }
 
@@ -618,6 +718,13 @@ absl::Status CudaDevice::Launch(const v1::KernelStep& step,
   if (gpu::IsLibraryStep(step)) {
     absl::MutexLock lock(&impl_->mu_);
     RETURN_IF_ERROR(impl_->Enter());
+    if (step.kernel() == gpu::kCudnnConvKernel) {
+      if (cudnn_ == nullptr) {
+        return absl::NotFoundError(absl::StrCat(
+            "step ", step.kernel(), ": no cuDNN on ", info().Key()));
+      }
+      return impl_->RunCudnn(step, buffers);
+    }
     return impl_->RunBlas(step, buffers);
   }
   ASSIGN_OR_RETURN(gpu::LaunchGeometry g, gpu::StepGeometry(step));
@@ -708,6 +815,8 @@ absl::Status CudaDevice::Reset() {
 #else  // !CONVTUNE_HAVE_CUDA_HEADERS
 
 class CudaDevice::Impl {};
+class CudaDevice::Cudnn {};
+std::vector<ConvLibrary*> CudaDevice::conv_libraries() { return {}; }
 
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
   return absl::UnavailableError(

@@ -53,11 +53,16 @@ class CudaDevice final : public Device {
   // the next library step.
   absl::Status Reset() override;
 
+  // cuDNN (solver "cudnn"), when libcudnn 9 was found at Open.
+  std::vector<ConvLibrary*> conv_libraries() override;
+
   class Impl;
+  class Cudnn;
 
  private:
   explicit CudaDevice(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Cudnn> cudnn_;  // null without cuDNN
 };
 
 }  // namespace convtune

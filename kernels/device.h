@@ -19,6 +19,8 @@
 
 namespace convtune {
 
+class ConvLibrary;
+
 struct DeviceInfo {
   v1::Backend backend = v1::BACKEND_UNSPECIFIED;  // CPU, CUDA or HIP
   std::string arch;       // "x86-64-v4", "sm_90", "gfx90a"
@@ -31,6 +33,10 @@ struct DeviceInfo {
   // "cublas13.1.0", "rocblas2.45.0". Empty when none was found (and on the
   // CPU): the device then runs no library step. Not part of Key().
   std::string blas;
+  // The vendor convolution libraries the device runs as solvers, as their
+  // versions ("onednn2.6.3", "cudnn9.19.0"), "+"-joined; empty when none.
+  // Part of Key(): their engines' timings depend on them.
+  std::string libraries;
   // Nominal fp32 peak and memory bandwidth, for estimates only.
   double peak_gflops = 0;
   double memory_gbps = 0;
@@ -98,6 +104,10 @@ class Device {
   // kernel fault left it unusable. Buffers allocated before are invalid
   // afterwards. The CPU has nothing to reset.
   virtual absl::Status Reset() { return absl::OkStatus(); }
+
+  // The vendor convolution libraries whose steps Launch runs (oneDNN on the
+  // CPU, cuDNN on CUDA), owned by the device; empty when none was found.
+  virtual std::vector<ConvLibrary*> conv_libraries() { return {}; }
 };
 
 // A Device that forwards every call to another, so that a test overrides only
@@ -147,6 +157,9 @@ class DeviceWrapper : public Device {
     return target_->HasCodeObject(hash);
   }
   absl::Status Reset() override { return target_->Reset(); }
+  std::vector<ConvLibrary*> conv_libraries() override {
+    return target_->conv_libraries();
+  }
 
  private:
   Device* const target_;

@@ -152,8 +152,9 @@ absl::Status Daemon::Init() {
       std::make_unique<ThreadPool>("ct-compile", options_.compile_threads);
   timing_queue_ = std::make_unique<ThreadPool>("ct-timing", 1);
   store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);
-  core_ = std::make_unique<Core>(*device_, SolverRegistry::Default(), *store_,
-                                 *compile_pool_, *timing_queue_, options_.core,
+  registry_ = SolverRegistry::WithLibraries(*device_);
+  core_ = std::make_unique<Core>(*device_, *registry_, *store_, *compile_pool_,
+                                 *timing_queue_, options_.core,
                                  system_db_.get(), kernel_builder_.get());
   core_->SetDeviceLostHandler([this](const std::string& why) {
     std::cerr

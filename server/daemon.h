@@ -94,6 +94,8 @@ class Daemon {
   std::unique_ptr<ThreadPool> compile_pool_;
   std::unique_ptr<ThreadPool> timing_queue_;
   std::unique_ptr<ThreadPool> store_pool_;
+  // The built-in solvers and the device's library solvers.
+  std::unique_ptr<SolverRegistry> registry_;
   std::unique_ptr<Core> core_;
   std::unique_ptr<ConvTuneService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -59,7 +59,12 @@ absl::StatusOr<FindOutcome> Immediate::Fallback(const ConvProblem& p,
 int64_t Immediate::MaxWorkspace(const ConvProblem& p) const {
   int64_t ws = 0;
   for (const Solver* s : planner_.Candidates(p, -1, false, nullptr)) {
-    ws = std::max(ws, s->WorkspaceBytes(p));
+    // Every config a find may time, and the one a plan would use now.
+    for (const PerfConfig& c : s->FindConfigs(p)) {
+      ws = std::max(ws, s->ConfigWorkspaceBytes(p, c));
+    }
+    ws = std::max(ws,
+                  s->ConfigWorkspaceBytes(p, planner_.TunedOrDefault(*s, p)));
   }
   return ws;
 }
@@ -67,7 +72,8 @@ int64_t Immediate::MaxWorkspace(const ConvProblem& p) const {
 absl::StatusOr<int64_t> Immediate::SolutionWorkspace(
     const ConvProblem& p, uint32_t solution_id) const {
   ASSIGN_OR_RETURN(const Solver* s, planner_.Applicable(p, solution_id));
-  return s->WorkspaceBytes(p);
+  // The config its plan uses: the tuned one, as the solution's record says.
+  return s->ConfigWorkspaceBytes(p, planner_.TunedOrDefault(*s, p));
 }
 
 }  // namespace convtune

@@ -84,6 +84,16 @@ PerfConfig Planner::TunedOrDefault(const Solver& s,
   return s.DefaultConfig(p);
 }
 
+std::vector<PerfConfig> Planner::FindConfigs(const Solver& s,
+                                             const ConvProblem& p) const {
+  absl::StatusOr<v1::PerfDbRecord> tuned = perf_db_.Get(ProblemKey(p), s.id());
+  if (tuned.ok()) {
+    PerfConfig c(tuned->perf_config().begin(), tuned->perf_config().end());
+    if (s.ValidateConfig(p, c).ok()) return {c};
+  }
+  return s.FindConfigs(p);
+}
+
 absl::StatusOr<v1::ExecutionPlan> Planner::Plan(
     const ConvProblem& p, uint32_t solver_id, const PerfConfig& config) const {
   ASSIGN_OR_RETURN(const Solver* s, Applicable(p, solver_id));

@@ -67,6 +67,11 @@ class Planner {
   // The PerfDb's tuned config of `s` for p while it is still valid, else
   // the solver's default.
   PerfConfig TunedOrDefault(const Solver& s, const ConvProblem& p) const;
+  // What a find that does not search times: the tuned config while it is
+  // valid, else the solver's FindConfigs (the default alone for most; the
+  // configs a vendor library suggests for a library solver).
+  std::vector<PerfConfig> FindConfigs(const Solver& s,
+                                      const ConvProblem& p) const;
 
   // The plan of `solver_id` for p without its kernels built: `config` if
   // given, else TunedOrDefault. Never compiles. Errors as Applicable, and

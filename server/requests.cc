@@ -158,6 +158,7 @@ void FillSolversResponse(const std::vector<SolverReport>& reports,
     info->set_algorithm(r.solver->family());
     info->set_dynamic(r.solver->dynamic());
     info->set_backend(r.solver->backend());
+    info->set_library(r.solver->library());
     if (with_problem) {
       info->set_applicable(r.applicable.ok());
       info->set_not_applicable_reason(std::string(r.applicable.message()));

@@ -16,9 +16,11 @@ v1::PerfResult PerfResultOf(const Solver& s, const ConvProblem& p,
   r.set_solver_name(std::string(s.name()));
   r.set_algorithm(std::string(AlgorithmName(s.family())));
   r.set_time_ms(time_ms);
-  r.set_workspace_bytes(s.WorkspaceBytes(p));
+  r.set_workspace_bytes(config.empty() ? s.WorkspaceBytes(p)
+                                       : s.ConfigWorkspaceBytes(p, config));
   for (int64_t v : config) r.add_perf_config(v);
   r.set_measured(measured);
+  r.set_library(s.library());
   return r;
 }
 
@@ -69,7 +71,8 @@ v1::ExecutionPlan Solver::NewPlan(const ConvProblem& p,
   plan.set_solver_id(id());
   ProblemToProto(p, plan.mutable_problem());
   for (int64_t v : config) plan.add_perf_config(v);
-  plan.set_workspace_bytes(WorkspaceBytes(p));
+  plan.set_workspace_bytes(config.empty() ? WorkspaceBytes(p)
+                                          : ConfigWorkspaceBytes(p, config));
   return plan;
 }
 

@@ -44,6 +44,9 @@ class Solver {
   virtual v1::Backend backend() const = 0;
   // True when problem sizes are kernel arguments (nothing compiled per size).
   virtual bool dynamic() const = 0;
+  // Where the solver's code comes from: empty for convtune's own kernels, the
+  // vendor library and its version ("cudnn9.19.0") for a library solver.
+  virtual std::string library() const { return ""; }
 
   // False when the solver cannot run on this device at all (an arch without
   // the instructions it needs). Default: true.
@@ -55,10 +58,21 @@ class Solver {
 
   // REQUIRES: IsApplicable(p).ok().
   virtual int64_t WorkspaceBytes(const ConvProblem& p) const = 0;
+  // The workspace of one config, where configs differ in it. Default:
+  // WorkspaceBytes(p). REQUIRES: ValidateConfig(p, config).ok().
+  virtual int64_t ConfigWorkspaceBytes(const ConvProblem& p,
+                                       const PerfConfig& config) const {
+    return WorkspaceBytes(p);
+  }
 
   virtual PerfConfig DefaultConfig(const ConvProblem& p) const { return {}; }
   // Every config worth trying, the default among them.
   virtual std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const {
+    return {DefaultConfig(p)};
+  }
+  // The configs a find times when it does not search the config space (and
+  // the PerfDb holds none for p). Default: the default config alone.
+  virtual std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const {
     return {DefaultConfig(p)};
   }
   // InvalidArgument if `config` is not one this solver can run for p.

@@ -6,6 +6,7 @@
 
 #include "server/solvers/cpu_solvers.h"
 #include "server/solvers/gpu_solvers.h"
+#include "server/solvers/library_solver.h"
 
 namespace convtune {
 
@@ -19,8 +20,25 @@ const SolverRegistry& SolverRegistry::Default() {
   return *registry;
 }
 
+std::unique_ptr<SolverRegistry> SolverRegistry::WithLibraries(Device& device) {
+  return std::make_unique<SolverRegistry>(Default(),
+                                          MakeLibrarySolvers(device));
+}
+
 SolverRegistry::SolverRegistry(std::vector<std::unique_ptr<Solver>> solvers)
-    : solvers_(std::move(solvers)) {
+    : owned_(std::move(solvers)) {
+  for (const auto& s : owned_) solvers_.push_back(s.get());
+  SortAndCheck();
+}
+
+SolverRegistry::SolverRegistry(const SolverRegistry& base,
+                               std::vector<std::unique_ptr<Solver>> extra)
+    : owned_(std::move(extra)), solvers_(base.solvers_) {
+  for (const auto& s : owned_) solvers_.push_back(s.get());
+  SortAndCheck();
+}
+
+void SolverRegistry::SortAndCheck() {
   std::sort(solvers_.begin(), solvers_.end(),
             [](const auto& a, const auto& b) { return a->id() < b->id(); });
   for (size_t i = 1; i < solvers_.size(); ++i) {
@@ -36,7 +54,7 @@ const Solver* SolverRegistry::Find(uint32_t id) const {
   auto it =
       std::lower_bound(solvers_.begin(), solvers_.end(), id,
                        [](const auto& s, uint32_t v) { return s->id() < v; });
-  return it != solvers_.end() && (*it)->id() == id ? it->get() : nullptr;
+  return it != solvers_.end() && (*it)->id() == id ? *it : nullptr;
 }
 
 namespace {
@@ -53,7 +71,7 @@ std::vector<const Solver*> SolverRegistry::ForBackend(
     v1::Backend backend) const {
   std::vector<const Solver*> out;
   for (const auto& s : solvers_) {
-    if (ForBackendOf(*s, backend)) out.push_back(s.get());
+    if (ForBackendOf(*s, backend)) out.push_back(s);
   }
   return out;
 }
@@ -66,7 +84,7 @@ std::vector<const Solver*> SolverRegistry::ForDevice(
     const DeviceInfo& device) const {
   std::vector<const Solver*> out;
   for (const auto& s : solvers_) {
-    if (Runs(*s, device)) out.push_back(s.get());
+    if (Runs(*s, device)) out.push_back(s);
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/device.h"
 #include "server/solver.h"
 
 namespace convtune {
@@ -15,7 +16,14 @@ class SolverRegistry {
   // The registry of every built-in solver.
   static const SolverRegistry& Default();
 
+  // The built-in solvers and the library solvers of `device` (oneDNN on the
+  // CPU, cuDNN on CUDA), which must outlive the registry.
+  static std::unique_ptr<SolverRegistry> WithLibraries(Device& device);
+
   explicit SolverRegistry(std::vector<std::unique_ptr<Solver>> solvers);
+  // The solvers of `base`, which must outlive this, and `extra`.
+  SolverRegistry(const SolverRegistry& base,
+                 std::vector<std::unique_ptr<Solver>> extra);
 
   // nullptr if no solver has that id.
   const Solver* Find(uint32_t id) const;
@@ -25,10 +33,15 @@ class SolverRegistry {
   std::vector<const Solver*> ForDevice(const DeviceInfo& device) const;
   // Whether `s` runs on this device.
   static bool Runs(const Solver& s, const DeviceInfo& device);
-  const std::vector<std::unique_ptr<Solver>>& all() const { return solvers_; }
+  // Every solver, in id order.
+  const std::vector<const Solver*>& all() const { return solvers_; }
 
  private:
-  std::vector<std::unique_ptr<Solver>> solvers_;  // sorted by id
+  // Aborts when two solvers share an id.
+  void SortAndCheck();
+
+  std::vector<std::unique_ptr<Solver>> owned_;
+  std::vector<const Solver*> solvers_;  // sorted by id
 };
 
 }  // namespace convtune

@@ -85,8 +85,7 @@ void Tuner::Start(std::shared_ptr<Run> run) {
            p, r.workspace_limit, r.dynamic_only, &run->excluded_by_limit)) {
     run->job->candidates.push_back(TimingCandidate{
         s,
-        r.search ? SearchSpace(*s, p)
-                 : std::vector<PerfConfig>{planner_.TunedOrDefault(*s, p)},
+        r.search ? SearchSpace(*s, p) : planner_.FindConfigs(*s, p),
         {},
         {}});
   }

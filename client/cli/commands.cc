@@ -25,18 +25,19 @@ namespace convtune::cli {
 namespace {
 
 void PrintSolvers(const v1::ListSolversResponse& response, bool with_problem) {
-  std::cout << absl::StrFormat("%5s  %-32s  %-14s  %-7s  %-7s", "id", "solver",
-                               "algorithm", "backend", "dynamic");
+  std::cout << absl::StrFormat("%5s  %-32s  %-14s  %-7s  %-7s  %-14s", "id",
+                               "solver", "algorithm", "backend", "dynamic",
+                               "origin");
   if (with_problem)
     std::cout << absl::StrFormat("  %-10s  %14s  %s", "applicable",
                                  "workspace (B)", "reason");
   std::cout << "\n";
   int applicable = 0;
   for (const v1::SolverInfo& s : response.solvers()) {
-    std::cout << absl::StrFormat("%5u  %-32s  %-14s  %-7s  %-7s", s.id(),
-                                 s.name(), AlgorithmName(s.algorithm()),
-                                 BackendName(s.backend()),
-                                 s.dynamic() ? "yes" : "no");
+    std::cout << absl::StrFormat(
+        "%5u  %-32s  %-14s  %-7s  %-7s  %-14s", s.id(), s.name(),
+        AlgorithmName(s.algorithm()), BackendName(s.backend()),
+        s.dynamic() ? "yes" : "no", s.library().empty() ? "own" : s.library());
     if (with_problem) {
       applicable += s.applicable();
       std::cout << absl::StrFormat(

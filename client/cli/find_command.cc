@@ -181,10 +181,11 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
                        "{\"rank\": %d, \"solver_id\": %u, \"solver_name\": %s, "
                        "\"algorithm\": %s, \"time_ms\": %.6g, "
                        "\"workspace_bytes\": %d, "
-                       "\"measured\": %s}",
+                       "\"measured\": %s, \"origin\": %s}",
                        r + 1, p.solver_id(), JsonString(p.solver_name()),
                        JsonString(p.algorithm()), p.time_ms(),
-                       p.workspace_bytes(), p.measured() ? "true" : "false");
+                       p.workspace_bytes(), p.measured() ? "true" : "false",
+                       JsonString(p.library().empty() ? "own" : p.library()));
     }
     std::cout << "]}";
   }
@@ -209,15 +210,15 @@ void PrintTable(const Context& context, const std::vector<Outcome>& outcomes,
                               : absl::StrFormat("tuned in %.2f s", o.seconds))
               << "; source " << o.response.source() << ", mode "
               << FindModeName(o.response.mode()) << ")\n";
-    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s\n",
+    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s  %s\n",
                                  "rank", "id", "solver", "algorithm",
-                                 "time (ms)", "workspace (B)");
+                                 "time (ms)", "workspace (B)", "origin");
     for (int r = 0; r < o.response.results_size(); ++r) {
       const v1::PerfResult& p = o.response.results(r);
       std::cout << absl::StrFormat(
-          "  %4d  %5u  %-32s  %-14s  %12.4f%s %14d\n", r + 1, p.solver_id(),
+          "  %4d  %5u  %-32s  %-14s  %12.4f%s %14d  %s\n", r + 1, p.solver_id(),
           p.solver_name(), p.algorithm(), p.time_ms(), p.measured() ? " " : "*",
-          p.workspace_bytes());
+          p.workspace_bytes(), p.library().empty() ? "own" : p.library());
     }
     if (o.response.results_size() == 0) std::cout << "  (no solution)\n";
     std::cout << "\n";

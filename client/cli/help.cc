@@ -93,8 +93,9 @@ Options:
 
 Output: a block per problem (its key; whether it came from the FindDb, was
 tuned now or is a fallback; the source user_db, system_db, tuned or fallback;
-the mode), with rows rank, solution id, solver, algorithm, time (ms) and
-workspace (bytes), then a summary line. A time marked * is an estimate, not a
+the mode), with rows rank, solution id, solver, algorithm, time (ms),
+workspace (bytes) and origin ("own", or the vendor library and version that
+runs the solver), then a summary line. A time marked * is an estimate, not a
 measurement.
 
 Examples:
@@ -108,7 +109,10 @@ Examples:
 const char kSolversHelp[] = R"(convtune solvers: list the daemon's solvers.
 
 Usage:
-  convtune solvers                      id, name, algorithm, backend, dynamic
+  convtune solvers                      id, name, algorithm, backend, dynamic,
+                                        origin ("own" for convtune's kernels,
+                                        else the library and its version:
+                                        onednn2.6.3, cudnn9.19.0)
   convtune solvers MIOPENDRIVER-LINE    also: applicable, workspace, or why not
 
 Examples:

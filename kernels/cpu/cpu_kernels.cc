@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/kernel_conv.h"
+#include "kernels/cpu/onednn_library.h"
 
 namespace convtune::cpu {
 namespace {
@@ -19,6 +20,7 @@ const absl::flat_hash_map<absl::string_view, CpuKernelFn>& Registry() {
           {kIm2colGemmKernel, &Im2colGemmKernel},
           {kGemm1x1Kernel, &Gemm1x1Kernel},
           {kWinogradF2x3Kernel, &WinogradF2x3Kernel},
+          {kOnednnConvKernel, &OnednnConvKernel},
       });
   return *registry;
 }

@@ -20,7 +20,8 @@ absl::Status Bad(absl::string_view what) {
 }  // namespace
 
 bool IsLibraryStep(const v1::KernelStep& step) {
-  return absl::StartsWith(step.kernel(), "blas.");
+  return absl::StartsWith(step.kernel(), "blas.") ||
+         absl::StartsWith(step.kernel(), "cudnn.");
 }
 
 void SetBlasGemm(const BlasGemm& g, v1::KernelStep* step) {

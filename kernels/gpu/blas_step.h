@@ -49,7 +49,8 @@ struct BlasGemm {
   int beta = 0;
 };
 
-// True for a step that a library runs ("blas.*"), not a compiled kernel.
+// True for a step that a library runs ("blas.*", and "cudnn.*" of
+// kernels/gpu/cudnn_graph.h), not a compiled kernel.
 bool IsLibraryStep(const v1::KernelStep& step);
 
 // Sets step->kernel to "blas.gemm" and appends the scalars of `g`. The

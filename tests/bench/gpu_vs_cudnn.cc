@@ -1,19 +1,24 @@
-// Per layer of MIOpenDriver problem lists: the best time of convtune's find
-// beside the best of cuDNN's own find, in one process, on the same device
-// buffers, both re-timed the same way (device events, median). Also the cold
-// find time (compile + benchmark) and the warm find time (FindDb hit).
-// Prints Markdown. Needs an NVIDIA GPU.
+// Per layer of MIOpenDriver problem lists, on one NVIDIA GPU: the best time
+// of convtune's find (every solver, cuDNN's among them), of convtune's own
+// kernels alone, and of cuDNN's graph API as PyTorch uses it: every engine
+// config that cuDNN's heuristics (modes A and B, then its fallback list)
+// offer for the layer's operation graph, within the workspace allowed, each
+// timed by the same harness as ours (device events, median of repeats) on
+// the same device buffers. fp32 runs without TF32 on every side. Also the
+// cold find time (compile + benchmark), the peer's search time, and the warm
+// find time (FindDb hit). Prints Markdown; --json writes one object per
+// layer for tests/bench/compare_peers.py.
 //
-// usage: bench_gpu_vs_cudnn [--max-layers N] [--repeats N] [--max-seconds S]
-//                           [--exhaustive] [--list-cold-find] [--steps] FILE...
+// usage: bench_gpu_vs_cudnn [--layout NCHW|NHWC|both] [--json PATH]
+//                           [--max-layers N] [--repeats N] [--max-seconds S]
+//                           [--workspace-mib M] [--exhaustive]
+//                           [--list-cold-find] [--steps] FILE...
+// --layout runs the lists' layers in that layout (default: as the lines say);
 // --max-seconds starts no layer after S seconds; --exhaustive makes
 // convtune's find search every tunable solver's configs; --list-cold-find
 // first times the cold find of each file's layers submitted all at once (as
 // a daemon serving `convtune find --file` sees them), on an empty database;
 // --steps adds a line per layer with the time of each step of our best plan.
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -29,27 +35,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "kernels/cuda_device.h"
 #include "kernels/driver_line.h"
+#include "kernels/gpu/cudnn_graph.h"
 #include "kernels/plan_executor.h"
 #include "kernels/reference.h"
 #include "server/backend.h"
 #include "server/core.h"
 #include "server/kernel_builder.h"
 #include "server/solver.h"
+#include "server/solver_registry.h"
 
 namespace convtune {
 namespace {
-
-#define CUDNN_OK(expr)                                       \
-  do {                                                       \
-    cudnnStatus_t s_ = (expr);                               \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                        \
-      return absl::InternalError(std::string(#expr) + ": " + \
-                                 cudnnGetErrorString(s_));   \
-    }                                                        \
-  } while (0)
 
 using Clock = std::chrono::steady_clock;
 
@@ -71,155 +71,83 @@ absl::StatusOr<double> TimeMedian(Device& dev, int repeats,
   return Median(t);
 }
 
-cudnnDataType_t CudnnType(DataType t) {
-  return t == DataType::kFp32   ? CUDNN_DATA_FLOAT
-         : t == DataType::kFp16 ? CUDNN_DATA_HALF
-                                : CUDNN_DATA_BFLOAT16;
-}
-
-// cuDNN descriptors of one 2-D problem.
-struct CudnnProblem {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-  ~CudnnProblem() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
-  }
-  absl::Status Init(const ConvProblem& p) {
-    const cudnnTensorFormat_t fmt =
-        p.layout == Layout::kNCHW ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
-    const cudnnDataType_t dt = CudnnType(p.type);
-    CUDNN_OK(cudnnCreateTensorDescriptor(&x));
-    CUDNN_OK(cudnnCreateTensorDescriptor(&y));
-    CUDNN_OK(cudnnCreateFilterDescriptor(&w));
-    CUDNN_OK(cudnnCreateConvolutionDescriptor(&conv));
-    CUDNN_OK(
-        cudnnSetTensor4dDescriptor(x, fmt, dt, p.n, p.c, p.in[1], p.in[2]));
-    CUDNN_OK(
-        cudnnSetTensor4dDescriptor(y, fmt, dt, p.n, p.k, p.out(1), p.out(2)));
-    CUDNN_OK(cudnnSetFilter4dDescriptor(w, dt, fmt, p.k, p.c_per_group(),
-                                        p.filter[1], p.filter[2]));
-    CUDNN_OK(cudnnSetConvolution2dDescriptor(
-        conv, p.pad[1], p.pad[2], p.stride[1], p.stride[2], p.dilation[1],
-        p.dilation[2], CUDNN_CROSS_CORRELATION,
-        p.type == DataType::kFp32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_FLOAT));
-    CUDNN_OK(cudnnSetConvolutionGroupCount(conv, static_cast<int>(p.groups)));
-    // fp32 is compared in fp32 math: no TF32 on either side.
-    CUDNN_OK(cudnnSetConvolutionMathType(conv, p.type == DataType::kFp32
-                                                   ? CUDNN_FMA_MATH
-                                                   : CUDNN_TENSOR_OP_MATH));
-    return absl::OkStatus();
-  }
+// One layer of a list: the problem and where it came from.
+struct Layer {
+  ConvProblem p;
+  int line_no = 0;
+  std::string line;
 };
 
 struct Row {
-  std::string key, ours_solver, cudnn_algo;
-  double ours_ms = 0, cudnn_ms = 0, cold_s = 0, warm_us = 0, max_rel_err = 0;
+  std::string key, find_solver, own_solver, cudnn_config;
+  double find_ms = 0;
+  std::optional<double> own_ms, cudnn_ms;
+  double cold_s = 0, timing_s = 0, cudnn_search_s = 0, warm_us = 0;
+  double max_rel_err = 0;
+  int cudnn_configs = 0;
   std::string step_times;  // with --steps: "kernel ms, ..." of our plan's steps
 };
 
-// cuDNN's own find on the given buffers; returns the best algorithm re-timed.
-absl::StatusOr<std::pair<int, double>> CudnnBest(cudnnHandle_t h, Device& dev,
-                                                 const ConvProblem& p,
-                                                 CudnnProblem& d, void* x,
-                                                 void* w, void* y, void* ws,
-                                                 size_t ws_bytes, int repeats) {
-  int returned = 0;
-  const float one = 1, zero = 0;
-  if (p.direction == Direction::kForward) {
-    cudnnConvolutionFwdAlgoPerf_t perf[16];
-    CUDNN_OK(cudnnFindConvolutionForwardAlgorithmEx(
-        h, d.x, x, d.w, w, d.conv, d.y, y, 16, &returned, perf, ws, ws_bytes));
-    for (int i = 0; i < returned; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > ws_bytes)
-        continue;
-      const auto algo = perf[i].algo;
-      ASSIGN_OR_RETURN(
-          double ms, TimeMedian(dev, repeats, [&]() -> absl::Status {
-            CUDNN_OK(cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv,
-                                             algo, ws, ws_bytes, &zero, d.y,
-                                             y));
-            return absl::OkStatus();
-          }));
-      return std::make_pair(static_cast<int>(algo), ms);
-    }
-  } else if (p.direction == Direction::kBackwardData) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[16];
-    CUDNN_OK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-        h, d.w, w, d.y, y, d.conv, d.x, x, 16, &returned, perf, ws, ws_bytes));
-    for (int i = 0; i < returned; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > ws_bytes)
-        continue;
-      const auto algo = perf[i].algo;
-      ASSIGN_OR_RETURN(
-          double ms, TimeMedian(dev, repeats, [&]() -> absl::Status {
-            CUDNN_OK(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y, y,
-                                                  d.conv, algo, ws, ws_bytes,
-                                                  &zero, d.x, x));
-            return absl::OkStatus();
-          }));
-      return std::make_pair(static_cast<int>(algo), ms);
-    }
-  } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
-    CUDNN_OK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        h, d.x, x, d.y, y, d.conv, d.w, w, 16, &returned, perf, ws, ws_bytes));
-    for (int i = 0; i < returned; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > ws_bytes)
-        continue;
-      const auto algo = perf[i].algo;
-      ASSIGN_OR_RETURN(
-          double ms, TimeMedian(dev, repeats, [&]() -> absl::Status {
-            CUDNN_OK(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, y,
-                                                    d.conv, algo, ws, ws_bytes,
-                                                    &zero, d.w, w));
-            return absl::OkStatus();
-          }));
-      return std::make_pair(static_cast<int>(algo), ms);
-    }
+std::string WithConfig(const v1::PerfResult& r) {
+  std::string s = r.solver_name();
+  if (r.perf_config_size() > 0) {
+    absl::StrAppend(&s, " [",
+                    PerfConfigString(PerfConfig(r.perf_config().begin(),
+                                                r.perf_config().end())),
+                    "]");
   }
-  return absl::NotFoundError("cuDNN found no algorithm");
+  return s;
 }
 
 struct Bench {
   Device* dev;
   Core* engine;
-  cudnnHandle_t cudnn;
+  const SolverRegistry* registry;
   int repeats;
+  int64_t workspace_bytes;
   bool exhaustive = false;
   bool steps = false;
   std::mt19937_64 rng{std::random_device{}()};
 
-  absl::StatusOr<Row> Layer(const ConvProblem& p) {
+  absl::StatusOr<v1::ExecutionPlan> BuiltPlan(const ConvProblem& p,
+                                              uint32_t solver,
+                                              const PerfConfig& config) {
+    ASSIGN_OR_RETURN(v1::ExecutionPlan plan,
+                     engine->planner().Plan(p, solver, config));
+    RETURN_IF_ERROR(engine->planner().BuildKernels(&plan));
+    return plan;
+  }
+
+  absl::StatusOr<Row> Run(const ConvProblem& p) {
     Row row;
     row.key = ProblemKey(p);
+    const EngineCounters before = engine->counters();
     const auto t0 = Clock::now();
     ASSIGN_OR_RETURN(FindOutcome cold,
                      engine->find().FindBlocking(
                          p, {.mode = v1::NORMAL, .exhaustive = exhaustive}));
     row.cold_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    row.timing_s =
+        (engine->counters().timing_stage_ms - before.timing_stage_ms) / 1e3;
     const auto t1 = Clock::now();
     ASSIGN_OR_RETURN(FindOutcome warm, engine->find().FindBlocking(p, {}));
     row.warm_us =
         std::chrono::duration<double, std::micro>(Clock::now() - t1).count();
     const v1::PerfResult& best = cold.record.results(0);
-    row.ours_solver = best.solver_name();
-    if (best.perf_config_size() > 0) {
-      absl::StrAppend(&row.ours_solver, " [",
-                      PerfConfigString(PerfConfig(best.perf_config().begin(),
-                                                  best.perf_config().end())),
-                      "]");
+    row.find_solver = WithConfig(best);
+    const v1::PerfResult* own = nullptr;
+    for (const v1::PerfResult& r : cold.record.results()) {
+      if (r.library().empty()) {
+        own = &r;
+        break;
+      }
     }
-    ASSIGN_OR_RETURN(
-        v1::ExecutionPlan plan,
-        engine->planner().Plan(
-            p, best.solver_id(),
-            PerfConfig(best.perf_config().begin(), best.perf_config().end())));
-    RETURN_IF_ERROR(engine->planner().BuildKernels(&plan));
-    // Shared buffers: inputs random, the output written by both and compared.
+    auto config_of = [](const v1::PerfResult& r) {
+      return PerfConfig(r.perf_config().begin(), r.perf_config().end());
+    };
+    ASSIGN_OR_RETURN(v1::ExecutionPlan plan,
+                     BuiltPlan(p, best.solver_id(), config_of(best)));
+    // Shared buffers: inputs random, the output written by each and compared.
     std::vector<char> hx(p.x_bytes()), hw(p.w_bytes()), hy(p.y_bytes());
     FillRandom(hx.data(), p.type, p.x_elements(), rng);
     FillRandom(hw.data(), p.type, p.w_elements(), rng);
@@ -227,17 +155,18 @@ struct Bench {
     ASSIGN_OR_RETURN(auto x, dev->Allocate(p.x_bytes()));
     ASSIGN_OR_RETURN(auto w, dev->Allocate(p.w_bytes()));
     ASSIGN_OR_RETURN(auto y, dev->Allocate(p.y_bytes()));
-    const size_t ws_bytes =
-        std::max<size_t>(plan.workspace_bytes(), size_t{1} << 30);
+    const int64_t ws_bytes =
+        std::max<int64_t>(plan.workspace_bytes(), workspace_bytes);
     ASSIGN_OR_RETURN(auto ws, dev->Allocate(ws_bytes));
     RETURN_IF_ERROR(dev->CopyToDevice(x.get(), hx.data(), hx.size()));
     RETURN_IF_ERROR(dev->CopyToDevice(w.get(), hw.data(), hw.size()));
     RETURN_IF_ERROR(dev->CopyToDevice(y.get(), hy.data(), hy.size()));
-    PlanBuffers b{x->data(), w->data(), y->data(), ws->data(),
-                  static_cast<int64_t>(ws_bytes)};
-    ASSIGN_OR_RETURN(row.ours_ms, TimeMedian(*dev, repeats, [&] {
-                       return ExecutePlan(*dev, plan, b);
-                     }));
+    PlanBuffers b{x->data(), w->data(), y->data(), ws->data(), ws_bytes};
+    auto time_plan = [&](const v1::ExecutionPlan& pl) {
+      return TimeMedian(*dev, repeats,
+                        [&] { return ExecutePlan(*dev, pl, b); });
+    };
+    ASSIGN_OR_RETURN(row.find_ms, time_plan(plan));
     DeviceBuffer* out = ByTensor(p.output(), x, w, y).get();
     const int64_t out_bytes = out->size();
     std::vector<char> ours(out_bytes), theirs(out_bytes);
@@ -249,46 +178,101 @@ struct Bench {
         v1::ExecutionPlan one = plan;
         one.clear_steps();
         *one.add_steps() = plan.steps(i);
-        ASSIGN_OR_RETURN(double ms, TimeMedian(*dev, repeats, [&] {
-                           return ExecutePlan(*dev, one, b);
-                         }));
+        ASSIGN_OR_RETURN(double ms, time_plan(one));
         absl::StrAppendFormat(&row.step_times, "%s%s %.4f", i ? ", " : "",
                               plan.steps(i).kernel(), ms);
       }
     }
-    CudnnProblem d;
-    RETURN_IF_ERROR(d.Init(p));
-    ASSIGN_OR_RETURN(
-        auto algo, CudnnBest(cudnn, *dev, p, d, x->data(), w->data(), y->data(),
-                             ws->data(), ws_bytes, repeats));
-    row.cudnn_algo = std::to_string(algo.first);
-    row.cudnn_ms = algo.second;
-    RETURN_IF_ERROR(dev->CopyFromDevice(theirs.data(), *out, out_bytes));
-    const int64_t n = p.output_elements();
-    double max_abs = 1e-30, max_err = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double a = LoadElement(ours.data(), p.type, i),
-                   c = LoadElement(theirs.data(), p.type, i);
-      max_abs = std::max(max_abs, std::fabs(c));
-      max_err = std::max(max_err, std::fabs(a - c));
+    if (own != nullptr) {
+      row.own_solver = WithConfig(*own);
+      if (own == &best) {
+        row.own_ms = row.find_ms;
+      } else {
+        ASSIGN_OR_RETURN(v1::ExecutionPlan own_plan,
+                         BuiltPlan(p, own->solver_id(), config_of(*own)));
+        ASSIGN_OR_RETURN(row.own_ms, time_plan(own_plan));
+      }
     }
-    row.max_rel_err = max_err / max_abs;
+    // The peer: every engine config cuDNN's heuristics list, as PyTorch's
+    // benchmark mode times them.
+    const Solver* cudnn = registry->Find(gpu::kCudnnSolverId);
+    if (cudnn != nullptr && cudnn->IsApplicable(p).ok()) {
+      const auto t2 = Clock::now();
+      double best_ms = 0;
+      v1::ExecutionPlan best_plan;
+      for (const PerfConfig& config : cudnn->ConfigSpace(p)) {
+        if (cudnn->ConfigWorkspaceBytes(p, config) > ws_bytes) continue;
+        absl::StatusOr<v1::ExecutionPlan> pl =
+            BuiltPlan(p, cudnn->id(), config);
+        if (!pl.ok()) continue;
+        absl::StatusOr<double> ms = time_plan(*pl);
+        if (!ms.ok()) continue;
+        ++row.cudnn_configs;
+        if (!row.cudnn_ms || *ms < best_ms) {
+          best_ms = *ms;
+          row.cudnn_ms = *ms;
+          row.cudnn_config = PerfConfigString(config);
+          best_plan = *std::move(pl);
+        }
+      }
+      row.cudnn_search_s =
+          std::chrono::duration<double>(Clock::now() - t2).count();
+      if (row.cudnn_ms) {
+        RETURN_IF_ERROR(ExecutePlan(*dev, best_plan, b));
+        RETURN_IF_ERROR(dev->Synchronize());
+        RETURN_IF_ERROR(dev->CopyFromDevice(theirs.data(), *out, out_bytes));
+        const int64_t n = p.output_elements();
+        double max_abs = 1e-30, max_err = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double a = LoadElement(ours.data(), p.type, i),
+                       c = LoadElement(theirs.data(), p.type, i);
+          max_abs = std::max(max_abs, std::fabs(c));
+          max_err = std::max(max_err, std::fabs(a - c));
+        }
+        row.max_rel_err = max_err / max_abs;
+      }
+    }
     return row;
   }
 };
 
-// The problems of a MIOpenDriver file: 2-D, each once, at most max_layers.
-std::vector<ConvProblem> ReadLayers(const std::string& file, int max_layers) {
-  std::vector<ConvProblem> out;
+absl::string_view GroupName(const ConvProblem& p) {
+  if (p.groups == 1) return "dense";
+  return p.groups == p.c ? "depthwise" : "grouped";
+}
+
+std::string JsonString(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+
+std::string JsonMs(const std::optional<double>& v) {
+  return v ? absl::StrFormat("%.6g", *v) : "null";
+}
+
+// The layers of a MIOpenDriver file: 2-D, each problem once, at most
+// max_layers, in `layout` when one is given.
+std::vector<Layer> ReadLayers(const std::string& file, int max_layers,
+                              std::optional<Layout> layout) {
+  std::vector<Layer> out;
   std::set<std::string> seen;
   std::ifstream in(file);
   std::string line;
+  int line_no = 0;
   while (std::getline(in, line) && static_cast<int>(out.size()) < max_layers) {
+    ++line_no;
     auto problems = ParseDriverLine(line);
     if (!problems.ok()) continue;
-    for (const ConvProblem& p : *problems) {
+    for (ConvProblem p : *problems) {
+      if (layout) p.layout = *layout;
       if (p.is_3d() || !seen.insert(ProblemKey(p)).second) continue;
-      out.push_back(p);
+      if (static_cast<int>(out.size()) >= max_layers) break;
+      out.push_back(
+          {p, line_no, std::string(absl::StripAsciiWhitespace(line))});
     }
   }
   return out;
@@ -297,27 +281,27 @@ std::vector<ConvProblem> ReadLayers(const std::string& file, int max_layers) {
 // Submits every layer's find at once to an engine on an empty database (its
 // own kernel cache too) and waits for all: compiling later layers overlaps
 // timing earlier ones. Prints the wall time.
-absl::Status ListColdFind(Device& dev, KernelCompiler& compiler,
-                          const std::string& file, int max_layers) {
-  const std::vector<ConvProblem> layers = ReadLayers(file, max_layers);
+absl::Status ListColdFind(Device& dev, const SolverRegistry& registry,
+                          KernelCompiler& compiler, const std::string& file,
+                          const std::vector<Layer>& layers) {
   const std::string dir =
       std::filesystem::temp_directory_path() / "convtune-bench-cudnn-list";
   std::filesystem::remove_all(dir);
   ASSIGN_OR_RETURN(auto store, storage::OpenRocksDbStore(dir));
   KernelBuilder builder(&dev, compiler, *store, dev.info().arch);
   ThreadPool compile("compile", 16), bench_queue("bench", 1);
-  Core engine(dev, SolverRegistry::Default(), *store, compile, bench_queue,
-              Core::Options(), nullptr, &builder);
+  Core engine(dev, registry, *store, compile, bench_queue, Core::Options(),
+              nullptr, &builder);
   absl::Mutex mu;
   int left = static_cast<int>(layers.size()), failed = 0;
   const auto t0 = Clock::now();
-  for (const ConvProblem& p : layers) {
+  for (const Layer& layer : layers) {
     engine.find().Find(
-        p, {.mode = v1::NORMAL}, [&](absl::StatusOr<FindOutcome> r) {
+        layer.p, {.mode = v1::NORMAL}, [&](absl::StatusOr<FindOutcome> r) {
           absl::MutexLock lock(&mu);
           if (!r.ok()) {
             ++failed;
-            std::fprintf(stderr, "%s: %s\n", ProblemKey(p).c_str(),
+            std::fprintf(stderr, "%s: %s\n", ProblemKey(layer.p).c_str(),
                          r.status().ToString().c_str());
           }
           --left;
@@ -332,10 +316,8 @@ absl::Status ListColdFind(Device& dev, KernelCompiler& compiler,
   const EngineCounters c = engine.counters();
   std::printf(
       "cold find of all %zu layers of %s submitted at once: %.1f s (compile "
-      "stage %.1f s "
-      "and timing %.1f s summed over layers, overlapping; %lld kernels "
-      "compiled; %d "
-      "failed)\n\n",
+      "stage %.1f s and timing %.1f s summed over layers, overlapping; %lld "
+      "kernels compiled; %d failed)\n\n",
       layers.size(), std::filesystem::path(file).filename().c_str(), wall,
       c.compile_stage_ms / 1e3, c.timing_stage_ms / 1e3,
       static_cast<long long>(builder.stats().compiled), failed);
@@ -344,10 +326,33 @@ absl::Status ListColdFind(Device& dev, KernelCompiler& compiler,
   return absl::OkStatus();
 }
 
+double Geomean(const std::vector<double>& v) {
+  double log_sum = 0;
+  for (double r : v) log_sum += std::log(r);
+  return v.empty() ? 0 : std::exp(log_sum / v.size());
+}
+
+// Sums and per-layer ratios of one (direction, type, layout, group) row.
+struct Totals {
+  int layers = 0;
+  double find = 0, own = 0, cudnn = 0, cold = 0, timing = 0, search = 0;
+  std::vector<double> own_ratio, cudnn_ratio;  // peer time / find time
+};
+
+constexpr char kUsage[] =
+    "usage: bench_gpu_vs_cudnn [--layout NCHW|NHWC|both] [--json PATH]\n"
+    "                          [--max-layers N] [--repeats N] "
+    "[--max-seconds S]\n"
+    "                          [--workspace-mib M] [--exhaustive] "
+    "[--list-cold-find] [--steps] FILE...\n";
+
 int Main(int argc, char** argv) {
   int max_layers = 1000, repeats = 10;
+  int64_t workspace_mib = 4096;
   bool exhaustive = false, list_cold_find = false, steps = false;
   double max_seconds = 1e9;
+  std::vector<std::optional<Layout>> layouts = {std::nullopt};
+  std::string json_path;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -363,6 +368,30 @@ int Main(int argc, char** argv) {
       max_seconds = std::atof(argv[++i]);
     } else if (a == "--repeats" && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
+    } else if (a == "--workspace-mib" && i + 1 < argc) {
+      workspace_mib = std::atoll(argv[++i]);
+    } else if (a == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else if (a == "--layout" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v == "NCHW") {
+        layouts = {Layout::kNCHW};
+      } else if (v == "NHWC") {
+        layouts = {Layout::kNHWC};
+      } else if (v == "both") {
+        layouts = {Layout::kNCHW, Layout::kNHWC};
+      } else {
+        std::cerr << "--layout: NCHW, NHWC or both, not '" << v.substr(0, 16)
+                  << "'\n"
+                  << kUsage;
+        return 2;
+      }
+    } else if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::cerr << "unknown flag '" << a.substr(0, 32) << "'\n" << kUsage;
+      return 2;
     } else {
       files.push_back(a);
     }
@@ -378,99 +407,160 @@ int Main(int argc, char** argv) {
   auto store = storage::OpenRocksDbStore(dir);
   if (!store.ok()) return 1;
   Device& dev = *backend->device;
+  std::unique_ptr<SolverRegistry> registry = SolverRegistry::WithLibraries(dev);
   KernelBuilder builder(&dev, *backend->compiler, **store, dev.info().arch);
   ThreadPool compile("compile", 16), bench_queue("bench", 1);
   Core::Options options;
-  Core engine(dev, SolverRegistry::Default(), **store, compile, bench_queue,
-              options, nullptr, &builder);
-  cudnnHandle_t cudnn;
-  if (cudnnCreate(&cudnn) != CUDNN_STATUS_SUCCESS) return 1;
-  Bench bench{&dev, &engine, cudnn, repeats, exhaustive, steps};
-  std::printf("device %s, cuDNN %zu\n\n", dev.info().Key().c_str(),
-              cudnnGetVersion());
+  Core engine(dev, *registry, **store, compile, bench_queue, options, nullptr,
+              &builder);
+  Bench bench{&dev,       &engine, registry.get(), repeats, workspace_mib << 20,
+              exhaustive, steps};
+  std::printf(
+      "device %s, libraries: %s\n\n", dev.info().Key().c_str(),
+      dev.info().libraries.empty() ? "none" : dev.info().libraries.c_str());
+  std::FILE* json = nullptr;
+  if (!json_path.empty()) {
+    json = std::fopen(json_path.c_str(), "w");
+    if (json == nullptr) {
+      std::cerr << "--json: cannot write " << json_path << "\n";
+      return 2;
+    }
+    std::fprintf(json, "[");
+  }
+  bool first_json = true;
   const auto bench_start = Clock::now();
   auto elapsed_s = [&] {
     return std::chrono::duration<double>(Clock::now() - bench_start).count();
   };
   for (const std::string& file : files) {
-    if (list_cold_find) {
-      if (absl::Status s =
-              ListColdFind(dev, *backend->compiler, file, max_layers);
-          !s.ok()) {
-        std::printf("cold find of %s submitted at once failed: %s\n\n",
-                    file.c_str(), s.ToString().c_str());
+    for (const std::optional<Layout>& layout : layouts) {
+      const std::string list = std::filesystem::path(file).filename();
+      const std::vector<Layer> layers = ReadLayers(file, max_layers, layout);
+      if (list_cold_find) {
+        if (absl::Status s =
+                ListColdFind(dev, *registry, *backend->compiler, file, layers);
+            !s.ok()) {
+          std::printf("cold find of %s submitted at once failed: %s\n\n",
+                      file.c_str(), s.ToString().c_str());
+        }
       }
-    }
-    std::map<std::string, std::vector<double>>
-        ratios;  // "F FP32" -> cudnn/ours
-    const EngineCounters counters_before = engine.counters();
-    const BuildStats build_before = builder.stats();
-    std::printf(
-        "## %s\n\n| layer | convtune solver | convtune ms | cuDNN algo | cuDNN "
-        "ms | "
-        "cuDNN/convtune | cold find s | warm find us | max rel diff |\n"
-        "|---|---|---|---|---|---|---|---|---|\n",
-        std::filesystem::path(file).filename().c_str());
-    std::ifstream in(file);
-    std::string line;
-    std::set<std::string> seen;
-    double cold_total = 0;
-    int layers = 0;
-    while (std::getline(in, line) && layers < max_layers &&
-           elapsed_s() < max_seconds) {
-      auto problems = ParseDriverLine(line);
-      if (!problems.ok()) continue;
-      for (const ConvProblem& p : *problems) {
-        if (!seen.insert(ProblemKey(p)).second || p.is_3d()) continue;
-        ++layers;
-        absl::StatusOr<Row> r = bench.Layer(p);
+      std::map<std::string, Totals> totals;
+      const BuildStats build_before = builder.stats();
+      std::printf(
+          "## %s%s\n\n| layer | find's solver | find ms | own kernels' "
+          "solver | own ms | cuDNN graph config | cuDNN ms | cuDNN / find | "
+          "cold find s | timing s | cuDNN search s | warm find us | max rel "
+          "diff |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+          list.c_str(),
+          layout ? (*layout == Layout::kNHWC ? " (NHWC)" : " (NCHW)") : "");
+      int run = 0;
+      for (const Layer& layer : layers) {
+        if (elapsed_s() >= max_seconds) break;
+        const ConvProblem& p = layer.p;
+        ++run;
+        absl::StatusOr<Row> r = bench.Run(p);
         if (!r.ok()) {
           std::printf("| %s | error: %s |\n", ProblemKey(p).c_str(),
-                      std::string(r.status().message()).c_str());
+                      std::string(r.status().message()).substr(0, 200).c_str());
           continue;
         }
-        cold_total += r->cold_s;
-        const double ratio = r->cudnn_ms / r->ours_ms;
-        ratios[std::string(DirectionName(p.direction)) + " " +
-               std::string(DataTypeName(p.type)) +
-               (p.groups > 1 ? " grouped" : "")]
-            .push_back(ratio);
+        // Every layer counts in its direction/type/layout row; grouped and
+        // depthwise layers also in a row of their own.
+        const std::string row =
+            absl::StrCat(DirectionName(p.direction), " ", DataTypeName(p.type),
+                         " ", p.layout == Layout::kNHWC ? "NHWC" : "NCHW");
+        std::vector<std::string> rows = {absl::StrCat(row, " all")};
+        if (p.groups > 1) rows.push_back(absl::StrCat(row, " ", GroupName(p)));
+        for (const std::string& g : rows) {
+          Totals& t = totals[g];
+          ++t.layers;
+          t.find += r->find_ms;
+          t.cold += r->cold_s;
+          t.timing += r->timing_s;
+          t.search += r->cudnn_search_s;
+          if (r->own_ms) {
+            t.own += *r->own_ms;
+            t.own_ratio.push_back(*r->own_ms / r->find_ms);
+          }
+          if (r->cudnn_ms) {
+            t.cudnn += *r->cudnn_ms;
+            t.cudnn_ratio.push_back(*r->cudnn_ms / r->find_ms);
+          }
+        }
         std::printf(
-            "| %s | %s | %.4f | %s | %.4f | %.2f | %.2f | %.0f | %.1e |\n",
-            r->key.c_str(), r->ours_solver.c_str(), r->ours_ms,
-            r->cudnn_algo.c_str(), r->cudnn_ms, ratio, r->cold_s, r->warm_us,
+            "| %s | %s | %.4f | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | "
+            "%.0f | %.1e |\n",
+            r->key.c_str(), r->find_solver.c_str(), r->find_ms,
+            r->own_solver.c_str(),
+            r->own_ms ? absl::StrFormat("%.4f", *r->own_ms).c_str() : "-",
+            r->cudnn_config.c_str(), JsonMs(r->cudnn_ms).c_str(),
+            r->cudnn_ms
+                ? absl::StrFormat("%.3f", *r->cudnn_ms / r->find_ms).c_str()
+                : "-",
+            r->cold_s, r->timing_s, r->cudnn_search_s, r->warm_us,
             r->max_rel_err);
         if (!r->step_times.empty())
           std::printf("|  | steps: %s |\n", r->step_times.c_str());
         std::fflush(stdout);
+        if (json != nullptr) {
+          std::fprintf(
+              json,
+              "%s\n{\"list\": %s, \"line_no\": %d, \"line\": %s, "
+              "\"direction\": \"%s\", \"type\": \"%s\", \"layout\": "
+              "\"%s\", \"group\": \"%s\", \"problem_key\": %s, "
+              "\"find_ms\": %.6g, \"own_ms\": %s, \"cudnn_ms\": %s, "
+              "\"find_solver\": %s, \"own_solver\": %s, \"cudnn_config\": "
+              "%s, \"cudnn_configs\": %d, \"cold_find_s\": %.4g, "
+              "\"timing_s\": %.4g, \"cudnn_search_s\": %.4g, "
+              "\"warm_find_us\": %.4g, \"max_rel_diff\": %.3g}",
+              first_json ? "" : ",", JsonString(list).c_str(), layer.line_no,
+              JsonString(layer.line).c_str(),
+              std::string(DirectionName(p.direction)).c_str(),
+              p.type == DataType::kFp32   ? "fp32"
+              : p.type == DataType::kFp16 ? "fp16"
+                                          : "bf16",
+              p.layout == Layout::kNHWC ? "NHWC" : "NCHW",
+              std::string(GroupName(p)).c_str(), JsonString(r->key).c_str(),
+              r->find_ms, JsonMs(r->own_ms).c_str(),
+              JsonMs(r->cudnn_ms).c_str(), JsonString(r->find_solver).c_str(),
+              JsonString(r->own_solver).c_str(),
+              JsonString(r->cudnn_config).c_str(), r->cudnn_configs, r->cold_s,
+              r->timing_s, r->cudnn_search_s, r->warm_us, r->max_rel_err);
+          first_json = false;
+          std::fflush(json);
+        }
       }
+      const BuildStats b = builder.stats();
+      std::printf(
+          "\n%d of %zu layers run%s; %lld kernels compiled.\n\n"
+          "Totals (ms) and speed ratios (peer time / find time; above 1: "
+          "find is faster), %s\n\n"
+          "| row | layers | find ms | own ms | cuDNN graph ms | cuDNN / find "
+          "totals | geomean | own / find totals | geomean | cold find s | "
+          "timing s | cuDNN search s |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+          run, layers.size(),
+          elapsed_s() >= max_seconds ? " (stopped at --max-seconds)" : "",
+          static_cast<long long>(b.compiled - build_before.compiled),
+          list.c_str());
+      for (const auto& [g, t] : totals) {
+        std::printf(
+            "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | "
+            "%.1f | %.1f | %.1f |\n",
+            g.c_str(), t.layers, t.find, t.own, t.cudnn,
+            t.find > 0 ? t.cudnn / t.find : 0, Geomean(t.cudnn_ratio),
+            t.find > 0 ? t.own / t.find : 0, Geomean(t.own_ratio), t.cold,
+            t.timing, t.search);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
     }
-    const EngineCounters c = engine.counters();
-    const BuildStats b = builder.stats();
-    std::printf(
-        "\ncold find of all %d layers: %.1f s (compile stage %.1f s, timing "
-        "%.1f s, "
-        "%lld kernels compiled)%s\n\n",
-        layers, cold_total,
-        (c.compile_stage_ms - counters_before.compile_stage_ms) / 1e3,
-        (c.timing_stage_ms - counters_before.timing_stage_ms) / 1e3,
-        static_cast<long long>(b.compiled - build_before.compiled),
-        elapsed_s() >= max_seconds ? "; stopped at --max-seconds" : "");
-    std::printf(
-        "Geometric mean of cuDNN time / convtune time, %s\n\n| group | layers "
-        "| geomean |\n"
-        "|---|---|---|\n",
-        std::filesystem::path(file).filename().c_str());
-    for (const auto& [group, v] : ratios) {
-      double log_sum = 0;
-      for (double r : v) log_sum += std::log(r);
-      std::printf("| %s | %zu | %.3f |\n", group.c_str(), v.size(),
-                  std::exp(log_sum / v.size()));
-    }
-    std::printf("\n");
-    std::fflush(stdout);
   }
-  cudnnDestroy(cudnn);
+  if (json != nullptr) {
+    std::fprintf(json, "\n]\n");
+    std::fclose(json);
+  }
+  engine.Shutdown();
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -129,6 +129,29 @@ TEST_F(DaemonTest, BackwardDirectionsRunLocally) {
   }
 }
 
+// oneDNN's solvers (built in wherever libdnnl is) are listed with their
+// library, and their plans run here on host memory in every direction.
+TEST_F(DaemonTest, OnednnPlansRunLocally) {
+  absl::StatusOr<v1::ListSolversResponse> listed = client_->ListSolvers();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  const v1::SolverInfo* direct = nullptr;
+  for (const v1::SolverInfo& s : listed->solvers()) {
+    if (s.name() == "onednn_direct") direct = &s;
+  }
+  if (direct == nullptr) GTEST_SKIP() << "convtuned was built without oneDNN";
+  EXPECT_THAT(direct->library(), ::testing::StartsWith("onednn"));
+  EXPECT_THAT(listed->device_key(), HasSubstr(direct->library()));
+  for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                      Direction::kBackwardWeights}) {
+    for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+      ConvProblem p = RandomProblem(d);
+      p.layout = layout;
+      SCOPED_TRACE(DescribeProblem(p));
+      RunAndCheck(p, direct->id());
+    }
+  }
+}
+
 TEST_F(DaemonTest, WorkspaceLimitAndTooSmallWorkspace) {
   const ConvProblem p = RandomProblem(Direction::kForward);
   absl::StatusOr<int64_t> max_ws = client_->WorkspaceSize(p);
@@ -292,6 +315,56 @@ void CApiDaemonTest::ForwardWorkflow(const ConvProblem& p) {
         Tolerance(p.type) * (alpha * ref.abs_sum + 2 * std::fabs(before) + 1);
     ASSERT_NEAR(LoadElement(y.data(), p.type, i), want, allowed)
         << "element " << i;
+  }
+}
+
+// The C API's immediate calls run a oneDNN solution on host memory: forward,
+// backward data and backward weights, each against the reference.
+TEST_F(CApiDaemonTest, OnednnSolutionRunsInEveryDirection) {
+  absl::StatusOr<v1::ListSolversResponse> listed = client_->ListSolvers();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  uint64_t id = 0;
+  for (const v1::SolverInfo& s : listed->solvers()) {
+    if (s.name() == "onednn_direct") id = s.id();
+  }
+  if (id == 0) GTEST_SKIP() << "convtuned was built without oneDNN";
+  for (Direction dir : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
+    const ConvProblem p = RandomProblem(dir);
+    SCOPED_TRACE(DescribeProblem(p));
+    CDescriptors d(p);
+    ASSERT_TRUE(d.ok);
+    std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+    FillRandom(x.data(), p.type, p.x_elements(), rng64_);
+    FillRandom(w.data(), p.type, p.w_elements(), rng64_);
+    FillRandom(y.data(), p.type, p.y_elements(), rng64_);
+    void* out = ByTensor(p.output(), x, w, y).data();
+    FillNaN(out, p.type, p.output_elements());
+    absl::StatusOr<int64_t> need = client_->GetSolutionWorkspaceSize(p, id);
+    ASSERT_TRUE(need.ok()) << need.status();
+    std::vector<char> ws(*need + 1);
+    convtuneStatus_t s = convtuneStatusSuccess;
+    switch (dir) {
+      case Direction::kForward:
+        s = convtuneConvolutionForwardImmediate(handle_, d.w, w.data(), d.x,
+                                                x.data(), d.conv, d.y, y.data(),
+                                                ws.data(), ws.size(), id);
+        break;
+      case Direction::kBackwardData:
+        s = convtuneConvolutionBackwardDataImmediate(
+            handle_, d.y, y.data(), d.w, w.data(), d.conv, d.x, x.data(),
+            ws.data(), ws.size(), id);
+        break;
+      case Direction::kBackwardWeights:
+        s = convtuneConvolutionBackwardWeightsImmediate(
+            handle_, d.y, y.data(), d.x, x.data(), d.conv, d.w, w.data(),
+            ws.data(), ws.size(), id);
+        break;
+    }
+    ASSERT_EQ(s, convtuneStatusSuccess) << convtuneGetLastError(handle_);
+    HostTensors t{x.data(), w.data(), y.data()};
+    ByTensor(p.output(), t.x, t.w, t.y) = nullptr;
+    EXPECT_EQ(CheckOutput(p, t, out, 0, rng64_), absl::OkStatus());
   }
 }
 

@@ -10,9 +10,11 @@
 #include <random>
 
 #include "client/client.h"
+#include "client/convtune.h"
 #include "common/defaults.h"
 #include "convtune/v1/service.grpc.pb.h"
 #include "kernels/cuda_device.h"
+#include "kernels/gpu/cudnn_graph.h"
 #include "kernels/problem_proto.h"
 #include "kernels/reference.h"
 #include "tests/server/daemon_process.h"
@@ -114,7 +116,7 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
   absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(0);
   ASSERT_TRUE(dev.ok()) << dev.status();
   std::mt19937_64 rng(20261129);
-  int runs = 0;
+  int runs = 0, cudnn_runs = 0;
   for (Direction dir : {Direction::kForward, Direction::kBackwardData,
                         Direction::kBackwardWeights}) {
     ConvProblem p;
@@ -175,9 +177,83 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
       EXPECT_TRUE(CheckOutput(p, t, result.data(), 0, rng).ok())
           << CheckOutput(p, t, result.data(), 0, rng);
       ++runs;
+      cudnn_runs += s.solution_id() == gpu::kCudnnSolverId;
     }
   }
   EXPECT_GE(runs, 6);
+  // With cuDNN on the node, its solution runs here in every direction.
+  if (!(*dev)->info().libraries.empty()) EXPECT_EQ(cudnn_runs, 3);
+  EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
+}
+
+// The C API runs the cuDNN solution on the caller's own device memory.
+TEST_F(GpuDaemonTest, CApiRunsTheCudnnSolutionOnDeviceMemory) {
+  absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(0);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  if ((*dev)->info().libraries.empty()) {
+    GTEST_SKIP() << "no cuDNN 9 on " << (*dev)->info().Key();
+  }
+  const std::string socket = dir_ + "/c.sock";
+  DaemonProcess d;
+  ASSERT_TRUE(
+      d.Start(Convtuned(),
+              {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db"},
+              dir_ + "/capi.log"));
+  ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
+  convtuneHandle_t h = nullptr;
+  ASSERT_EQ(convtuneCreateWithAddress(&h, socket.c_str()),
+            convtuneStatusSuccess);
+  const int n = 4, c = 32, hw = 28, k = 48;
+  convtuneTensorDescriptor_t xd, wd, yd;
+  convtuneConvolutionDescriptor_t cd;
+  convtuneCreateTensorDescriptor(&xd);
+  convtuneCreateTensorDescriptor(&wd);
+  convtuneCreateTensorDescriptor(&yd);
+  convtuneCreateConvolutionDescriptor(&cd);
+  ASSERT_EQ(convtuneSet4dTensorDescriptor(xd, convtuneFloat, n, c, hw, hw), 0);
+  ASSERT_EQ(convtuneSet4dTensorDescriptor(wd, convtuneFloat, k, c, 3, 3), 0);
+  ASSERT_EQ(convtuneSet4dTensorDescriptor(yd, convtuneFloat, n, k, hw, hw), 0);
+  ASSERT_EQ(convtuneInitConvolutionDescriptor(cd, convtuneConvolution, 1, 1, 1,
+                                              1, 1, 1),
+            0);
+  ConvProblem p;
+  p.n = n, p.c = c, p.k = k;
+  p.in = {1, hw, hw};
+  p.filter = {1, 3, 3};
+  p.pad = {0, 1, 1};
+  std::mt19937_64 rng(7);
+  std::vector<float> x(p.x_elements()), w(p.w_elements()), y(p.y_elements());
+  FillRandom(x.data(), p.type, x.size(), rng);
+  FillRandom(w.data(), p.type, w.size(), rng);
+  FillNaN(y.data(), p.type, y.size());
+  size_t ws = 0;
+  ASSERT_EQ(convtuneConvolutionForwardGetSolutionWorkspaceSize(
+                h, wd, xd, cd, yd, gpu::kCudnnSolverId, &ws),
+            convtuneStatusSuccess)
+      << convtuneGetLastError(h);
+  auto dx = (*dev)->Allocate(x.size() * 4);
+  auto dw = (*dev)->Allocate(w.size() * 4);
+  auto dy = (*dev)->Allocate(y.size() * 4);
+  auto dws = (*dev)->Allocate(std::max<int64_t>(ws, 4));
+  ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok() && dws.ok());
+  ASSERT_TRUE((*dev)->CopyToDevice(dx->get(), x.data(), x.size() * 4).ok());
+  ASSERT_TRUE((*dev)->CopyToDevice(dw->get(), w.data(), w.size() * 4).ok());
+  ASSERT_TRUE((*dev)->CopyToDevice(dy->get(), y.data(), y.size() * 4).ok());
+  ASSERT_EQ(convtuneConvolutionForwardImmediate(
+                h, wd, (*dw)->data(), xd, (*dx)->data(), cd, yd, (*dy)->data(),
+                (*dws)->data(), ws, gpu::kCudnnSolverId),
+            convtuneStatusSuccess)
+      << convtuneGetLastError(h);
+  std::vector<float> result(y.size());
+  ASSERT_TRUE(
+      (*dev)->CopyFromDevice(result.data(), **dy, result.size() * 4).ok());
+  HostTensors t{x.data(), w.data(), nullptr};
+  EXPECT_EQ(CheckOutput(p, t, result.data(), 0, rng), absl::OkStatus());
+  convtuneDestroyTensorDescriptor(xd);
+  convtuneDestroyTensorDescriptor(wd);
+  convtuneDestroyTensorDescriptor(yd);
+  convtuneDestroyConvolutionDescriptor(cd);
+  convtuneDestroy(h);
   EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
 }
 

@@ -1,8 +1,8 @@
-// Every GPU solver, in every direction and type, on a CUDA device against the
-// float64 reference: layers from the MIOpen perf-model lists (batch cut to at
-// most 2; grouped and depthwise among them) plus small 3-D and NHWC problems.
-// Fresh random inputs, NaN-poisoned outputs and workspace. Skips where no
-// CUDA device is present.
+// Every GPU solver (cuDNN's among them), in every direction and type, on a CUDA
+// device against the float64 reference: layers from the MIOpen perf-model lists
+// (batch cut to at most 2; grouped and depthwise among them) plus small 3-D and
+// NHWC problems. Fresh random inputs, NaN-poisoned outputs and workspace. Skips
+// where no CUDA device is present.
 #include "server/solvers/gpu_solvers.h"
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/driver_line.h"
 #include "kernels/gpu/compiler.h"
+#include "kernels/gpu/cudnn_graph.h"
 #include "kernels/plan_executor.h"
 #include "kernels/reference.h"
 #include "server/kernel_builder.h"
@@ -189,6 +190,7 @@ class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
     store_ = *std::move(store);
     builder_ = std::make_unique<KernelBuilder>(device_.get(), *compiler_,
                                                *store_, device_->info().arch);
+    registry_ = SolverRegistry::WithLibraries(*device_);
   }
 
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Upload(
@@ -207,6 +209,7 @@ class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
   std::unique_ptr<KernelCompiler> compiler_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<KernelBuilder> builder_;
+  std::unique_ptr<SolverRegistry> registry_;
 };
 
 void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p,
@@ -224,7 +227,7 @@ void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p,
 
   absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_EQ(plan->workspace_bytes(), solver.WorkspaceBytes(p));
+  ASSERT_EQ(plan->workspace_bytes(), solver.ConfigWorkspaceBytes(p, config));
   // A GPU solver's plan runs on whichever GPU backend builds it.
   plan->set_backend(device_->info().backend);
   ASSERT_EQ(builder_->BuildPlan(&*plan), absl::OkStatus());
@@ -249,7 +252,10 @@ void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p,
 
 TEST_P(GpuSolverCorrectness, MatchesReference) {
   const Combo combo = GetParam();
-  const Solver* solver = SolverRegistry::Default().Find(combo.solver_id);
+  const Solver* solver = registry_->Find(combo.solver_id);
+  if (solver == nullptr && combo.solver_id == gpu::kCudnnSolverId) {
+    GTEST_SKIP() << "no cuDNN 9 on " << device_->info().Key();
+  }
   ASSERT_NE(solver, nullptr);
   if (!SolverRegistry::Runs(*solver, device_->info())) {
     GTEST_SKIP() << solver->name() << " does not run on "
@@ -305,7 +311,7 @@ std::vector<Combo> AllCombos() {
        {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
         kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
         kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-        kGpuWinogradBlasId, kGpuTensorCorePipelinedId}) {
+        kGpuWinogradBlasId, kGpuTensorCorePipelinedId, gpu::kCudnnSolverId}) {
     for (Direction d : {Direction::kForward, Direction::kBackwardData,
                         Direction::kBackwardWeights}) {
       for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {

@@ -1,0 +1,195 @@
+// oneDNN's solvers on the CPU device: listed with their library, in every
+// direction, type and layout over the solver shapes and every config they
+// offer, against the float64 reference; and ranked by a real find beside
+// the own kernels.
+#include <random>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/onednn_library.h"
+#include "kernels/cpu_device.h"
+#include "server/core.h"
+#include "server/solver_registry.h"
+#include "server/solvers/library_solver.h"
+#include "server/thread_pool.h"
+#include "storage/memory_store.h"
+#include "tests/server/solver_check.h"
+
+namespace convtune {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class OnednnSolvers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cpu::Onednn() == nullptr) {
+      GTEST_SKIP() << "convtune was built without oneDNN (libdnnl-dev)";
+    }
+    registry_ = SolverRegistry::WithLibraries(device_);
+  }
+
+  CpuDevice device_;
+  std::unique_ptr<SolverRegistry> registry_;
+};
+
+TEST_F(OnednnSolvers, AreListedWithTheirLibraryAndStableIds) {
+  EXPECT_THAT(device_.info().libraries, StartsWith("onednn2."));
+  EXPECT_THAT(device_.info().Key(), HasSubstr(device_.info().libraries));
+  const std::map<uint32_t, std::string> want = {
+      {10, "onednn_direct"}, {11, "onednn_winograd"}, {12, "onednn_auto"}};
+  for (const auto& [id, name] : want) {
+    const Solver* s = registry_->Find(id);
+    ASSERT_NE(s, nullptr) << id;
+    EXPECT_EQ(s->name(), name);
+    EXPECT_EQ(s->library(), cpu::Onednn()->version());
+    EXPECT_EQ(s->backend(), v1::CPU);
+    EXPECT_TRUE(SolverRegistry::Runs(*s, device_.info()));
+  }
+  // The own kernels stay as they are, with no library.
+  const Solver* own = registry_->Find(1);
+  ASSERT_NE(own, nullptr);
+  EXPECT_EQ(own->library(), "");
+  EXPECT_EQ(SolverRegistry::Default().Find(10), nullptr);
+}
+
+TEST_F(OnednnSolvers, RejectConfigsTheLibraryDoesNotOffer) {
+  const Solver* s = registry_->Find(cpu::kOnednnDirectId);
+  const ConvProblem p = Conv2d(1, 16, 8, 8, 16, 3, 3, 1);
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  EXPECT_EQ(s->ValidateConfig(p, {2}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->ValidateConfig(p, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->ValidateConfig(p, s->DefaultConfig(p)), absl::OkStatus());
+  EXPECT_FALSE(s->MakePlan(p, {7}).ok());
+}
+
+TEST_F(OnednnSolvers, FailedPreconditionSaysWhy) {
+  // oneDNN has no fp16 convolution on CPUs without AVX-512 FP16, and its
+  // Winograd takes 3x3 stride-1 filters only.
+  ConvProblem p = Conv2d(1, 16, 9, 9, 16, 5, 5, 2);
+  const absl::Status s =
+      registry_->Find(cpu::kOnednnWinogradId)->IsApplicable(p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Winograd"));
+}
+
+struct Combo {
+  uint32_t solver_id;
+  Direction direction;
+  DataType type;
+};
+
+std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
+  return absl::StrCat("solver", info.param.solver_id, "_",
+                      DirectionName(info.param.direction), "_",
+                      DataTypeName(info.param.type));
+}
+
+class OnednnCorrectness : public ::testing::TestWithParam<Combo> {};
+
+TEST_P(OnednnCorrectness, MatchesReferenceOnEveryShapeLayoutAndConfig) {
+  if (cpu::Onednn() == nullptr) GTEST_SKIP() << "built without oneDNN";
+  const Combo combo = GetParam();
+  CpuDevice device;
+  auto registry = SolverRegistry::WithLibraries(device);
+  const Solver* solver = registry->Find(combo.solver_id);
+  ASSERT_NE(solver, nullptr);
+  std::random_device seeds;
+  int applicable = 0;
+  std::set<int64_t> layouts_run;
+  for (const Shape& shape : Shapes()) {
+    for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+      ConvProblem p = shape.p;
+      p.layout = layout;
+      p.direction = combo.direction;
+      p.type = combo.type;
+      ASSERT_EQ(ValidateProblem(p), absl::OkStatus()) << shape.name;
+      const absl::Status applies = solver->IsApplicable(p);
+      if (!applies.ok()) {
+        EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition)
+            << applies;
+        EXPECT_THAT(std::string(applies.message()), HasSubstr("oneDNN"));
+        continue;
+      }
+      ++applicable;
+      const uint64_t seed = (uint64_t{seeds()} << 32) | seeds();
+      std::mt19937_64 rng(seed);
+      SCOPED_TRACE(
+          absl::StrCat(shape.name, ": ", DescribeProblem(p), " seed ", seed));
+      const std::vector<PerfConfig> space = solver->ConfigSpace(p);
+      ASSERT_FALSE(space.empty());
+      EXPECT_EQ(solver->DefaultConfig(p), space.front());
+      for (const PerfConfig& config : space) {
+        ASSERT_EQ(solver->ValidateConfig(p, config), absl::OkStatus());
+        layouts_run.insert(config[0]);
+        RunAndCheck(device, p, *solver, config, rng);
+      }
+    }
+  }
+  // The direct and automatic methods run every fp32 shape on the caller's
+  // layouts and on oneDNN's blocked ones.
+  if (combo.type == DataType::kFp32 &&
+      combo.solver_id != cpu::kOnednnWinogradId) {
+    EXPECT_GE(applicable, 20);
+    EXPECT_EQ(layouts_run, (std::set<int64_t>{0, 1}));
+  }
+}
+
+std::vector<Combo> AllCombos() {
+  std::vector<Combo> combos;
+  for (uint32_t id :
+       {cpu::kOnednnDirectId, cpu::kOnednnWinogradId, cpu::kOnednnAutoId}) {
+    for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
+      for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
+        combos.push_back({id, d, t});
+      }
+    }
+  }
+  return combos;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, OnednnCorrectness,
+                         ::testing::ValuesIn(AllCombos()), ComboName);
+
+// A NORMAL find on the CPU device ranks oneDNN's solvers beside the own
+// kernels: each library result carries the library, and its stored config is
+// one the library offers.
+TEST_F(OnednnSolvers, FindRanksThemBesideTheOwnKernels) {
+  std::unique_ptr<storage::Store> store = storage::NewMemoryStore();
+  ThreadPool compile("t-compile", 2), timing("t-timing", 1);
+  Core::Options options;
+  options.timing.max_repeats = 3;
+  Core core(device_, *registry_, *store, compile, timing, options);
+  ConvProblem p = Conv2d(2, 32, 14, 14, 32, 3, 3, 1);
+  FindParams params;
+  params.mode = v1::NORMAL;
+  absl::StatusOr<FindOutcome> found = core.find().FindBlocking(p, params);
+  ASSERT_TRUE(found.ok()) << found.status();
+  int library = 0, own = 0;
+  for (const v1::PerfResult& r : found->record.results()) {
+    EXPECT_TRUE(r.measured());
+    if (r.library().empty()) {
+      ++own;
+      continue;
+    }
+    ++library;
+    EXPECT_EQ(r.library(), cpu::Onednn()->version());
+    const Solver* s = registry_->Find(r.solver_id());
+    ASSERT_NE(s, nullptr);
+    PerfConfig config(r.perf_config().begin(), r.perf_config().end());
+    EXPECT_EQ(s->ValidateConfig(p, config), absl::OkStatus());
+  }
+  EXPECT_GE(library, 2);
+  EXPECT_GE(own, 3);
+  core.Shutdown();
+}
+
+}  // namespace
+}  // namespace convtune

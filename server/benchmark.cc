@@ -57,14 +57,17 @@ absl::Status BenchmarkSession::Run(const v1::ExecutionPlan& plan) {
 
 absl::StatusOr<Measurement> BenchmarkSession::Measure(
     const v1::ExecutionPlan& plan, const TimingOptions& options,
-    double cutoff_ms) {
+    double best_ms) {
   // Poisoned and read back on the device side: only the sampled elements
   // cross to the host, however large the output.
   DeviceBuffer* out = output_buffer();
   const int element_bytes = static_cast<int>(ElementBytes(problem_.type));
   RETURN_IF_ERROR(device_->Fill(out, NaNBits(problem_.type), element_bytes,
                                 problem_.output_elements()));
-  RETURN_IF_ERROR(Run(plan));
+  // The checked run is timed too: a plan already slow_factor times the
+  // best is not run again.
+  ASSIGN_OR_RETURN(const double checked_ms,
+                   device_->TimeMs([&] { return Run(plan); }));
   RETURN_IF_ERROR(device_->Synchronize());
   const std::vector<int64_t> indices =
       SampleOutputIndices(problem_, std::max(1, options.verify_samples), rng_);
@@ -78,14 +81,26 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(
   }
   HostTensors t{host_x_.data(), host_w_.data(), host_y_.data()};
   RETURN_IF_ERROR(CheckOutputElements(problem_, t, indices, values));
+  if (best_ms > 0 && options.slow_factor > 0 &&
+      checked_ms > best_ms * options.slow_factor) {
+    return Measurement{checked_ms, 1};
+  }
   TimingOptions warm = options;
   warm.warmup_runs = 0;
-  return TimeOnly(plan, warm, cutoff_ms);
+  return TimeOnly(plan, warm, best_ms);
 }
 
 absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(
     const v1::ExecutionPlan& plan, const TimingOptions& options,
-    double cutoff_ms) {
+    double best_ms) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double cutoff_ms = best_ms > 0 && options.slow_factor > 0
+                               ? best_ms * options.slow_factor
+                               : inf;
+  const double hopeless_ms = best_ms > 0 && options.hopeless_factor > 0
+                                 ? best_ms * options.hopeless_factor
+                                 : inf;
+  double fastest = inf;
   for (int i = 0; i < options.warmup_runs; ++i) {
     ASSIGN_OR_RETURN(double ignored,
                      device_->TimeMs([&] { return Run(plan); }));
@@ -99,7 +114,12 @@ absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(
     ASSIGN_OR_RETURN(double ms, device_->TimeMs([&] { return Run(plan); }));
     times.push_back(ms);
     spent += ms;
+    fastest = std::min(fastest, ms);
     if (ms > cutoff_ms) break;
+    if (static_cast<int>(times.size()) >= options.min_repeats &&
+        fastest > hopeless_ms) {
+      break;
+    }
   }
   std::sort(times.begin(), times.end());
   const size_t n = times.size();

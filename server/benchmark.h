@@ -30,6 +30,10 @@ struct TimingOptions {
   // ends that plan's timing: the one run is its time. 0: time every plan in
   // full. A plan that slow cannot win; repeats would only cost the find time.
   double slow_factor = 10;
+  // After min_repeats, a plan whose fastest run so far is this many times
+  // the fastest plan of the same find stops repeating: it cannot win, and
+  // its median over min_repeats is its time. 0: time every plan in full.
+  double hopeless_factor = 1.3;
 };
 
 struct Measurement {
@@ -48,16 +52,18 @@ class BenchmarkSession {
 
   // Runs `plan` once on a poisoned output and checks it (Internal naming the
   // wrong element if it disagrees with the reference), then times it; the
-  // checked run is its warm-up. Timing stops after the first run longer than
-  // `cutoff_ms`.
-  absl::StatusOr<Measurement> Measure(
-      const v1::ExecutionPlan& plan, const TimingOptions& options,
-      double cutoff_ms = std::numeric_limits<double>::infinity());
+  // checked run is its warm-up. `best_ms` is the fastest plan of the find so
+  // far (0: none yet): a checked run longer than slow_factor times it is the
+  // plan's one timing; timing stops after the first run longer than that,
+  // and after min_repeats when no run came within hopeless_factor of it.
+  absl::StatusOr<Measurement> Measure(const v1::ExecutionPlan& plan,
+                                      const TimingOptions& options,
+                                      double best_ms = 0);
 
   // Times without checking (for re-measuring configs already checked).
-  absl::StatusOr<Measurement> TimeOnly(
-      const v1::ExecutionPlan& plan, const TimingOptions& options,
-      double cutoff_ms = std::numeric_limits<double>::infinity());
+  absl::StatusOr<Measurement> TimeOnly(const v1::ExecutionPlan& plan,
+                                       const TimingOptions& options,
+                                       double best_ms = 0);
 
  private:
   BenchmarkSession(Device* device, const ConvProblem& p)

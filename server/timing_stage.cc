@@ -78,6 +78,7 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
     Run& run, BenchmarkSession& session, const TimingCandidate& c) {
   RETURN_IF_ERROR(c.status);
   std::vector<Timed> timed;
+  absl::Status first_failure;
   int since_improvement = 0;
   for (size_t i = 0; i < c.plans.size(); ++i) {
     if (run.job.bounded && i > 0 &&
@@ -85,11 +86,17 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
          since_improvement >= options_.patience)) {
       break;
     }
-    const double cutoff_ms = run.best_ms > 0 && options_.timing.slow_factor > 0
-                                 ? run.best_ms * options_.timing.slow_factor
-                                 : std::numeric_limits<double>::infinity();
-    ASSIGN_OR_RETURN(Measurement m,
-                     session.Measure(c.plans[i], options_.timing, cutoff_ms));
+    absl::StatusOr<Measurement> measured =
+        session.Measure(c.plans[i], options_.timing, run.best_ms);
+    if (!measured.ok()) {
+      // One config that fails (its check, or its run) costs that config
+      // only, unless it broke the device: a library offers many, and a bad
+      // one must not hide the rest.
+      if (!device_.Synchronize().ok()) return measured.status();
+      if (first_failure.ok()) first_failure = measured.status();
+      continue;
+    }
+    const Measurement m = *measured;
     counters_.Add(&EngineCounters::plans_timed);
     run.result.timed_solvers.push_back(c.solver->id());
     if (run.best_ms == 0 || m.median_ms < run.best_ms)
@@ -99,6 +106,10 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
         m.median_ms < std::min_element(timed.begin(), timed.end(), Faster)->ms;
     since_improvement = better ? 0 : since_improvement + 1;
     timed.push_back({m.median_ms, i});
+  }
+  if (timed.empty()) {
+    return first_failure.ok() ? absl::InternalError("no config was timed")
+                              : first_failure;
   }
   std::sort(timed.begin(), timed.end(), Faster);
   // Timings of neighbouring configs are noisy; the few best are measured
@@ -121,9 +132,13 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
   // The bounded search's clock starts here: setting up counts against it.
   Run run{job};
   const ConvProblem& p = job.problem;
+  // Configs may need more than their solver's default (a library's do).
   int64_t max_ws = 0;
   for (const TimingCandidate& c : job.candidates) {
     max_ws = std::max(max_ws, c.solver->WorkspaceBytes(p));
+    for (const v1::ExecutionPlan& plan : c.plans) {
+      max_ws = std::max(max_ws, plan.workspace_bytes());
+    }
   }
   ASSIGN_OR_RETURN(auto session, BenchmarkSession::Create(&device_, p, max_ws,
                                                           seed_.fetch_add(1)));

@@ -349,11 +349,17 @@ class CudaDevice::Impl {
     ASSIGN_OR_RETURN(const gpu::CudnnConvStep c,
                      gpu::DecodeCudnnConvStep(step));
     ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, Dnn());
-    // ExecutePlan has checked the workspace against the plan's need.
+    // ExecutePlan has checked the buffer against the daemon's need, which
+    // the step carries; this process's cuDNN may need more for the config.
+    for (void* b : buffers) {
+      if (reinterpret_cast<uintptr_t>(b) % 16 != 0) {
+        return absl::InvalidArgumentError(
+            "cudnn.conv: tensors and workspace must be 16-byte aligned");
+      }
+    }
     const bool has_workspace = buffers.size() > 3;
     return dnn->Run(c.problem, c.config, buffers[0], buffers[1], buffers[2],
-                    has_workspace ? buffers[3] : nullptr,
-                    has_workspace ? std::numeric_limits<int64_t>::max() : 0);
+                    has_workspace ? buffers[3] : nullptr, c.workspace_bytes);
   }
 
   mutable absl::Mutex mu_;

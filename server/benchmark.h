@@ -53,9 +53,9 @@ class BenchmarkSession {
   // Runs `plan` once on a poisoned output and checks it (Internal naming the
   // wrong element if it disagrees with the reference), then times it; the
   // checked run is its warm-up. `best_ms` is the fastest plan of the find so
-  // far (0: none yet): a checked run longer than slow_factor times it is the
-  // plan's one timing; timing stops after the first run longer than that,
-  // and after min_repeats when no run came within hopeless_factor of it.
+  // far (0: none yet): timing stops after the first run longer than
+  // slow_factor times it, and after min_repeats when no run came within
+  // hopeless_factor of it.
   absl::StatusOr<Measurement> Measure(const v1::ExecutionPlan& plan,
                                       const TimingOptions& options,
                                       double best_ms = 0);

@@ -27,8 +27,19 @@ absl::StatusOr<Solutions> Immediate::GetSolutions(const ConvProblem& p,
 
 absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,
                                           int64_t limit) const {
-  const std::vector<const Solver*> candidates =
+  // The plan of an immediate solution uses the tuned (or default) config:
+  // that one must fit.
+  std::vector<const Solver*> candidates =
       planner_.Candidates(p, limit, /*dynamic_only=*/true, nullptr);
+  if (limit >= 0) {
+    candidates.erase(
+        std::remove_if(candidates.begin(), candidates.end(),
+                       [&](const Solver* s) {
+                         return s->ConfigWorkspaceBytes(
+                                    p, planner_.TunedOrDefault(*s, p)) > limit;
+                       }),
+        candidates.end());
+  }
   if (candidates.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("no dynamic solver on ", records_.device_key(),
@@ -37,8 +48,11 @@ absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,
   Ranking ranking = heuristics_.Rank(p, candidates);
   Solutions out;
   for (const Estimate& e : ranking.estimates) {
-    out.results.push_back(
-        PerfResultOf(*e.solver, p, e.time_ms, /*measured=*/false));
+    v1::PerfResult r = PerfResultOf(*e.solver, p, e.time_ms,
+                                    /*measured=*/false);
+    r.set_workspace_bytes(e.solver->ConfigWorkspaceBytes(
+        p, planner_.TunedOrDefault(*e.solver, p)));
+    out.results.push_back(std::move(r));
   }
   out.source = ranking.source;
   out.fallback_reason = ranking.fallback_reason;

@@ -23,6 +23,15 @@ Planner::Planner(const DeviceInfo& device, const SolverRegistry& registry,
       kernel_builder_(kernel_builder),
       compile_pool_(compile_pool) {}
 
+bool Planner::AnyConfigFits(const Solver& s, const ConvProblem& p,
+                            int64_t limit) const {
+  if (s.ConfigWorkspaceBytes(p, TunedOrDefault(s, p)) <= limit) return true;
+  for (const PerfConfig& c : s.FindConfigs(p)) {
+    if (s.ConfigWorkspaceBytes(p, c) <= limit) return true;
+  }
+  return false;
+}
+
 std::vector<const Solver*> Planner::Candidates(const ConvProblem& p,
                                                int64_t limit, bool dynamic_only,
                                                bool* over_limit) const {
@@ -39,7 +48,7 @@ std::vector<const Solver*> Planner::Candidates(const ConvProblem& p,
         quarantined.end()) {
       continue;
     }
-    if (limit >= 0 && s->WorkspaceBytes(p) > limit) {
+    if (limit >= 0 && !AnyConfigFits(*s, p, limit)) {
       if (over_limit != nullptr) *over_limit = true;
       continue;
     }

@@ -49,12 +49,17 @@ class Planner {
           KernelBuilder* kernel_builder, ThreadPool& compile_pool);
 
   // The solvers that run on this device and apply to p (dynamic ones only,
-  // if asked), not quarantined for p, within the workspace limit (negative:
-  // none). *over_limit (may be null) is set when the limit left one out.
+  // if asked), not quarantined for p, with a config within the workspace
+  // limit (negative: none; see AnyConfigFits). *over_limit (may be null) is set
+  // when the limit left one out.
   std::vector<const Solver*> Candidates(const ConvProblem& p,
                                         int64_t workspace_limit,
                                         bool dynamic_only,
                                         bool* over_limit) const;
+  // Whether the tuned (or default) config of `s`, or one a find would time,
+  // needs at most `limit` bytes of workspace.
+  bool AnyConfigFits(const Solver& s, const ConvProblem& p,
+                     int64_t limit) const;
   // Every solver of this device's backend with its applicability to p (none
   // checked when p is null).
   std::vector<SolverReport> Solvers(const ConvProblem* p) const;

@@ -34,7 +34,7 @@ absl::Status Solver::ValidateConfig(const ConvProblem& p,
   if (std::find(space.begin(), space.end(), config) != space.end())
     return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("perf_config: [", PerfConfigString(config),
+      absl::StrCat("perf_config: [", PerfConfigString(config).substr(0, 64),
                    "] is not a config of solver ", name()));
 }
 

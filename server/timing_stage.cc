@@ -79,6 +79,7 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
   RETURN_IF_ERROR(c.status);
   std::vector<Timed> timed;
   absl::Status first_failure;
+  std::string skipped;  // configs that failed while others ran
   int since_improvement = 0;
   for (size_t i = 0; i < c.plans.size(); ++i) {
     if (run.job.bounded && i > 0 &&
@@ -94,6 +95,9 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
       // one must not hide the rest.
       if (!device_.Synchronize().ok()) return measured.status();
       if (first_failure.ok()) first_failure = measured.status();
+      absl::StrAppend(&skipped, " ", c.solver->name(), " [",
+                      PerfConfigString(c.configs[i]).substr(0, 64),
+                      "]: ", measured.status().message().substr(0, 200), ";");
       continue;
     }
     const Measurement m = *measured;
@@ -110,6 +114,10 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
   if (timed.empty()) {
     return first_failure.ok() ? absl::InternalError("no config was timed")
                               : first_failure;
+  }
+  if (!skipped.empty()) {
+    counters_.Add(&EngineCounters::solver_failures);
+    absl::StrAppend(&run.result.failures, skipped);
   }
   std::sort(timed.begin(), timed.end(), Faster);
   // Timings of neighbouring configs are noisy; the few best are measured

@@ -83,11 +83,22 @@ void Tuner::Start(std::shared_ptr<Run> run) {
   const TuneRequest& r = run->request;
   for (const Solver* s : planner_.Candidates(
            p, r.workspace_limit, r.dynamic_only, &run->excluded_by_limit)) {
-    run->job->candidates.push_back(TimingCandidate{
-        s,
-        r.search ? SearchSpace(*s, p) : planner_.FindConfigs(*s, p),
-        {},
-        {}});
+    std::vector<PerfConfig> configs =
+        r.search ? SearchSpace(*s, p) : planner_.FindConfigs(*s, p);
+    // Configs may differ in workspace (a library's do): each must fit.
+    if (r.workspace_limit >= 0) {
+      const size_t before = configs.size();
+      configs.erase(std::remove_if(configs.begin(), configs.end(),
+                                   [&](const PerfConfig& c) {
+                                     return s->ConfigWorkspaceBytes(p, c) >
+                                            r.workspace_limit;
+                                   }),
+                    configs.end());
+      if (configs.size() < before) run->excluded_by_limit = true;
+      if (configs.empty()) continue;
+    }
+    run->job->candidates.push_back(
+        TimingCandidate{s, std::move(configs), {}, {}});
   }
   if (run->job->candidates.empty()) {
     Complete(run->dedup_key,
@@ -143,9 +154,11 @@ absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,
                                                    : -1);
   record.set_timing_repeats(timing_.options().timing.max_repeats);
   for (const TimedSolver& t : timed.timed) {
-    *record.add_results() =
-        PerfResultOf(*t.candidate->solver, run.job->problem, t.ms,
-                     /*measured=*/true, t.candidate->configs[t.config]);
+    v1::PerfResult* r = record.add_results();
+    *r = PerfResultOf(*t.candidate->solver, run.job->problem, t.ms,
+                      /*measured=*/true, t.candidate->configs[t.config]);
+    // The workspace of the plan that was timed.
+    r->set_workspace_bytes(t.candidate->plans[t.config].workspace_bytes());
   }
   if (record.results_size() == 0) {
     return absl::InternalError(

@@ -331,6 +331,7 @@ class OnednnLibrary final : public ConvLibrary {
     AppendProblemScalars(p, &out.step);
     out.step.add_scalars(solver_id);
     out.step.add_scalars(blocked ? 1 : 0);
+    out.step.add_scalars(out.workspace_bytes);
     return out;
   }
 
@@ -369,19 +370,37 @@ absl::Status OnednnConvKernel(const v1::KernelStep& step,
                    DecodeProblemScalars(absl::Span<const int64_t>(
                        step.scalars().data(), step.scalars().size())));
   const absl::Span<const int64_t> params = KernelParams(step);
-  if (params.size() != 2 || !ValidMethod(static_cast<uint32_t>(params[0])) ||
-      (params[1] != 0 && params[1] != 1)) {
+  if (params.size() != 3 || !ValidMethod(static_cast<uint32_t>(params[0])) ||
+      (params[1] != 0 && params[1] != 1) || params[2] < 0) {
     return absl::InvalidArgumentError(
-        "onednn.conv: scalars after the problem must be a oneDNN solver id "
-        "and 0 or 1");
+        "onednn.conv: scalars after the problem must be a oneDNN solver id, "
+        "0 or 1, and the workspace bytes");
+  }
+  const int64_t given = params[2];
+  constexpr v1::BufferRole kRoles[] = {v1::BUFFER_X, v1::BUFFER_W, v1::BUFFER_Y,
+                                       v1::BUFFER_WORKSPACE};
+  const int want_buffers = given > 0 ? 4 : 3;
+  if (step.buffers_size() != want_buffers ||
+      static_cast<int>(buffers.size()) != want_buffers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("onednn.conv: ", step.buffers_size(), " buffers, ",
+                     want_buffers, " expected"));
+  }
+  for (int i = 0; i < want_buffers; ++i) {
+    if (step.buffers(i).role() != kRoles[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("onednn.conv: buffer ", i, " has role ",
+                       v1::BufferRole_Name(step.buffers(i).role()), ", not ",
+                       v1::BufferRole_Name(kRoles[i])));
+    }
   }
   ASSIGN_OR_RETURN(
       std::shared_ptr<const Prepared> prep,
       Cache().Get(p, static_cast<uint32_t>(params[0]), params[1] == 1));
-  if (buffers.size() != (prep->workspace_bytes > 0 ? 4u : 3u)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("onednn.conv: ", buffers.size(), " buffers, ",
-                     prep->workspace_bytes > 0 ? 4 : 3, " expected"));
+  if (prep->workspace_bytes > given) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "onednn.conv: this process's oneDNN needs ", prep->workspace_bytes,
+        " bytes of workspace for the config; the plan gives ", given));
   }
   char* workspace =
       prep->workspace_bytes > 0 ? static_cast<char*>(buffers[3]) : nullptr;

@@ -23,7 +23,9 @@ inline constexpr uint32_t kOnednnWinogradId = 11;
 inline constexpr uint32_t kOnednnAutoId = 12;
 
 // The step: buffers x, w, y[, workspace]; scalars: the problem, then the
-// solver id and the config's layout choice (0 or 1).
+// solver id, the config's layout choice (0 or 1) and the workspace bytes the
+// daemon's oneDNN needs for it. A process whose oneDNN needs more (another
+// thread count, another ISA) refuses to run the step.
 inline constexpr absl::string_view kOnednnConvKernel = "onednn.conv";
 
 // The process's oneDNN library; null when convtune was built without it.

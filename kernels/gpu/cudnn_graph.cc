@@ -84,6 +84,7 @@ v1::KernelStep MakeCudnnConvStep(const ConvProblem& p,
   AddBuffer(&step, v1::BUFFER_Y);
   if (workspace_bytes > 0) AddBuffer(&step, v1::BUFFER_WORKSPACE);
   AppendProblemScalars(p, &step);
+  step.add_scalars(std::max<int64_t>(workspace_bytes, 0));
   for (int64_t v : EncodeEngineConfig(c)) step.add_scalars(v);
   return step;
 }
@@ -111,9 +112,15 @@ absl::StatusOr<CudnnConvStep> DecodeCudnnConvStep(const v1::KernelStep& step) {
   absl::StatusOr<ConvProblem> p = DecodeProblemScalars(
       absl::MakeConstSpan(step.scalars().data(), step.scalars().size()));
   if (!p.ok()) return InStep(p.status());
-  absl::StatusOr<CudnnEngineConfig> c = DecodeEngineConfig(KernelParams(step));
+  const absl::Span<const int64_t> params = KernelParams(step);
+  if (params.empty() || params[0] < 0 || (params[0] > 0) != (buffers == 4)) {
+    return InStep(absl::InvalidArgumentError(
+        "the workspace scalar after the problem is missing, negative, or "
+        "disagrees with the buffers"));
+  }
+  absl::StatusOr<CudnnEngineConfig> c = DecodeEngineConfig(params.subspan(1));
   if (!c.ok()) return InStep(c.status());
-  return CudnnConvStep{*p, *std::move(c)};
+  return CudnnConvStep{*p, *std::move(c), params[0]};
 }
 
 #if CONVTUNE_HAVE_CUDNN_HEADERS

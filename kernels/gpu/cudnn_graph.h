@@ -25,8 +25,10 @@ namespace convtune::gpu {
 // rebuilt from the step.
 //   Buffers, in order: x, w, y (roles BUFFER_X, BUFFER_W, BUFFER_Y, offset
 //   0), then BUFFER_WORKSPACE (offset 0) when the plan needs a workspace.
-//   Scalars: the problem (AppendProblemScalars, kernels/plan_args.h), then
-//   the encoded engine config (EncodeEngineConfig).
+//   Scalars: the problem (AppendProblemScalars, kernels/plan_args.h), the
+//   workspace bytes the daemon's plan of (p, c) needs, then the encoded
+//   engine config (EncodeEngineConfig). A client whose cuDNN needs more
+//   workspace for the same config refuses to run it.
 inline constexpr char kCudnnConvKernel[] = "cudnn.conv";
 // The solver id of cuDNN on CUDA devices (GPU ids are 100-199).
 inline constexpr uint32_t kCudnnSolverId = 120;
@@ -55,6 +57,7 @@ v1::KernelStep MakeCudnnConvStep(const ConvProblem& p,
 struct CudnnConvStep {
   ConvProblem problem;
   CudnnEngineConfig config;
+  int64_t workspace_bytes = 0;
 };
 // InvalidArgument for another kernel name, a buffer count other than 3 or 4,
 // buffer roles out of the order above, a bad problem or a bad config.

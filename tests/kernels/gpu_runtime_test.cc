@@ -20,9 +20,11 @@
 #include "kernels/cuda_device.h"
 #include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
+#include "kernels/gpu/cudnn_graph.h"
 #include "kernels/gpu/sha256.h"
 #include "kernels/gpu/sources.h"
 #include "kernels/hip_device.h"
+#include "kernels/plan_args.h"
 #include "server/backend.h"
 #include "server/kernel_builder.h"
 #include "storage/store.h"
@@ -454,6 +456,42 @@ TEST(CompileToolTest, CompilesTheSolversOfAProblemListOnce) {
       2);
   EXPECT_EQ(
       RunTool(absl::StrCat("--target sm_90 --db ", dir.db(), " --jobs 0")), 2);
+}
+
+// The cudnn.conv step round-trips the problem, the daemon's workspace and
+// the engine config, and refuses steps that do not say them consistently.
+TEST(CudnnStepTest, RoundTripsAndRefusesInconsistentSteps) {
+  ConvProblem p;
+  p.n = 2, p.c = 8, p.k = 16;
+  p.in = {1, 9, 9};
+  p.filter = {1, 3, 3};
+  p.pad = {0, 1, 1};
+  p.layout = Layout::kNHWC;
+  p.type = DataType::kFp16;
+  const gpu::CudnnEngineConfig c{7, {{2, 3}, {13, 1}}};
+  const v1::KernelStep step = gpu::MakeCudnnConvStep(p, c, 4096);
+  EXPECT_TRUE(gpu::IsLibraryStep(step));
+  absl::StatusOr<gpu::CudnnConvStep> back = gpu::DecodeCudnnConvStep(step);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(ProblemKey(back->problem), ProblemKey(p));
+  EXPECT_EQ(back->config, c);
+  EXPECT_EQ(back->workspace_bytes, 4096);
+  EXPECT_EQ(gpu::DecodeEngineConfig(gpu::EncodeEngineConfig(c)).value(), c);
+
+  const v1::KernelStep none = gpu::MakeCudnnConvStep(p, c, 0);
+  EXPECT_EQ(none.buffers_size(), 3);
+  ASSERT_TRUE(gpu::DecodeCudnnConvStep(none).ok());
+
+  v1::KernelStep lying = step;  // a workspace buffer, but no workspace
+  lying.set_scalars(kProblemScalars, 0);
+  EXPECT_EQ(gpu::DecodeCudnnConvStep(lying).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::KernelStep odd = step;  // a knob type without its value
+  odd.add_scalars(5);
+  EXPECT_EQ(gpu::DecodeCudnnConvStep(odd).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(gpu::DecodeEngineConfig({}).ok());
+  EXPECT_FALSE(gpu::DecodeEngineConfig({-1}).ok());
 }
 
 }  // namespace

@@ -191,5 +191,60 @@ TEST_F(OnednnSolvers, FindRanksThemBesideTheOwnKernels) {
   core.Shutdown();
 }
 
+// A plan asks for the workspace its process's oneDNN needs; a step that
+// gives less (another process's oneDNN needing more) is refused, not run.
+TEST_F(OnednnSolvers, AStepGivingTooLittleWorkspaceIsRefused) {
+  const Solver* s = registry_->Find(cpu::kOnednnDirectId);
+  const ConvProblem p = Conv2d(1, 16, 8, 8, 16, 3, 3, 1);
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, {1});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_GT(plan->workspace_bytes(), 0) << "blocked layouts need a workspace";
+  v1::KernelStep step = plan->steps(0);
+  std::vector<float> x(p.x_elements()), w(p.w_elements()), y(p.y_elements());
+  std::vector<char> ws(plan->workspace_bytes());
+  std::vector<void*> buffers = {x.data(), w.data(), y.data(), ws.data()};
+  ASSERT_EQ(cpu::OnednnConvKernel(step, buffers), absl::OkStatus());
+  step.set_scalars(step.scalars_size() - 1, plan->workspace_bytes() - 64);
+  EXPECT_EQ(cpu::OnednnConvKernel(step, buffers).code(),
+            absl::StatusCode::kResourceExhausted);
+  step.mutable_buffers(3)->set_role(v1::BUFFER_X);
+  EXPECT_EQ(cpu::OnednnConvKernel(step, buffers).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Under a workspace limit a find times only the configs that fit: of the
+// direct method's two configs (which differ in workspace) the larger is left
+// out, the other kept, and no stored result needs more than the limit.
+TEST_F(OnednnSolvers, FindUnderALimitTimesOnlyConfigsThatFit) {
+  std::unique_ptr<storage::Store> store = storage::NewMemoryStore();
+  ThreadPool compile("t-compile", 2), timing("t-timing", 1);
+  Core::Options options;
+  options.timing.max_repeats = 3;
+  Core core(device_, *registry_, *store, compile, timing, options);
+  const ConvProblem p = Conv2d(1, 16, 8, 8, 16, 3, 3, 1);
+  const Solver* s = registry_->Find(cpu::kOnednnDirectId);
+  const int64_t ws0 = s->ConfigWorkspaceBytes(p, {0}),
+                ws1 = s->ConfigWorkspaceBytes(p, {1});
+  ASSERT_NE(ws0, ws1);
+  const PerfConfig keep = {ws0 < ws1 ? 0 : 1};
+  const int64_t limit = std::min(ws0, ws1);
+  FindParams params;
+  params.mode = v1::NORMAL;
+  params.workspace_limit = limit;
+  absl::StatusOr<FindOutcome> found = core.find().FindBlocking(p, params);
+  ASSERT_TRUE(found.ok()) << found.status();
+  bool direct = false;
+  for (const v1::PerfResult& r : found->record.results()) {
+    EXPECT_LE(r.workspace_bytes(), limit) << r.solver_name();
+    if (r.solver_id() == cpu::kOnednnDirectId) {
+      direct = true;
+      EXPECT_EQ(PerfConfig(r.perf_config().begin(), r.perf_config().end()),
+                keep);
+    }
+  }
+  EXPECT_TRUE(direct);
+  core.Shutdown();
+}
+
 }  // namespace
 }  // namespace convtune

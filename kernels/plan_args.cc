@@ -50,4 +50,25 @@ void AddBuffer(v1::KernelStep* step, v1::BufferRole role,
   ref->set_offset_bytes(offset_bytes);
 }
 
+absl::Status CheckConvStepBuffers(const v1::KernelStep& step,
+                                  bool with_workspace) {
+  constexpr v1::BufferRole kRoles[] = {v1::BUFFER_X, v1::BUFFER_W, v1::BUFFER_Y,
+                                       v1::BUFFER_WORKSPACE};
+  const int want = with_workspace ? 4 : 3;
+  if (step.buffers_size() != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step.kernel().substr(0, 32), ": ",
+                     step.buffers_size(), " buffers, ", want, " expected"));
+  }
+  for (int i = 0; i < want; ++i) {
+    if (step.buffers(i).role() != kRoles[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step ", step.kernel().substr(0, 32), ": buffer ", i, " has role ",
+          v1::BufferRole_Name(step.buffers(i).role()), ", not ",
+          v1::BufferRole_Name(kRoles[i])));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace convtune

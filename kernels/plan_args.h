@@ -34,6 +34,11 @@ inline absl::Span<const int64_t> KernelParams(const v1::KernelStep& step) {
 void AddBuffer(v1::KernelStep* step, v1::BufferRole role,
                int64_t offset_bytes = 0);
 
+// InvalidArgument naming the step unless its buffers are x, w, y and, when
+// `with_workspace`, the workspace, in that order (the library steps' layout).
+absl::Status CheckConvStepBuffers(const v1::KernelStep& step,
+                                  bool with_workspace);
+
 }  // namespace convtune
 
 #endif  // CONVTUNE_KERNELS_PLAN_ARGS_H_

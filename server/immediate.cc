@@ -32,13 +32,12 @@ absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,
   std::vector<const Solver*> candidates =
       planner_.Candidates(p, limit, /*dynamic_only=*/true, nullptr);
   if (limit >= 0) {
-    candidates.erase(
-        std::remove_if(candidates.begin(), candidates.end(),
-                       [&](const Solver* s) {
-                         return s->ConfigWorkspaceBytes(
-                                    p, planner_.TunedOrDefault(*s, p)) > limit;
-                       }),
-        candidates.end());
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [&](const Solver* s) {
+                                      return planner_.PlanWorkspace(*s, p) >
+                                             limit;
+                                    }),
+                     candidates.end());
   }
   if (candidates.empty()) {
     return absl::FailedPreconditionError(
@@ -50,8 +49,9 @@ absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,
   for (const Estimate& e : ranking.estimates) {
     v1::PerfResult r = PerfResultOf(*e.solver, p, e.time_ms,
                                     /*measured=*/false);
-    r.set_workspace_bytes(e.solver->ConfigWorkspaceBytes(
-        p, planner_.TunedOrDefault(*e.solver, p)));
+    if (e.solver->workspace_depends_on_config()) {
+      r.set_workspace_bytes(planner_.PlanWorkspace(*e.solver, p));
+    }
     out.results.push_back(std::move(r));
   }
   out.source = ranking.source;
@@ -73,12 +73,12 @@ absl::StatusOr<FindOutcome> Immediate::Fallback(const ConvProblem& p,
 int64_t Immediate::MaxWorkspace(const ConvProblem& p) const {
   int64_t ws = 0;
   for (const Solver* s : planner_.Candidates(p, -1, false, nullptr)) {
-    // Every config a find may time, and the one a plan would use now.
+    // The config a plan would use now, and every one a find may time.
+    ws = std::max(ws, planner_.PlanWorkspace(*s, p));
+    if (!s->workspace_depends_on_config()) continue;
     for (const PerfConfig& c : s->FindConfigs(p)) {
       ws = std::max(ws, s->ConfigWorkspaceBytes(p, c));
     }
-    ws = std::max(ws,
-                  s->ConfigWorkspaceBytes(p, planner_.TunedOrDefault(*s, p)));
   }
   return ws;
 }
@@ -87,7 +87,7 @@ absl::StatusOr<int64_t> Immediate::SolutionWorkspace(
     const ConvProblem& p, uint32_t solution_id) const {
   ASSIGN_OR_RETURN(const Solver* s, planner_.Applicable(p, solution_id));
   // The config its plan uses: the tuned one, as the solution's record says.
-  return s->ConfigWorkspaceBytes(p, planner_.TunedOrDefault(*s, p));
+  return planner_.PlanWorkspace(*s, p);
 }
 
 }  // namespace convtune

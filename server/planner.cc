@@ -23,9 +23,16 @@ Planner::Planner(const DeviceInfo& device, const SolverRegistry& registry,
       kernel_builder_(kernel_builder),
       compile_pool_(compile_pool) {}
 
+int64_t Planner::PlanWorkspace(const Solver& s, const ConvProblem& p) const {
+  return s.workspace_depends_on_config()
+             ? s.ConfigWorkspaceBytes(p, TunedOrDefault(s, p))
+             : s.WorkspaceBytes(p);
+}
+
 bool Planner::AnyConfigFits(const Solver& s, const ConvProblem& p,
                             int64_t limit) const {
-  if (s.ConfigWorkspaceBytes(p, TunedOrDefault(s, p)) <= limit) return true;
+  if (PlanWorkspace(s, p) <= limit) return true;
+  if (!s.workspace_depends_on_config()) return false;
   for (const PerfConfig& c : s.FindConfigs(p)) {
     if (s.ConfigWorkspaceBytes(p, c) <= limit) return true;
   }

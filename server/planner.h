@@ -56,6 +56,9 @@ class Planner {
                                         int64_t workspace_limit,
                                         bool dynamic_only,
                                         bool* over_limit) const;
+  // The workspace of the plan Plan(p, s.id(), {}) builds: the tuned (or
+  // default) config's, read from the PerfDb only where configs differ in it.
+  int64_t PlanWorkspace(const Solver& s, const ConvProblem& p) const;
   // Whether the tuned (or default) config of `s`, or one a find would time,
   // needs at most `limit` bytes of workspace.
   bool AnyConfigFits(const Solver& s, const ConvProblem& p,

@@ -58,8 +58,11 @@ class Solver {
 
   // REQUIRES: IsApplicable(p).ok().
   virtual int64_t WorkspaceBytes(const ConvProblem& p) const = 0;
-  // The workspace of one config, where configs differ in it. Default:
-  // WorkspaceBytes(p). REQUIRES: ValidateConfig(p, config).ok().
+  // Whether configs differ in workspace; a solver that says so overrides
+  // ConfigWorkspaceBytes. Default: false.
+  virtual bool workspace_depends_on_config() const { return false; }
+  // The workspace of one config. Default: WorkspaceBytes(p).
+  // REQUIRES: ValidateConfig(p, config).ok().
   virtual int64_t ConfigWorkspaceBytes(const ConvProblem& p,
                                        const PerfConfig& config) const {
     return WorkspaceBytes(p);

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "client/client.h"
+#include "common/json.h"
 #include "kernels/problem.h"
 
 namespace convtune::cli {
@@ -52,8 +53,6 @@ bool ReadProblemFile(const std::string& path,
 int LoadProblems(const std::string& file,
                  const std::vector<std::string>& driver_args,
                  std::vector<ConvProblem>* problems, bool* input_ok);
-// `s` as a JSON string literal, quotes included.
-std::string JsonString(absl::string_view s);
 
 // Help texts.
 extern const char kMainHelp[];

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/cli.h"
+#include "common/json.h"
 #include "common/vocabulary.h"
 #include "kernels/driver_line.h"
 
@@ -59,33 +60,6 @@ int LoadProblems(const std::string& file,
   if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
   *problems = *std::move(parsed);
   return kExitOk;
-}
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 namespace {

@@ -91,33 +91,18 @@ v1::KernelStep MakeCudnnConvStep(const ConvProblem& p,
 
 absl::StatusOr<CudnnConvStep> DecodeCudnnConvStep(const v1::KernelStep& step) {
   if (step.kernel() != kCudnnConvKernel) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step ", step.kernel(), " is not ", kCudnnConvKernel));
-  }
-  const int buffers = step.buffers_size();
-  if (buffers != 3 && buffers != 4) {
-    return InStep(absl::InvalidArgumentError(
-        absl::StrCat("needs 3 or 4 buffers, has ", buffers)));
-  }
-  constexpr v1::BufferRole kRoles[] = {v1::BUFFER_X, v1::BUFFER_W, v1::BUFFER_Y,
-                                       v1::BUFFER_WORKSPACE};
-  for (int i = 0; i < buffers; ++i) {
-    if (step.buffers(i).role() != kRoles[i]) {
-      return InStep(absl::InvalidArgumentError(
-          absl::StrCat("buffer ", i, " has role ",
-                       v1::BufferRole_Name(step.buffers(i).role()), ", not ",
-                       v1::BufferRole_Name(kRoles[i]))));
-    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", step.kernel().substr(0, 32), " is not ", kCudnnConvKernel));
   }
   absl::StatusOr<ConvProblem> p = DecodeProblemScalars(
       absl::MakeConstSpan(step.scalars().data(), step.scalars().size()));
   if (!p.ok()) return InStep(p.status());
   const absl::Span<const int64_t> params = KernelParams(step);
-  if (params.empty() || params[0] < 0 || (params[0] > 0) != (buffers == 4)) {
+  if (params.empty() || params[0] < 0) {
     return InStep(absl::InvalidArgumentError(
-        "the workspace scalar after the problem is missing, negative, or "
-        "disagrees with the buffers"));
+        "the workspace scalar after the problem is missing or negative"));
   }
+  RETURN_IF_ERROR(CheckConvStepBuffers(step, params[0] > 0));
   absl::StatusOr<CudnnEngineConfig> c = DecodeEngineConfig(params.subspan(1));
   if (!c.ok()) return InStep(c.status());
   return CudnnConvStep{*p, *std::move(c), params[0]};

@@ -59,8 +59,9 @@ struct CudnnConvStep {
   CudnnEngineConfig config;
   int64_t workspace_bytes = 0;
 };
-// InvalidArgument for another kernel name, a buffer count other than 3 or 4,
-// buffer roles out of the order above, a bad problem or a bad config.
+// InvalidArgument for another kernel name, a bad problem, a missing or
+// negative workspace, buffers other than those above (the workspace buffer
+// present exactly when the workspace is positive), or a bad config.
 absl::StatusOr<CudnnConvStep> DecodeCudnnConvStep(const v1::KernelStep& step);
 
 // One cuDNN handle and its execution plans, on the CUDA context current on

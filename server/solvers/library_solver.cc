@@ -26,6 +26,7 @@ class LibrarySolver final : public Solver {
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
     return ConfigWorkspaceBytes(p, DefaultConfig(p));
   }
+  bool workspace_depends_on_config() const override { return true; }
   int64_t ConfigWorkspaceBytes(const ConvProblem& p,
                                const PerfConfig& config) const override {
     absl::StatusOr<LibraryStep> step = library_->Step(id(), p, config);

@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 #include "kernels/cuda_device.h"
 #include "kernels/driver_line.h"
@@ -239,15 +240,6 @@ struct Bench {
 absl::string_view GroupName(const ConvProblem& p) {
   if (p.groups == 1) return "dense";
   return p.groups == p.c ? "depthwise" : "grouped";
-}
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out + "\"";
 }
 
 std::string JsonMs(const std::optional<double>& v) {

@@ -232,6 +232,41 @@ void ImmediateTest::CImmediateWorkflow(const ConvProblem& p) {
   }
 }
 
+// The C API's immediate calls run a oneDNN solution on host memory: forward,
+// backward data and backward weights, each against the reference.
+TEST_F(ImmediateTest, OnednnSolutionRunsInEveryDirection) {
+  absl::StatusOr<v1::ListSolversResponse> listed = client_->ListSolvers();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  uint64_t id = 0;
+  for (const v1::SolverInfo& s : listed->solvers()) {
+    if (s.name() == "onednn_direct") id = s.id();
+  }
+  if (id == 0) GTEST_SKIP() << "convtuned was built without oneDNN";
+  for (Direction dir : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
+    const ConvProblem p = RandomProblem(dir);
+    SCOPED_TRACE(DescribeProblem(p));
+    CDescriptors d(p);
+    ASSERT_TRUE(d.ok);
+    std::vector<char> x(p.x_bytes()), w(p.w_bytes()), y(p.y_bytes());
+    FillRandom(x.data(), p.type, p.x_elements(), rng64_);
+    FillRandom(w.data(), p.type, p.w_elements(), rng64_);
+    FillRandom(y.data(), p.type, p.y_elements(), rng64_);
+    void* out = ByTensor(p.output(), x, w, y).data();
+    FillNaN(out, p.type, p.output_elements());
+    absl::StatusOr<int64_t> need = client_->GetSolutionWorkspaceSize(p, id);
+    ASSERT_TRUE(need.ok()) << need.status();
+    std::vector<char> ws(*need + 1);
+    const DirectionApi api =
+        BindApi(handle_, d, dir, x.data(), w.data(), y.data());
+    ASSERT_EQ(api.run(ws.data(), ws.size(), id), convtuneStatusSuccess)
+        << convtuneGetLastError(handle_);
+    HostTensors t{x.data(), w.data(), y.data()};
+    ByTensor(p.output(), t.x, t.w, t.y) = nullptr;
+    EXPECT_EQ(CheckOutput(p, t, out, 0, rng64_), absl::OkStatus());
+  }
+}
+
 TEST_F(ImmediateTest, MissGivesEstimatedSolutionsAndTheCWorkflowRuns) {
   for (Direction dir : {Direction::kForward, Direction::kBackwardData,
                         Direction::kBackwardWeights}) {

@@ -27,6 +27,7 @@
 #include "server/kernel_builder.h"
 #include "server/solver_registry.h"
 #include "storage/store.h"
+#include "tests/server/solver_check.h"
 #include "tests/storage/storage_test_util.h"
 
 namespace convtune {
@@ -157,18 +158,6 @@ std::vector<Case> Cases() {
     cases.push_back({"3x3 pads 2,0" + suffix, pads});
   }
   return cases;
-}
-
-struct Combo {
-  uint32_t solver_id;
-  Direction direction;
-  DataType type;
-};
-
-std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
-  return absl::StrCat("solver", info.param.solver_id, "_",
-                      DirectionName(info.param.direction), "_",
-                      DataTypeName(info.param.type));
 }
 
 class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
@@ -306,21 +295,20 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
 }
 
 std::vector<Combo> AllCombos() {
-  std::vector<Combo> combos;
-  for (uint32_t id :
-       {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
-        kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
-        kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-        kGpuWinogradBlasId, kGpuTensorCorePipelinedId, gpu::kCudnnSolverId}) {
-    for (Direction d : {Direction::kForward, Direction::kBackwardData,
-                        Direction::kBackwardWeights}) {
-      for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
-        if (id == kGpuTensorCoreIgemmId && t == DataType::kFp32) continue;
-        if (id == kGpuTensorCorePipelinedId && t == DataType::kFp32) continue;
-        combos.push_back({id, d, t});
-      }
-    }
-  }
+  std::vector<Combo> combos = CombosOf(
+      {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
+       kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
+       kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
+       kGpuWinogradBlasId, kGpuTensorCorePipelinedId, gpu::kCudnnSolverId});
+  // The tensor-core solvers take 16-bit types only.
+  combos.erase(
+      std::remove_if(combos.begin(), combos.end(),
+                     [](const Combo& c) {
+                       return c.type == DataType::kFp32 &&
+                              (c.solver_id == kGpuTensorCoreIgemmId ||
+                               c.solver_id == kGpuTensorCorePipelinedId);
+                     }),
+      combos.end());
   return combos;
 }
 

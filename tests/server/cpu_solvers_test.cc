@@ -22,23 +22,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Combo {
-  uint32_t solver_id;
-  Direction direction;
-  DataType type;
-};
-
-void PrintTo(const Combo& c, std::ostream* os) {
-  *os << "solver " << c.solver_id << " " << DirectionName(c.direction) << " "
-      << DataTypeName(c.type);
-}
-
-std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
-  return absl::StrCat("solver", info.param.solver_id, "_",
-                      DirectionName(info.param.direction), "_",
-                      DataTypeName(info.param.type));
-}
-
 class CpuSolverCorrectness : public ::testing::TestWithParam<Combo> {};
 
 TEST_P(CpuSolverCorrectness, MatchesReferenceOnEveryShapeAndConfig) {
@@ -46,34 +29,9 @@ TEST_P(CpuSolverCorrectness, MatchesReferenceOnEveryShapeAndConfig) {
   const Solver* solver = SolverRegistry::Default().Find(combo.solver_id);
   ASSERT_NE(solver, nullptr);
   CpuDevice device;
-  std::random_device seeds;
   int applicable = 0;
-  for (const Shape& shape : Shapes()) {
-    for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
-      ConvProblem p = shape.p;
-      p.layout = layout;
-      p.direction = combo.direction;
-      p.type = combo.type;
-      ASSERT_EQ(ValidateProblem(p), absl::OkStatus()) << shape.name;
-      const absl::Status applies = solver->IsApplicable(p);
-      if (!applies.ok()) {
-        EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition)
-            << applies;
-        continue;
-      }
-      ++applicable;
-      const uint64_t seed = (uint64_t{seeds()} << 32) | seeds();
-      std::mt19937_64 rng(seed);
-      SCOPED_TRACE(
-          absl::StrCat(shape.name, ": ", DescribeProblem(p), " seed ", seed));
-      const std::vector<PerfConfig> space = solver->ConfigSpace(p);
-      ASSERT_FALSE(space.empty());
-      for (const PerfConfig& config : space) {
-        ASSERT_EQ(solver->ValidateConfig(p, config), absl::OkStatus());
-        RunAndCheck(device, p, *solver, config, rng);
-      }
-    }
-  }
+  CheckEveryShape(device, *solver, combo.direction, combo.type, &applicable);
+  if (HasFatalFailure()) return;
   if (combo.solver_id == kCpuWinogradF2x3Id &&
       combo.direction == Direction::kBackwardWeights) {
     EXPECT_EQ(applicable, 0);
@@ -82,22 +40,12 @@ TEST_P(CpuSolverCorrectness, MatchesReferenceOnEveryShapeAndConfig) {
   }
 }
 
-std::vector<Combo> AllCombos() {
-  std::vector<Combo> combos;
-  for (uint32_t id : {kCpuDirectNaiveId, kCpuDirectTiledId, kCpuIm2colGemmId,
-                      kCpuGemm1x1Id, kCpuWinogradF2x3Id}) {
-    for (Direction d : {Direction::kForward, Direction::kBackwardData,
-                        Direction::kBackwardWeights}) {
-      for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
-        combos.push_back({id, d, t});
-      }
-    }
-  }
-  return combos;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllSolvers, CpuSolverCorrectness,
-                         ::testing::ValuesIn(AllCombos()), ComboName);
+INSTANTIATE_TEST_SUITE_P(
+    AllSolvers, CpuSolverCorrectness,
+    ::testing::ValuesIn(CombosOf({kCpuDirectNaiveId, kCpuDirectTiledId,
+                                  kCpuIm2colGemmId, kCpuGemm1x1Id,
+                                  kCpuWinogradF2x3Id})),
+    ComboName);
 
 TEST(CpuSolvers, IdsAreUniqueAndStable) {
   const std::map<uint32_t, std::string> want = {{1, "cpu_direct_naive"},

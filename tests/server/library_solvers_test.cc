@@ -79,18 +79,6 @@ TEST_F(OnednnSolvers, FailedPreconditionSaysWhy) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("Winograd"));
 }
 
-struct Combo {
-  uint32_t solver_id;
-  Direction direction;
-  DataType type;
-};
-
-std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
-  return absl::StrCat("solver", info.param.solver_id, "_",
-                      DirectionName(info.param.direction), "_",
-                      DataTypeName(info.param.type));
-}
-
 class OnednnCorrectness : public ::testing::TestWithParam<Combo> {};
 
 TEST_P(OnednnCorrectness, MatchesReferenceOnEveryShapeLayoutAndConfig) {
@@ -100,38 +88,20 @@ TEST_P(OnednnCorrectness, MatchesReferenceOnEveryShapeLayoutAndConfig) {
   auto registry = SolverRegistry::WithLibraries(device);
   const Solver* solver = registry->Find(combo.solver_id);
   ASSERT_NE(solver, nullptr);
-  std::random_device seeds;
   int applicable = 0;
+  std::vector<PerfConfig> configs;
+  CheckEveryShape(
+      device, *solver, combo.direction, combo.type, &applicable, &configs,
+      [&](const ConvProblem& p, const absl::Status& s) {
+        if (!s.ok()) {
+          EXPECT_THAT(std::string(s.message()), HasSubstr("oneDNN"));
+        } else {
+          EXPECT_EQ(solver->DefaultConfig(p), solver->ConfigSpace(p).front());
+        }
+      });
+  if (HasFatalFailure()) return;
   std::set<int64_t> layouts_run;
-  for (const Shape& shape : Shapes()) {
-    for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
-      ConvProblem p = shape.p;
-      p.layout = layout;
-      p.direction = combo.direction;
-      p.type = combo.type;
-      ASSERT_EQ(ValidateProblem(p), absl::OkStatus()) << shape.name;
-      const absl::Status applies = solver->IsApplicable(p);
-      if (!applies.ok()) {
-        EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition)
-            << applies;
-        EXPECT_THAT(std::string(applies.message()), HasSubstr("oneDNN"));
-        continue;
-      }
-      ++applicable;
-      const uint64_t seed = (uint64_t{seeds()} << 32) | seeds();
-      std::mt19937_64 rng(seed);
-      SCOPED_TRACE(
-          absl::StrCat(shape.name, ": ", DescribeProblem(p), " seed ", seed));
-      const std::vector<PerfConfig> space = solver->ConfigSpace(p);
-      ASSERT_FALSE(space.empty());
-      EXPECT_EQ(solver->DefaultConfig(p), space.front());
-      for (const PerfConfig& config : space) {
-        ASSERT_EQ(solver->ValidateConfig(p, config), absl::OkStatus());
-        layouts_run.insert(config[0]);
-        RunAndCheck(device, p, *solver, config, rng);
-      }
-    }
-  }
+  for (const PerfConfig& c : configs) layouts_run.insert(c[0]);
   // The direct and automatic methods run every fp32 shape on the caller's
   // layouts and on oneDNN's blocked ones.
   if (combo.type == DataType::kFp32 &&
@@ -141,22 +111,11 @@ TEST_P(OnednnCorrectness, MatchesReferenceOnEveryShapeLayoutAndConfig) {
   }
 }
 
-std::vector<Combo> AllCombos() {
-  std::vector<Combo> combos;
-  for (uint32_t id :
-       {cpu::kOnednnDirectId, cpu::kOnednnWinogradId, cpu::kOnednnAutoId}) {
-    for (Direction d : {Direction::kForward, Direction::kBackwardData,
-                        Direction::kBackwardWeights}) {
-      for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
-        combos.push_back({id, d, t});
-      }
-    }
-  }
-  return combos;
-}
-
 INSTANTIATE_TEST_SUITE_P(AllMethods, OnednnCorrectness,
-                         ::testing::ValuesIn(AllCombos()), ComboName);
+                         ::testing::ValuesIn(CombosOf({cpu::kOnednnDirectId,
+                                                       cpu::kOnednnWinogradId,
+                                                       cpu::kOnednnAutoId})),
+                         ComboName);
 
 // A NORMAL find on the CPU device ranks oneDNN's solvers beside the own
 // kernels: each library result carries the library, and its stored config is

@@ -86,4 +86,65 @@ void RunAndCheck(Device& device, const ConvProblem& p, const Solver& solver,
   EXPECT_EQ(CompareOutput(p, want, out->data()), absl::OkStatus());
 }
 
+void CheckEveryShape(Device& device, const Solver& solver, Direction direction,
+                     DataType type, int* applicable,
+                     std::vector<PerfConfig>* configs,
+                     const std::function<void(const ConvProblem&,
+                                              const absl::Status&)>& observe) {
+  *applicable = 0;
+  std::random_device seeds;
+  for (const Shape& shape : Shapes()) {
+    for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+      ConvProblem p = shape.p;
+      p.layout = layout;
+      p.direction = direction;
+      p.type = type;
+      ASSERT_EQ(ValidateProblem(p), absl::OkStatus()) << shape.name;
+      const absl::Status applies = solver.IsApplicable(p);
+      if (observe) observe(p, applies);
+      if (!applies.ok()) {
+        EXPECT_EQ(applies.code(), absl::StatusCode::kFailedPrecondition)
+            << applies;
+        continue;
+      }
+      ++*applicable;
+      const uint64_t seed = (uint64_t{seeds()} << 32) | seeds();
+      std::mt19937_64 rng(seed);
+      SCOPED_TRACE(
+          absl::StrCat(shape.name, ": ", DescribeProblem(p), " seed ", seed));
+      const std::vector<PerfConfig> space = solver.ConfigSpace(p);
+      ASSERT_FALSE(space.empty());
+      for (const PerfConfig& config : space) {
+        ASSERT_EQ(solver.ValidateConfig(p, config), absl::OkStatus());
+        if (configs != nullptr) configs->push_back(config);
+        RunAndCheck(device, p, solver, config, rng);
+      }
+    }
+  }
+}
+
+void PrintTo(const Combo& c, std::ostream* os) {
+  *os << "solver " << c.solver_id << " " << DirectionName(c.direction) << " "
+      << DataTypeName(c.type);
+}
+
+std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
+  return absl::StrCat("solver", info.param.solver_id, "_",
+                      DirectionName(info.param.direction), "_",
+                      DataTypeName(info.param.type));
+}
+
+std::vector<Combo> CombosOf(std::initializer_list<uint32_t> solver_ids) {
+  std::vector<Combo> combos;
+  for (uint32_t id : solver_ids) {
+    for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
+      for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
+        combos.push_back({id, d, t});
+      }
+    }
+  }
+  return combos;
+}
+
 }  // namespace convtune

@@ -51,14 +51,21 @@ double Tolerance(DataType type);
 absl::Status CheckOutput(const ConvProblem& p, const HostTensors& t,
                          const void* output, int samples, std::mt19937_64& rng);
 
-// The same check on `samples` (> 0) random output elements that the caller
-// fetched itself: SampleOutputIndices picks them, CheckOutputElements
-// compares values[i], element indices[i] of the output, with the reference.
-std::vector<int64_t> SampleOutputIndices(const ConvProblem& p, int samples,
-                                         std::mt19937_64& rng);
-absl::Status CheckOutputElements(const ConvProblem& p, const HostTensors& t,
-                                 const std::vector<int64_t>& indices,
-                                 const std::vector<double>& values);
+// The same check split in two, for many runs on the same inputs: the float64
+// reference of `samples` (> 0) output elements is computed once (the first
+// and the last element of the output among them, the rest random), and each
+// run's values of those elements, fetched by the caller, are compared with
+// it. CheckSamples compares values[i] with element samples[i].index.
+struct ReferenceSample {
+  int64_t index = 0;
+  ReferenceValue ref;
+};
+std::vector<ReferenceSample> SampleReference(const ConvProblem& p,
+                                             const HostTensors& t, int samples,
+                                             std::mt19937_64& rng);
+absl::Status CheckSamples(const ConvProblem& p,
+                          const std::vector<ReferenceSample>& samples,
+                          const std::vector<double>& values);
 
 // Every element of the output, in the problem's dense layout.
 // Taken before a run, it is immune to a kernel that overwrites its inputs.

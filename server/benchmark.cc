@@ -7,6 +7,21 @@
 #include "kernels/reference.h"
 
 namespace convtune {
+namespace {
+
+Measurement MedianOf(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  const size_t n = times.size();
+  Measurement m;
+  m.repeats = static_cast<int>(n);
+  if (n > 0) {
+    m.median_ms =
+        n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  }
+  return m;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<BenchmarkSession>> BenchmarkSession::Create(
     Device* device, const ConvProblem& p, int64_t workspace_bytes,
@@ -66,18 +81,20 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(
                                 problem_.output_elements()));
   RETURN_IF_ERROR(Run(plan));
   RETURN_IF_ERROR(device_->Synchronize());
-  const std::vector<int64_t> indices =
-      SampleOutputIndices(problem_, std::max(1, options.verify_samples), rng_);
+  if (samples_.empty()) {
+    HostTensors t{host_x_.data(), host_w_.data(), host_y_.data()};
+    samples_ =
+        SampleReference(problem_, t, std::max(1, options.verify_samples), rng_);
+  }
   std::vector<double> values;
-  values.reserve(indices.size());
-  for (int64_t index : indices) {
+  values.reserve(samples_.size());
+  for (const ReferenceSample& s : samples_) {
     uint32_t element = 0;
     RETURN_IF_ERROR(device_->CopyFromDeviceAt(
-        &element, *out, index * element_bytes, element_bytes));
+        &element, *out, s.index * element_bytes, element_bytes));
     values.push_back(LoadElement(&element, problem_.type, 0));
   }
-  HostTensors t{host_x_.data(), host_w_.data(), host_y_.data()};
-  RETURN_IF_ERROR(CheckOutputElements(problem_, t, indices, values));
+  RETURN_IF_ERROR(CheckSamples(problem_, samples_, values));
   TimingOptions warm = options;
   warm.warmup_runs = 0;
   return TimeOnly(plan, warm, best_ms);
@@ -114,13 +131,31 @@ absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(
       break;
     }
   }
-  std::sort(times.begin(), times.end());
-  const size_t n = times.size();
-  Measurement m;
-  m.repeats = static_cast<int>(n);
-  m.median_ms =
-      n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-  return m;
+  return MedianOf(std::move(times));
+}
+
+absl::StatusOr<std::vector<Measurement>> BenchmarkSession::TimeSideBySide(
+    const std::vector<const v1::ExecutionPlan*>& plans,
+    const TimingOptions& options) {
+  std::vector<std::vector<double>> times(plans.size());
+  double spent = 0;  // over all plans
+  for (int round = 0;
+       round < options.max_repeats &&
+       (round < options.min_repeats ||
+        spent < options.budget_ms * static_cast<double>(plans.size()));
+       ++round) {
+    for (size_t j = 0; j < plans.size(); ++j) {
+      const size_t i = round % 2 == 0 ? j : plans.size() - 1 - j;
+      ASSIGN_OR_RETURN(double ms,
+                       device_->TimeMs([&] { return Run(*plans[i]); }));
+      times[i].push_back(ms);
+      spent += ms;
+    }
+  }
+  std::vector<Measurement> out;
+  out.reserve(plans.size());
+  for (std::vector<double>& t : times) out.push_back(MedianOf(std::move(t)));
+  return out;
 }
 
 }  // namespace convtune

@@ -15,6 +15,7 @@
 #include "convtune/v1/plan.pb.h"
 #include "kernels/device.h"
 #include "kernels/problem.h"
+#include "kernels/reference.h"
 
 namespace convtune {
 
@@ -24,7 +25,8 @@ struct TimingOptions {
   int max_repeats = 25;
   // Stop repeating once this much time was spent (after min_repeats).
   double budget_ms = 150;
-  // Output elements compared with the float64 reference per solver.
+  // Output elements compared with the float64 reference on every checked
+  // run. Their reference is computed once per session: the inputs stay.
   int verify_samples = 48;
   // A run slower than this many times the fastest plan of the same find
   // ends that plan's timing: the one run is its time. 0: time every plan in
@@ -65,6 +67,14 @@ class BenchmarkSession {
                                        const TimingOptions& options,
                                        double best_ms = 0);
 
+  // Times plans already checked side by side: one run of each in turn per
+  // round, the order reversed every other round, so that drift in the
+  // device's clocks reaches all alike. Rounds follow `options` as one plan's
+  // repeats do in TimeOnly (the budget is per plan); no warm-up.
+  absl::StatusOr<std::vector<Measurement>> TimeSideBySide(
+      const std::vector<const v1::ExecutionPlan*>& plans,
+      const TimingOptions& options);
+
  private:
   BenchmarkSession(Device* device, const ConvProblem& p)
       : device_(device), problem_(p) {}
@@ -76,6 +86,8 @@ class BenchmarkSession {
   std::unique_ptr<DeviceBuffer> x_, w_, y_, workspace_;
   std::vector<char> host_x_, host_w_, host_y_;
   std::mt19937_64 rng_;
+  // The checked elements and their reference, from the first checked run.
+  std::vector<ReferenceSample> samples_;
 };
 
 }  // namespace convtune

@@ -37,8 +37,10 @@ class Core {
     TimingOptions timing;
     // Configs tried per solver in a config search.
     int max_configs_per_solver = 16;
-    // Configs re-measured at the end of a search, the best first.
-    int remeasure_top = 3;
+    // Plans timed again side by side at the end of a tuning run: the fastest
+    // within TimingOptions::hopeless_factor of the best, whatever their
+    // solver, at most this many.
+    int remeasure_top = 4;
     // TRUST_VERIFY: a system record is kept when measured / recorded time is
     // at most 1 + verify_tolerance.
     double verify_tolerance = 0.15;

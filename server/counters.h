@@ -20,6 +20,8 @@ struct EngineCounters {
   int64_t tunings = 0;      // tuning runs started
   int64_t joined = 0;       // finds that joined a tuning already running
   int64_t plans_timed = 0;  // plan measurements (one per solver and config)
+  // Plans near a find's best, timed again side by side at its end.
+  int64_t plans_retimed = 0;
   int64_t verifications = 0;  // system records re-timed (TRUST_VERIFY)
   int64_t verify_rejected = 0;
   int64_t solver_failures = 0;

@@ -11,12 +11,9 @@
 namespace convtune {
 namespace {
 
-struct Timed {
-  double ms;
-  size_t config;
-};
-
-bool Faster(const Timed& a, const Timed& b) { return a.ms < b.ms; }
+bool Faster(const TimingStage::Timed& a, const TimingStage::Timed& b) {
+  return a.ms < b.ms;
+}
 
 }  // namespace
 
@@ -27,6 +24,8 @@ struct TimingStage::Run {
       std::chrono::steady_clock::now();
   // The fastest median timed so far in this job.
   double best_ms = 0;
+  // Each of result.timed's solvers' timed configs, fastest first.
+  std::vector<std::vector<Timed>> configs;
 };
 
 TimingStage::TimingStage(Device& device, ThreadPool& queue,
@@ -74,7 +73,7 @@ void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
   });
 }
 
-absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
+absl::StatusOr<std::vector<TimingStage::Timed>> TimingStage::TimeCandidate(
     Run& run, BenchmarkSession& session, const TimingCandidate& c) {
   RETURN_IF_ERROR(c.status);
   std::vector<Timed> timed;
@@ -120,20 +119,55 @@ absl::StatusOr<TimedSolver> TimingStage::TimeCandidate(
     absl::StrAppend(&run.result.failures, skipped);
   }
   std::sort(timed.begin(), timed.end(), Faster);
-  // Timings of neighbouring configs are noisy; the few best are measured
-  // again side by side and the best second measurement wins.
-  if (timed.size() > 1) {
-    const size_t top =
-        std::min<size_t>(timed.size(), std::max(1, options_.remeasure_top));
-    for (size_t i = 0; i < top; ++i) {
-      ASSIGN_OR_RETURN(Measurement m, session.TimeOnly(c.plans[timed[i].config],
-                                                       options_.timing));
-      counters_.Add(&EngineCounters::plans_timed);
-      timed[i].ms = m.median_ms;
+  return timed;
+}
+
+absl::Status TimingStage::Remeasure(Run& run, BenchmarkSession& session) {
+  // Plans of every solver within reach of the best, fastest first.
+  struct Entry {
+    size_t solver;  // index into run.result.timed and run.configs
+    size_t rank;    // index into run.configs[solver]
+    double ms;
+  };
+  std::vector<Entry> near;
+  const double reach = options_.timing.hopeless_factor > 0
+                           ? run.best_ms * options_.timing.hopeless_factor
+                           : std::numeric_limits<double>::infinity();
+  for (size_t s = 0; s < run.configs.size(); ++s) {
+    for (size_t r = 0; r < run.configs[s].size(); ++r) {
+      if (run.configs[s][r].ms <= reach)
+        near.push_back({s, r, run.configs[s][r].ms});
     }
-    std::sort(timed.begin(), timed.begin() + top, Faster);
   }
-  return TimedSolver{&c, timed.front().config, timed.front().ms};
+  std::sort(near.begin(), near.end(),
+            [](const Entry& a, const Entry& b) { return a.ms < b.ms; });
+  near.resize(
+      std::min<size_t>(near.size(), std::max(0, options_.remeasure_top)));
+  // One plan alone has nothing to be ranked against.
+  if (near.size() < 2) return absl::OkStatus();
+  std::vector<const v1::ExecutionPlan*> plans;
+  for (const Entry& e : near) {
+    const TimingCandidate& c = *run.result.timed[e.solver].candidate;
+    plans.push_back(&c.plans[run.configs[e.solver][e.rank].config]);
+  }
+  ASSIGN_OR_RETURN(std::vector<Measurement> again,
+                   session.TimeSideBySide(plans, options_.timing));
+  counters_.Add(&EngineCounters::plans_retimed,
+                static_cast<int64_t>(near.size()));
+  for (size_t i = 0; i < near.size(); ++i) {
+    run.configs[near[i].solver][near[i].rank].ms = again[i].median_ms;
+  }
+  for (size_t s = 0; s < run.configs.size(); ++s) {
+    std::vector<Timed>& t = run.configs[s];
+    std::sort(t.begin(), t.end(), Faster);
+    TimedSolver& best = run.result.timed[s];
+    const bool changed =
+        best.config != t.front().config || best.ms != t.front().ms;
+    best.config = t.front().config;
+    best.ms = t.front().ms;
+    if (changed && run.job.on_timed) run.job.on_timed(best);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
@@ -161,23 +195,41 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
                    });
   for (const TimingCandidate& c : job.candidates) {
     RETURN_IF_ERROR(stop_.Check());
-    absl::StatusOr<TimedSolver> best = TimeCandidate(run, *session, c);
-    if (best.ok()) {
-      if (job.on_timed) job.on_timed(*best);
-      run.result.timed.push_back(*best);
+    absl::StatusOr<std::vector<Timed>> timed = TimeCandidate(run, *session, c);
+    if (timed.ok()) {
+      const TimedSolver best{&c, timed->front().config, timed->front().ms};
+      if (job.on_timed) job.on_timed(best);
+      run.result.timed.push_back(best);
+      run.configs.push_back(*std::move(timed));
       continue;
     }
     // A failing solver is left out of this problem's answer; the rest go on
     // (on fresh buffers if the device had to be reset).
     counters_.Add(&EngineCounters::solver_failures);
     absl::StrAppend(&run.result.failures, " ", c.solver->name(), ": ",
-                    best.status().ToString(), ";");
+                    timed.status().ToString(), ";");
     ASSIGN_OR_RETURN(const bool reset,
-                     Recover(job.problem_key, *c.solver, best.status()));
+                     Recover(job.problem_key, *c.solver, timed.status()));
     if (reset) {
       session.reset();
       ASSIGN_OR_RETURN(session, BenchmarkSession::Create(&device_, p, max_ws,
                                                          seed_.fetch_add(1)));
+    }
+  }
+  RETURN_IF_ERROR(stop_.Check());
+  const bool out_of_time =
+      job.bounded && MsSince(run.started) > options_.max_tuning_ms;
+  if (absl::Status again =
+          out_of_time ? absl::OkStatus() : Remeasure(run, *session);
+      !again.ok()) {
+    // The first measurements stand. Plans that ran before cannot be told
+    // apart here: none is quarantined, but a device left unusable is reset.
+    absl::StrAppend(&run.result.failures,
+                    " side-by-side timing: ", again.ToString(), ";");
+    if (!device_.Synchronize().ok()) {
+      RETURN_IF_ERROR(ResetOrLose(absl::StrCat("side-by-side timing failed on ",
+                                               job.problem_key, " (",
+                                               again.message(), ")")));
     }
   }
   return std::move(run.result);
@@ -196,12 +248,18 @@ absl::StatusOr<bool> TimingStage::Recover(const std::string& problem_key,
             << (put.ok() ? ""
                          : absl::StrCat(" in memory only: ", put.message()))
             << "\n";
+  RETURN_IF_ERROR(
+      ResetOrLose(absl::StrCat(solver.name(), " faulted on ", problem_key, " (",
+                               failure.message(), ")")));
+  return true;
+}
+
+absl::Status TimingStage::ResetOrLose(const std::string& what) {
   counters_.Add(&EngineCounters::device_resets);
   const absl::Status reset = device_.Reset();
-  if (reset.ok()) return true;
+  if (reset.ok()) return absl::OkStatus();
   const std::string why = absl::StrCat(
-      solver.name(), " faulted on ", problem_key, " (", failure.message(),
-      ") and the device could not be reset (", reset.message(), ")");
+      what, " and the device could not be reset (", reset.message(), ")");
   if (stop_.Stop() && on_device_lost_) on_device_lost_(why);
   return absl::UnavailableError(
       absl::StrCat("device ", device_key_, " lost: ", why));

@@ -3,7 +3,8 @@
 // device's timing queue (one thread, so timings never overlap), each checked
 // against the float64 reference first. Plans far slower than the best so far
 // are cut short, a bounded config search stops on its time budget or
-// patience, and the few best configs of a solver are measured again. When a
+// patience, and the few plans nearest the best, whatever their solver, are
+// timed again side by side. When a
 // plan leaves the device unusable, the device is reset and the solver
 // quarantined for the problem; a device that cannot be reset is lost, and
 // convtuned stops. Thread-safe; callbacks run on the timing queue.
@@ -67,8 +68,10 @@ class TimingStage {
  public:
   struct Options {
     TimingOptions timing;
-    // Configs re-measured at the end of a search, the best first.
-    int remeasure_top = 3;
+    // Plans timed again side by side at the end of a job: the fastest of
+    // every solver's configs within hopeless_factor of the best, at most
+    // this many. Each solver's answer is its fastest after that.
+    int remeasure_top = 4;
     // Bounded searches: total milliseconds, and configs in a row without
     // improvement before a solver's search stops.
     double max_tuning_ms = 30000;
@@ -97,18 +100,32 @@ class TimingStage {
 
   const Options& options() const { return options_; }
 
+  // One config's first measurement (an index into its candidate's configs).
+  struct Timed {
+    double ms;
+    size_t config;
+  };
+
  private:
   struct Run;  // one job's progress (timing queue only)
 
   absl::StatusOr<TimingResult> TimeAll(TimingJob& job);
-  absl::StatusOr<TimedSolver> TimeCandidate(Run& run, BenchmarkSession& session,
-                                            const TimingCandidate& c);
+  // The candidate's configs that measured, fastest first.
+  absl::StatusOr<std::vector<Timed>> TimeCandidate(Run& run,
+                                                   BenchmarkSession& session,
+                                                   const TimingCandidate& c);
+  // Times the plans near the best again side by side and updates each
+  // solver's answer.
+  absl::Status Remeasure(Run& run, BenchmarkSession& session);
   // After a solver failed: false when the device still answers, true when
   // it was reset (buffers allocated before are gone) with the solver
   // quarantined, Unavailable when the device is lost.
   absl::StatusOr<bool> Recover(const std::string& problem_key,
                                const Solver& solver,
                                const absl::Status& failure);
+  // Resets the device after `what` left it unusable; Unavailable (and
+  // convtuned stopping) when it cannot be reset.
+  absl::Status ResetOrLose(const std::string& what);
 
   Device& device_;
   ThreadPool& queue_;

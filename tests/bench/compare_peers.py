@@ -75,7 +75,12 @@ class Layer(object):
         self.find = ms(ours.get("find_ms"))
         self.own = ms(ours.get("own_ms"))
         self.cudnn = ms(ours.get("cudnn_ms"))
+        self.pair_find = ms(ours.get("pair_find_ms"))
+        self.pair_cudnn = ms(ours.get("pair_cudnn_ms"))
+        self.timing_s = ms(ours.get("timing_s"))
         self.torch = None if peer is None else ms(peer.get("torch_ms"))
+        first = None if peer is None else ms(peer.get("first_call_ms"))
+        self.first_call_s = None if first is None else first / 1e3
 
     def describe(self):
         """A short problem string from the torch record's fields."""
@@ -156,8 +161,13 @@ library solvers included); own = best of convtune's own kernels only;
 cuDNN graph = best cuDNN graph-API engine config, timed by convtune's
 harness; torch = PyTorch's cuDNN path in benchmark mode (torch_peer.py).
 "totals" = sum of the peer's times / sum of ours; "geomean" = geometric
-mean of the per-layer ratios. A ratio uses the layers having both of its
-times; "(n=N)" after it says it covers N layers rather than the row's
+mean of the per-layer ratios. find vs cuDNN graph uses find's pick and
+cuDNN's best config timed again in alternation where the records have
+them; "layers < 0.98" counts the layers where find's pick was slower than
+that by more than 2%. "find timing / torch first call" is the time find's
+timing stage took, summed over the layers, against the wall time of
+PyTorch's first call of each (cuDNN's own find), and their ratio.
+A ratio uses the layers having both of its times; "(n=N)" after it says it covers N layers rather than the row's
 "layers" (those with all four times), over which the ms columns are summed."""
 
 
@@ -214,6 +224,8 @@ def main(argv=None):
                "find vs torch: totals", "find vs torch: geomean",
                "own vs torch: totals / geomean",
                "find vs cuDNN graph: totals / geomean",
+               "layers < 0.98 vs cuDNN graph",
+               "find timing / torch first call",
                "find ms", "own ms", "cuDNN graph ms", "torch ms"]
     worst_headers = ["list", "subset", "dir", "type", "layout", "line",
                      "problem", "find ms", "torch ms", "torch / find",
@@ -226,7 +238,14 @@ def main(argv=None):
         n = len(full)
         ft = Pair(members, "find", "torch")
         ot = Pair(members, "own", "torch")
-        fc = Pair(members, "find", "cudnn")
+        # find's pick and the best cuDNN config re-timed in alternation
+        # where the record has them (else the search's own medians).
+        paired = [l for l in members if l.pair_cudnn is not None]
+        fc = (Pair(paired, "pair_find", "pair_cudnn") if paired
+              else Pair(members, "find", "cudnn"))
+        below = sum(1 for r in fc.ratios if r < 0.98)
+        # Fast find: our timing stage against PyTorch's first call.
+        tf = Pair(members, "first_call_s", "timing_s")
         if full:
             totals = [f3(sum(getattr(l, a) for l in full))
                       for a in ("find", "own", "cudnn", "torch")]
@@ -238,6 +257,11 @@ def main(argv=None):
             with_count(f3(ft.geomean), ft, n),
             with_count("%s / %s" % (f3(ot.totals), f3(ot.geomean)), ot, n),
             with_count("%s / %s" % (f3(fc.totals), f3(fc.geomean)), fc, n),
+            "%d of %d" % (below, fc.count),
+            with_count("%s s / %s s = %s" % (
+                "%.1f" % sum(l.timing_s for l in tf.layers),
+                "%.1f" % sum(l.first_call_s for l in tf.layers),
+                f3(tf.totals)), tf, n) if tf.count else "-",
         ] + totals)
         worst, ratio = ft.worst()
         if worst is not None:

@@ -52,15 +52,18 @@ class FindEngineTest : public ::testing::Test {
     Close();
     std::filesystem::remove_all(dir_);
   }
-  void Open() {
+  static Core::Options Options() {
+    Core::Options options;
+    options.timing.min_repeats = 2;
+    options.timing.budget_ms = 5;
+    return options;
+  }
+  void Open(Core::Options options = Options()) {
     auto store = storage::OpenRocksDbStore(dir_);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     compile_ = std::make_unique<ThreadPool>("compile", 2);
     bench_ = std::make_unique<ThreadPool>("bench", 1);
-    Core::Options options;
-    options.timing.min_repeats = 2;
-    options.timing.budget_ms = 5;
     core_ = std::make_unique<Core>(device_, SolverRegistry::Default(), *store_,
                                    *compile_, *bench_, options);
   }
@@ -104,6 +107,34 @@ TEST_F(FindEngineTest, ColdFindTimesEveryApplicableSolverAndStoresTheRanking) {
   auto stored = db.Get(ProblemKey(p));
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->results_size(), applicable);
+}
+
+TEST_F(FindEngineTest, PlansNearTheBestAreTimedAgainSideBySide) {
+  const ConvProblem p = SmallProblem(Direction::kBackwardData);
+  const int applicable = ApplicableCount(p);
+  ASSERT_GE(applicable, 4);
+  for (int top : {3, 1}) {
+    SCOPED_TRACE(top);
+    Close();
+    std::filesystem::remove_all(dir_);
+    Core::Options options = Options();
+    // Every plan counts as near the best.
+    options.timing.hopeless_factor = 1e9;
+    options.timing.slow_factor = 0;
+    options.remeasure_top = top;
+    Open(options);
+    auto r = core_->find().FindBlocking(p, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    const EngineCounters c = core_->counters();
+    EXPECT_EQ(c.plans_timed, applicable);
+    // One plan alone is not timed again.
+    EXPECT_EQ(c.plans_retimed, top == 1 ? 0 : top);
+    ASSERT_EQ(r->record.results_size(), applicable);
+    for (int i = 1; i < r->record.results_size(); ++i) {
+      EXPECT_LE(r->record.results(i - 1).time_ms(),
+                r->record.results(i).time_ms());
+    }
+  }
 }
 
 TEST_F(FindEngineTest, SecondFindIsAnsweredFromTheFindDbWithoutTiming) {

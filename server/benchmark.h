@@ -31,7 +31,7 @@ struct TimingOptions {
   // A run slower than this many times the fastest plan of the same find
   // ends that plan's timing: the one run is its time. 0: time every plan in
   // full. A plan that slow cannot win; repeats would only cost the find time.
-  double slow_factor = 10;
+  double slow_factor = 3;
   // After min_repeats, a plan whose fastest run so far is this many times
   // the fastest plan of the same find stops repeating: it cannot win, and
   // its median over min_repeats is its time. 0: time every plan in full.

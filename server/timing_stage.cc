@@ -195,7 +195,20 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
                    });
   for (const TimingCandidate& c : job.candidates) {
     RETURN_IF_ERROR(stop_.Check());
+    const auto candidate_started = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<Timed>> timed = TimeCandidate(run, *session, c);
+    if (const double spent = MsSince(candidate_started);
+        options_.report_slower_than_ms > 0 &&
+        spent > options_.report_slower_than_ms) {
+      // Where a long find's time went, for whoever waits on it.
+      std::cerr << "convtuned: timing " << c.solver->name() << " on "
+                << job.problem_key << " took " << spent / 1e3 << " s ("
+                << c.plans.size() << " configs"
+                << (timed.ok() ? absl::StrCat("; the slowest ",
+                                              timed->back().ms, " ms")
+                               : std::string())
+                << ")\n";
+    }
     if (timed.ok()) {
       const TimedSolver best{&c, timed->front().config, timed->front().ms};
       if (job.on_timed) job.on_timed(best);

@@ -76,6 +76,9 @@ class TimingStage {
     // improvement before a solver's search stops.
     double max_tuning_ms = 30000;
     int patience = 4;
+    // A solver whose configs took longer than this to time is reported on
+    // stderr. 0: never.
+    double report_slower_than_ms = 2000;
   };
 
   // References must outlive the stage. `queue` must have exactly one thread:

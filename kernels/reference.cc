@@ -322,8 +322,25 @@ std::vector<ReferenceSample> SampleReference(const ConvProblem& p,
   for (size_t i = 0; i < out.size(); ++i) {
     // The output's two ends hold the edge tiles of most kernels.
     out[i].index = i == 0 ? 0 : i == 1 ? last : pick(rng);
-    out[i].ref = ReferenceElement(p, t, out[i].index);
   }
+  // A backward-weights element sums over the whole batch and image: the
+  // samples are shared out among the cores when they are that long.
+  const double terms =
+      p.macs() / static_cast<double>(std::max<int64_t>(1, p.output_elements()));
+  const size_t threads =
+      terms * static_cast<double>(out.size()) < double{1 << 22}
+          ? 1
+          : std::min<size_t>(out.size(),
+                             std::max(1u, std::thread::hardware_concurrency()));
+  auto fill = [&](size_t first) {
+    for (size_t i = first; i < out.size(); i += threads) {
+      out[i].ref = ReferenceElement(p, t, out[i].index);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t w = 1; w < threads; ++w) workers.emplace_back(fill, w);
+  fill(0);
+  for (std::thread& w : workers) w.join();
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "server/benchmark.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/status_macros.h"
 #include "kernels/plan_executor.h"
@@ -75,6 +76,7 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(
     double best_ms) {
   // Poisoned and read back on the device side: only the sampled elements
   // cross to the host, however large the output.
+  const auto started = std::chrono::steady_clock::now();
   DeviceBuffer* out = output_buffer();
   const int element_bytes = static_cast<int>(ElementBytes(problem_.type));
   RETURN_IF_ERROR(device_->Fill(out, NaNBits(problem_.type), element_bytes,
@@ -95,9 +97,14 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(
     values.push_back(LoadElement(&element, problem_.type, 0));
   }
   RETURN_IF_ERROR(CheckSamples(problem_, samples_, values));
+  const double check_ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - started)
+                              .count();
   TimingOptions warm = options;
   warm.warmup_runs = 0;
-  return TimeOnly(plan, warm, best_ms);
+  ASSIGN_OR_RETURN(Measurement m, TimeOnly(plan, warm, best_ms));
+  m.check_ms = check_ms;
+  return m;
 }
 
 absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(

@@ -41,6 +41,9 @@ struct TimingOptions {
 struct Measurement {
   double median_ms = 0;
   int repeats = 0;
+  // Wall milliseconds Measure spent on the checked run and its check (the
+  // session's reference included, the first time).
+  double check_ms = 0;
 };
 
 class BenchmarkSession {

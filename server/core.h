@@ -48,6 +48,9 @@ class Core {
     // row without improvement before a solver's search stops.
     double max_tuning_ms = 30000;
     int patience = 4;
+    // A solver whose configs took longer than this to time is reported on
+    // stderr. 0: never.
+    double report_slower_than_ms = 2000;
   };
 
   // All references must outlive the core. Timing runs only on

@@ -26,6 +26,8 @@ struct TimingStage::Run {
   double best_ms = 0;
   // Each of result.timed's solvers' timed configs, fastest first.
   std::vector<std::vector<Timed>> configs;
+  // Wall milliseconds spent on checked runs and their checks.
+  double check_ms = 0;
 };
 
 TimingStage::TimingStage(Device& device, ThreadPool& queue,
@@ -100,6 +102,7 @@ absl::StatusOr<std::vector<TimingStage::Timed>> TimingStage::TimeCandidate(
       continue;
     }
     const Measurement m = *measured;
+    run.check_ms += m.check_ms;
     counters_.Add(&EngineCounters::plans_timed);
     run.result.timed_solvers.push_back(c.solver->id());
     if (run.best_ms == 0 || m.median_ms < run.best_ms)
@@ -196,6 +199,7 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
   for (const TimingCandidate& c : job.candidates) {
     RETURN_IF_ERROR(stop_.Check());
     const auto candidate_started = std::chrono::steady_clock::now();
+    const double checks_before = run.check_ms;
     absl::StatusOr<std::vector<Timed>> timed = TimeCandidate(run, *session, c);
     if (const double spent = MsSince(candidate_started);
         options_.report_slower_than_ms > 0 &&
@@ -203,7 +207,8 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
       // Where a long find's time went, for whoever waits on it.
       std::cerr << "convtuned: timing " << c.solver->name() << " on "
                 << job.problem_key << " took " << spent / 1e3 << " s ("
-                << c.plans.size() << " configs"
+                << c.plans.size() << " configs; checks "
+                << (run.check_ms - checks_before) / 1e3 << " s"
                 << (timed.ok() ? absl::StrCat("; the slowest ",
                                               timed->back().ms, " ms")
                                : std::string())

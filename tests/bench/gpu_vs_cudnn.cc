@@ -369,13 +369,14 @@ constexpr char kUsage[] =
     "                          [--max-layers N] [--repeats N] "
     "[--max-seconds S]\n"
     "                          [--workspace-mib M] [--exhaustive] "
-    "[--list-cold-find] [--steps] FILE...\n";
+    "[--list-cold-find] [--steps]\n"
+    "                          [--report-timing-ms MS] FILE...\n";
 
 int Main(int argc, char** argv) {
   int max_layers = 1000, repeats = 10;
   int64_t workspace_mib = 4096;
   bool exhaustive = false, list_cold_find = false, steps = false;
-  double max_seconds = 1e9;
+  double max_seconds = 1e9, report_timing_ms = 2000;
   std::vector<std::optional<Layout>> layouts = {std::nullopt};
   std::string json_path;
   std::vector<std::string> files;
@@ -391,6 +392,8 @@ int Main(int argc, char** argv) {
       steps = true;
     } else if (a == "--max-seconds" && i + 1 < argc) {
       max_seconds = std::atof(argv[++i]);
+    } else if (a == "--report-timing-ms" && i + 1 < argc) {
+      report_timing_ms = std::atof(argv[++i]);
     } else if (a == "--repeats" && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
     } else if (a == "--workspace-mib" && i + 1 < argc) {
@@ -436,6 +439,7 @@ int Main(int argc, char** argv) {
   KernelBuilder builder(&dev, *backend->compiler, **store, dev.info().arch);
   ThreadPool compile("compile", 16), bench_queue("bench", 1);
   Core::Options options;
+  options.report_slower_than_ms = report_timing_ms;
   Core engine(dev, *registry, **store, compile, bench_queue, options, nullptr,
               &builder);
   Bench bench{&dev,       &engine, registry.get(), repeats, workspace_mib << 20,

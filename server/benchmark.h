@@ -22,9 +22,9 @@ namespace convtune {
 struct TimingOptions {
   int warmup_runs = 1;
   int min_repeats = 3;
-  int max_repeats = 25;
+  int max_repeats = 8;
   // Stop repeating once this much time was spent (after min_repeats).
-  double budget_ms = 150;
+  double budget_ms = 25;
   // Output elements compared with the float64 reference on every checked
   // run. Their reference is computed once per session: the inputs stay.
   int verify_samples = 48;
@@ -32,6 +32,10 @@ struct TimingOptions {
   // ends that plan's timing: the one run is its time. 0: time every plan in
   // full. A plan that slow cannot win; repeats would only cost the find time.
   double slow_factor = 3;
+  // A checked run that slow, and at least this long (so that loading the
+  // plan's code is a small part of it), is the plan's time: it is not run
+  // again.
+  double first_run_trusted_ms = 2;
   // After min_repeats, a plan whose fastest run so far is this many times
   // the fastest plan of the same find stops repeating: it cannot win, and
   // its median over min_repeats is its time. 0: time every plan in full.

@@ -35,6 +35,8 @@ class Core {
  public:
   struct Options {
     TimingOptions timing;
+    // The side-by-side re-timing of the plans nearest a find's best.
+    TimingOptions retiming = TimingStage::Retiming();
     // Configs tried per solver in a config search.
     int max_configs_per_solver = 16;
     // Plans timed again side by side at the end of a tuning run: the fastest

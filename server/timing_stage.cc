@@ -154,7 +154,7 @@ absl::Status TimingStage::Remeasure(Run& run, BenchmarkSession& session) {
     plans.push_back(&c.plans[run.configs[e.solver][e.rank].config]);
   }
   ASSIGN_OR_RETURN(std::vector<Measurement> again,
-                   session.TimeSideBySide(plans, options_.timing));
+                   session.TimeSideBySide(plans, options_.retiming));
   counters_.Add(&EngineCounters::plans_retimed,
                 static_cast<int64_t>(near.size()));
   for (size_t i = 0; i < near.size(); ++i) {

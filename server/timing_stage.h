@@ -68,6 +68,9 @@ class TimingStage {
  public:
   struct Options {
     TimingOptions timing;
+    // The side-by-side rounds at the end of a job: more repeats than a
+    // first measurement, as they decide between near-equal plans.
+    TimingOptions retiming = Retiming();
     // Plans timed again side by side at the end of a job: the fastest of
     // every solver's configs within hopeless_factor of the best, at most
     // this many. Each solver's answer is its fastest after that.
@@ -102,6 +105,14 @@ class TimingStage {
                std::function<void(absl::StatusOr<double>)> done);
 
   const Options& options() const { return options_; }
+  static TimingOptions Retiming() {
+    TimingOptions t;
+    t.warmup_runs = 0;
+    t.min_repeats = 5;
+    t.max_repeats = 20;
+    t.budget_ms = 50;
+    return t;
+  }
 
   // One config's first measurement (an index into its candidate's configs).
   struct Timed {

@@ -107,6 +107,24 @@ TEST_F(BenchmarkSessionTest, PlansFarBehindTheBestStopEarly) {
   EXPECT_EQ(full->repeats, options.max_repeats);
 }
 
+TEST_F(BenchmarkSessionTest, ACheckedRunFarBehindTheBestIsThePlansTime) {
+  const ConvProblem p = Problem(3);
+  auto session = Session(p);
+  ASSERT_NE(session, nullptr);
+  const v1::ExecutionPlan plan = Plan(p);
+  TimingOptions options;
+  options.budget_ms = 1e9;
+  options.first_run_trusted_ms = 0;
+  auto one = session->Measure(plan, options, 1e-9);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->repeats, 1);
+  EXPECT_GE(one->check_ms, one->median_ms);
+  // Within reach of the best it is timed in full, however long.
+  auto full = session->Measure(plan, options, 1e9);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->repeats, options.max_repeats);
+}
+
 TEST_F(BenchmarkSessionTest, SideBySideTimesEachPlanInEveryRound) {
   const ConvProblem p = Problem(3);
   auto session = Session(p);

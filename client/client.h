@@ -95,11 +95,14 @@ class Client {
 
   // Immediate mode. The applicable solutions, best first, from the FindDb
   // (measured) or a fallback ranking (estimated); at most `max_count` (0:
-  // all) needing at most `workspace_limit` bytes (negative: no limit).
+  // all) needing at most `workspace_limit` bytes (negative: no limit). On a
+  // miss the daemon queues a find of the problem in the background unless
+  // `background_tune` says otherwise (absent: the daemon's default).
   // FailedPrecondition when no solver applies.
   absl::StatusOr<v1::GetSolutionsResponse> GetSolutions(
       const ConvProblem& problem, int32_t max_count = 0,
-      int64_t workspace_limit = -1);
+      int64_t workspace_limit = -1,
+      std::optional<bool> background_tune = std::nullopt);
   // The workspace bytes of one solution. NotFound for an id that names no
   // solver; the daemon's code when the solver does not apply.
   absl::StatusOr<int64_t> GetSolutionWorkspaceSize(const ConvProblem& problem,

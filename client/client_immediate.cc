@@ -50,11 +50,13 @@ v1::SolutionRequest MakeSolutionRequest(const ConvProblem& problem,
 }  // namespace
 
 absl::StatusOr<v1::GetSolutionsResponse> Client::GetSolutions(
-    const ConvProblem& problem, int32_t max_count, int64_t workspace_limit) {
+    const ConvProblem& problem, int32_t max_count, int64_t workspace_limit,
+    std::optional<bool> background_tune) {
   v1::GetSolutionsRequest request;
   ProblemToProto(problem, request.mutable_problem());
   request.set_max_count(max_count);
   if (workspace_limit >= 0) request.set_workspace_limit(workspace_limit);
+  if (background_tune) request.set_background_tune(*background_tune);
   v1::GetSolutionsResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, options_.call_timeout);

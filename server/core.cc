@@ -1,5 +1,7 @@
 #include "server/core.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace convtune {
 
 Core::Core(Device& device, const SolverRegistry& registry,
@@ -27,6 +29,48 @@ Core::Core(Device& device, const SolverRegistry& registry,
       immediate_(records_, planner_, heuristics_),
       executor_(device, planner_, timing_queue, stop_),
       find_(records_, immediate_, tuner_, counters_, stop_,
-            FindEngine::Options{options.verify_tolerance}) {}
+            FindEngine::Options{options.verify_tolerance}),
+      background_tuning_(options.background_tuning),
+      max_background_tunings_(options.max_background_tunings) {
+  immediate_.SetMissHandler(
+      [this](const ConvProblem& p, int64_t limit, std::optional<bool> asked) {
+        return TuneInBackground(p, limit, asked);
+      });
+}
+
+Core::~Core() {
+  Shutdown();
+  absl::MutexLock lock(&background_mu_);
+  background_mu_.Await(absl::Condition(
+      +[](absl::flat_hash_set<std::string>* pending) {
+        return pending->empty();
+      },
+      &background_));
+}
+
+bool Core::TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
+                            std::optional<bool> asked) {
+  if (!asked.value_or(background_tuning_) || stop_.stopped()) return false;
+  const std::string key = absl::StrCat(ProblemKey(p), "|", workspace_limit);
+  {
+    absl::MutexLock lock(&background_mu_);
+    if (background_.contains(key)) return true;
+    if (static_cast<int>(background_.size()) >= max_background_tunings_) {
+      counters_.Add(&EngineCounters::background_refused);
+      return false;
+    }
+    background_.insert(key);
+  }
+  counters_.Add(&EngineCounters::background_tunings);
+  find_.Find(p,
+             {.mode = v1::NORMAL,
+              .workspace_limit = workspace_limit,
+              .background = true},
+             [this, key](absl::StatusOr<FindOutcome>) {
+               absl::MutexLock lock(&background_mu_);
+               background_.erase(key);
+             });
+  return true;
+}
 
 }  // namespace convtune

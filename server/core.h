@@ -8,8 +8,11 @@
 #define CONVTUNE_SERVER_CORE_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "kernels/device.h"
 #include "server/benchmark.h"
 #include "server/counters.h"
@@ -53,6 +56,12 @@ class Core {
     // A solver whose configs took longer than this to time is reported on
     // stderr. 0: never.
     double report_slower_than_ms = 2000;
+    // An immediate-mode call that misses both FindDbs queues a NORMAL find
+    // of its problem at the lowest priority, unless the call says not to
+    // (or, when this is false, unless it asks). At most this many wait or
+    // run at once; a miss beyond them queues nothing.
+    bool background_tuning = true;
+    int max_background_tunings = 64;
   };
 
   // All references must outlive the core. Timing runs only on
@@ -63,6 +72,9 @@ class Core {
        ThreadPool& compile_pool, ThreadPool& timing_queue, Options options,
        const SystemFindDb* system_db = nullptr,
        KernelBuilder* kernel_builder = nullptr);
+  // Shuts down and waits for the background finds still queued, which the
+  // pools (still running) end as Unavailable.
+  ~Core();
 
   FindEngine& find() { return find_; }
   Immediate& immediate() { return immediate_; }
@@ -89,6 +101,10 @@ class Core {
   void Shutdown() { stop_.Stop(); }
 
  private:
+  // Immediate mode's miss handler: queues a background find of p.
+  bool TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
+                        std::optional<bool> asked);
+
   const std::string device_key_;
   ThreadPool& compile_pool_;
   StopFlag stop_;
@@ -102,6 +118,11 @@ class Core {
   Immediate immediate_;
   RemoteExecutor executor_;
   FindEngine find_;
+  const bool background_tuning_;
+  const int max_background_tunings_;
+  absl::Mutex background_mu_;
+  // Problem keys (with their limit) of the background finds not yet done.
+  absl::flat_hash_set<std::string> background_ ABSL_GUARDED_BY(background_mu_);
 };
 
 }  // namespace convtune

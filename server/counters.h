@@ -33,6 +33,10 @@ struct EngineCounters {
   int64_t compile_stage_ms = 0;
   int64_t timing_stage_ms = 0;
   int64_t device_resets = 0;  // resets after a solver left the device unusable
+  // Finds queued by immediate-mode misses, and misses that queued none as
+  // too many were waiting.
+  int64_t background_tunings = 0;
+  int64_t background_refused = 0;
   int64_t solvers_quarantined = 0;
 };
 

@@ -79,6 +79,7 @@ void FindEngine::Tune(const ConvProblem& p, const FindParams& params,
   request.dynamic_only = policy.dynamic_only;
   request.search = params.exhaustive || policy.searches_configs;
   request.bounded = policy.bounded;
+  request.background = params.background;
   tuner_.Tune(p, request, std::move(done));
 }
 

@@ -20,6 +20,8 @@ struct FindParams {
   int64_t workspace_limit = -1;
   // Ignore the FindDb, search every tunable solver's configs, re-store.
   bool exhaustive = false;
+  // Tune after all other work (see TuneRequest::background).
+  bool background = false;
 };
 
 struct FindOutcome {
@@ -39,6 +41,9 @@ struct Solutions {
       results;         // measured from a FindDb, else estimated
   std::string source;  // "user_db", "system_db", "heuristic", "estimate"
   std::string fallback_reason;
+  // On a miss: whether a find of the problem was queued in the background,
+  // so that a later call is answered from its measurement.
+  bool tuning_queued = false;
 };
 
 }  // namespace convtune

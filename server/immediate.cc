@@ -11,8 +11,8 @@ Immediate::Immediate(FindRecords& records, const Planner& planner,
                      const Heuristics& heuristics)
     : records_(records), planner_(planner), heuristics_(heuristics) {}
 
-absl::StatusOr<Solutions> Immediate::GetSolutions(const ConvProblem& p,
-                                                  int64_t limit) {
+absl::StatusOr<Solutions> Immediate::GetSolutions(
+    const ConvProblem& p, int64_t limit, std::optional<bool> background_tune) {
   absl::StatusOr<FindOutcome> hit = records_.Lookup(p, limit);
   if (hit.ok()) {
     Solutions out;
@@ -22,7 +22,9 @@ absl::StatusOr<Solutions> Immediate::GetSolutions(const ConvProblem& p,
     return out;
   }
   if (!absl::IsNotFound(hit.status())) return hit.status();
-  return Rank(p, limit);
+  ASSIGN_OR_RETURN(Solutions ranked, Rank(p, limit));
+  if (on_miss_) ranked.tuning_queued = on_miss_(p, limit, background_tune);
+  return ranked;
 }
 
 absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,

@@ -7,6 +7,8 @@
 #define CONVTUNE_SERVER_IMMEDIATE_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "kernels/problem.h"
@@ -25,9 +27,17 @@ class Immediate {
 
   // The solutions of p best first within the workspace limit (negative:
   // none): measured ones from the user or system FindDb, else estimated.
-  // FailedPrecondition when no dynamic solver applies.
-  absl::StatusOr<Solutions> GetSolutions(const ConvProblem& p,
-                                         int64_t workspace_limit);
+  // On such a miss the miss handler is told (`background_tune` is passed to
+  // it), and says whether it queued a find. FailedPrecondition when no
+  // dynamic solver applies.
+  absl::StatusOr<Solutions> GetSolutions(
+      const ConvProblem& p, int64_t workspace_limit,
+      std::optional<bool> background_tune = std::nullopt);
+
+  // Set once, before the first call.
+  using MissHandler = std::function<bool(
+      const ConvProblem&, int64_t workspace_limit, std::optional<bool>)>;
+  void SetMissHandler(MissHandler handler) { on_miss_ = std::move(handler); }
   // A FAST find's answer once both FindDbs missed: the estimated ranking as
   // a record, never stored. FailedPrecondition as GetSolutions.
   absl::StatusOr<FindOutcome> Fallback(const ConvProblem& p,
@@ -48,6 +58,7 @@ class Immediate {
   FindRecords& records_;
   const Planner& planner_;
   const Heuristics& heuristics_;
+  MissHandler on_miss_;
 };
 
 }  // namespace convtune

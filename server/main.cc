@@ -43,6 +43,11 @@ flags:
                          HYBRID (3), DYNAMIC_HYBRID (5), TRUST_VERIFY (6),
                          TRUST_VERIFY_FULL (7). default: $CONVTUNE_FIND_MODE,
                          else DYNAMIC_HYBRID
+  --background-tune on|off
+                         on an immediate-mode miss of both FindDbs, queue a
+                         NORMAL find of the problem at the lowest priority
+                         (at most 64 waiting); a request may say otherwise.
+                         default: on
   --compile-threads N    threads that build and compile kernels. default:
                          $CONVTUNE_COMPILE_PARALLEL_LEVEL, else all hardware threads
   --max-tensor-bytes N   largest tensor a request may describe. default: 16 GiB
@@ -110,6 +115,13 @@ int main(int argc, char** argv) {
       options.find_mode = value;
     } else if (flag == "--backend") {
       options.backend = value;
+    } else if (flag == "--background-tune") {
+      if (value != "on" && value != "off") {
+        return UsageError(
+            absl::StrCat("--background-tune: expected on or off, got '",
+                         value.substr(0, 16), "'"));
+      }
+      options.core.background_tuning = value == "on";
     } else if (flag == "--device") {
       if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1024) {
         return UsageError(

@@ -109,7 +109,9 @@ absl::StatusOr<SolutionsInput> SolutionsInputFrom(
   }
   return SolutionsInput{
       *p, WorkspaceLimitFrom(req.has_workspace_limit(), req.workspace_limit()),
-      req.max_count()};
+      req.max_count(),
+      req.has_background_tune() ? std::optional<bool>(req.background_tune())
+                                : std::nullopt};
 }
 
 void FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
@@ -132,6 +134,7 @@ void FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
   }
   resp->set_source(s.source);
   resp->set_fallback_reason(s.fallback_reason);
+  resp->set_tuning_queued(s.tuning_queued);
   resp->set_device_key(device_key);
   resp->set_problem_key(ProblemKey(in.problem));
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,7 @@ struct SolutionsInput {
   ConvProblem problem;
   int64_t workspace_limit = -1;
   int32_t max_count = 0;
+  std::optional<bool> background_tune;  // absent: the daemon's default
 };
 absl::StatusOr<SolutionsInput> SolutionsInputFrom(
     const v1::GetSolutionsRequest& req, const ServiceOptions& options);

@@ -153,7 +153,8 @@ grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(
   absl::StatusOr<SolutionsInput> in = SolutionsInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
   absl::StatusOr<Solutions> s =
-      core_.immediate().GetSolutions(in->problem, in->workspace_limit);
+      core_.immediate().GetSolutions(in->problem, in->workspace_limit,
+                                     in->background_tune);
   if (!s.ok()) return Finish(ctx, s.status());
   FillSolutionsResponse(*s, *in, core_.device_key(), resp);
   return Finish(ctx, absl::OkStatus());

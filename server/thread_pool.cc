@@ -27,9 +27,15 @@ void ThreadPool::Schedule(std::function<void()> task) {
   ++scheduled_;
 }
 
+void ThreadPool::ScheduleLow(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  low_.push_back(std::move(task));
+  ++scheduled_;
+}
+
 int ThreadPool::queued() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(tasks_.size());
+  return static_cast<int>(tasks_.size() + low_.size());
 }
 
 int64_t ThreadPool::scheduled() const {
@@ -57,7 +63,7 @@ void ThreadPool::WaitIdle() const {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](const ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-        return p->tasks_.empty() && p->running_ == 0;
+        return p->tasks_.empty() && p->low_.empty() && p->running_ == 0;
       },
       this));
 }
@@ -69,12 +75,14 @@ void ThreadPool::Loop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->tasks_.empty();
+            return p->stopping_ || !p->tasks_.empty() || !p->low_.empty();
           },
           this));
-      if (tasks_.empty()) return;  // stopping and drained
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      // Low-priority tasks wait for every other task queued.
+      std::deque<std::function<void()>>& from = !tasks_.empty() ? tasks_ : low_;
+      if (from.empty()) return;  // stopping and drained
+      task = std::move(from.front());
+      from.pop_front();
       ++running_;
     }
     task();

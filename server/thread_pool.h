@@ -1,6 +1,7 @@
-// A fixed pool of worker threads running queued tasks in FIFO order. The
-// compile pool is one (N threads); each device's timing queue is one with a
-// single thread, so timings on a device never overlap. Thread-safe.
+// A fixed pool of worker threads running queued tasks in FIFO order, those
+// of low priority after all others. The compile pool is one (N threads);
+// each device's timing queue is one with a single thread, so timings on a
+// device never overlap. Thread-safe.
 #ifndef CONVTUNE_SERVER_THREAD_POOL_H_
 #define CONVTUNE_SERVER_THREAD_POOL_H_
 
@@ -28,6 +29,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   void Schedule(std::function<void()> task);
+  // Runs `task` only when no task scheduled with Schedule is waiting: work
+  // nobody waits on (background tuning).
+  void ScheduleLow(std::function<void()> task);
 
   int threads() const { return static_cast<int>(workers_.size()); }
   // Tasks waiting (not running).
@@ -48,6 +52,7 @@ class ThreadPool {
   const std::string name_;
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> low_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t scheduled_ ABSL_GUARDED_BY(mu_) = 0;

@@ -47,8 +47,9 @@ void TimingStage::SetDeviceLostHandler(
 }
 
 void TimingStage::Time(std::shared_ptr<TimingJob> job,
-                       std::function<void(absl::StatusOr<TimingResult>)> done) {
-  queue_.Schedule([this, job = std::move(job), done = std::move(done)] {
+                       std::function<void(absl::StatusOr<TimingResult>)> done,
+                       bool low_priority) {
+  auto task = [this, job = std::move(job), done = std::move(done)] {
     const auto started = std::chrono::steady_clock::now();
     absl::StatusOr<TimingResult> result =
         stop_.stopped() ? absl::StatusOr<TimingResult>(StopFlag::Error())
@@ -56,7 +57,12 @@ void TimingStage::Time(std::shared_ptr<TimingJob> job,
     counters_.Add(&EngineCounters::timing_stage_ms,
                   static_cast<int64_t>(MsSince(started)));
     done(std::move(result));
-  });
+  };
+  if (low_priority) {
+    queue_.ScheduleLow(std::move(task));
+  } else {
+    queue_.Schedule(std::move(task));
+  }
 }
 
 void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,

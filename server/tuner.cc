@@ -64,9 +64,11 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
   run->job->problem = p;
   run->job->problem_key = ProblemKey(p);
   run->job->bounded = request.bounded;
+  // A find that waits does not join one that runs at low priority.
   run->dedup_key =
       absl::StrCat(run->job->problem_key, "|", request.workspace_limit, "|",
-                   request.dynamic_only, request.search, request.bounded);
+                   request.dynamic_only, request.search, request.bounded,
+                   request.background);
   {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = in_flight_.try_emplace(run->dedup_key);
@@ -75,7 +77,28 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
                            : &EngineCounters::joined);
     if (!inserted) return;
   }
-  Start(std::move(run));
+  if (!request.background) {
+    Start(std::move(run));
+    return;
+  }
+  compile_pool_.ScheduleLow([this, run = std::move(run)]() mutable {
+    // A find that waited may have tuned it meanwhile.
+    absl::StatusOr<FindOutcome> hit =
+        records_.LookupUser(run->job->problem, run->request.workspace_limit);
+    if (hit.ok()) {
+      Complete(run->dedup_key, *std::move(hit));
+      return;
+    }
+    Start(std::move(run));
+  });
+}
+
+void Tuner::Schedule(const Run& run, std::function<void()> task) {
+  if (run.request.background) {
+    compile_pool_.ScheduleLow(std::move(task));
+  } else {
+    compile_pool_.Schedule(std::move(task));
+  }
 }
 
 void Tuner::Start(std::shared_ptr<Run> run) {
@@ -117,7 +140,7 @@ void Tuner::Start(std::shared_ptr<Run> run) {
   // Plans are built (and, on GPUs, compiled) in parallel; timing waits for
   // all of them.
   for (size_t i = 0; i < run->job->candidates.size(); ++i) {
-    compile_pool_.Schedule([this, run, i] { BuildPlans(run, i); });
+    Schedule(*run, [this, run, i] { BuildPlans(run, i); });
   }
 }
 
@@ -140,9 +163,12 @@ void Tuner::BuildPlans(std::shared_ptr<Run> run, size_t candidate) {
   if (--run->to_build > 0) return;
   counters_.Add(&EngineCounters::compile_stage_ms,
                 static_cast<int64_t>(MsSince(run->build_started)));
-  timing_.Time(run->job, [this, run](absl::StatusOr<TimingResult> timed) {
-    Finish(run, std::move(timed));
-  });
+  timing_.Time(
+      run->job,
+      [this, run](absl::StatusOr<TimingResult> timed) {
+        Finish(run, std::move(timed));
+      },
+      run->request.background);
 }
 
 absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,

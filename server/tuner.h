@@ -36,6 +36,9 @@ struct TuneRequest {
   bool dynamic_only = false;  // skip solvers that compile per size
   bool search = false;        // time each solver's configs, not one
   bool bounded = false;       // stop a search on time budget or patience
+  // Nobody waits on it: it builds and times after all other work queued,
+  // and does nothing when the FindDb has the problem by the time it starts.
+  bool background = false;
 };
 
 class Tuner {
@@ -70,6 +73,8 @@ class Tuner {
   std::vector<PerfConfig> SearchSpace(const Solver& s,
                                       const ConvProblem& p) const;
   void Start(std::shared_ptr<Run> run);
+  // Onto the compile pool, at the run's priority.
+  void Schedule(const Run& run, std::function<void()> task);
   void BuildPlans(std::shared_ptr<Run> run, size_t candidate);
   void Finish(std::shared_ptr<Run> run, absl::StatusOr<TimingResult> timed);
   absl::StatusOr<v1::FindRecord> Record(const Run& run,

@@ -159,20 +159,27 @@ Usage:
 
 Immediate mode answers from the user FindDb, else the system FindDb (times
 measured by a find), else a fallback ranking: the learned heuristic when it
-applies, else the weighted-throughput estimate (times estimated). Run
-`convtune find` once for measured answers.
+applies, else the weighted-throughput estimate (times estimated). On such a miss the
+daemon queues a find of the problem at its lowest priority (unless
+--no-background-tune, or convtuned --background-tune off), so that a later
+call is answered from the measurement; `convtune find` measures at once.
 
 Options:
   --file FILE             One MIOpenDriver line per line (as for find).
   --json                  Print one JSON array: per problem {problem_key,
                           driver_line, source, fallback_reason, device_key,
-                          solutions[{rank, solution_id, solver_name, algorithm,
-                          time_ms, workspace_bytes, measured}], error}.
+                          tuning_queued, solutions[{rank, solution_id,
+                          solver_name, algorithm, time_ms, workspace_bytes,
+                          measured}], error}.
   --workspace-limit BYTES Leave out solutions needing more workspace.
   --count N               At most N solutions per problem (default: all).
+  --background-tune       On a miss, queue a find in the background even when
+                          the daemon's default is off.
+  --no-background-tune    On a miss, queue nothing.
 
 Output: a block per problem with its source (user_db, system_db, heuristic
-or estimate) and, for a fallback, why the learned model was not used; rows
+or estimate) and, for a fallback, why the learned model was not used and
+whether a find of it was queued; rows
 rank, solution id, solver, algorithm, time (ms), workspace (bytes), and
 whether the time is measured or estimated.
 

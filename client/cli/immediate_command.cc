@@ -1,6 +1,7 @@
 // `convtune immediate` (the solutions of problems, best first, without
 // timing anything) and `convtune heuristic train`.
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct ImmediateFlags {
   std::string file;
   int64_t workspace_limit = -1;
   int32_t count = 0;
+  std::optional<bool> background_tune;  // absent: the daemon's default
   std::vector<std::string> driver_args;
 };
 
@@ -40,6 +42,10 @@ int ParseImmediateFlags(const std::vector<std::string>& args,
     std::string v;
     if (a == "--json") {
       flags->json = true;
+    } else if (a == "--background-tune") {
+      flags->background_tune = true;
+    } else if (a == "--no-background-tune") {
+      flags->background_tune = false;
     } else if (a == "--file") {
       if (!value(&flags->file)) return UsageError("--file needs a FILE");
     } else if (a == "--workspace-limit") {
@@ -76,7 +82,9 @@ void PrintJson(const std::vector<Answer>& answers) {
               << ", \"source\": " << JsonString(a.response.source())
               << ", \"fallback_reason\": "
               << JsonString(a.response.fallback_reason())
-              << ", \"device_key\": " << JsonString(a.response.device_key());
+              << ", \"device_key\": " << JsonString(a.response.device_key())
+              << ", \"tuning_queued\": "
+              << (a.response.tuning_queued() ? "true" : "false");
     if (!a.status.ok())
       std::cout << ", \"error\": " << JsonString(a.status.message());
     std::cout << ", \"solutions\": [";
@@ -111,6 +119,10 @@ void PrintTable(const std::vector<Answer>& answers) {
     if (!a.response.fallback_reason().empty()) {
       std::cout << "  fallback reason: " << a.response.fallback_reason()
                 << "\n";
+    }
+    if (a.response.tuning_queued()) {
+      std::cout << "  a find of this problem is queued in the background; "
+                   "later calls answer from its measurement\n";
     }
     std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s  %s\n",
                                  "rank", "id", "solver", "algorithm",
@@ -149,8 +161,8 @@ int ImmediateCommand(Context& context, const std::vector<std::string>& args) {
     Answer a;
     a.problem = problem;
     absl::StatusOr<v1::GetSolutionsResponse> response =
-        context.client->GetSolutions(problem, flags.count,
-                                     flags.workspace_limit);
+        context.client->GetSolutions(
+            problem, flags.count, flags.workspace_limit, flags.background_tune);
     if (response.ok()) {
       a.response = *std::move(response);
     } else {

@@ -29,7 +29,10 @@ class ImmediateTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir;
     daemon_ = new testing::Daemon;
-    start_status_ = daemon_->Start(dir_->path(), dir_->path() + "/db");
+    // Background finds only where a test asks: a solution's workspace
+    // follows the config a find tunes, which would race these tests.
+    start_status_ = daemon_->Start(dir_->path(), dir_->path() + "/db",
+                                   {"--background-tune", "off"});
   }
   static void TearDownTestSuite() {
     if (start_status_.ok()) {
@@ -284,12 +287,49 @@ TEST_F(ImmediateTest, MissGivesEstimatedSolutionsAndTheCWorkflowRuns) {
       EXPECT_FALSE(s.measured()) << s.solver_name();
       EXPECT_GT(s.time_ms(), 0) << s.solver_name();
     }
+    EXPECT_FALSE(r->tuning_queued());
     CImmediateWorkflow(p);
-    // Immediate mode never tunes: still a miss.
+    // Immediate mode does not tune here (the daemon's default is off):
+    // still a miss.
     absl::StatusOr<v1::GetSolutionsResponse> again = client_->GetSolutions(p);
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_TRUE(IsFallbackSource(again->source())) << again->source();
   }
+}
+
+TEST_F(ImmediateTest, AMissThatAsksForABackgroundFindIsLaterMeasured) {
+  const ConvProblem p = RandomProblem(Direction::kBackwardData);
+  absl::StatusOr<v1::GetSolutionsResponse> r =
+      client_->GetSolutions(p, 0, -1, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(IsFallbackSource(r->source())) << r->source();
+  EXPECT_TRUE(r->tuning_queued());
+  absl::StatusOr<v1::GetSolutionsResponse> again;
+  for (int i = 0; i < 600; ++i) {
+    again = client_->GetSolutions(p);
+    ASSERT_TRUE(again.ok()) << again.status();
+    if (again->source() == "user_db") break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(again->source(), "user_db");
+  EXPECT_FALSE(again->tuning_queued());
+  ASSERT_GT(again->solutions_size(), 0);
+  for (const v1::Solution& s : again->solutions()) EXPECT_TRUE(s.measured());
+}
+
+TEST_F(ImmediateTest, AMissThatAsksForNoBackgroundFindQueuesNone) {
+  const ConvProblem p = RandomProblem(Direction::kBackwardWeights);
+  absl::StatusOr<v1::GetSolutionsResponse> r =
+      client_->GetSolutions(p, 0, -1, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(IsFallbackSource(r->source())) << r->source();
+  EXPECT_FALSE(r->tuning_queued());
+  // Nothing tunes it: a FAST find still falls back.
+  FindOptions fast;
+  fast.mode = v1::FAST;
+  absl::StatusOr<v1::FindResponse> f = client_->Find(p, fast);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->source(), "fallback");
 }
 
 TEST_F(ImmediateTest, AfterAFindSolutionsAreMeasuredInTheFindsOrder) {
@@ -535,21 +575,31 @@ TEST_F(ImmediateTest, HandleFindModeReachesTheDaemon) {
 }
 
 TEST_F(ImmediateTest, TrainHeuristicNeedsRecordsThenTrains) {
+  // A daemon of its own: the shared one holds the other tests' records.
+  testing::TempDir dir;
+  testing::Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path(), dir.path() + "/db").ok());
+  absl::StatusOr<std::unique_ptr<Client>> own =
+      Client::Connect(daemon.address());
+  ASSERT_TRUE(own.ok()) << own.status();
+  std::unique_ptr<Client>& client = *own;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(client_->Find(RandomProblem(Direction::kForward)).ok());
+    ASSERT_TRUE(client->Find(RandomProblem(Direction::kForward)).ok());
   }
-  absl::StatusOr<v1::TrainHeuristicResponse> few = client_->TrainHeuristic();
+  absl::StatusOr<v1::TrainHeuristicResponse> few = client->TrainHeuristic();
   EXPECT_EQ(few.status().code(), absl::StatusCode::kFailedPrecondition)
       << few.status();
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(client_->Find(RandomProblem(Direction::kForward)).ok());
+    ASSERT_TRUE(client->Find(RandomProblem(Direction::kForward)).ok());
   }
-  absl::StatusOr<v1::TrainHeuristicResponse> r = client_->TrainHeuristic();
+  absl::StatusOr<v1::TrainHeuristicResponse> r = client->TrainHeuristic();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GE(r->records(), 8);
   EXPECT_GE(r->train_accuracy(), 0.0);
   EXPECT_LE(r->train_accuracy(), 1.0);
   EXPECT_FALSE(r->device_key().empty());
+  client.reset();
+  EXPECT_TRUE(daemon.Stop().ok());
 }
 
 }  // namespace

@@ -137,6 +137,61 @@ TEST_F(FindEngineTest, PlansNearTheBestAreTimedAgainSideBySide) {
   }
 }
 
+TEST_F(FindEngineTest, AnImmediateMissQueuesAFindAndTheNextCallIsMeasured) {
+  const ConvProblem p = SmallProblem(Direction::kBackwardData);
+  auto first = core_->immediate().GetSolutions(p, -1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_NE(first->source, "user_db");
+  EXPECT_TRUE(first->tuning_queued);
+  for (const v1::PerfResult& r : first->results) EXPECT_FALSE(r.measured());
+  ThreadPool::DrainAll({compile_.get(), bench_.get()});
+  auto second = core_->immediate().GetSolutions(p, -1);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->source, "user_db");
+  EXPECT_FALSE(second->tuning_queued);
+  ASSERT_FALSE(second->results.empty());
+  EXPECT_TRUE(second->results[0].measured());
+  EXPECT_EQ(core_->counters().background_tunings, 1);
+  EXPECT_EQ(core_->counters().records_stored, 1);
+
+  // A call that asks for no background find gets none.
+  const ConvProblem q = SmallProblem(Direction::kBackwardWeights);
+  auto untuned = core_->immediate().GetSolutions(q, -1, false);
+  ASSERT_TRUE(untuned.ok()) << untuned.status();
+  EXPECT_FALSE(untuned->tuning_queued);
+  ThreadPool::DrainAll({compile_.get(), bench_.get()});
+  EXPECT_EQ(core_->immediate().GetSolutions(q, -1, false)->source,
+            untuned->source);
+  EXPECT_EQ(core_->counters().background_tunings, 1);
+}
+
+TEST_F(FindEngineTest, BackgroundFindsFollowTheDaemonsDefaultAndCap) {
+  Close();
+  std::filesystem::remove_all(dir_);
+  Core::Options options = Options();
+  options.background_tuning = false;
+  options.max_background_tunings = 1;
+  Open(options);
+  const ConvProblem p = SmallProblem(),
+                    q = SmallProblem(Direction::kBackwardData);
+  // Off by default: only a call that asks queues one.
+  EXPECT_FALSE(core_->immediate().GetSolutions(p, -1)->tuning_queued);
+  // Held so that the first find still waits when the second call comes.
+  absl::Notification release;
+  compile_->Schedule([&] { release.WaitForNotification(); });
+  compile_->Schedule([&] { release.WaitForNotification(); });
+  EXPECT_TRUE(core_->immediate().GetSolutions(p, -1, true)->tuning_queued);
+  // The same problem again is the find already queued.
+  EXPECT_TRUE(core_->immediate().GetSolutions(p, -1, true)->tuning_queued);
+  // Beyond the cap nothing is queued.
+  EXPECT_FALSE(core_->immediate().GetSolutions(q, -1, true)->tuning_queued);
+  EXPECT_EQ(core_->counters().background_refused, 1);
+  release.Notify();
+  ThreadPool::DrainAll({compile_.get(), bench_.get()});
+  EXPECT_EQ(core_->immediate().GetSolutions(p, -1)->source, "user_db");
+  EXPECT_EQ(core_->counters().background_tunings, 1);
+}
+
 TEST_F(FindEngineTest, SecondFindIsAnsweredFromTheFindDbWithoutTiming) {
   const ConvProblem p = SmallProblem(Direction::kBackwardWeights);
   ASSERT_TRUE(core_->find().FindBlocking(p, {}).ok());

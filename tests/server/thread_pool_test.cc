@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 namespace convtune {
 namespace {
@@ -36,6 +38,31 @@ TEST(ThreadPoolTest, SingleThreadPoolRunsInOrderWithoutOverlap) {
   ASSERT_EQ(order.size(), 200u);
   for (int i = 0; i < 200; ++i) EXPECT_EQ(order[i], i);
   EXPECT_FALSE(overlapped.load());
+}
+
+TEST(ThreadPoolTest, LowPriorityTasksWaitForEveryOtherTaskQueued) {
+  std::vector<std::string> order;
+  absl::Notification started, release;
+  {
+    ThreadPool queue("bench", 1);
+    queue.Schedule([&] {
+      started.Notify();
+      release.WaitForNotification();
+    });
+    started.WaitForNotification();
+    queue.ScheduleLow([&] { order.push_back("low 1"); });
+    queue.Schedule([&] { order.push_back("normal 1"); });
+    queue.ScheduleLow([&] { order.push_back("low 2"); });
+    queue.Schedule([&] {
+      order.push_back("normal 2");
+      // Queued while a low-priority task waits: it still runs first.
+      queue.Schedule([&] { order.push_back("normal 3"); });
+    });
+    EXPECT_EQ(queue.queued(), 4);
+    release.Notify();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"normal 1", "normal 2", "normal 3",
+                                             "low 1", "low 2"}));
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "kernels/reference.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -324,23 +326,31 @@ std::vector<ReferenceSample> SampleReference(const ConvProblem& p,
     out[i].index = i == 0 ? 0 : i == 1 ? last : pick(rng);
   }
   // A backward-weights element sums over the whole batch and image: the
-  // samples are shared out among the cores when they are that long.
+  // samples are shared out among up to 16 cores when they are that long.
   const double terms =
       p.macs() / static_cast<double>(std::max<int64_t>(1, p.output_elements()));
-  const size_t threads =
-      terms * static_cast<double>(out.size()) < double{1 << 22}
-          ? 1
-          : std::min<size_t>(out.size(),
-                             std::max(1u, std::thread::hardware_concurrency()));
-  auto fill = [&](size_t first) {
-    for (size_t i = first; i < out.size(); i += threads) {
+  const bool long_sums = terms * static_cast<double>(out.size()) >= (1 << 22);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < out.size();) {
       out[i].ref = ReferenceElement(p, t, out[i].index);
     }
   };
-  std::vector<std::thread> workers;
-  for (size_t w = 1; w < threads; ++w) workers.emplace_back(fill, w);
-  fill(0);
-  for (std::thread& w : workers) w.join();
+  std::vector<std::thread> helpers;
+  const size_t wanted =
+      long_sums ? std::min<size_t>(
+                      {out.size(), size_t{16},
+                       std::max(1u, std::thread::hardware_concurrency())})
+                : 1;
+  for (size_t h = 1; h < wanted; ++h) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer threads: this one does the rest
+    }
+  }
+  work();
+  for (std::thread& h : helpers) h.join();
   return out;
 }
 

@@ -72,8 +72,8 @@ absl::Status BenchmarkSession::Run(const v1::ExecutionPlan& plan) {
 }
 
 absl::StatusOr<Measurement> BenchmarkSession::Measure(
-    const v1::ExecutionPlan& plan, const TimingOptions& options,
-    double best_ms) {
+    const v1::ExecutionPlan& plan, const TimingOptions& options, double best_ms,
+    bool cold_run_is_timing) {
   // Poisoned and read back on the device side: only the sampled elements
   // cross to the host, however large the output.
   const auto started = std::chrono::steady_clock::now();
@@ -101,7 +101,7 @@ absl::StatusOr<Measurement> BenchmarkSession::Measure(
   const double check_ms = std::chrono::duration<double, std::milli>(
                               std::chrono::steady_clock::now() - started)
                               .count();
-  if (best_ms > 0 && options.slow_factor > 0 &&
+  if (cold_run_is_timing && best_ms > 0 && options.slow_factor > 0 &&
       checked_run_ms > options.slow_factor * best_ms &&
       checked_run_ms >= options.first_run_trusted_ms) {
     return Measurement{checked_run_ms, 1, check_ms};

@@ -65,14 +65,22 @@ class BenchmarkSession {
   // far (0: none yet): timing stops after the first run longer than
   // slow_factor times it, and after min_repeats when no run came within
   // hopeless_factor of it.
+  // `cold_run_is_timing`: the plan's first run costs what its later runs do
+  // (its code is loaded when built; not so for a library, which may set up
+  // on its first call), so a checked run far behind the best may be its time.
   absl::StatusOr<Measurement> Measure(const v1::ExecutionPlan& plan,
                                       const TimingOptions& options,
-                                      double best_ms = 0);
+                                      double best_ms = 0,
+                                      bool cold_run_is_timing = false);
 
   // Times without checking (for re-measuring configs already checked).
   absl::StatusOr<Measurement> TimeOnly(const v1::ExecutionPlan& plan,
                                        const TimingOptions& options,
                                        double best_ms = 0);
+
+  // The checked output elements and their reference (empty before the
+  // first Measure).
+  const std::vector<ReferenceSample>& samples() const { return samples_; }
 
   // Times plans already checked side by side: one run of each in turn per
   // round, the order reversed every other round, so that drift in the

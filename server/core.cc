@@ -55,6 +55,7 @@ bool Core::TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
   {
     absl::MutexLock lock(&background_mu_);
     if (background_.contains(key)) return true;
+    if (background_failed_.contains(key)) return false;
     if (static_cast<int>(background_.size()) >= max_background_tunings_) {
       counters_.Add(&EngineCounters::background_refused);
       return false;
@@ -66,9 +67,15 @@ bool Core::TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
              {.mode = v1::NORMAL,
               .workspace_limit = workspace_limit,
               .background = true},
-             [this, key](absl::StatusOr<FindOutcome>) {
+             [this, key](absl::StatusOr<FindOutcome> found) {
                absl::MutexLock lock(&background_mu_);
                background_.erase(key);
+               // A failure (every solver failing, the store refusing the
+               // record) would repeat on every later miss.
+               if (!found.ok() && !absl::IsUnavailable(found.status()) &&
+                   background_failed_.size() < 4096) {
+                 background_failed_.insert(key);
+               }
              });
   return true;
 }

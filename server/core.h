@@ -123,6 +123,9 @@ class Core {
   absl::Mutex background_mu_;
   // Problem keys (with their limit) of the background finds not yet done.
   absl::flat_hash_set<std::string> background_ ABSL_GUARDED_BY(background_mu_);
+  // Those whose background find failed: not queued again (bounded).
+  absl::flat_hash_set<std::string> background_failed_
+      ABSL_GUARDED_BY(background_mu_);
 };
 
 }  // namespace convtune

@@ -152,9 +152,8 @@ grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(
     v1::GetSolutionsResponse* resp) {
   absl::StatusOr<SolutionsInput> in = SolutionsInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
-  absl::StatusOr<Solutions> s =
-      core_.immediate().GetSolutions(in->problem, in->workspace_limit,
-                                     in->background_tune);
+  absl::StatusOr<Solutions> s = core_.immediate().GetSolutions(
+      in->problem, in->workspace_limit, in->background_tune);
   if (!s.ok()) return Finish(ctx, s.status());
   FillSolutionsResponse(*s, *in, core_.device_key(), resp);
   return Finish(ctx, absl::OkStatus());

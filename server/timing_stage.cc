@@ -7,12 +7,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/gpu/blas_step.h"
 
 namespace convtune {
 namespace {
 
 bool Faster(const TimingStage::Timed& a, const TimingStage::Timed& b) {
   return a.ms < b.ms;
+}
+
+// Whether plan i of c calls a library (a library solver, or a BLAS step).
+bool UsesLibrary(const TimingCandidate& c, size_t i) {
+  if (!c.solver->library().empty()) return true;
+  for (const v1::KernelStep& step : c.plans[i].steps()) {
+    if (gpu::IsLibraryStep(step)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -94,8 +104,8 @@ absl::StatusOr<std::vector<TimingStage::Timed>> TimingStage::TimeCandidate(
          since_improvement >= options_.patience)) {
       break;
     }
-    absl::StatusOr<Measurement> measured =
-        session.Measure(c.plans[i], options_.timing, run.best_ms);
+    absl::StatusOr<Measurement> measured = session.Measure(
+        c.plans[i], options_.timing, run.best_ms, !UsesLibrary(c, i));
     if (!measured.ok()) {
       // One config that fails (its check, or its run) costs that config
       // only, unless it broke the device: a library offers many, and a bad
@@ -148,8 +158,12 @@ absl::Status TimingStage::Remeasure(Run& run, BenchmarkSession& session) {
         near.push_back({s, r, run.configs[s][r].ms});
     }
   }
-  std::sort(near.begin(), near.end(),
-            [](const Entry& a, const Entry& b) { return a.ms < b.ms; });
+  // Each solver's fastest first (configs are sorted, so rank 0), then the
+  // other configs, each group fastest first: solvers are what is ranked.
+  std::sort(near.begin(), near.end(), [](const Entry& a, const Entry& b) {
+    if ((a.rank == 0) != (b.rank == 0)) return a.rank == 0;
+    return a.ms < b.ms;
+  });
   near.resize(
       std::min<size_t>(near.size(), std::max(0, options_.remeasure_top)));
   // One plan alone has nothing to be ranked against.
@@ -163,8 +177,23 @@ absl::Status TimingStage::Remeasure(Run& run, BenchmarkSession& session) {
                    session.TimeSideBySide(plans, options_.retiming));
   counters_.Add(&EngineCounters::plans_retimed,
                 static_cast<int64_t>(near.size()));
+  // The plans timed again were picked for their low first times, which
+  // tend to come out higher a second time: a plan not timed again must not
+  // get ahead of them on that luck alone.
+  std::vector<std::vector<bool>> retimed(run.configs.size());
+  for (size_t s = 0; s < run.configs.size(); ++s)
+    retimed[s].assign(run.configs[s].size(), false);
+  double slowest = 0;
   for (size_t i = 0; i < near.size(); ++i) {
     run.configs[near[i].solver][near[i].rank].ms = again[i].median_ms;
+    retimed[near[i].solver][near[i].rank] = true;
+    slowest = std::max(slowest, again[i].median_ms);
+  }
+  for (size_t s = 0; s < run.configs.size(); ++s) {
+    for (size_t r = 0; r < run.configs[s].size(); ++r) {
+      if (!retimed[s][r])
+        run.configs[s][r].ms = std::max(run.configs[s][r].ms, slowest);
+    }
   }
   for (size_t s = 0; s < run.configs.size(); ++s) {
     std::vector<Timed>& t = run.configs[s];

@@ -82,6 +82,10 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
     return;
   }
   compile_pool_.ScheduleLow([this, run = std::move(run)]() mutable {
+    if (absl::Status s = stop_.Check(); !s.ok()) {
+      Complete(run->dedup_key, s);
+      return;
+    }
     // A find that waited may have tuned it meanwhile.
     absl::StatusOr<FindOutcome> hit =
         records_.LookupUser(run->job->problem, run->request.workspace_limit);
@@ -146,7 +150,10 @@ void Tuner::Start(std::shared_ptr<Run> run) {
 
 void Tuner::BuildPlans(std::shared_ptr<Run> run, size_t candidate) {
   TimingCandidate& c = run->job->candidates[candidate];
+  // Stopping: nothing more is compiled; the timing stage ends the run.
+  if (absl::Status s = stop_.Check(); !s.ok()) c.status = s;
   for (const PerfConfig& config : c.configs) {
+    if (!c.status.ok()) break;
     absl::StatusOr<v1::ExecutionPlan> plan =
         planner_.Plan(*c.solver, run->job->problem, config);
     if (plan.ok()) {

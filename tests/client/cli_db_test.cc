@@ -131,8 +131,10 @@ TEST_F(CliFindDbTest, FastFallsBackThenNormalTunes) {
 TEST_F(CliFindDbTest, ImmediateTableAndJson) {
   std::string key;
   const std::vector<std::string> line = RandomDriverArgs(rng_, &key);
-  ProcessResult table = RunOn(a_, With({"immediate"}, line));
+  ProcessResult table =
+      RunOn(a_, With({"immediate", "--no-background-tune"}, line));
   ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, Not(HasSubstr("queued in the background")));
   EXPECT_THAT(table.out, HasSubstr("problem " + key));
   EXPECT_THAT(table.out, AnyOf(HasSubstr("(source estimate)"),
                                HasSubstr("(source heuristic)")));
@@ -144,6 +146,8 @@ TEST_F(CliFindDbTest, ImmediateTableAndJson) {
   ASSERT_FALSE(json.out.empty());
   EXPECT_EQ(json.out.front(), '[');
   EXPECT_THAT(json.out, HasSubstr("\"measured\": false"));
+  // Still a miss: this call queued a find (the daemon's default).
+  EXPECT_THAT(json.out, HasSubstr("\"tuning_queued\": true"));
   EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '{'),
             std::count(json.out.begin(), json.out.end(), '}'));
 

@@ -108,7 +108,10 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
   DaemonProcess d;
   ASSERT_TRUE(
       d.Start(Convtuned(),
-              {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db"},
+              {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db",
+               // A background find may retune a library solver's config,
+               // and its workspace, between this test's calls.
+               "--background-tune", "off"},
               dir_ + "/immediate.log"));
   ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(socket);
@@ -197,7 +200,10 @@ TEST_F(GpuDaemonTest, CApiRunsTheCudnnSolutionOnDeviceMemory) {
   DaemonProcess d;
   ASSERT_TRUE(
       d.Start(Convtuned(),
-              {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db"},
+              {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db",
+               // A background find may retune a library solver's config,
+               // and its workspace, between this test's calls.
+               "--background-tune", "off"},
               dir_ + "/capi.log"));
   ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
   convtuneHandle_t h = nullptr;

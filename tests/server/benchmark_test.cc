@@ -69,18 +69,29 @@ TEST_F(BenchmarkSessionTest, EveryMeasuredPlanIsCheckedOnTheSameSamples) {
   ASSERT_NE(session, nullptr);
   TimingOptions options;
   options.budget_ms = 1;
+  EXPECT_TRUE(session->samples().empty());
   auto right = session->Measure(Plan(p), options);
   ASSERT_TRUE(right.ok()) << right.status();
   EXPECT_GT(right->median_ms, 0);
   EXPECT_GE(right->repeats, options.min_repeats);
+  // The output's two ends are among the samples.
+  const std::vector<ReferenceSample> samples = session->samples();
+  ASSERT_EQ(samples.size(), static_cast<size_t>(options.verify_samples));
+  EXPECT_EQ(samples[0].index, 0);
+  EXPECT_EQ(samples[1].index, p.output_elements() - 1);
   // A 1x1 plan writes an output of the same shape with other values: the
   // reference computed for the 3x3 problem's first plan must catch it.
   auto wrong = session->Measure(Plan(Problem(1)), options);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(wrong.status().message(), HasSubstr("float64 reference"));
-  // And the right plan still passes after it.
+  // And the right plan still passes after it, on the same samples.
   EXPECT_TRUE(session->Measure(Plan(p), options).ok());
+  ASSERT_EQ(session->samples().size(), samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_EQ(session->samples()[i].index, samples[i].index);
+    EXPECT_EQ(session->samples()[i].ref.value, samples[i].ref.value);
+  }
 }
 
 TEST_F(BenchmarkSessionTest, PlansFarBehindTheBestStopEarly) {
@@ -115,12 +126,16 @@ TEST_F(BenchmarkSessionTest, ACheckedRunFarBehindTheBestIsThePlansTime) {
   TimingOptions options;
   options.budget_ms = 1e9;
   options.first_run_trusted_ms = 0;
-  auto one = session->Measure(plan, options, 1e-9);
+  auto one = session->Measure(plan, options, 1e-9, true);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(one->repeats, 1);
   EXPECT_GE(one->check_ms, one->median_ms);
+  // A plan whose first run may set a library up is run again.
+  auto library = session->Measure(plan, options, 1e-9, false);
+  ASSERT_TRUE(library.ok()) << library.status();
+  EXPECT_EQ(library->repeats, 1);  // its first timed run is cut off
   // Within reach of the best it is timed in full, however long.
-  auto full = session->Measure(plan, options, 1e9);
+  auto full = session->Measure(plan, options, 1e9, true);
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(full->repeats, options.max_repeats);
 }

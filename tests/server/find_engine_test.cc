@@ -462,7 +462,7 @@ TEST_F(DeviceFaultTest,
   ConvProblem other = p;
   other.k = 16;
   absl::StatusOr<Solutions> solutions =
-      e->engine->immediate().GetSolutions(other, -1);
+      e->engine->immediate().GetSolutions(other, -1, false);
   ASSERT_TRUE(solutions.ok());
   bool listed = false;
   for (const v1::PerfResult& r : solutions->results)

@@ -21,15 +21,9 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::Schedule(std::function<void()> task) {
+void ThreadPool::Schedule(std::function<void()> task, Priority priority) {
   absl::MutexLock lock(&mu_);
-  tasks_.push_back(std::move(task));
-  ++scheduled_;
-}
-
-void ThreadPool::ScheduleLow(std::function<void()> task) {
-  absl::MutexLock lock(&mu_);
-  low_.push_back(std::move(task));
+  (priority == Priority::kLow ? low_ : tasks_).push_back(std::move(task));
   ++scheduled_;
 }
 

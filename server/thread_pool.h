@@ -28,10 +28,11 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  void Schedule(std::function<void()> task);
-  // Runs `task` only when no task scheduled with Schedule is waiting: work
-  // nobody waits on (background tuning).
-  void ScheduleLow(std::function<void()> task);
+  // kLow: work nobody waits on (background tuning), run only when no
+  // kNormal task is waiting.
+  enum class Priority { kNormal, kLow };
+  void Schedule(std::function<void()> task,
+                Priority priority = Priority::kNormal);
 
   int threads() const { return static_cast<int>(workers_.size()); }
   // Tasks waiting (not running).

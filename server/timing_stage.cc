@@ -58,21 +58,18 @@ void TimingStage::SetDeviceLostHandler(
 
 void TimingStage::Time(std::shared_ptr<TimingJob> job,
                        std::function<void(absl::StatusOr<TimingResult>)> done,
-                       bool low_priority) {
-  auto task = [this, job = std::move(job), done = std::move(done)] {
-    const auto started = std::chrono::steady_clock::now();
-    absl::StatusOr<TimingResult> result =
-        stop_.stopped() ? absl::StatusOr<TimingResult>(StopFlag::Error())
-                        : TimeAll(*job);
-    counters_.Add(&EngineCounters::timing_stage_ms,
-                  static_cast<int64_t>(MsSince(started)));
-    done(std::move(result));
-  };
-  if (low_priority) {
-    queue_.ScheduleLow(std::move(task));
-  } else {
-    queue_.Schedule(std::move(task));
-  }
+                       ThreadPool::Priority priority) {
+  queue_.Schedule(
+      [this, job = std::move(job), done = std::move(done)] {
+        const auto started = std::chrono::steady_clock::now();
+        absl::StatusOr<TimingResult> result =
+            stop_.stopped() ? absl::StatusOr<TimingResult>(StopFlag::Error())
+                            : TimeAll(*job);
+        counters_.Add(&EngineCounters::timing_stage_ms,
+                      static_cast<int64_t>(MsSince(started)));
+        done(std::move(result));
+      },
+      priority);
 }
 
 void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
@@ -180,20 +177,13 @@ absl::Status TimingStage::Remeasure(Run& run, BenchmarkSession& session) {
   // The plans timed again were picked for their low first times, which
   // tend to come out higher a second time: a plan not timed again must not
   // get ahead of them on that luck alone.
-  std::vector<std::vector<bool>> retimed(run.configs.size());
-  for (size_t s = 0; s < run.configs.size(); ++s)
-    retimed[s].assign(run.configs[s].size(), false);
   double slowest = 0;
+  for (const Measurement& m : again) slowest = std::max(slowest, m.median_ms);
+  for (std::vector<Timed>& t : run.configs) {
+    for (Timed& config : t) config.ms = std::max(config.ms, slowest);
+  }
   for (size_t i = 0; i < near.size(); ++i) {
     run.configs[near[i].solver][near[i].rank].ms = again[i].median_ms;
-    retimed[near[i].solver][near[i].rank] = true;
-    slowest = std::max(slowest, again[i].median_ms);
-  }
-  for (size_t s = 0; s < run.configs.size(); ++s) {
-    for (size_t r = 0; r < run.configs[s].size(); ++r) {
-      if (!retimed[s][r])
-        run.configs[s][r].ms = std::max(run.configs[s][r].ms, slowest);
-    }
   }
   for (size_t s = 0; s < run.configs.size(); ++s) {
     std::vector<Timed>& t = run.configs[s];

@@ -97,10 +97,10 @@ class TimingStage {
   // plans failed to build or to run is left out with its error in
   // `failures`; the others go on (on fresh buffers after a reset).
   // Unavailable when stopping or when the device was lost.
-  // A low-priority job waits for every other job queued.
+  // A kLow job waits for every other job queued.
   void Time(std::shared_ptr<TimingJob> job,
             std::function<void(absl::StatusOr<TimingResult>)> done,
-            bool low_priority = false);
+            ThreadPool::Priority priority = ThreadPool::Priority::kNormal);
 
   // Measures one built plan of p on fresh inputs: its median milliseconds.
   void TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,

@@ -81,28 +81,27 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
     Start(std::move(run));
     return;
   }
-  compile_pool_.ScheduleLow([this, run = std::move(run)]() mutable {
-    if (absl::Status s = stop_.Check(); !s.ok()) {
-      Complete(run->dedup_key, s);
-      return;
-    }
-    // A find that waited may have tuned it meanwhile.
-    absl::StatusOr<FindOutcome> hit =
-        records_.LookupUser(run->job->problem, run->request.workspace_limit);
-    if (hit.ok()) {
-      Complete(run->dedup_key, *std::move(hit));
-      return;
-    }
-    Start(std::move(run));
-  });
+  compile_pool_.Schedule(
+      [this, run = std::move(run)]() mutable {
+        if (absl::Status s = stop_.Check(); !s.ok()) {
+          Complete(run->dedup_key, s);
+          return;
+        }
+        // A find that waited may have tuned it meanwhile.
+        absl::StatusOr<FindOutcome> hit = records_.LookupUser(
+            run->job->problem, run->request.workspace_limit);
+        if (hit.ok()) {
+          Complete(run->dedup_key, *std::move(hit));
+          return;
+        }
+        Start(std::move(run));
+      },
+      ThreadPool::Priority::kLow);
 }
 
-void Tuner::Schedule(const Run& run, std::function<void()> task) {
-  if (run.request.background) {
-    compile_pool_.ScheduleLow(std::move(task));
-  } else {
-    compile_pool_.Schedule(std::move(task));
-  }
+ThreadPool::Priority Tuner::PriorityOf(const Run& run) {
+  return run.request.background ? ThreadPool::Priority::kLow
+                                : ThreadPool::Priority::kNormal;
 }
 
 void Tuner::Start(std::shared_ptr<Run> run) {
@@ -144,7 +143,8 @@ void Tuner::Start(std::shared_ptr<Run> run) {
   // Plans are built (and, on GPUs, compiled) in parallel; timing waits for
   // all of them.
   for (size_t i = 0; i < run->job->candidates.size(); ++i) {
-    Schedule(*run, [this, run, i] { BuildPlans(run, i); });
+    compile_pool_.Schedule([this, run, i] { BuildPlans(run, i); },
+                           PriorityOf(*run));
   }
 }
 
@@ -175,7 +175,7 @@ void Tuner::BuildPlans(std::shared_ptr<Run> run, size_t candidate) {
       [this, run](absl::StatusOr<TimingResult> timed) {
         Finish(run, std::move(timed));
       },
-      run->request.background);
+      PriorityOf(*run));
 }
 
 absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,

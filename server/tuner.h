@@ -73,8 +73,8 @@ class Tuner {
   std::vector<PerfConfig> SearchSpace(const Solver& s,
                                       const ConvProblem& p) const;
   void Start(std::shared_ptr<Run> run);
-  // Onto the compile pool, at the run's priority.
-  void Schedule(const Run& run, std::function<void()> task);
+  // Background runs queue behind all other work.
+  static ThreadPool::Priority PriorityOf(const Run& run);
   void BuildPlans(std::shared_ptr<Run> run, size_t candidate);
   void Finish(std::shared_ptr<Run> run, absl::StatusOr<TimingResult> timed);
   absl::StatusOr<v1::FindRecord> Record(const Run& run,

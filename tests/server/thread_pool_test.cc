@@ -50,9 +50,11 @@ TEST(ThreadPoolTest, LowPriorityTasksWaitForEveryOtherTaskQueued) {
       release.WaitForNotification();
     });
     started.WaitForNotification();
-    queue.ScheduleLow([&] { order.push_back("low 1"); });
+    queue.Schedule([&] { order.push_back("low 1"); },
+                   ThreadPool::Priority::kLow);
     queue.Schedule([&] { order.push_back("normal 1"); });
-    queue.ScheduleLow([&] { order.push_back("low 2"); });
+    queue.Schedule([&] { order.push_back("low 2"); },
+                   ThreadPool::Priority::kLow);
     queue.Schedule([&] {
       order.push_back("normal 2");
       // Queued while a low-priority task waits: it still runs first.

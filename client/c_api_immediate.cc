@@ -74,6 +74,13 @@ convtuneStatus_t GetSolutions(convtuneHandle_t handle, const Descs& d,
       out.solution_id = in.solution_id();
       out.algorithm = static_cast<convtuneConvAlgorithm_t>(in.algorithm());
       out.measured = in.measured() ? 1 : 0;
+      out.provenance =
+          in.provenance() == v1::PROVENANCE_UNSPECIFIED
+              ? (in.measured() ? convtuneSolutionMeasured
+                               : convtuneSolutionEstimated)
+              : static_cast<convtuneSolutionProvenance_t>(in.provenance());
+      out.confidence =
+          in.measured() && in.provenance() == 0 ? 1.0f : in.confidence();
       std::strncpy(out.solver_name, in.solver_name().c_str(),
                    sizeof(out.solver_name) - 1);
     }

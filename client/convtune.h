@@ -97,8 +97,18 @@ typedef enum {
   convtuneFindModeTrustVerifyFull = 7,
 } convtuneFindMode_t;
 
+/* Where an immediate-mode solution's time comes from. */
+typedef enum {
+  convtuneSolutionMeasured = 1,  /* a find timed it on this device */
+  convtuneSolutionLearned = 2,   /* predicted from this device's measurements
+                                    of the problem's class */
+  convtuneSolutionEstimated = 3, /* nothing of its class measured here */
+} convtuneSolutionProvenance_t;
+
 /* One immediate-mode solution. `time` is in ms: measured by a find when
- * `measured` is 1, else an estimate of the fallback. */
+ * `measured` is 1, else an estimate of the fallback. `confidence` is 1 for
+ * measured times; for estimates, from 0 (no measured support) towards 1
+ * (close, consistent measurements). */
 typedef struct {
   float time;
   size_t workspace_size;
@@ -106,6 +116,8 @@ typedef struct {
   convtuneConvAlgorithm_t algorithm;
   int measured;
   char solver_name[64];
+  convtuneSolutionProvenance_t provenance;
+  float confidence;
 } convtuneConvSolution_t;
 
 /* The result struct's unnamed union (MIOpen's shape) is standard from C11;

@@ -10,7 +10,7 @@ Core::Core(Device& device, const SolverRegistry& registry,
            const SystemFindDb* system_db, KernelBuilder* kernel_builder)
     : device_key_(device.info().Key()),
       compile_pool_(compile_pool),
-      heuristics_(store, registry, device.info()),
+      heuristics_(store, registry, device.info(), system_db),
       records_(store, device_key_, system_db, heuristics_, compile_pool,
                counters_),
       quarantine_(store, device_key_),
@@ -36,6 +36,7 @@ Core::Core(Device& device, const SolverRegistry& registry,
       [this](const ConvProblem& p, int64_t limit, std::optional<bool> asked) {
         return TuneInBackground(p, limit, asked);
       });
+  heuristics_.TrainIfMissing(compile_pool);
 }
 
 Core::~Core() {

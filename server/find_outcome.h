@@ -36,9 +36,16 @@ struct FindOutcome {
 };
 
 // Immediate mode's answer: solutions best first, never timed here.
+// How far one answer can be trusted.
+struct AnswerQuality {
+  v1::Provenance provenance = v1::MEASURED;
+  float confidence = 1;  // 0 (nothing measured supports it) to 1
+};
+
 struct Solutions {
   std::vector<v1::PerfResult>
-      results;         // measured from a FindDb, else estimated
+      results;                         // measured from a FindDb, else estimated
+  std::vector<AnswerQuality> quality;  // one per result
   std::string source;  // "user_db", "system_db", "heuristic", "estimate"
   std::string fallback_reason;
   // On a miss: whether a find of the problem was queued in the background,

@@ -18,6 +18,7 @@ absl::StatusOr<Solutions> Immediate::GetSolutions(
     Solutions out;
     out.results.assign(hit->record.results().begin(),
                        hit->record.results().end());
+    out.quality.resize(out.results.size());
     out.source = hit->source;
     return out;
   }
@@ -55,6 +56,7 @@ absl::StatusOr<Solutions> Immediate::Rank(const ConvProblem& p,
       r.set_workspace_bytes(planner_.PlanWorkspace(*e.solver, p));
     }
     out.results.push_back(std::move(r));
+    out.quality.push_back({e.provenance, e.confidence});
   }
   out.source = ranking.source;
   out.fallback_reason = ranking.fallback_reason;

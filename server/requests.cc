@@ -117,7 +117,8 @@ absl::StatusOr<SolutionsInput> SolutionsInputFrom(
 void FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
                            const std::string& device_key,
                            v1::GetSolutionsResponse* resp) {
-  for (const v1::PerfResult& r : s.results) {
+  for (size_t i = 0; i < s.results.size(); ++i) {
+    const v1::PerfResult& r = s.results[i];
     if (in.max_count > 0 && resp->solutions_size() >= in.max_count) break;
     absl::StatusOr<v1::AlgorithmFamily> family =
         ParseAlgorithm(r.algorithm(), "algorithm");
@@ -131,6 +132,14 @@ void FillSolutionsResponse(const Solutions& s, const SolutionsInput& in,
     out->set_time_ms(r.time_ms());
     out->set_workspace_bytes(r.workspace_bytes());
     out->set_measured(r.measured());
+    const AnswerQuality q =
+        i < s.quality.size() ? s.quality[i] : AnswerQuality{};
+    out->set_provenance(q.provenance);
+    out->set_confidence(q.confidence);
+  }
+  if (resp->solutions_size() > 0) {
+    resp->set_provenance(resp->solutions(0).provenance());
+    resp->set_confidence(resp->solutions(0).confidence());
   }
   resp->set_source(s.source);
   resp->set_fallback_reason(s.fallback_reason);

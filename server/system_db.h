@@ -31,6 +31,10 @@ class SystemFindDb {
   bool exact() const { return exact_; }
   const std::string& path() const { return path_; }
   int64_t size() const { return static_cast<int64_t>(records_.size()); }
+  // Every record, by problem key.
+  const absl::flat_hash_map<std::string, v1::FindRecord>& records() const {
+    return records_;
+  }
 
  private:
   std::string source_device_key_;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -71,6 +72,14 @@ int ParseImmediateFlags(const std::vector<std::string>& args,
   return kExitOk;
 }
 
+// "measured", "learned" or "estimated" (a daemon that does not say: from
+// `measured`).
+std::string ProvenanceOf(v1::Provenance p, bool measured) {
+  if (p == v1::PROVENANCE_UNSPECIFIED)
+    p = measured ? v1::MEASURED : v1::ESTIMATED;
+  return absl::AsciiStrToLower(v1::Provenance_Name(p));
+}
+
 void PrintJson(const std::vector<Answer>& answers) {
   std::cout << "[";
   for (size_t i = 0; i < answers.size(); ++i) {
@@ -85,6 +94,12 @@ void PrintJson(const std::vector<Answer>& answers) {
               << ", \"device_key\": " << JsonString(a.response.device_key())
               << ", \"tuning_queued\": "
               << (a.response.tuning_queued() ? "true" : "false");
+    if (a.response.solutions_size() > 0) {
+      const v1::Solution& pick = a.response.solutions(0);
+      std::cout << ", \"provenance\": "
+                << JsonString(ProvenanceOf(pick.provenance(), pick.measured()))
+                << absl::StrFormat(", \"confidence\": %.3f", pick.confidence());
+    }
     if (!a.status.ok())
       std::cout << ", \"error\": " << JsonString(a.status.message());
     std::cout << ", \"solutions\": [";
@@ -94,10 +109,13 @@ void PrintJson(const std::vector<Answer>& answers) {
                 << absl::StrFormat(
                        "{\"rank\": %d, \"solution_id\": %u, \"solver_name\": "
                        "%s, \"algorithm\": %s, \"time_ms\": %.6g, "
-                       "\"workspace_bytes\": %d, \"measured\": %s}",
+                       "\"workspace_bytes\": %d, \"measured\": %s, "
+                       "\"provenance\": %s, \"confidence\": %.3f}",
                        r + 1, s.solution_id(), JsonString(s.solver_name()),
                        JsonString(AlgorithmName(s.algorithm())), s.time_ms(),
-                       s.workspace_bytes(), s.measured() ? "true" : "false");
+                       s.workspace_bytes(), s.measured() ? "true" : "false",
+                       JsonString(ProvenanceOf(s.provenance(), s.measured())),
+                       s.confidence());
     }
     std::cout << "]}";
   }
@@ -105,7 +123,7 @@ void PrintJson(const std::vector<Answer>& answers) {
 }
 
 void PrintTable(const std::vector<Answer>& answers) {
-  int measured = 0, estimated = 0, failed = 0;
+  int measured = 0, learned = 0, estimated = 0, failed = 0;
   for (const Answer& a : answers) {
     if (!a.status.ok()) {
       ++failed;
@@ -113,7 +131,13 @@ void PrintTable(const std::vector<Answer>& answers) {
     }
     const bool from_db =
         a.response.source() == "user_db" || a.response.source() == "system_db";
-    from_db ? ++measured : ++estimated;
+    if (from_db) {
+      ++measured;
+    } else if (a.response.provenance() == v1::LEARNED) {
+      ++learned;
+    } else {
+      ++estimated;
+    }
     std::cout << "problem " << a.response.problem_key() << "  (source "
               << a.response.source() << ")\n";
     if (!a.response.fallback_reason().empty()) {
@@ -124,23 +148,25 @@ void PrintTable(const std::vector<Answer>& answers) {
       std::cout << "  a find of this problem is queued in the background; "
                    "later calls answer from its measurement\n";
     }
-    std::cout << absl::StrFormat("  %4s  %5s  %-32s  %-14s  %12s  %14s  %s\n",
-                                 "rank", "id", "solver", "algorithm",
-                                 "time (ms)", "workspace (B)", "time is");
+    std::cout << absl::StrFormat(
+        "  %4s  %5s  %-32s  %-14s  %12s  %14s  %-9s  %s\n", "rank", "id",
+        "solver", "algorithm", "time (ms)", "workspace (B)", "time is",
+        "confidence");
     for (int r = 0; r < a.response.solutions_size(); ++r) {
       const v1::Solution& s = a.response.solutions(r);
       std::cout << absl::StrFormat(
-          "  %4d  %5u  %-32s  %-14s  %12.4f  %14d  %s\n", r + 1,
+          "  %4d  %5u  %-32s  %-14s  %12.4f  %14d  %-9s  %.2f\n", r + 1,
           s.solution_id(), s.solver_name(), AlgorithmName(s.algorithm()),
           s.time_ms(), s.workspace_bytes(),
-          s.measured() ? "measured" : "estimated");
+          ProvenanceOf(s.provenance(), s.measured()), s.confidence());
     }
     if (a.response.solutions_size() == 0) std::cout << "  (no solution)\n";
     std::cout << "\n";
   }
   std::cout << absl::StrFormat(
-      "%d problem(s): %d from a FindDb, %d estimated, %d failed\n",
-      answers.size(), measured, estimated, failed);
+      "%d problem(s): %d from a FindDb, %d learned, %d estimated, %d "
+      "failed\n",
+      answers.size(), measured, learned, estimated, failed);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/heuristics/heuristics.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -8,15 +9,17 @@
 namespace convtune {
 
 Heuristics::Heuristics(storage::Store& store, const SolverRegistry& registry,
-                       const DeviceInfo& device)
-    : Heuristics(store, registry, device, Options()) {}
+                       const DeviceInfo& device, const SystemFindDb* system_db)
+    : Heuristics(store, registry, device, Options(), system_db) {}
 
 Heuristics::Heuristics(storage::Store& store, const SolverRegistry& registry,
-                       const DeviceInfo& device, Options options)
+                       const DeviceInfo& device, Options options,
+                       const SystemFindDb* system_db)
     : store_(store),
       registry_(registry),
       device_key_(device.Key()),
       options_(options),
+      system_db_(system_db),
       wti_(device) {
   Load();
 }
@@ -86,19 +89,33 @@ absl::Status Heuristics::IsApplicable(const ConvProblem& p) const {
 Ranking Heuristics::Rank(const ConvProblem& p,
                          const std::vector<const Solver*>& candidates) const {
   std::shared_ptr<const LearnedRanker> m = model();
-  absl::Status applicable =
-      m == nullptr ? absl::FailedPreconditionError(absl::StrCat(
-                         "heuristic: no learned model for ", device_key_))
-                   : m->IsApplicable(p);
   Ranking r;
-  if (applicable.ok()) {
-    r.estimates = m->Rank(p, candidates);
-    r.source = std::string(m->name());
+  if (m == nullptr) {
+    r.estimates = wti_.Rank(p, candidates);
+    r.source = std::string(wti_.name());
+    r.fallback_reason =
+        absl::StrCat("heuristic: no learned model for ", device_key_);
     return r;
   }
-  r.estimates = wti_.Rank(p, candidates);
-  r.source = std::string(wti_.name());
-  r.fallback_reason = std::string(applicable.message());
+  absl::Status applicable = m->IsApplicable(p);
+  // A model of too few records is not used at all; one that has not seen
+  // p's class still knows each solver's device-wide rate.
+  r.estimates =
+      applicable.ok() || m->record_count() >= options_.learned.min_records
+          ? m->Rank(p, candidates)
+          : wti_.Rank(p, candidates);
+  const bool learned =
+      !r.estimates.empty() && r.estimates[0].provenance == v1::LEARNED;
+  r.source = std::string(learned ? m->name() : wti_.name());
+  if (!learned) {
+    r.fallback_reason =
+        applicable.ok()
+            ? absl::StrCat("heuristic: ",
+                           r.estimates.empty() ? "no candidate"
+                                               : r.estimates[0].solver->name(),
+                           " was never measured on class ", ProblemClassName(p))
+            : std::string(applicable.message());
+  }
   return r;
 }
 
@@ -113,6 +130,7 @@ absl::StatusOr<TrainReport> Heuristics::Train() {
   ASSIGN_OR_RETURN(std::vector<std::string> keys, db.ProblemKeys());
   std::vector<TrainingSample> samples;
   TrainReport report;
+  absl::flat_hash_set<std::string> user_keys;
   for (const std::string& key : keys) {
     absl::StatusOr<v1::FindRecord> record = db.Get(key);
     absl::StatusOr<TrainingSample> sample =
@@ -122,7 +140,20 @@ absl::StatusOr<TrainReport> Heuristics::Train() {
       ++report.skipped;
       continue;
     }
+    user_keys.insert(key);
     samples.push_back(*std::move(sample));
+  }
+  if (system_db_ != nullptr) {
+    for (const auto& [key, record] : system_db_->records()) {
+      if (user_keys.contains(key)) continue;
+      absl::StatusOr<TrainingSample> sample = SampleFromRecord(record);
+      if (!sample.ok()) {
+        ++report.skipped;
+        continue;
+      }
+      ++report.system_records;
+      samples.push_back(*std::move(sample));
+    }
   }
   if (static_cast<int>(samples.size()) < options_.learned.min_records) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -132,6 +163,7 @@ absl::StatusOr<TrainReport> Heuristics::Train() {
   ASSIGN_OR_RETURN(std::unique_ptr<LearnedRanker> ranker,
                    LearnedRanker::Train(samples, device_key_, registry_, wti_,
                                         options_.learned));
+  ranker->SetSystemRecords(report.system_records);
   RETURN_IF_ERROR(storage::Meta(&store_).Put(
       storage::HeuristicModelName(device_key_),
       absl::Base64Escape(ranker->proto().SerializeAsString())));
@@ -152,12 +184,19 @@ void Heuristics::TrainOn(
 }
 
 void Heuristics::NoteRecordStored(ThreadPool& pool) {
-  {
-    absl::MutexLock lock(&mu_);
-    ++new_records_;
-    if (training_ || new_records_ < options_.retrain_every) return;
-    training_ = true;
-  }
+  absl::MutexLock lock(&mu_);
+  ++new_records_;
+  if (new_records_ >= options_.retrain_every) TrainInBackground(pool);
+}
+
+void Heuristics::TrainIfMissing(ThreadPool& pool) {
+  absl::MutexLock lock(&mu_);
+  if (model_ == nullptr) TrainInBackground(pool);
+}
+
+void Heuristics::TrainInBackground(ThreadPool& pool) {
+  if (training_) return;
+  training_ = true;
   pool.Schedule([this] {
     // Failure (too few records, a store error) waits for more records.
     (void)Train();

@@ -1,8 +1,16 @@
 // The learned immediate-mode model of one device: predicts each solver's time
-// for a problem from its shape, trained on the device's FindDb records, so a
-// FindDb miss is answered without timing. Two model kinds: per-solver ridge
-// regression of log2(time) and k-nearest-neighbours. Immutable once built;
-// thread-safe.
+// for a problem from the device's own FindDb records, so a FindDb miss is
+// answered without timing.
+//
+// Problems fall into classes: direction, data type, layout, dimensionality
+// and group structure (dense, grouped, depthwise). Within a class, a solver's
+// time is its weighted-throughput estimate (wti.h) corrected by the residuals
+// of the solver's nearest measured problems of that class: the efficiency the
+// device really reached there. A solver with no measurement in the problem's
+// class is not extrapolated from other classes; it is estimated, with the
+// solver's device-wide residual as its only measured input, and ranks behind
+// every solver with measured support. Each estimate carries a confidence.
+// Immutable once built; thread-safe.
 #ifndef CONVTUNE_SERVER_HEURISTICS_LEARNED_H_
 #define CONVTUNE_SERVER_HEURISTICS_LEARNED_H_
 
@@ -21,16 +29,19 @@
 
 namespace convtune {
 
-enum class ModelKind { kRidge, kKnn };
-absl::string_view ModelKindName(ModelKind kind);  // "ridge", "knn"
-
-// The model's inputs: logs of the sizes, then one-hot direction, type, layout
-// and a 3-D flag (the binary features, from kFirstBinaryFeature on).
-inline constexpr int kFeatureCount = 31;
+// The model's inputs: logs of the sizes, then the one-hot class features
+// (direction, type, layout, a 3-D flag, group structure), from
+// kFirstBinaryFeature on.
+inline constexpr int kFeatureCount = 34;
 inline constexpr int kFirstBinaryFeature = 22;
 using Features = std::array<float, kFeatureCount>;
 Features ProblemFeatures(const ConvProblem& p);
 absl::string_view FeatureName(int i);
+
+// "dense", "grouped" or "depthwise" (one input channel per group).
+absl::string_view GroupStructure(const ConvProblem& p);
+// The class of p, as the model keys it: "F FP32 NCHW depthwise".
+std::string ProblemClassName(const ConvProblem& p);
 
 // One problem with its measured solver times (ms).
 struct TrainingSample {
@@ -44,17 +55,13 @@ struct TrainingSample {
 absl::StatusOr<TrainingSample> SampleFromRecord(const v1::FindRecord& record);
 
 struct LearnedOptions {
-  // kNN generalizes better on the leave-one-network-out benchmark
-  // (tests/bench/heuristic_accuracy.cc).
-  ModelKind kind = ModelKind::kKnn;
   // Fewer training records than this: the model is not applicable.
   int min_records = 8;
-  // Ridge penalty on the standardized weights (the bias is not penalized).
-  double ridge_lambda = 0.5;
-  // Neighbours averaged by the kNN model.
+  // Measured neighbours (of one solver, in the problem's class) averaged.
   int knn_k = 3;
-  // How far (in log2 units) a size feature may lie outside the trained range.
-  double range_margin_log2 = 2.0;
+  // The standardized distance at which a neighbour's support has fallen to
+  // exp(-1/2) of a neighbour at the problem itself.
+  double support_radius = 2.0;
 };
 
 class LearnedRanker final : public Ranker {
@@ -65,21 +72,20 @@ class LearnedRanker final : public Ranker {
       const SolverRegistry& registry, const WtiEstimator& wti,
       const LearnedOptions& options);
 
-  // DataLoss when the model is inconsistent (sizes disagree, unknown kind,
-  // another schema version).
+  // DataLoss when the model is inconsistent (sizes disagree, another schema
+  // version).
   static absl::StatusOr<std::unique_ptr<LearnedRanker>> FromProto(
       v1::HeuristicModel model, const SolverRegistry& registry,
       const WtiEstimator& wti, const LearnedOptions& options);
   const v1::HeuristicModel& proto() const { return model_; }
 
   absl::string_view name() const override { return "heuristic"; }
-  // FailedPrecondition: too few training records, a direction, type, layout
-  // or dimensionality never seen in training, or a size feature far outside
-  // the trained range (named).
+  // FailedPrecondition: too few training records, or no training record of
+  // p's class (named).
   absl::Status IsApplicable(const ConvProblem& p) const override;
-  // Known solvers by predicted time; solvers absent from training after
-  // them, by the weighted-throughput estimate (each time raised to at least
-  // the slowest prediction so the list stays sorted).
+  // Solvers measured in p's class (LEARNED) by predicted time, then the
+  // others (ESTIMATED), each time raised to at least the slowest learned one
+  // so the list stays sorted.
   std::vector<Estimate> Rank(
       const ConvProblem& p,
       const std::vector<const Solver*>& candidates) const override;
@@ -89,6 +95,11 @@ class LearnedRanker final : public Ranker {
   double Accuracy(const std::vector<TrainingSample>& samples) const;
 
   int64_t record_count() const { return model_.record_count(); }
+  // Records among record_count() that came from the system FindDb. Set by
+  // the trainer before the model is shared.
+  void SetSystemRecords(int64_t n) {
+    model_.set_system_records(static_cast<uint32_t>(n));
+  }
 
  private:
   LearnedRanker(v1::HeuristicModel model, const SolverRegistry& registry,
@@ -96,39 +107,35 @@ class LearnedRanker final : public Ranker {
   Features Standardize(const Features& f) const;
   // Index into model_.solvers(), or -1.
   int SolverIndex(uint32_t id) const;
-  // The kNN query of one problem: squared distances from z to every
-  // training point, and the points nearest z, closest first. Empty for ridge.
-  struct Neighbourhood {
-    std::vector<float> dist;
-    std::vector<int> nearest;
-  };
-  Neighbourhood Neighbours(const Features& z) const;
+  // Index into categories_ of the class features of f, or -1.
+  int CategoryOf(const Features& f) const;
+  // Squared standardized distances from z to every training point of
+  // category `category` (other points: infinity).
+  std::vector<float> Distances(const Features& z, int category) const;
   void BuildColumns();
-  // Predicted log2(ms) of solver model `index`; `hood` from Neighbours(z).
-  double PredictLog2(int index, const Features& f, const Features& z,
-                     const Neighbourhood& hood) const;
-  void FitRidge(const std::vector<TrainingSample>& samples,
-                const std::vector<Features>& z);
-  void StoreKnn(const std::vector<TrainingSample>& samples,
-                const std::vector<Features>& z);
+  // One solver's estimate at p: learned from its measured neighbours in p's
+  // category when it has any, else estimated.
+  Estimate Predict(const Solver& solver, const ConvProblem& p, int category,
+                   const std::vector<float>& dist) const;
+  void StorePoints(const std::vector<TrainingSample>& samples,
+                   const std::vector<Features>& z);
 
   v1::HeuristicModel model_;
   const SolverRegistry& registry_;
   WtiEstimator wti_;
   LearnedOptions options_;
-  ModelKind kind_;
-  Features mean_{}, scale_{}, min_{}, max_{};
+  Features mean_{}, scale_{};
   std::vector<uint32_t> solver_ids_;
-  // kNN points: the size features feature-major, so the distance loop runs
-  // over points and vectorizes; the binary features as an index into
-  // categories_ (the distinct direction/type/layout/3-D combinations, few).
+  // The size features feature-major, so the distance loop runs over points
+  // and vectorizes; the class features as an index into categories_ (the
+  // distinct classes, few).
   std::vector<float> columns_;
   std::vector<uint16_t> category_;
   std::vector<std::array<float, kFeatureCount - kFirstBinaryFeature>>
       categories_;
-  // Per solver model: each training point's index among the solver's own
-  // points, or -1 where the solver was not measured.
-  std::vector<std::vector<int32_t>> slot_;
+  // Per solver: its measured points of each category (indices into its own
+  // point list).
+  std::vector<std::vector<std::vector<int32_t>>> by_category_;
 };
 
 }  // namespace convtune

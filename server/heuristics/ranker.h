@@ -9,14 +9,22 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "convtune/v1/records.pb.h"
 #include "kernels/problem.h"
 #include "server/solver.h"
 
 namespace convtune {
 
+// "measured", "learned" or "estimated".
+absl::string_view ProvenanceName(v1::Provenance p);
+
 struct Estimate {
   const Solver* solver = nullptr;
   double time_ms = 0;
+  v1::Provenance provenance = v1::ESTIMATED;
+  // 0 (nothing measured supports it) to 1 (measured, or predicted from close
+  // and consistent measurements).
+  float confidence = 0;
 };
 
 class Ranker {

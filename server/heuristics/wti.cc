@@ -1,6 +1,7 @@
 #include "server/heuristics/wti.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace convtune {
 
@@ -10,6 +11,33 @@ namespace {
 // rank by arithmetic alone.
 constexpr double kCallOverheadMs = 0.005;
 
+// The share of a tiled loop's work that is useful when `extent` is cut into
+// tiles of `tile`.
+double Fill(int64_t extent, int64_t tile) {
+  const int64_t tiles = (std::max<int64_t>(extent, 1) + tile - 1) / tile;
+  return static_cast<double>(std::max<int64_t>(extent, 1)) /
+         static_cast<double>(tiles * tile);
+}
+
+// GEMM-shaped algorithms run one GEMM per group; tiles of a narrow or short
+// per-group GEMM are mostly padding (a depthwise layer's is 1 wide).
+double TileFill(const Solver& s, const ConvProblem& p) {
+  if (s.family() == v1::DIRECT || s.family() == v1::FFT) return 1.0;
+  const int64_t positions = p.n * p.out_spatial();
+  const int64_t taps = p.filter_spatial();
+  switch (p.direction) {
+    case Direction::kBackwardData:
+      return Fill(p.c_per_group(), 16) * Fill(p.k_per_group() * taps, 8) *
+             Fill(positions, 16);
+    case Direction::kBackwardWeights:
+      // The reduction runs over positions, long in every real layer.
+      return Fill(p.k_per_group(), 16) * Fill(p.c_per_group() * taps, 16);
+    default:
+      return Fill(p.k_per_group(), 16) * Fill(p.c_per_group() * taps, 8) *
+             Fill(positions, 16);
+  }
+}
+
 }  // namespace
 
 WtiEstimator::WtiEstimator(const DeviceInfo& device)
@@ -17,7 +45,9 @@ WtiEstimator::WtiEstimator(const DeviceInfo& device)
       bytes_per_ms_(std::max(0.1, device.memory_gbps) * 1e6) {}
 
 double WtiEstimator::EstimateMs(const Solver& s, const ConvProblem& p) const {
-  const double efficiency = std::clamp(s.Efficiency(p), 1e-4, 1.0);
+  // Above 1: tensor-core solvers, against a peak of plain arithmetic.
+  const double efficiency =
+      std::clamp(s.Efficiency(p), 1e-4, 16.0) * TileFill(s, p);
   const double compute =
       s.EstimatedFlops(p) / (peak_flops_per_ms_ * efficiency);
   const double memory = s.EstimatedBytes(p) / bytes_per_ms_;

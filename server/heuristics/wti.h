@@ -1,6 +1,9 @@
 // The weighted-throughput estimate: each solver's time from a roofline of the
-// device's nominal peak and bandwidth, weighted by the solver's efficiency.
-// Applies to every problem. Immutable; thread-safe.
+// device's nominal peak and bandwidth, weighted by the solver's declared
+// efficiency and, for GEMM-shaped algorithms, by the share of their tiles the
+// per-group GEMM fills. The prior of the learned model, which corrects it
+// with the device's measurements; alone, it answers where nothing was
+// measured. Applies to every problem. Immutable; thread-safe.
 #ifndef CONVTUNE_SERVER_HEURISTICS_WTI_H_
 #define CONVTUNE_SERVER_HEURISTICS_WTI_H_
 

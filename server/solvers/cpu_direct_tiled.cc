@@ -19,6 +19,12 @@ int64_t FitBlock(int64_t v) {
   return best;
 }
 
+// The channels of a group that the channel block runs over.
+int64_t BlockedChannels(const ConvProblem& p) {
+  return p.direction == Direction::kBackwardData ? p.c_per_group()
+                                                 : p.k_per_group();
+}
+
 class CpuDirectTiled final : public CpuSolver {
  public:
   uint32_t id() const override { return kCpuDirectTiledId; }
@@ -31,10 +37,15 @@ class CpuDirectTiled final : public CpuSolver {
   int64_t WorkspaceBytes(const ConvProblem& p) const override { return 0; }
 
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
-    const int64_t channels = p.direction == Direction::kBackwardData
-                                 ? p.c_per_group()
-                                 : p.k_per_group();
-    return {FitBlock(channels), FitBlock(p.out(2))};
+    return {FitBlock(BlockedChannels(p)), FitBlock(p.out(2))};
+  }
+
+  // A channel block narrower than the smallest compiled one is padding (a
+  // depthwise layer has one channel per group).
+  double Efficiency(const ConvProblem& p) const override {
+    const double channels = static_cast<double>(BlockedChannels(p));
+    const double smallest = static_cast<double>(cpu::kTiledBlocks[0]);
+    return Solver::Efficiency(p) * std::min(1.0, channels / smallest);
   }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {

@@ -1,22 +1,33 @@
-// Leave-one-network-out accuracy of the immediate-mode fallbacks. Every fp32
-// layer of the MIOpen performance-model networks (N set to 1) is found for
-// real on the CPU; then, for each network, the learned model is trained on
-// the other networks' records only and asked to pick the held-out layers'
-// best solver. Prints a Markdown table for the learned models (ridge, kNN)
-// and the weighted-throughput estimate.
+// Leave-one-network-out accuracy of immediate mode. Every shared MIOpen
+// performance-model list is read in place; per network and data type, the
+// list of the smallest batch size is used at that batch size (or at --batch).
+// Every layer is found for real in each direction and layout asked for. Then,
+// for each network, the learned model is trained on the other networks'
+// records only (every direction, type and layout) and asked for the
+// held-out layers' best solver, which is scored against the find's
+// measurement: share within 10% of find's best, mean and worst slowdown, per
+// direction x type x layout, per group structure, and by the answer's
+// confidence. The weighted-throughput estimate alone is scored beside it.
 //
-// usage: bench_heuristic_accuracy [--max_per_network=16] [--directions=F]
-//          [--budget_ms=20] [--db=DIR (keep the finds for a re-run)]
-//          [--backend=cpu|cuda|hip|auto] [--verbose]
-// The problem lists are read from $CONVTUNE_SHARED_DIR when set.
+// usage: bench_heuristic_accuracy [--backend=cpu|cuda|hip|auto] [--batch=N]
+//          [--max_per_network=8] [--types=FP32,FP16] [--layouts=NCHW,NHWC]
+//          [--directions=FBW] [--budget_ms=20] [--db=DIR] [--json=FILE]
+//          [--layers_out=FILE] [--verbose]
+// --json writes one row per held-out layer and layout; --layers_out writes
+// the layers as a MIOpenDriver list (NCHW, one line per layer and direction)
+// whose line numbers the rows name, for tests/bench/torch_peer.py to time
+// cuDNN's own heuristic (--no-benchmark) on the same layers;
+// compare_heuristics.py joins them. The lists are read from
+// $CONVTUNE_SHARED_DIR when set.
 #include <stdlib.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <set>
@@ -24,11 +35,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/cpu_device.h"
+#include "absl/strings/str_split.h"
 #include "kernels/driver_line.h"
 #include "server/backend.h"
 #include "server/core.h"
@@ -41,98 +53,168 @@ namespace convtune {
 namespace {
 
 struct Flags {
-  int max_per_network = 16;
-  std::string directions = "F";
+  std::string backend = "cpu";
+  int batch = 0;  // 0: each list's own
+  int max_per_network = 8;
+  std::string types = "FP32,FP16";
+  std::string layouts = "NCHW,NHWC";
+  std::string directions = "FBW";
   double budget_ms = 20;
   std::string db;
-  std::string backend = "cpu";
-  bool verbose = false;  // list each miss on stderr
+  std::string json;
+  std::string layers_out;
+  bool verbose = false;
 };
 
 struct Layer {
-  std::string key;
+  std::string network;
+  std::string list;  // the shared list it came from
   ConvProblem problem;
+  int line_no = 0;  // in --layers_out
   v1::FindRecord record;
 };
 
-// Network name: the file name before "_v" ("Resnet50_v1.5_FP32_BS256.txt").
-std::map<std::string, std::vector<ConvProblem>> ReadNetworks(
-    const Flags& flags) {
+std::string SharedProblems() {
   const char* shared = std::getenv("CONVTUNE_SHARED_DIR");
-  const std::filesystem::path dir =
-      std::filesystem::path(
-          shared != nullptr && *shared != '\0' ? shared : CONVTUNE_SHARED_DIR) /
-      "problems" / "miopen-perf-models";
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  std::map<std::string, std::vector<ConvProblem>> nets;
-  std::map<std::string, std::set<std::string>> seen;
-  for (const auto& path : files) {
-    const std::string name = path.filename().string();
-    if (!absl::StrContains(name, "_FP32_")) continue;
-    const std::string net = name.substr(0, name.find("_v"));
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
+  return (std::filesystem::path(shared != nullptr && *shared != '\0'
+                                    ? shared
+                                    : CONVTUNE_SHARED_DIR) /
+          "problems" / "miopen-perf-models")
+      .string();
+}
+
+// "Resnet50_v1.5_FP16_BS128.txt" -> {"Resnet50", "FP16", 128}.
+bool ListName(const std::string& name, std::string* net, std::string* type,
+              int* batch) {
+  const size_t v = name.find("_v");
+  const size_t bs = name.rfind("_BS");
+  if (v == std::string::npos || bs == std::string::npos) return false;
+  *net = name.substr(0, v);
+  *type = absl::StrContains(name, "_FP16_") ? "FP16" : "FP32";
+  return absl::SimpleAtoi(
+      name.substr(bs + 3, name.size() - bs - 3 - 4 /* .txt */), batch);
+}
+
+// Up to max_per_network distinct shapes per (network, type), evenly spread
+// over the list, each in every direction the list has for it and every
+// layout asked for.
+std::vector<Layer> ReadLayers(const Flags& flags) {
+  std::map<std::pair<std::string, std::string>, std::pair<int, std::string>>
+      chosen;  // (net, type) -> (batch, file)
+  for (const auto& e : std::filesystem::directory_iterator(SharedProblems())) {
+    std::string net, type;
+    int batch = 0;
+    const std::string name = e.path().filename().string();
+    if (!ListName(name, &net, &type, &batch)) continue;
+    if (!absl::StrContains(flags.types, type)) continue;
+    auto it = chosen.find({net, type});
+    if (it == chosen.end() || batch < it->second.first ||
+        (batch == it->second.first && name < it->second.second)) {
+      chosen[{net, type}] = {batch, name};
+    }
+  }
+  std::vector<Layer> out;
+  for (const auto& [net_type, file] : chosen) {
+    std::ifstream in(SharedProblems() + "/" + file.second);
+    // Shapes (direction left out) in list order, with their directions.
+    std::vector<std::pair<std::string, std::vector<ConvProblem>>> shapes;
+    for (std::string line; std::getline(in, line);) {
       absl::StatusOr<std::vector<ConvProblem>> ps = ParseDriverLine(line);
       if (!ps.ok()) continue;
       for (ConvProblem p : *ps) {
         if (!absl::StrContains(flags.directions, DirectionName(p.direction)))
           continue;
-        p.n = 1;
-        if (seen[net].insert(ProblemKey(p)).second) nets[net].push_back(p);
+        if (flags.batch > 0) p.n = flags.batch;
+        ConvProblem shape = p;
+        shape.direction = Direction::kForward;
+        const std::string key = ProblemKey(shape);
+        auto it = std::find_if(shapes.begin(), shapes.end(),
+                               [&](const auto& s) { return s.first == key; });
+        if (it == shapes.end()) it = shapes.insert(shapes.end(), {key, {}});
+        if (std::none_of(it->second.begin(), it->second.end(),
+                         [&](const ConvProblem& q) {
+                           return q.direction == p.direction;
+                         })) {
+          it->second.push_back(p);
+        }
+      }
+    }
+    const size_t keep =
+        flags.max_per_network > 0
+            ? std::min(shapes.size(), size_t(flags.max_per_network))
+            : shapes.size();
+    for (size_t i = 0; i < keep; ++i) {
+      for (const ConvProblem& p : shapes[i * shapes.size() / keep].second) {
+        for (absl::string_view layout : absl::StrSplit(flags.layouts, ',')) {
+          Layer l;
+          l.network = net_type.first;
+          l.list = file.second;
+          l.problem = p;
+          l.problem.layout = layout == "NHWC" ? Layout::kNHWC : Layout::kNCHW;
+          out.push_back(std::move(l));
+        }
       }
     }
   }
-  for (auto& [net, ps] : nets) {
-    if (flags.max_per_network <= 0 ||
-        static_cast<int>(ps.size()) <= flags.max_per_network) {
-      continue;
-    }
-    std::vector<ConvProblem> even;
-    for (int i = 0; i < flags.max_per_network; ++i) {
-      even.push_back(ps[i * ps.size() / flags.max_per_network]);
-    }
-    ps = std::move(even);
-  }
-  return nets;
+  return out;
 }
 
 double MeasuredMs(const v1::FindRecord& r, uint32_t id) {
   for (const v1::PerfResult& x : r.results()) {
-    if (x.solver_id() == id) return x.time_ms();
+    if (x.solver_id() == id && x.measured()) return x.time_ms();
   }
   return -1;
 }
 
 struct Score {
-  int layers = 0, within = 0, fallbacks = 0;
-  double slowdown = 0;
-  void Add(const v1::FindRecord& r, uint32_t picked) {
-    const double best = r.results(0).time_ms();
-    const double t = MeasuredMs(r, picked);
+  int layers = 0, within = 0;
+  double slowdown = 0, worst = 1;
+  void Add(double ratio) {
     ++layers;
-    within += t <= 1.10 * best;
-    slowdown += t / best - 1;
+    within += ratio <= 1.10;
+    slowdown += ratio - 1;
+    worst = std::max(worst, ratio);
   }
   std::string Cells() const {
-    if (layers == 0) return "– | –";
-    return absl::StrFormat("%.1f%% | %.1f%%", 100.0 * within / layers,
-                           100.0 * slowdown / layers);
+    if (layers == 0) return "– | – | –";
+    return absl::StrFormat("%.1f%% | %+.1f%% | %.2f×", 100.0 * within / layers,
+                           100.0 * slowdown / layers, worst);
   }
 };
 
-std::vector<const Solver*> Candidates(const v1::FindRecord& r) {
+struct Pick {
+  uint32_t id = 0;
+  double ratio = 0;
+  v1::Provenance provenance = v1::ESTIMATED;
+  float confidence = 0;
+};
+
+std::vector<const Solver*> Candidates(const v1::FindRecord& r,
+                                      const SolverRegistry& registry) {
   std::vector<const Solver*> out;
-  for (const v1::PerfResult& x : r.results())
-    out.push_back(SolverRegistry::Default().Find(x.solver_id()));
+  for (const v1::PerfResult& x : r.results()) {
+    const Solver* s = registry.Find(x.solver_id());
+    if (s != nullptr && x.measured()) out.push_back(s);
+  }
   return out;
 }
 
+std::string ClassOf(const ConvProblem& p) {
+  return absl::StrCat(DirectionName(p.direction), " ", DataTypeName(p.type),
+                      " ", p.layout == Layout::kNCHW ? "NCHW" : "NHWC");
+}
+
+std::string JsonString(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 int Run(const Flags& flags) {
-  const auto nets = ReadNetworks(flags);
+  std::vector<Layer> layers = ReadLayers(flags);
   std::string dir = flags.db;
   if (dir.empty()) {
     char tmpl[] = "/tmp/convtune-heuristic-accuracy-XXXXXX";
@@ -151,6 +233,8 @@ int Run(const Flags& flags) {
   }
   std::cerr << backend->note << "\n";
   Device& device = *backend->device;
+  std::unique_ptr<SolverRegistry> registry =
+      SolverRegistry::WithLibraries(device);
   std::unique_ptr<KernelBuilder> builder;
   if (backend->compiler != nullptr) {
     builder = std::make_unique<KernelBuilder>(&device, *backend->compiler,
@@ -162,111 +246,196 @@ int Run(const Flags& flags) {
   Core::Options options;
   options.timing.min_repeats = 2;
   options.timing.budget_ms = flags.budget_ms;
-  Core engine(device, SolverRegistry::Default(), **store, compile, bench,
-              options,
+  options.background_tuning = false;
+  Core engine(device, *registry, **store, compile, bench, options,
               /*system_db=*/nullptr, builder.get());
-  std::map<std::string, std::vector<Layer>> layers;
+
+  // Find every layer (in parallel: the engine times one plan at a time).
   const auto start = std::chrono::steady_clock::now();
-  int total = 0;
-  for (const auto& [net, ps] : nets) {
-    for (const ConvProblem& p : ps) {
-      absl::StatusOr<FindOutcome> r = engine.find().FindBlocking(p, {});
-      if (!r.ok()) {
-        std::cerr << net << " " << ProblemKey(p) << ": " << r.status() << "\n";
-        continue;
-      }
-      layers[net].push_back({ProblemKey(p), p, r->record});
-      ++total;
+  std::vector<std::promise<absl::StatusOr<FindOutcome>>> promises(
+      layers.size());
+  std::vector<std::future<absl::StatusOr<FindOutcome>>> futures;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    futures.push_back(promises[i].get_future());
+    engine.find().Find(layers[i].problem, {},
+                       [&promises, i](absl::StatusOr<FindOutcome> r) {
+                         promises[i].set_value(std::move(r));
+                       });
+  }
+  std::vector<Layer> found;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    absl::StatusOr<FindOutcome> r = futures[i].get();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (!r.ok() || r->record.results_size() == 0 ||
+        !r->record.results(0).measured()) {
+      std::cerr << layers[i].network << " " << ProblemKey(layers[i].problem)
+                << ": " << (r.ok() ? "nothing measured" : r.status().ToString())
+                << "\n";
+      continue;
     }
-    std::cerr << net << ": " << layers[net].size() << " layers found\n";
+    layers[i].record = r->record;
+    found.push_back(layers[i]);
+    if (found.size() % 25 == 0 || i + 1 == layers.size()) {
+      std::cerr << absl::StrFormat("[%d/%d] found, %.0f s\n", i + 1,
+                                   layers.size(), s);
+    }
   }
   const double find_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 
-  WtiEstimator wti(device.info());
-  const ModelKind kinds[] = {ModelKind::kRidge, ModelKind::kKnn};
-  std::map<std::string, std::array<Score, 3>> scores;  // ridge, knn, wti
-  std::array<Score, 3> all;
-  int overlap_total = 0;
-  std::map<std::string, int> overlap;
-  for (const auto& [held, test] : layers) {
-    std::vector<TrainingSample> train;
-    std::set<std::string> train_keys;
-    for (const auto& [net, ls] : layers) {
-      if (net == held) continue;
-      for (const Layer& l : ls) {
-        if (!train_keys.insert(l.key).second) continue;
-        absl::StatusOr<TrainingSample> s = SampleFromRecord(l.record);
-        if (s.ok()) train.push_back(*std::move(s));
-      }
+  // Line numbers of --layers_out: one per (network, shape, direction).
+  std::map<std::string, int> line_of;
+  std::ofstream lines_file;
+  if (!flags.layers_out.empty()) lines_file.open(flags.layers_out);
+  for (Layer& l : found) {
+    ConvProblem nchw = l.problem;
+    nchw.layout = Layout::kNCHW;
+    const std::string key = l.network + " " + ProblemKey(nchw);
+    auto [it, added] =
+        line_of.emplace(key, static_cast<int>(line_of.size()) + 1);
+    if (added && lines_file.is_open()) {
+      lines_file << FormatDriverLine(nchw) << "\n";
     }
-    for (const Layer& l : test) overlap[held] += train_keys.count(l.key);
-    overlap_total += overlap[held];
-    for (int m = 0; m < 2; ++m) {
-      LearnedOptions lo;
-      lo.kind = kinds[m];
-      auto ranker = LearnedRanker::Train(train, device.info().Key(),
-                                         SolverRegistry::Default(), wti, lo);
-      if (!ranker.ok()) continue;
-      for (const Layer& l : test) {
-        const std::vector<const Solver*> c = Candidates(l.record);
-        // As the facade does: the estimate answers where the model does not
-        // apply.
-        const bool applies = (*ranker)->IsApplicable(l.problem).ok();
-        const uint32_t pick =
-            applies ? (*ranker)->Rank(l.problem, c)[0].solver->id()
-                    : wti.Rank(l.problem, c)[0].solver->id();
-        scores[held][m].Add(l.record, pick);
-        if (flags.verbose &&
-            MeasuredMs(l.record, pick) > 1.1 * l.record.results(0).time_ms()) {
-          std::cerr << ModelKindName(kinds[m]) << " miss " << held << " "
-                    << l.key << ": picked " << pick << " "
-                    << MeasuredMs(l.record, pick) << " ms, best "
-                    << l.record.results(0).solver_id() << " "
-                    << l.record.results(0).time_ms() << " ms\n";
-        }
-        all[m].Add(l.record, pick);
-        scores[held][m].fallbacks += !applies;
-        all[m].fallbacks += !applies;
-      }
-    }
-    for (const Layer& l : test) {
-      const uint32_t pick =
-          wti.Rank(l.problem, Candidates(l.record))[0].solver->id();
-      scores[held][2].Add(l.record, pick);
-      all[2].Add(l.record, pick);
-    }
+    l.line_no = it->second;
   }
 
-  std::printf(
-      "Leave-one-network-out, %d fp32 layers (directions %s, N=1, <= %d per "
-      "network), "
-      "finds took %.0f s on %s.\n\n",
-      total, flags.directions.c_str(), flags.max_per_network, find_s,
-      device.info().Key().c_str());
-  std::printf(
-      "Cells: layers whose predicted best is within 10%% of find's best | mean "
-      "slowdown "
-      "(predicted-best time / best time - 1).\n\n");
-  std::printf(
-      "| held-out network | layers | also in training | ridge | ridge slowdown "
-      "| "
-      "ridge fallbacks | kNN | kNN slowdown | kNN fallbacks | WTI | WTI "
-      "slowdown |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const auto& [net, s] : scores) {
-    std::printf("| %s | %d | %d | %s | %d | %s | %d | %s |\n", net.c_str(),
-                s[2].layers, overlap[net], s[0].Cells().c_str(), s[0].fallbacks,
-                s[1].Cells().c_str(), s[1].fallbacks, s[2].Cells().c_str());
+  WtiEstimator wti(device.info());
+  std::map<std::string, std::array<Score, 2>> by_class, by_structure;
+  std::map<std::string, int> estimated_picks;
+  std::array<Score, 2> all;
+  // Confidence buckets of the learned model's picks.
+  const double bounds[] = {0, 0.25, 0.5, 0.75, 1.01};
+  std::array<Score, 5> by_confidence;  // [0] estimated picks
+  std::vector<std::tuple<double, std::string>> worst;
+  std::ofstream json;
+  if (!flags.json.empty()) {
+    json.open(flags.json);
+    json << "[";
   }
-  std::printf("| **all** | %d | %d | %s | %d | %s | %d | %s |\n", all[2].layers,
-              overlap_total, all[0].Cells().c_str(), all[0].fallbacks,
-              all[1].Cells().c_str(), all[1].fallbacks, all[2].Cells().c_str());
+  std::set<std::string> networks;
+  for (const Layer& l : found) networks.insert(l.network);
+  int rows = 0, overlap = 0;
+  for (const std::string& held : networks) {
+    std::vector<TrainingSample> train;
+    std::set<std::string> train_keys;
+    for (const Layer& l : found) {
+      if (l.network == held) continue;
+      if (!train_keys.insert(ProblemKey(l.problem)).second) continue;
+      absl::StatusOr<TrainingSample> s = SampleFromRecord(l.record);
+      if (s.ok()) train.push_back(*std::move(s));
+    }
+    auto ranker = LearnedRanker::Train(train, device.info().Key(), *registry,
+                                       wti, LearnedOptions());
+    if (!ranker.ok()) continue;
+    for (const Layer& l : found) {
+      if (l.network != held) continue;
+      overlap += train_keys.count(ProblemKey(l.problem));
+      const std::vector<const Solver*> c = Candidates(l.record, *registry);
+      if (c.empty()) continue;
+      const double best = l.record.results(0).time_ms();
+      const Estimate e = (*ranker)->Rank(l.problem, c)[0];
+      const Estimate alone = wti.Rank(l.problem, c)[0];
+      const double ratio = MeasuredMs(l.record, e.solver->id()) / best;
+      const double ratio_alone =
+          MeasuredMs(l.record, alone.solver->id()) / best;
+      const std::string cls = ClassOf(l.problem);
+      const std::string structure(GroupStructure(l.problem));
+      for (auto* m : {&by_class[cls], &by_structure[structure], &all}) {
+        (*m)[0].Add(ratio);
+        (*m)[1].Add(ratio_alone);
+      }
+      if (e.provenance != v1::LEARNED) {
+        ++estimated_picks[cls];
+        by_confidence[0].Add(ratio);
+      } else {
+        for (int b = 0; b < 4; ++b) {
+          if (e.confidence >= bounds[b] && e.confidence < bounds[b + 1]) {
+            by_confidence[b + 1].Add(ratio);
+          }
+        }
+      }
+      worst.emplace_back(
+          ratio, absl::StrFormat("%s %s %s: picked %s (%s, confidence %.2f) "
+                                 "%.4f ms, best %s %.4f ms",
+                                 held, cls, ProblemKey(l.problem),
+                                 e.solver->name(), ProvenanceName(e.provenance),
+                                 e.confidence, ratio * best,
+                                 l.record.results(0).solver_name(), best));
+      if (flags.verbose && ratio > 1.1) {
+        std::cerr << "miss " << std::get<1>(worst.back()) << "\n";
+      }
+      if (json.is_open()) {
+        json << (rows++ ? ",\n " : "\n ")
+             << absl::StrFormat(
+                    "{\"list\": %s, \"line_no\": %d, \"network\": %s, "
+                    "\"source_list\": %s, \"direction\": \"%s\", \"type\": "
+                    "\"%s\", \"layout\": \"%s\", \"group\": \"%s\", "
+                    "\"problem_key\": %s, \"find_ms\": %.6g, "
+                    "\"best_solver\": %s, \"pick\": %s, \"pick_ms\": %.6g, "
+                    "\"provenance\": \"%s\", \"confidence\": %.4f, "
+                    "\"estimate_pick\": %s, \"estimate_pick_ms\": %.6g}",
+                    JsonString(std::filesystem::path(flags.layers_out)
+                                   .filename()
+                                   .string()),
+                    l.line_no, JsonString(held), JsonString(l.list),
+                    DirectionName(l.problem.direction),
+                    absl::AsciiStrToLower(DataTypeName(l.problem.type)),
+                    l.problem.layout == Layout::kNCHW ? "NCHW" : "NHWC",
+                    structure, JsonString(ProblemKey(l.problem)), best,
+                    JsonString(l.record.results(0).solver_name()),
+                    JsonString(e.solver->name()), ratio * best,
+                    ProvenanceName(e.provenance), e.confidence,
+                    JsonString(alone.solver->name()), ratio_alone * best);
+      }
+    }
+  }
+  if (json.is_open()) json << "\n]\n";
+
   std::printf(
-      "\nFallbacks: held-out layers the model declared not applicable "
-      "(answered by the "
-      "estimate, and scored as such).\n");
+      "Leave-one-network-out over %zu networks: %d layer finds (%zu shapes x "
+      "directions x layouts; <= %d shapes per network and type, %s), finds "
+      "took %.0f s on %s; %d held-out layers were also in another network's "
+      "training records.\n\n",
+      networks.size(), all[0].layers, line_of.size(), flags.max_per_network,
+      flags.batch > 0 ? absl::StrCat("N = ", flags.batch).c_str()
+                      : "each list's own batch size",
+      find_s, device.info().Key().c_str(), overlap);
+  std::printf(
+      "Cells: share of picks within 10%% of find's best | mean slowdown | "
+      "worst pick (its measured time / find's best).\n\n");
+  std::printf(
+      "| class | layers | immediate mode | estimated picks | the estimate "
+      "alone |\n|---|---|---|---|---|\n");
+  for (const auto& [cls, s] : by_class) {
+    std::printf("| %s | %d | %s | %d | %s |\n", cls.c_str(), s[0].layers,
+                s[0].Cells().c_str(), estimated_picks[cls],
+                s[1].Cells().c_str());
+  }
+  for (const auto& [structure, s] : by_structure) {
+    std::printf("| all %s | %d | %s | | %s |\n", structure.c_str(), s[0].layers,
+                s[0].Cells().c_str(), s[1].Cells().c_str());
+  }
+  std::printf("| **all** | %d | %s | | %s |\n\n", all[0].layers,
+              all[0].Cells().c_str(), all[1].Cells().c_str());
+  std::printf(
+      "Confidence of the pick against its outcome:\n\n| pick | picks | "
+      "within 10%% | mean slowdown | worst |\n|---|---|---|---|---|\n");
+  const char* names[] = {"estimated (no support in its class)",
+                         "learned, confidence < 0.25", "learned, 0.25–0.5",
+                         "learned, 0.5–0.75", "learned, ≥ 0.75"};
+  for (int b = 0; b < 5; ++b) {
+    std::printf("| %s | %d | %s |\n", names[b], by_confidence[b].layers,
+                by_confidence[b].Cells().c_str());
+  }
+  std::sort(worst.rbegin(), worst.rend());
+  std::printf("\nWorst picks:\n\n");
+  for (size_t i = 0; i < std::min<size_t>(8, worst.size()); ++i) {
+    std::printf("- %.2f×: %s\n", std::get<0>(worst[i]),
+                std::get<1>(worst[i]).c_str());
+  }
   if (flags.db.empty()) std::filesystem::remove_all(dir);
   return 0;
 }
@@ -281,20 +450,45 @@ int main(int argc, char** argv) {
     auto value = [&](absl::string_view name) -> const char* {
       return absl::StartsWith(a, name) ? argv[i] + name.size() : nullptr;
     };
+    if (a == "--help" || a == "-h") {
+      std::cout
+          << "usage: bench_heuristic_accuracy [--backend=cpu|cuda|hip|auto] "
+             "[--batch=N] [--max_per_network=8] [--types=FP32,FP16] "
+             "[--layouts=NCHW,NHWC] [--directions=FBW] [--budget_ms=20] "
+             "[--db=DIR] [--json=FILE] [--layers_out=FILE] [--verbose]\n"
+             "Leave-one-network-out accuracy of immediate mode over the "
+             "shared problem lists (see the file's header).\n";
+      return 0;
+    }
+    bool ok = true;
     if (const char* v = value("--max_per_network=")) {
-      if (!absl::SimpleAtoi(v, &flags.max_per_network)) return 2;
+      ok = absl::SimpleAtoi(v, &flags.max_per_network);
+    } else if (const char* v = value("--batch=")) {
+      ok = absl::SimpleAtoi(v, &flags.batch);
+    } else if (const char* v = value("--types=")) {
+      flags.types = v;
+    } else if (const char* v = value("--layouts=")) {
+      flags.layouts = v;
     } else if (const char* v = value("--directions=")) {
       flags.directions = v;
     } else if (const char* v = value("--budget_ms=")) {
-      if (!absl::SimpleAtod(v, &flags.budget_ms)) return 2;
+      ok = absl::SimpleAtod(v, &flags.budget_ms);
     } else if (const char* v = value("--backend=")) {
       flags.backend = v;
+    } else if (const char* v = value("--json=")) {
+      flags.json = v;
+    } else if (const char* v = value("--layers_out=")) {
+      flags.layers_out = v;
     } else if (a == "--verbose") {
       flags.verbose = true;
     } else if (const char* v = value("--db=")) {
       flags.db = v;
     } else {
-      std::cerr << "unknown flag " << a << "\n";
+      std::cerr << "unknown flag " << a.substr(0, 40) << " (see --help)\n";
+      return 2;
+    }
+    if (!ok) {
+      std::cerr << "bad value in " << a.substr(0, 40) << "\n";
       return 2;
     }
   }

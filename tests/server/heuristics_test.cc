@@ -4,15 +4,21 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "common/file_util.h"
 #include "kernels/cpu_device.h"
+#include "kernels/driver_line.h"
 #include "server/core.h"
 #include "server/heuristics/learned.h"
 #include "server/solvers/cpu_solvers.h"
+#include "storage/portable.h"
 #include "storage/records.h"
 
 namespace convtune {
@@ -146,35 +152,58 @@ TEST_F(HeuristicsTest, TrainUsesEveryUnconstrainedRecordAndStoresTheModel) {
 }
 
 TEST_F(HeuristicsTest, AFreshInstanceLoadsTheStoredModelAndRanksIdentically) {
-  for (ModelKind kind : {ModelKind::kRidge, ModelKind::kKnn}) {
-    SetUp();
-    Heuristics::Options o = SmallOptions();
-    o.learned.kind = kind;
-    Heuristics trained(*store_, SolverRegistry::Default(), device_->info(), o);
-    ASSERT_TRUE(trained.Train().ok());
-    Heuristics loaded(*store_, SolverRegistry::Default(), device_->info(), o);
-    ASSERT_NE(loaded.model(), nullptr) << ModelKindName(kind);
-    EXPECT_EQ(loaded.generation(), 1);
-    EXPECT_EQ(loaded.model()->proto().kind(), ModelKindName(kind));
-    for (ConvProblem p : TrainingProblems()) {
-      p.c += 4;  // near, not equal to, a training problem
-      Ranking a = trained.Rank(p, Applicable(p));
-      Ranking b = loaded.Rank(p, Applicable(p));
-      EXPECT_EQ(a.source, "heuristic");
-      EXPECT_EQ(b.source, "heuristic");
-      ASSERT_EQ(a.estimates.size(), b.estimates.size());
-      for (size_t i = 0; i < a.estimates.size(); ++i) {
-        EXPECT_EQ(a.estimates[i].solver, b.estimates[i].solver);
-        EXPECT_DOUBLE_EQ(a.estimates[i].time_ms, b.estimates[i].time_ms);
-      }
+  Heuristics trained(*store_, SolverRegistry::Default(), device_->info(),
+                     SmallOptions());
+  ASSERT_TRUE(trained.Train().ok());
+  Heuristics loaded(*store_, SolverRegistry::Default(), device_->info(),
+                    SmallOptions());
+  ASSERT_NE(loaded.model(), nullptr);
+  EXPECT_EQ(loaded.generation(), 1);
+  EXPECT_EQ(loaded.model()->proto().kind(), "knn");
+  for (ConvProblem p : TrainingProblems()) {
+    p.c += 4;  // near, not equal to, a training problem
+    Ranking a = trained.Rank(p, Applicable(p));
+    Ranking b = loaded.Rank(p, Applicable(p));
+    EXPECT_EQ(a.source, "heuristic");
+    EXPECT_EQ(b.source, "heuristic");
+    ASSERT_EQ(a.estimates.size(), b.estimates.size());
+    for (size_t i = 0; i < a.estimates.size(); ++i) {
+      EXPECT_EQ(a.estimates[i].solver, b.estimates[i].solver);
+      EXPECT_DOUBLE_EQ(a.estimates[i].time_ms, b.estimates[i].time_ms);
+      EXPECT_EQ(a.estimates[i].provenance, b.estimates[i].provenance);
+      EXPECT_FLOAT_EQ(a.estimates[i].confidence, b.estimates[i].confidence);
     }
   }
 }
 
+TEST_F(HeuristicsTest, AStoredModelOfAnotherSchemaIsDeletedAndRetrained) {
+  Heuristics trained(*store_, SolverRegistry::Default(), device_->info(),
+                     SmallOptions());
+  ASSERT_TRUE(trained.Train().ok());
+  v1::HeuristicModel old = trained.model()->proto();
+  old.set_schema_version(1);
+  const std::string key = storage::HeuristicModelName(device_->info().Key());
+  ASSERT_TRUE(storage::Meta(store_)
+                  .Put(key, absl::Base64Escape(old.SerializeAsString()))
+                  .ok());
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(),
+               SmallOptions());
+  EXPECT_EQ(h.model(), nullptr);
+  EXPECT_EQ(store_->Get(storage::Column::kMeta, key).status().code(),
+            absl::StatusCode::kNotFound);
+  ThreadPool pool("train", 1);
+  h.TrainIfMissing(pool);
+  pool.WaitIdle();
+  ASSERT_NE(h.model(), nullptr);
+  EXPECT_EQ(h.background_trainings(), 1);
+  h.TrainIfMissing(pool);  // a model is installed: nothing to do
+  pool.WaitIdle();
+  EXPECT_EQ(h.background_trainings(), 1);
+}
+
 TEST_F(HeuristicsTest, KnnReproducesTheMeasuredBestOfItsTrainingRecords) {
-  Heuristics::Options o = SmallOptions();
-  o.learned.kind = ModelKind::kKnn;
-  Heuristics h(*store_, SolverRegistry::Default(), device_->info(), o);
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(),
+               SmallOptions());
   auto report = h.Train();
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_GE(report->train_accuracy, 0.75);
@@ -210,7 +239,7 @@ TEST_F(HeuristicsTest, TooFewRecordsForTraining) {
   EXPECT_EQ(h.model(), nullptr);
 }
 
-TEST_F(HeuristicsTest, UnseenDirectionAndOutOfRangeFeaturesAreNotApplicable) {
+TEST_F(HeuristicsTest, AnUnseenClassIsEstimatedAndSaysWhy) {
   Heuristics h(*store_, SolverRegistry::Default(), device_->info(),
                SmallOptions());
   ASSERT_TRUE(h.Train().ok());
@@ -219,26 +248,48 @@ TEST_F(HeuristicsTest, UnseenDirectionAndOutOfRangeFeaturesAreNotApplicable) {
   backward.direction = Direction::kBackwardData;
   absl::Status s = h.IsApplicable(backward);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("direction B never seen"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("no training record of class B FP32 NCHW dense"));
   Ranking r = h.Rank(backward, Applicable(backward));
   EXPECT_EQ(r.source, "estimate");
-  EXPECT_THAT(r.fallback_reason, HasSubstr("direction B"));
+  EXPECT_THAT(r.fallback_reason, HasSubstr("class B FP32 NCHW dense"));
+  ASSERT_FALSE(r.estimates.empty());
+  for (const Estimate& e : r.estimates) {
+    EXPECT_EQ(e.provenance, v1::ESTIMATED) << e.solver->name();
+    EXPECT_EQ(e.confidence, 0.0f);
+  }
 
   ConvProblem nhwc = TrainingProblems()[0];
   nhwc.layout = Layout::kNHWC;
-  EXPECT_THAT(h.IsApplicable(nhwc).message(),
-              HasSubstr("layout NHWC never seen"));
+  EXPECT_THAT(h.IsApplicable(nhwc).message(), HasSubstr("class F FP32 NHWC"));
 
-  ConvProblem wide = TrainingProblems()[0];
-  wide.c = 4096;  // trained on 4..16 channels
-  s = h.IsApplicable(wide);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(),
-              HasSubstr("log2_c = 12.00 lies outside the trained range"));
+  ConvProblem grouped = TrainingProblems()[2];
+  grouped.groups = 2;
+  EXPECT_THAT(h.IsApplicable(grouped).message(),
+              HasSubstr("class F FP32 NCHW grouped"));
+}
 
-  ConvProblem near = TrainingProblems()[0];
-  near.c = 32;  // one octave beyond: within the margin
-  EXPECT_TRUE(h.IsApplicable(near).ok()) << h.IsApplicable(near);
+TEST_F(HeuristicsTest, ConfidenceFallsWithDistanceFromWhatWasMeasured) {
+  Heuristics h(*store_, SolverRegistry::Default(), device_->info(),
+               SmallOptions());
+  ASSERT_TRUE(h.Train().ok());
+  const ConvProblem seen = TrainingProblems()[0];
+  ConvProblem near = seen, far = seen;
+  near.c = 6;
+  far.c = 4096;  // trained on 4..16 channels
+  far.k = 4096;
+  auto top = [&](const ConvProblem& p) {
+    Ranking r = h.Rank(p, Applicable(p));
+    EXPECT_EQ(r.source, "heuristic");
+    EXPECT_EQ(r.estimates[0].provenance, v1::LEARNED);
+    return r.estimates[0].confidence;
+  };
+  const float c_seen = top(seen), c_near = top(near), c_far = top(far);
+  EXPECT_GT(c_seen, 0.0f);
+  EXPECT_LE(c_seen, 1.0f);
+  EXPECT_GT(c_seen, c_far);
+  EXPECT_GT(c_near, c_far);
+  EXPECT_LT(c_far, 0.05f);
 }
 
 TEST_F(HeuristicsTest, AModelOfTooFewRecordsIsNotApplicable) {
@@ -278,21 +329,21 @@ TEST_F(HeuristicsTest, SolversAbsentFromTrainingRankLast) {
     samples.push_back(*sample);
   }
   WtiEstimator wti(device_->info());
-  for (ModelKind kind : {ModelKind::kRidge, ModelKind::kKnn}) {
-    LearnedOptions o;
-    o.kind = kind;
-    auto m = LearnedRanker::Train(samples, device_->info().Key(),
-                                  SolverRegistry::Default(), wti, o);
-    ASSERT_TRUE(m.ok()) << m.status();
-    ConvProblem p = TrainingProblems()[0];  // 1x1: gemm_1x1 applies
-    const std::vector<const Solver*> candidates = Applicable(p);
-    ASSERT_GE(candidates.size(), 4u);
-    std::vector<Estimate> ranked = (*m)->Rank(p, candidates);
-    ASSERT_EQ(ranked.size(), candidates.size());
-    EXPECT_EQ(ranked.back().solver->id(), kCpuGemm1x1Id);
-    for (size_t i = 1; i < ranked.size(); ++i) {
-      EXPECT_LE(ranked[i - 1].time_ms, ranked[i].time_ms);
-    }
+  auto m =
+      LearnedRanker::Train(samples, device_->info().Key(),
+                           SolverRegistry::Default(), wti, LearnedOptions());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ConvProblem p = TrainingProblems()[0];  // 1x1: gemm_1x1 applies
+  const std::vector<const Solver*> candidates = Applicable(p);
+  ASSERT_GE(candidates.size(), 4u);
+  std::vector<Estimate> ranked = (*m)->Rank(p, candidates);
+  ASSERT_EQ(ranked.size(), candidates.size());
+  EXPECT_EQ(ranked.back().solver->id(), kCpuGemm1x1Id);
+  EXPECT_EQ(ranked.back().provenance, v1::ESTIMATED);
+  EXPECT_EQ(ranked.back().confidence, 0.0f);
+  for (size_t i = 1; i < ranked.size(); ++i) {
+    EXPECT_LE(ranked[i - 1].time_ms, ranked[i].time_ms);
+    EXPECT_EQ(ranked[i - 1].provenance, v1::LEARNED);
   }
 }
 
@@ -364,6 +415,136 @@ TEST_F(HeuristicsTest, BackgroundRetrainingStartsAfterRetrainEveryRecords) {
     EXPECT_EQ(h.generation(), 2);
     ASSERT_NE(h.model(), nullptr);
     EXPECT_EQ(h.model()->record_count(), 10);
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST_F(HeuristicsTest, ASystemFindDbWarmStartsTheModel) {
+  const std::string key = device_->info().Key();
+  const std::string sys = *dir_ + "-sys";
+  storage::ExportOptions eo;
+  eo.system_device_key = key;
+  absl::StatusOr<std::string> bytes = storage::ExportStore(*store_, eo);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::filesystem::create_directories(sys);
+  ASSERT_TRUE(
+      WriteFileAtomically(sys + "/" + storage::SystemDbFileName(key), *bytes)
+          .ok());
+  auto system = SystemFindDb::Open(sys, key);
+  ASSERT_TRUE(system.ok()) << system.status();
+  char tmpl[] = "/tmp/convtune-heuristics-warm-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  {
+    auto empty = storage::OpenRocksDbStore(tmpl);
+    ASSERT_TRUE(empty.ok());
+    Heuristics h(**empty, SolverRegistry::Default(), device_->info(),
+                 SmallOptions(), system->get());
+    const ConvProblem p = TrainingProblems()[3];
+    EXPECT_EQ(h.Rank(p, Applicable(p)).source, "estimate");
+    auto report = h.Train();
+    ASSERT_TRUE(report.ok()) << report.status();
+    // Every system record but the workspace-limited one.
+    EXPECT_EQ(report->records, (*system)->size() - 1);
+    EXPECT_EQ(report->system_records, report->records);
+    EXPECT_EQ(h.model()->proto().system_records(), report->records);
+    Ranking r = h.Rank(p, Applicable(p));
+    EXPECT_EQ(r.source, "heuristic");
+    EXPECT_EQ(r.estimates[0].provenance, v1::LEARNED);
+  }
+  std::filesystem::remove_all(tmpl);
+  std::filesystem::remove_all(sys);
+}
+
+// The shared lists' forward layers of `file` at N = 1, at most `count`,
+// small enough to be found quickly on two cores.
+std::vector<ConvProblem> SharedLayers(const std::string& file, int count,
+                                      bool grouped) {
+  const char* env = std::getenv("CONVTUNE_SHARED_DIR");
+  std::ifstream in(std::string(env != nullptr ? env : CONVTUNE_SHARED_DIR) +
+                   "/problems/miopen-perf-models/" + file);
+  std::vector<ConvProblem> out;
+  for (std::string line;
+       std::getline(in, line) && static_cast<int>(out.size()) < count;) {
+    absl::StatusOr<std::vector<ConvProblem>> ps = ParseDriverLine(line);
+    if (!ps.ok()) continue;
+    for (ConvProblem p : *ps) {
+      p.n = 1;
+      if (p.direction != Direction::kForward || (p.groups > 1) != grouped ||
+          p.macs() > 1.5e8) {
+        continue;
+      }
+      if (std::none_of(out.begin(), out.end(), [&](const ConvProblem& q) {
+            return ProblemKey(q) == ProblemKey(p);
+          })) {
+        out.push_back(p);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(UnseenStructureTest, ADepthwiseLayerRanksWithinTwiceTheBestUntrained) {
+  char tmpl[] = "/tmp/convtune-heuristics-dw-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  {
+    auto store = storage::OpenRocksDbStore(tmpl);
+    ASSERT_TRUE(store.ok());
+    CpuDevice device;
+    ThreadPool compile("compile", 2), bench("bench", 1);
+    Core::Options options;
+    options.timing.min_repeats = 2;
+    options.timing.budget_ms = 5;
+    options.background_tuning = false;
+    Core engine(device, SolverRegistry::Default(), **store, compile, bench,
+                options);
+    // Networks without a depthwise layer.
+    std::vector<ConvProblem> train;
+    for (const char* file :
+         {"Resnet50_v1.5_FP32_BS128.txt", "VGG16_v1_FP32_BS4.txt",
+          "Alexnet_v1_FP32_BS4.txt", "Googlenet_v1_FP32_BS128.txt"}) {
+      for (const ConvProblem& p : SharedLayers(file, 3, false))
+        train.push_back(p);
+    }
+    ASSERT_GE(train.size(), 8u);
+    for (const ConvProblem& p : train) {
+      ASSERT_TRUE(engine.find().FindBlocking(p, {}).ok()) << ProblemKey(p);
+    }
+    ASSERT_TRUE(engine.heuristics().Train().ok());
+
+    const std::vector<ConvProblem> depthwise =
+        SharedLayers("Mobilenet_v1_FP32_BS64.txt", 1, true);
+    ASSERT_EQ(depthwise.size(), 1u);
+    const ConvProblem& p = depthwise[0];
+    ASSERT_EQ(GroupStructure(p), "depthwise");
+    auto answer = engine.immediate().GetSolutions(p, -1, false);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    ASSERT_GE(answer->results.size(), 2u);
+    EXPECT_EQ(answer->source, "estimate");
+    EXPECT_EQ(answer->quality[0].provenance, v1::ESTIMATED);
+    const uint32_t pick = answer->results[0].solver_id();
+
+    auto found = engine.find().FindBlocking(p, {});
+    ASSERT_TRUE(found.ok()) << found.status();
+    const v1::FindRecord& record = found->record;
+    ASSERT_TRUE(record.results(0).measured());
+    double pick_ms = -1;
+    for (const v1::PerfResult& r : record.results()) {
+      if (r.solver_id() == pick) pick_ms = r.time_ms();
+    }
+    ASSERT_GT(pick_ms, 0) << "the pick was not measured";
+    EXPECT_LE(pick_ms, 2.0 * record.results(0).time_ms())
+        << "picked " << answer->results[0].solver_name() << ", best "
+        << record.results(0).solver_name();
+
+    // Once a depthwise layer is measured, the class has support.
+    ASSERT_TRUE(engine.heuristics().Train().ok());
+    ConvProblem wider = p;
+    wider.c = wider.k = wider.groups = 2 * p.c;
+    auto learned = engine.immediate().GetSolutions(wider, -1, false);
+    ASSERT_TRUE(learned.ok()) << learned.status();
+    EXPECT_EQ(learned->source, "heuristic");
+    EXPECT_EQ(learned->quality[0].provenance, v1::LEARNED);
+    EXPECT_GT(learned->quality[0].confidence, 0.0f);
   }
   std::filesystem::remove_all(tmpl);
 }

@@ -93,6 +93,9 @@ class Solver {
   virtual double EstimatedFlops(const ConvProblem& p) const;
   virtual double EstimatedBytes(const ConvProblem& p) const;
   virtual double Efficiency(const ConvProblem& p) const;
+  // The separate passes (kernel launches, parallel regions) one run makes,
+  // each with a fixed cost (default 1).
+  virtual int64_t Dispatches(const ConvProblem& p) const { return 1; }
 
  protected:
   // Fills the plan header (backend, solver id, problem, config, workspace).

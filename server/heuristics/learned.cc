@@ -195,10 +195,32 @@ void LearnedRanker::BuildColumns() {
       it = categories_.insert(categories_.end(), binary);
     category_[i] = static_cast<uint16_t>(it - categories_.begin());
   }
+  families_.clear();
+  std::vector<int> family_of_category;
+  for (const auto& c : categories_) {
+    std::array<float, kClassFeaturesWithoutStructure> f;
+    std::copy(c.begin(), c.begin() + kClassFeaturesWithoutStructure, f.begin());
+    auto it = std::find(families_.begin(), families_.end(), f);
+    if (it == families_.end()) it = families_.insert(families_.end(), f);
+    family_of_category.push_back(static_cast<int>(it - families_.begin()));
+  }
+  family_median_.clear();
   for (const v1::HeuristicSolverModel& s : model_.solvers()) {
     auto& lists = by_category_.emplace_back(categories_.size());
-    for (int i = 0; i < s.point_index_size(); ++i)
-      lists[category_[s.point_index(i)]].push_back(i);
+    std::vector<std::vector<float>> residuals(families_.size());
+    for (int i = 0; i < s.point_index_size(); ++i) {
+      const int c = category_[s.point_index(i)];
+      lists[c].push_back(i);
+      residuals[family_of_category[c]].push_back(s.log2_residual(i));
+    }
+    std::vector<float>& medians = family_median_.emplace_back(
+        families_.size(), std::numeric_limits<float>::quiet_NaN());
+    for (size_t f = 0; f < families_.size(); ++f) {
+      std::vector<float>& r = residuals[f];
+      if (r.empty()) continue;
+      std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+      medians[f] = r[r.size() / 2];
+    }
   }
 }
 
@@ -341,6 +363,15 @@ int LearnedRanker::CategoryOf(const Features& f) const {
                                  : static_cast<int>(it - categories_.begin());
 }
 
+int LearnedRanker::FamilyOf(const Features& f) const {
+  std::array<float, kClassFeaturesWithoutStructure> family;
+  std::copy(f.begin() + kFirstBinaryFeature,
+            f.begin() + kFirstBinaryFeature + kClassFeaturesWithoutStructure,
+            family.begin());
+  auto it = std::find(families_.begin(), families_.end(), family);
+  return it == families_.end() ? -1 : static_cast<int>(it - families_.begin());
+}
+
 absl::Status LearnedRanker::IsApplicable(const ConvProblem& p) const {
   if (model_.record_count() < static_cast<uint32_t>(options_.min_records)) {
     return absl::FailedPreconditionError(
@@ -381,9 +412,13 @@ Estimate LearnedRanker::Predict(const Solver& solver, const ConvProblem& p,
   const std::vector<int32_t>* own =
       category >= 0 ? &by_category_[index][category] : nullptr;
   if (own == nullptr || own->empty()) {
-    // Measured elsewhere on this device, never in this class: its device-wide
-    // rate is all that is known.
-    e.time_ms *= std::exp2(s.median_log2_residual());
+    // Measured elsewhere on this device, never in this class: its rate on
+    // the same direction, type and layout (else anywhere) is all that is
+    // known.
+    const int family = FamilyOf(ProblemFeatures(p));
+    const float rate = family >= 0 ? family_median_[index][family]
+                                   : std::numeric_limits<float>::quiet_NaN();
+    e.time_ms *= std::exp2(std::isnan(rate) ? s.median_log2_residual() : rate);
     return e;
   }
   // The solver's k nearest measured points of this class.

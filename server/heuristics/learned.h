@@ -7,10 +7,11 @@
 // time is its weighted-throughput estimate (wti.h) corrected by the residuals
 // of the solver's nearest measured problems of that class: the efficiency the
 // device really reached there. A solver with no measurement in the problem's
-// class is not extrapolated from other classes; it is estimated, with the
-// solver's device-wide residual as its only measured input, and ranks behind
-// every solver with measured support. Each estimate carries a confidence.
-// Immutable once built; thread-safe.
+// class is not extrapolated from that class's neighbours; it is estimated,
+// with the solver's median residual over the problems of the same direction,
+// type and layout (else over all) as its only measured input, and ranks
+// behind every solver with measured support. Each estimate carries a
+// confidence. Immutable once built; thread-safe.
 #ifndef CONVTUNE_SERVER_HEURISTICS_LEARNED_H_
 #define CONVTUNE_SERVER_HEURISTICS_LEARNED_H_
 
@@ -34,6 +35,7 @@ namespace convtune {
 // kFirstBinaryFeature on.
 inline constexpr int kFeatureCount = 34;
 inline constexpr int kFirstBinaryFeature = 22;
+inline constexpr int kClassFeaturesWithoutStructure = 9;
 using Features = std::array<float, kFeatureCount>;
 Features ProblemFeatures(const ConvProblem& p);
 absl::string_view FeatureName(int i);
@@ -136,6 +138,14 @@ class LearnedRanker final : public Ranker {
   // Per solver: its measured points of each category (indices into its own
   // point list).
   std::vector<std::vector<std::vector<int32_t>>> by_category_;
+  // The distinct classes with group structure left out (direction, type,
+  // layout, dimensionality), and per solver the median residual of its
+  // points in each (NaN where it has none): the solver's rate on this device
+  // for a problem's direction, type and layout.
+  std::vector<std::array<float, kClassFeaturesWithoutStructure>> families_;
+  std::vector<std::vector<float>> family_median_;
+  // Index into families_ of the class features of f, or -1.
+  int FamilyOf(const Features& f) const;
 };
 
 }  // namespace convtune

@@ -10,6 +10,10 @@ namespace {
 // A fixed cost per call (dispatch, thread wake-up), so tiny problems do not
 // rank by arithmetic alone.
 constexpr double kCallOverheadMs = 0.005;
+// What each further pass of a run costs: a launch on a GPU, waking the
+// worker threads on the CPU.
+constexpr double kGpuDispatchMs = 0.005;
+constexpr double kCpuDispatchMs = 0.02;
 
 // The share of a tiled loop's work that is useful when `extent` is cut into
 // tiles of `tile`.
@@ -42,7 +46,9 @@ double TileFill(const Solver& s, const ConvProblem& p) {
 
 WtiEstimator::WtiEstimator(const DeviceInfo& device)
     : peak_flops_per_ms_(std::max(1.0, device.peak_gflops) * 1e6),
-      bytes_per_ms_(std::max(0.1, device.memory_gbps) * 1e6) {}
+      bytes_per_ms_(std::max(0.1, device.memory_gbps) * 1e6),
+      dispatch_ms_(device.backend == v1::CPU ? kCpuDispatchMs
+                                             : kGpuDispatchMs) {}
 
 double WtiEstimator::EstimateMs(const Solver& s, const ConvProblem& p) const {
   // Above 1: tensor-core solvers, against a peak of plain arithmetic.
@@ -51,7 +57,9 @@ double WtiEstimator::EstimateMs(const Solver& s, const ConvProblem& p) const {
   const double compute =
       s.EstimatedFlops(p) / (peak_flops_per_ms_ * efficiency);
   const double memory = s.EstimatedBytes(p) / bytes_per_ms_;
-  return std::max(compute, memory) + kCallOverheadMs;
+  const double passes =
+      static_cast<double>(std::max<int64_t>(1, s.Dispatches(p)) - 1);
+  return std::max(compute, memory) + kCallOverheadMs + passes * dispatch_ms_;
 }
 
 std::vector<Estimate> WtiEstimator::Rank(

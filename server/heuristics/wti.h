@@ -1,9 +1,10 @@
 // The weighted-throughput estimate: each solver's time from a roofline of the
 // device's nominal peak and bandwidth, weighted by the solver's declared
 // efficiency and, for GEMM-shaped algorithms, by the share of their tiles the
-// per-group GEMM fills. The prior of the learned model, which corrects it
-// with the device's measurements; alone, it answers where nothing was
-// measured. Applies to every problem. Immutable; thread-safe.
+// per-group GEMM fills, plus a fixed cost per pass. The prior of the learned
+// model, which corrects it with the device's measurements; alone, it answers
+// where nothing was measured. Applies to every problem. Immutable;
+// thread-safe.
 #ifndef CONVTUNE_SERVER_HEURISTICS_WTI_H_
 #define CONVTUNE_SERVER_HEURISTICS_WTI_H_
 
@@ -30,6 +31,7 @@ class WtiEstimator final : public Ranker {
  private:
   double peak_flops_per_ms_;
   double bytes_per_ms_;
+  double dispatch_ms_;
 };
 
 }  // namespace convtune

@@ -12,6 +12,10 @@ class CpuIm2colGemm final : public CpuSolver {
   uint32_t id() const override { return kCpuIm2colGemmId; }
   absl::string_view name() const override { return "cpu_im2col_gemm"; }
   v1::AlgorithmFamily family() const override { return v1::GEMM; }
+  // One GEMM pass per image and group, one after another.
+  int64_t Dispatches(const ConvProblem& p) const override {
+    return p.n * p.groups;
+  }
   bool dynamic() const override { return true; }
   absl::Status IsApplicable(const ConvProblem& p) const override {
     return absl::OkStatus();

@@ -13,6 +13,10 @@ class CpuWinogradF2x3 final : public CpuSolver {
   uint32_t id() const override { return kCpuWinogradF2x3Id; }
   absl::string_view name() const override { return "cpu_winograd_f2x3"; }
   v1::AlgorithmFamily family() const override { return v1::WINOGRAD; }
+  // One GEMM pass per image and group, one after another.
+  int64_t Dispatches(const ConvProblem& p) const override {
+    return p.n * p.groups;
+  }
   bool dynamic() const override { return true; }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {

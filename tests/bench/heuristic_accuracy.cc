@@ -10,9 +10,11 @@
 // confidence. The weighted-throughput estimate alone is scored beside it.
 //
 // usage: bench_heuristic_accuracy [--backend=cpu|cuda|hip|auto] [--batch=N]
-//          [--max_per_network=8] [--types=FP32,FP16] [--layouts=NCHW,NHWC]
+//          [--max_per_network=8] [--max_gmacs=G] [--max_seconds=S]
+//          [--types=FP32,FP16]
+//          [--layouts=NCHW,NHWC]
 //          [--directions=FBW] [--budget_ms=20] [--db=DIR] [--json=FILE]
-//          [--layers_out=FILE] [--verbose]
+//          [--layers_out=FILE] [--knn_k=3] [--support_radius=2] [--verbose]
 // --json writes one row per held-out layer and layout; --layers_out writes
 // the layers as a MIOpenDriver list (NCHW, one line per layer and direction)
 // whose line numbers the rows name, for tests/bench/torch_peer.py to time
@@ -56,6 +58,8 @@ struct Flags {
   std::string backend = "cpu";
   int batch = 0;  // 0: each list's own
   int max_per_network = 8;
+  double max_gmacs = 0;    // shapes above this are left out (0: none)
+  double max_seconds = 0;  // no find started after this (0: no limit)
   std::string types = "FP32,FP16";
   std::string layouts = "NCHW,NHWC";
   std::string directions = "FBW";
@@ -64,6 +68,7 @@ struct Flags {
   std::string json;
   std::string layers_out;
   bool verbose = false;
+  LearnedOptions learned;
 };
 
 struct Layer {
@@ -71,6 +76,7 @@ struct Layer {
   std::string list;  // the shared list it came from
   ConvProblem problem;
   int line_no = 0;  // in --layers_out
+  int rank = 0;     // the shape's place among those kept of its list
   v1::FindRecord record;
 };
 
@@ -125,6 +131,7 @@ std::vector<Layer> ReadLayers(const Flags& flags) {
         if (!absl::StrContains(flags.directions, DirectionName(p.direction)))
           continue;
         if (flags.batch > 0) p.n = flags.batch;
+        if (flags.max_gmacs > 0 && p.macs() > flags.max_gmacs * 1e9) continue;
         ConvProblem shape = p;
         shape.direction = Direction::kForward;
         const std::string key = ProblemKey(shape);
@@ -150,12 +157,18 @@ std::vector<Layer> ReadLayers(const Flags& flags) {
           l.network = net_type.first;
           l.list = file.second;
           l.problem = p;
+          l.rank = static_cast<int>(i);
           l.problem.layout = layout == "NHWC" ? Layout::kNHWC : Layout::kNCHW;
           out.push_back(std::move(l));
         }
       }
     }
   }
+  // Round-robin over the lists, so that a find stopped by --max_seconds
+  // leaves every network its first shapes.
+  std::stable_sort(out.begin(), out.end(), [](const Layer& a, const Layer& b) {
+    return a.rank < b.rank;
+  });
   return out;
 }
 
@@ -252,48 +265,69 @@ int Run(const Flags& flags) {
 
   // Find every layer (in parallel: the engine times one plan at a time).
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::promise<absl::StatusOr<FindOutcome>>> promises(
-      layers.size());
-  std::vector<std::future<absl::StatusOr<FindOutcome>>> futures;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    futures.push_back(promises[i].get_future());
-    engine.find().Find(layers[i].problem, {},
-                       [&promises, i](absl::StatusOr<FindOutcome> r) {
-                         promises[i].set_value(std::move(r));
-                       });
-  }
+  // In waves, so that --max_seconds can stop before the next one. On a GPU
+  // the finds of a wave overlap their compiling and checking, while the
+  // engine times one plan at a time; on the CPU every find runs alone, since
+  // a concurrent find's checks would share the cores being timed.
   std::vector<Layer> found;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    absl::StatusOr<FindOutcome> r = futures[i].get();
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (!r.ok() || r->record.results_size() == 0 ||
-        !r->record.results(0).measured()) {
-      std::cerr << layers[i].network << " " << ProblemKey(layers[i].problem)
-                << ": " << (r.ok() ? "nothing measured" : r.status().ToString())
-                << "\n";
-      continue;
+  size_t started = 0;
+  const size_t kWave = device.info().backend == v1::CPU ? 1 : 32;
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  while (started < layers.size()) {
+    if (flags.max_seconds > 0 && elapsed() > flags.max_seconds) {
+      std::cerr << "--max_seconds: " << layers.size() - started
+                << " layer finds not started\n";
+      break;
     }
-    layers[i].record = r->record;
-    found.push_back(layers[i]);
-    if (found.size() % 25 == 0 || i + 1 == layers.size()) {
-      std::cerr << absl::StrFormat("[%d/%d] found, %.0f s\n", i + 1,
-                                   layers.size(), s);
+    const size_t end = std::min(layers.size(), started + kWave);
+    std::vector<std::promise<absl::StatusOr<FindOutcome>>> promises(end -
+                                                                    started);
+    std::vector<std::future<absl::StatusOr<FindOutcome>>> futures;
+    for (size_t i = started; i < end; ++i) {
+      std::promise<absl::StatusOr<FindOutcome>>* promise =
+          &promises[i - started];
+      futures.push_back(promise->get_future());
+      engine.find().Find(layers[i].problem, {},
+                         [promise](absl::StatusOr<FindOutcome> r) {
+                           promise->set_value(std::move(r));
+                         });
+    }
+    for (size_t i = started; i < end; ++i) {
+      absl::StatusOr<FindOutcome> r = futures[i - started].get();
+      if (!r.ok() || r->record.results_size() == 0 ||
+          !r->record.results(0).measured()) {
+        std::cerr << layers[i].network << " " << ProblemKey(layers[i].problem)
+                  << ": "
+                  << (r.ok() ? "nothing measured" : r.status().ToString())
+                  << "\n";
+        continue;
+      }
+      layers[i].record = r->record;
+      found.push_back(layers[i]);
+    }
+    started = end;
+    if (started % 32 == 0 || started == layers.size()) {
+      std::cerr << absl::StrFormat("[%d/%d] found, %.0f s\n", started,
+                                   layers.size(), elapsed());
     }
   }
   const double find_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 
-  // Line numbers of --layers_out: one per (network, shape, direction).
+  // Line numbers of --layers_out: one per problem (NCHW), shared by the
+  // networks that have it.
   std::map<std::string, int> line_of;
   std::ofstream lines_file;
   if (!flags.layers_out.empty()) lines_file.open(flags.layers_out);
   for (Layer& l : found) {
     ConvProblem nchw = l.problem;
     nchw.layout = Layout::kNCHW;
-    const std::string key = l.network + " " + ProblemKey(nchw);
+    const std::string key = ProblemKey(nchw);
     auto [it, added] =
         line_of.emplace(key, static_cast<int>(line_of.size()) + 1);
     if (added && lines_file.is_open()) {
@@ -328,7 +362,7 @@ int Run(const Flags& flags) {
       if (s.ok()) train.push_back(*std::move(s));
     }
     auto ranker = LearnedRanker::Train(train, device.info().Key(), *registry,
-                                       wti, LearnedOptions());
+                                       wti, flags.learned);
     if (!ranker.ok()) continue;
     for (const Layer& l : found) {
       if (l.network != held) continue;
@@ -366,6 +400,12 @@ int Run(const Flags& flags) {
                                  l.record.results(0).solver_name(), best));
       if (flags.verbose && ratio > 1.1) {
         std::cerr << "miss " << std::get<1>(worst.back()) << "\n";
+        for (const Estimate& x : (*ranker)->Rank(l.problem, c)) {
+          std::cerr << absl::StrFormat(
+              "  %-24s predicted %9.4f ms (%s %.2f), measured %9.4f ms\n",
+              x.solver->name(), x.time_ms, ProvenanceName(x.provenance),
+              x.confidence, MeasuredMs(l.record, x.solver->id()));
+        }
       }
       if (json.is_open()) {
         json << (rows++ ? ",\n " : "\n ")
@@ -407,8 +447,9 @@ int Run(const Flags& flags) {
       "Cells: share of picks within 10%% of find's best | mean slowdown | "
       "worst pick (its measured time / find's best).\n\n");
   std::printf(
-      "| class | layers | immediate mode | estimated picks | the estimate "
-      "alone |\n|---|---|---|---|---|\n");
+      "| class | layers | within 10%% | mean slowdown | worst | estimated "
+      "picks | estimate alone: within 10%% | mean | worst |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& [cls, s] : by_class) {
     std::printf("| %s | %d | %s | %d | %s |\n", cls.c_str(), s[0].layers,
                 s[0].Cells().c_str(), estimated_picks[cls],
@@ -453,9 +494,12 @@ int main(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::cout
           << "usage: bench_heuristic_accuracy [--backend=cpu|cuda|hip|auto] "
-             "[--batch=N] [--max_per_network=8] [--types=FP32,FP16] "
+             "[--batch=N] [--max_per_network=8] [--max_gmacs=G] "
+             "[--max_seconds=S] "
+             "[--types=FP32,FP16] "
              "[--layouts=NCHW,NHWC] [--directions=FBW] [--budget_ms=20] "
-             "[--db=DIR] [--json=FILE] [--layers_out=FILE] [--verbose]\n"
+             "[--db=DIR] [--json=FILE] [--layers_out=FILE] [--knn_k=3] "
+             "[--support_radius=2] [--verbose]\n"
              "Leave-one-network-out accuracy of immediate mode over the "
              "shared problem lists (see the file's header).\n";
       return 0;
@@ -463,6 +507,14 @@ int main(int argc, char** argv) {
     bool ok = true;
     if (const char* v = value("--max_per_network=")) {
       ok = absl::SimpleAtoi(v, &flags.max_per_network);
+    } else if (const char* v = value("--knn_k=")) {
+      ok = absl::SimpleAtoi(v, &flags.learned.knn_k);
+    } else if (const char* v = value("--support_radius=")) {
+      ok = absl::SimpleAtod(v, &flags.learned.support_radius);
+    } else if (const char* v = value("--max_seconds=")) {
+      ok = absl::SimpleAtod(v, &flags.max_seconds);
+    } else if (const char* v = value("--max_gmacs=")) {
+      ok = absl::SimpleAtod(v, &flags.max_gmacs);
     } else if (const char* v = value("--batch=")) {
       ok = absl::SimpleAtoi(v, &flags.batch);
     } else if (const char* v = value("--types=")) {

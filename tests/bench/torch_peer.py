@@ -395,11 +395,11 @@ def release_memory(device, force=False):
 # Settings and reports
 
 
-def apply_settings():
-    """cuDNN benchmark mode on, TF32 off, non-deterministic; returns the
-    flags as read back."""
+def apply_settings(benchmark=True):
+    """cuDNN benchmark mode on (off: cuDNN's heuristic picks), TF32 off,
+    non-deterministic; returns the flags as read back."""
     flags = (
-        ("cudnn.benchmark", torch.backends.cudnn, "benchmark", True),
+        ("cudnn.benchmark", torch.backends.cudnn, "benchmark", benchmark),
         ("cudnn.deterministic", torch.backends.cudnn, "deterministic", False),
         ("cudnn.allow_tf32", torch.backends.cudnn, "allow_tf32", False),
         ("cuda.matmul.allow_tf32", torch.backends.cuda.matmul, "allow_tf32",
@@ -449,7 +449,7 @@ def geomean(values):
 
 
 def print_report(results, header, note):
-    print("# PyTorch (cuDNN benchmark mode) per layer")
+    print("# PyTorch (cuDNN) per layer")
     print()
     for line in header:
         print(line)
@@ -638,6 +638,10 @@ def build_parser():
                     help="default: cuda (cpu is for checking the script)")
     ap.add_argument("--type", choices=sorted(TYPES), default=None,
                     help="data type for every line instead of the line's own")
+    ap.add_argument("--no-benchmark", action="store_true",
+                    help="cudnn.benchmark = False: time the algorithm "
+                    "cuDNN's heuristic picks, as a job without benchmark "
+                    "mode gets it (the first call is then no find)")
     ap.add_argument("--json", metavar="PATH", default=None,
                     help="write the results as a JSON list")
     ap.add_argument("--seed", type=int, default=0,
@@ -655,7 +659,7 @@ def main(argv=None):
         sys.exit("error: CUDA is not available to this torch %s (use "
                  "--device cpu to check the script)" % torch.__version__)
     device = torch.device(args.device)
-    settings = apply_settings()
+    settings = apply_settings(benchmark=not args.no_benchmark)
     if args.self_check:
         failures = self_check(device)
         print("self-check: %d failure(s)" % failures)

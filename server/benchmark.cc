@@ -131,6 +131,7 @@ absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(
   }
   std::vector<double> times;
   double spent = 0;
+  int beyond_cutoff = 0;
   while (static_cast<int>(times.size()) < options.max_repeats &&
          (static_cast<int>(times.size()) < options.min_repeats ||
           spent < options.budget_ms)) {
@@ -138,7 +139,9 @@ absl::StatusOr<Measurement> BenchmarkSession::TimeOnly(
     times.push_back(ms);
     spent += ms;
     fastest = std::min(fastest, ms);
-    if (ms > cutoff_ms) break;
+    // Two runs beyond the cutoff end it: one alone may be a stall (a
+    // library loading its kernels on first use) of a plan that is fast.
+    if (ms > cutoff_ms && ++beyond_cutoff >= 2) break;
     if (static_cast<int>(times.size()) >= options.min_repeats &&
         fastest > hopeless_ms) {
       break;

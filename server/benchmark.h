@@ -28,9 +28,10 @@ struct TimingOptions {
   // Output elements compared with the float64 reference on every checked
   // run. Their reference is computed once per session: the inputs stay.
   int verify_samples = 48;
-  // A run slower than this many times the fastest plan of the same find
-  // ends that plan's timing: the one run is its time. 0: time every plan in
-  // full. A plan that slow cannot win; repeats would only cost the find time.
+  // A second run slower than this many times the fastest plan of the same
+  // find ends that plan's timing. 0: time every plan in full. A plan that
+  // slow cannot win; repeats would only cost the find time. One such run
+  // alone does not: it may be a stall (a library loading its kernels).
   double slow_factor = 3;
   // A checked run that slow, and at least this long (so that loading the
   // plan's code is a small part of it), is the plan's time: it is not run
@@ -62,7 +63,7 @@ class BenchmarkSession {
   // Runs `plan` once on a poisoned output and checks it (Internal naming the
   // wrong element if it disagrees with the reference), then times it; the
   // checked run is its warm-up. `best_ms` is the fastest plan of the find so
-  // far (0: none yet): timing stops after the first run longer than
+  // far (0: none yet): timing stops after the second run longer than
   // slow_factor times it, and after min_repeats when no run came within
   // hopeless_factor of it.
   // `cold_run_is_timing`: the plan's first run costs what its later runs do

@@ -28,7 +28,7 @@
 namespace convtune {
 
 struct Ranking {
-  // Those with measured support (LEARNED) fastest first, then the others.
+  // Those with measured support (LEARNED) best first, then the others.
   std::vector<Estimate> estimates;
   // "heuristic" when the first estimate is learned, else "estimate".
   std::string source;

@@ -275,9 +275,17 @@ void LearnedRanker::StorePoints(const std::vector<TrainingSample>& samples,
   for (const Features& f : z) {
     for (float v : f) model_.add_points(v);
   }
-  // Per solver id: (point, residual), in point order.
-  std::vector<std::pair<uint32_t, std::vector<std::pair<size_t, float>>>> rows;
+  // Per solver id: (point, residual, regret), in point order.
+  struct Row {
+    size_t point;
+    float residual, regret;
+  };
+  std::vector<std::pair<uint32_t, std::vector<Row>>> rows;
   for (size_t i = 0; i < samples.size(); ++i) {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (const auto& [id, ms] : samples[i].times) {
+      if (registry_.Find(id) != nullptr) fastest = std::min(fastest, ms);
+    }
     for (const auto& [id, ms] : samples[i].times) {
       const Solver* solver = registry_.Find(id);
       if (solver == nullptr) continue;  // a solver this build no longer has
@@ -285,7 +293,8 @@ void LearnedRanker::StorePoints(const std::vector<TrainingSample>& samples,
                              [&](const auto& e) { return e.first == id; });
       if (it == rows.end()) it = rows.insert(rows.end(), {id, {}});
       const double prior = wti_.EstimateMs(*solver, samples[i].problem);
-      it->second.emplace_back(i, static_cast<float>(std::log2(ms / prior)));
+      it->second.push_back({i, static_cast<float>(std::log2(ms / prior)),
+                            static_cast<float>(std::log2(ms / fastest))});
     }
   }
   std::sort(rows.begin(), rows.end(),
@@ -296,10 +305,11 @@ void LearnedRanker::StorePoints(const std::vector<TrainingSample>& samples,
     s->set_solver_name(std::string(registry_.Find(id)->name()));
     s->set_samples(static_cast<uint32_t>(points.size()));
     std::vector<float> residuals;
-    for (const auto& [i, r] : points) {
-      s->add_point_index(static_cast<uint32_t>(i));
-      s->add_log2_residual(r);
-      residuals.push_back(r);
+    for (const Row& r : points) {
+      s->add_point_index(static_cast<uint32_t>(r.point));
+      s->add_log2_residual(r.residual);
+      s->add_log2_regret(r.regret);
+      residuals.push_back(r.residual);
     }
     std::nth_element(residuals.begin(),
                      residuals.begin() + residuals.size() / 2, residuals.end());
@@ -328,7 +338,10 @@ absl::StatusOr<std::unique_ptr<LearnedRanker>> LearnedRanker::FromProto(
     return bad("points");
   }
   for (const v1::HeuristicSolverModel& s : model.solvers()) {
-    if (s.point_index_size() != s.log2_residual_size()) return bad("residuals");
+    if (s.point_index_size() != s.log2_residual_size() ||
+        s.point_index_size() != s.log2_regret_size()) {
+      return bad("residuals");
+    }
     for (uint32_t i : s.point_index()) {
       if (i >= model.record_count()) return bad("point index");
     }
@@ -438,14 +451,16 @@ Estimate LearnedRanker::Predict(const Solver& solver, const ConvProblem& p,
     }
   }
   std::sort(best, best + have);
-  double wsum = 0, rsum = 0, rsq = 0;
+  double wsum = 0, rsum = 0, rsq = 0, regret = 0;
   for (int h = 0; h < have; ++h) {
     const double w = NeighbourWeight(best[h].first);
     const double r = s.log2_residual(best[h].second);
     wsum += w;
     rsum += w * r;
     rsq += w * r * r;
+    regret += w * s.log2_regret(best[h].second);
   }
+  e.regret = static_cast<float>(regret / wsum);
   const double mean = rsum / wsum;
   const double spread = std::sqrt(std::max(0.0, rsq / wsum - mean * mean));
   e.time_ms *= std::exp2(mean);
@@ -474,9 +489,15 @@ std::vector<Estimate> LearnedRanker::Rank(
   auto by_time = [](const Estimate& a, const Estimate& b) {
     return a.time_ms < b.time_ms;
   };
-  std::stable_sort(learned.begin(), learned.end(), by_time);
+  const double alpha = options_.regret_weight;
+  std::stable_sort(learned.begin(), learned.end(),
+                   [alpha](const Estimate& a, const Estimate& b) {
+                     return std::log2(a.time_ms) + alpha * a.regret <
+                            std::log2(b.time_ms) + alpha * b.regret;
+                   });
   std::stable_sort(estimated.begin(), estimated.end(), by_time);
-  const double floor_ms = learned.empty() ? 0 : learned.back().time_ms;
+  double floor_ms = 0;
+  for (const Estimate& e : learned) floor_ms = std::max(floor_ms, e.time_ms);
   for (Estimate& e : estimated) {
     e.time_ms = std::max(e.time_ms, floor_ms);
     learned.push_back(e);

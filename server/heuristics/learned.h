@@ -60,10 +60,13 @@ struct LearnedOptions {
   // Fewer training records than this: the model is not applicable.
   int min_records = 8;
   // Measured neighbours (of one solver, in the problem's class) averaged.
-  int knn_k = 3;
+  int knn_k = 5;
   // The standardized distance at which a neighbour's support has fallen to
   // exp(-1/2) of a neighbour at the problem itself.
   double support_radius = 2.0;
+  // How much a solver's distance from the best at its neighbours (log2
+  // regret) counts against its predicted time when ranking.
+  double regret_weight = 1;
 };
 
 class LearnedRanker final : public Ranker {
@@ -85,9 +88,10 @@ class LearnedRanker final : public Ranker {
   // FailedPrecondition: too few training records, or no training record of
   // p's class (named).
   absl::Status IsApplicable(const ConvProblem& p) const override;
-  // Solvers measured in p's class (LEARNED) by predicted time, then the
-  // others (ESTIMATED), each time raised to at least the slowest learned one
-  // so the list stays sorted.
+  // Solvers measured in p's class (LEARNED), best first: by predicted time
+  // times 2^(regret_weight x regret), so that of two close predictions the
+  // solver nearer the best at its neighbours leads. Then the others
+  // (ESTIMATED) by time, each raised to at least the slowest learned one.
   std::vector<Estimate> Rank(
       const ConvProblem& p,
       const std::vector<const Solver*>& candidates) const override;

@@ -25,6 +25,9 @@ struct Estimate {
   // 0 (nothing measured supports it) to 1 (measured, or predicted from close
   // and consistent measurements).
   float confidence = 0;
+  // Learned estimates: log2 of how far this solver was from the fastest at
+  // the measurements it was predicted from (0: it was the fastest).
+  float regret = 0;
 };
 
 class Ranker {

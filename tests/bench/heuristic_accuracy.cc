@@ -509,6 +509,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(v, &flags.max_per_network);
     } else if (const char* v = value("--knn_k=")) {
       ok = absl::SimpleAtoi(v, &flags.learned.knn_k);
+    } else if (const char* v = value("--regret_weight=")) {
+      ok = absl::SimpleAtod(v, &flags.learned.regret_weight);
     } else if (const char* v = value("--support_radius=")) {
       ok = absl::SimpleAtod(v, &flags.learned.support_radius);
     } else if (const char* v = value("--max_seconds=")) {

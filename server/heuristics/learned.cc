@@ -490,11 +490,15 @@ std::vector<Estimate> LearnedRanker::Rank(
     return a.time_ms < b.time_ms;
   };
   const double alpha = options_.regret_weight;
-  std::stable_sort(learned.begin(), learned.end(),
-                   [alpha](const Estimate& a, const Estimate& b) {
-                     return std::log2(a.time_ms) + alpha * a.regret <
-                            std::log2(b.time_ms) + alpha * b.regret;
-                   });
+  const double beta = options_.doubt_weight;
+  // Pessimistic: each octave of doubt (-log2 confidence) adds beta octaves.
+  auto key = [alpha, beta](const Estimate& e) {
+    const double doubt = -std::log2(std::max(1e-6f, e.confidence));
+    return std::log2(e.time_ms) + alpha * e.regret + beta * doubt;
+  };
+  std::stable_sort(
+      learned.begin(), learned.end(),
+      [&key](const Estimate& a, const Estimate& b) { return key(a) < key(b); });
   std::stable_sort(estimated.begin(), estimated.end(), by_time);
   double floor_ms = 0;
   for (const Estimate& e : learned) floor_ms = std::max(floor_ms, e.time_ms);

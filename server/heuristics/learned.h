@@ -67,6 +67,10 @@ struct LearnedOptions {
   // How much a solver's distance from the best at its neighbours (log2
   // regret) counts against its predicted time when ranking.
   double regret_weight = 1;
+  // How much doubt (-log2 confidence) counts against a learned estimate when
+  // ranking: an extrapolation far from its measurements ranks behind a
+  // close prediction unless it is predicted much faster.
+  double doubt_weight = 0.1;
 };
 
 class LearnedRanker final : public Ranker {
@@ -89,8 +93,9 @@ class LearnedRanker final : public Ranker {
   // p's class (named).
   absl::Status IsApplicable(const ConvProblem& p) const override;
   // Solvers measured in p's class (LEARNED), best first: by predicted time
-  // times 2^(regret_weight x regret), so that of two close predictions the
-  // solver nearer the best at its neighbours leads. Then the others
+  // times 2^(regret_weight x regret + doubt_weight x -log2 confidence), so
+  // that of two close predictions the solver nearer the best at its
+  // neighbours, and nearer its measurements, leads. Then the others
   // (ESTIMATED) by time, each raised to at least the slowest learned one.
   std::vector<Estimate> Rank(
       const ConvProblem& p,

@@ -271,7 +271,7 @@ int Run(const Flags& flags) {
   // a concurrent find's checks would share the cores being timed.
   std::vector<Layer> found;
   size_t started = 0;
-  const size_t kWave = device.info().backend == v1::CPU ? 1 : 32;
+  const size_t kWave = device.info().backend == v1::CPU ? 1 : 8;
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                          start)
@@ -509,6 +509,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(v, &flags.max_per_network);
     } else if (const char* v = value("--knn_k=")) {
       ok = absl::SimpleAtoi(v, &flags.learned.knn_k);
+    } else if (const char* v = value("--doubt_weight=")) {
+      ok = absl::SimpleAtod(v, &flags.learned.doubt_weight);
     } else if (const char* v = value("--regret_weight=")) {
       ok = absl::SimpleAtod(v, &flags.learned.regret_weight);
     } else if (const char* v = value("--support_radius=")) {

@@ -147,11 +147,17 @@ TEST_F(HeuristicsTest, TrainUsesEveryUnconstrainedRecordAndStoresTheModel) {
   EXPECT_EQ(r.source, "heuristic");
   EXPECT_EQ(r.fallback_reason, "");
   ASSERT_EQ(r.estimates.size(), Applicable(p).size());
-  // Best first: by predicted time, weighed by regret at the neighbours.
+  // Best first: by predicted time, weighed by regret at the neighbours and
+  // by doubt.
+  const LearnedOptions o = SmallOptions().learned;
+  auto key = [&](const Estimate& e) {
+    return std::log2(e.time_ms) + o.regret_weight * e.regret -
+           o.doubt_weight * std::log2(std::max(1e-6f, e.confidence));
+  };
   for (size_t i = 1; i < r.estimates.size(); ++i) {
     const Estimate &a = r.estimates[i - 1], &b = r.estimates[i];
-    EXPECT_LE(std::log2(a.time_ms) + a.regret,
-              std::log2(b.time_ms) + b.regret + 1e-9);
+    EXPECT_EQ(a.provenance, v1::LEARNED);
+    EXPECT_LE(key(a), key(b) + 1e-9);
     EXPECT_GE(a.regret, 0.0f);
   }
 }

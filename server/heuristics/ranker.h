@@ -1,6 +1,7 @@
 // Ranking solvers for a problem without timing them: the immediate-mode
 // fallbacks on a FindDb miss. Two implementations: the weighted-throughput
-// estimate (wti.h) and the learned model (learned.h). Implementations are
+// estimate (wti.h) and the learned model (learned.h), which corrects it with
+// the device's measurements. Implementations are
 // immutable after construction and thread-safe.
 #ifndef CONVTUNE_SERVER_HEURISTICS_RANKER_H_
 #define CONVTUNE_SERVER_HEURISTICS_RANKER_H_
@@ -41,7 +42,8 @@ class Ranker {
   // (no model for this device, a problem outside what it was trained on, ...).
   virtual absl::Status IsApplicable(const ConvProblem& p) const = 0;
 
-  // An estimated time for every candidate, sorted fastest first.
+  // An estimated time for every candidate, best first (the estimate: by
+  // time; the learned model: see LearnedRanker::Rank).
   // REQUIRES: every candidate is applicable to p.
   virtual std::vector<Estimate> Rank(
       const ConvProblem& p,

@@ -138,14 +138,19 @@ TEST_F(CliFindDbTest, ImmediateTableAndJson) {
   EXPECT_THAT(table.out, HasSubstr("problem " + key));
   EXPECT_THAT(table.out, AnyOf(HasSubstr("(source estimate)"),
                                HasSubstr("(source heuristic)")));
-  EXPECT_THAT(table.out, HasSubstr("estimated"));
+  EXPECT_THAT(table.out,
+              AnyOf(HasSubstr("estimated  0.00"), HasSubstr("learned    0.")));
   EXPECT_THAT(table.out, HasSubstr("time is"));
+  EXPECT_THAT(table.out, HasSubstr("confidence"));
 
   ProcessResult json = RunOn(a_, With({"immediate", "--json"}, line));
   ASSERT_EQ(json.exit_code, 0) << json.err;
   ASSERT_FALSE(json.out.empty());
   EXPECT_EQ(json.out.front(), '[');
   EXPECT_THAT(json.out, HasSubstr("\"measured\": false"));
+  EXPECT_THAT(json.out, AnyOf(HasSubstr("\"provenance\": \"estimated\""),
+                              HasSubstr("\"provenance\": \"learned\"")));
+  EXPECT_THAT(json.out, HasSubstr("\"confidence\": "));
   // Still a miss: this call queued a find (the daemon's default).
   EXPECT_THAT(json.out, HasSubstr("\"tuning_queued\": true"));
   EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '{'),
@@ -156,11 +161,14 @@ TEST_F(CliFindDbTest, ImmediateTableAndJson) {
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_THAT(json.out, HasSubstr("\"source\": \"user_db\""));
   EXPECT_THAT(json.out, HasSubstr("\"measured\": true"));
+  EXPECT_THAT(json.out, HasSubstr("\"provenance\": \"measured\", "
+                                  "\"confidence\": 1.000"));
   EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '{'), 2);
   table = RunOn(a_, With({"immediate"}, line));
   EXPECT_THAT(table.out, HasSubstr("(source user_db)"));
-  EXPECT_THAT(table.out, HasSubstr("measured"));
-  EXPECT_THAT(table.out, Not(HasSubstr("estimated\n")));
+  EXPECT_THAT(table.out, HasSubstr("measured   1.00"));
+  EXPECT_THAT(table.out, Not(HasSubstr("estimated  0")));
+  EXPECT_THAT(table.out, HasSubstr("1 from a FindDb, 0 learned, 0 estimated"));
 }
 
 TEST_F(CliFindDbTest, HeuristicTrainSaysWhyItCannotThenTrains) {

@@ -208,6 +208,15 @@ void ImmediateTest::CImmediateWorkflow(const ConvProblem& p) {
     EXPECT_EQ(solutions[i].solution_id, want.solution_id());
     EXPECT_STREQ(solutions[i].solver_name, want.solver_name().c_str());
     EXPECT_EQ(solutions[i].measured, want.measured() ? 1 : 0);
+    EXPECT_EQ(static_cast<int>(solutions[i].provenance),
+              static_cast<int>(want.provenance()));
+    EXPECT_FLOAT_EQ(solutions[i].confidence, want.confidence());
+    if (want.measured()) {
+      EXPECT_EQ(solutions[i].provenance, convtuneSolutionMeasured);
+      EXPECT_EQ(solutions[i].confidence, 1.0f);
+    } else {
+      EXPECT_NE(solutions[i].provenance, convtuneSolutionMeasured);
+    }
     EXPECT_EQ(static_cast<int64_t>(solutions[i].workspace_size),
               want.workspace_bytes());
   }
@@ -286,7 +295,17 @@ TEST_F(ImmediateTest, MissGivesEstimatedSolutionsAndTheCWorkflowRuns) {
     for (const v1::Solution& s : r->solutions()) {
       EXPECT_FALSE(s.measured()) << s.solver_name();
       EXPECT_GT(s.time_ms(), 0) << s.solver_name();
+      EXPECT_TRUE(s.provenance() == v1::LEARNED ||
+                  s.provenance() == v1::ESTIMATED)
+          << s.solver_name();
+      EXPECT_GE(s.confidence(), 0.0f);
+      EXPECT_LE(s.confidence(), 1.0f);
+      if (s.provenance() == v1::ESTIMATED) EXPECT_EQ(s.confidence(), 0.0f);
     }
+    // The response carries the pick's.
+    EXPECT_EQ(r->provenance(), r->solutions(0).provenance());
+    EXPECT_EQ(r->confidence(), r->solutions(0).confidence());
+    EXPECT_EQ(r->provenance() == v1::LEARNED, r->source() == "heuristic");
     EXPECT_FALSE(r->tuning_queued());
     CImmediateWorkflow(p);
     // Immediate mode does not tune here (the daemon's default is off):
@@ -314,7 +333,11 @@ TEST_F(ImmediateTest, AMissThatAsksForABackgroundFindIsLaterMeasured) {
   EXPECT_EQ(again->source(), "user_db");
   EXPECT_FALSE(again->tuning_queued());
   ASSERT_GT(again->solutions_size(), 0);
-  for (const v1::Solution& s : again->solutions()) EXPECT_TRUE(s.measured());
+  for (const v1::Solution& s : again->solutions()) {
+    EXPECT_TRUE(s.measured());
+    EXPECT_EQ(s.provenance(), v1::MEASURED);
+    EXPECT_EQ(s.confidence(), 1.0f);
+  }
 }
 
 TEST_F(ImmediateTest, AMissThatAsksForNoBackgroundFindQueuesNone) {

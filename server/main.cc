@@ -53,6 +53,7 @@ flags:
   --max-tensor-bytes N   largest tensor a request may describe. default: 16 GiB
   --max-execute-bytes N  largest total of inline tensors for Execute. default: 64 MiB
   --help                 this text
+  --version              the version, then exit
 
 Stop it with SIGTERM or SIGINT (Ctrl-C); calls in flight get two seconds.
 
@@ -68,6 +69,21 @@ example:
 int UsageError(const std::string& msg) {
   std::cerr << "convtuned: " << msg << "\n(convtuned --help lists the flags)\n";
   return 2;
+}
+
+// At most the first 40 characters of a value the user gave.
+std::string Prefix(const std::string& s) {
+  return s.size() <= 40 ? s : s.substr(0, 40) + "...";
+}
+
+bool IsFlag(const std::string& name) {
+  for (const char* f :
+       {"--socket", "--listen", "--db", "--system-db", "--find-mode",
+        "--backend", "--background-tune", "--device", "--compile-threads",
+        "--max-tensor-bytes", "--max-execute-bytes"}) {
+    if (name == f) return true;
+  }
+  return false;
 }
 
 int signal_pipe[2] = {-1, -1};
@@ -93,6 +109,16 @@ int main(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       return 0;
+    }
+    if (flag == "--version") {
+      std::cout << "convtuned " << CONVTUNE_VERSION << "\n";
+      return 0;
+    }
+    // Named before its value is taken: "--bogus" alone is unknown, not
+    // missing a value.
+    if (!IsFlag(flag.substr(0, flag.find('=')))) {
+      return UsageError(absl::StrCat(
+          "unknown flag '", Prefix(flag.substr(0, flag.find('='))), "'"));
     }
     if (size_t eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
@@ -124,14 +150,15 @@ int main(int argc, char** argv) {
       options.core.background_tuning = value == "on";
     } else if (flag == "--device") {
       if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1024) {
-        return UsageError(
-            absl::StrCat("--device: expected 0 to 1024, got '", value, "'"));
+        return UsageError(absl::StrCat("--device: expected 0 to 1024, got '",
+                                       Prefix(value), "'"));
       }
       options.device_ordinal = static_cast<int>(n);
     } else if (flag == "--compile-threads") {
       if (!ParseInt64(value, &n) || n > 1024) {
-        return UsageError(absl::StrCat(
-            "--compile-threads: expected 1 to 1024, got '", value, "'"));
+        return UsageError(
+            absl::StrCat("--compile-threads: expected 1 to 1024, got '",
+                         Prefix(value), "'"));
       }
       options.compile_threads = static_cast<int>(n);
     } else if (flag == "--max-tensor-bytes") {
@@ -147,7 +174,7 @@ int main(int argc, char** argv) {
       }
       options.service.max_execute_bytes = n;
     } else {
-      return UsageError(absl::StrCat("unknown flag ", flag));
+      return UsageError(absl::StrCat("unknown flag '", Prefix(flag), "'"));
     }
   }
 

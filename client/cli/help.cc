@@ -35,6 +35,7 @@ Global flags (before the sub-command):
                       /tmp/convtune-UID/convtuned.sock.
   --address HOST:PORT Reach convtuned over TCP instead (wins over --socket).
   --timeout SECONDS   Deadline of each request (default: 600 for find, 30 otherwise).
+  --version           Print the version and exit.
 
 Problems are MIOpenDriver command lines: conv (fp32), convfp16 or convbfp16,
 then its flags (-n batch, -c channels, -H/-W height/width, -k filters,

@@ -45,11 +45,17 @@ int Main(const std::vector<std::string>& argv) {
       std::cout << kMainHelp;
       return kExitOk;
     }
+    if (arg == "--version") {
+      std::cout << "convtune " << CONVTUNE_VERSION << "\n";
+      return kExitOk;
+    }
     std::string error;
     if (!FlagValue(argv, &i, "--socket", &socket, &error) &&
         !FlagValue(argv, &i, "--address", &address, &error) &&
         !FlagValue(argv, &i, "--timeout", &timeout, &error)) {
-      return UsageError(absl::StrCat("unknown global flag '", arg, "'"));
+      return UsageError(absl::StrCat(
+          "unknown global flag '",
+          arg.size() <= 40 ? arg : arg.substr(0, 40) + "...", "'"));
     }
     if (!error.empty()) return UsageError(error);
   }

@@ -61,6 +61,15 @@ TEST(CliUsageTest, UsageErrorsExitTwo) {
   EXPECT_THAT(r.err, HasSubstr("c: must be positive"));
 }
 
+TEST(CliUsageTest, VersionPrintsAndExits) {
+  ProcessResult r = Cli({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, absl::StrCat("convtune ", CONVTUNE_VERSION, "\n"));
+  r = Cli({"--" + std::string(5000, 'x'), "db", "stats"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_LT(r.err.size(), 400u);
+}
+
 TEST(CliUsageTest, DaemonDownSaysHowToStartIt) {
   testing::TempDir dir;
   const std::string socket = dir.path() + "/absent.sock";

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "common/defaults.h"
 #include "convtune/v1/service.grpc.pb.h"
 #include "kernels/problem_proto.h"
@@ -18,6 +19,7 @@ namespace {
 
 using testing::DaemonProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::ConvProblem Problem() {
   ConvProblem p;
@@ -262,7 +264,27 @@ TEST_F(DaemonTest, BadFlagsAreUsageErrors) {
   DaemonProcess e;
   ASSERT_TRUE(e.Start(CONVTUNED_PATH, {"--frobnicate", "1"}, dir_ + "/2.log"));
   EXPECT_EQ(e.WaitExit(10000), 2);
-  EXPECT_THAT(e.log(), HasSubstr("--frobnicate"));
+  EXPECT_THAT(e.log(), HasSubstr("unknown flag '--frobnicate'"));
+  // Alone, an unknown flag is still named as unknown, not as missing a
+  // value; a long one is quoted by a prefix.
+  DaemonProcess f;
+  ASSERT_TRUE(f.Start(CONVTUNED_PATH, {"--bogus"}, dir_ + "/3.log"));
+  EXPECT_EQ(f.WaitExit(10000), 2);
+  EXPECT_THAT(f.log(), HasSubstr("unknown flag '--bogus'"));
+  EXPECT_THAT(f.log(), Not(HasSubstr("missing value")));
+  DaemonProcess g;
+  ASSERT_TRUE(g.Start(CONVTUNED_PATH, {"--" + std::string(5000, 'x')},
+                      dir_ + "/4.log"));
+  EXPECT_EQ(g.WaitExit(10000), 2);
+  EXPECT_THAT(g.log(), HasSubstr("..."));
+  EXPECT_LT(g.log().size(), 400u);
+}
+
+TEST_F(DaemonTest, VersionPrintsAndExits) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.Start(CONVTUNED_PATH, {"--version"}, dir_ + "/v.log"));
+  EXPECT_EQ(d.WaitExit(10000), 0);
+  EXPECT_THAT(d.log(), HasSubstr(absl::StrCat("convtuned ", CONVTUNE_VERSION)));
 }
 
 }  // namespace

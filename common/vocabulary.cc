@@ -63,6 +63,19 @@ absl::StatusOr<v1::FindMode> FindModeFromEnvironment() {
   return ParseFindMode(env, "CONVTUNE_FIND_MODE");
 }
 
+absl::string_view ProvenanceName(v1::Provenance p, bool measured) {
+  switch (p) {
+    case v1::MEASURED:
+      return "measured";
+    case v1::LEARNED:
+      return "learned";
+    case v1::ESTIMATED:
+      return "estimated";
+    default:
+      return measured ? "measured" : "estimated";
+  }
+}
+
 absl::string_view AlgorithmName(v1::AlgorithmFamily family) {
   switch (family) {
     case v1::GEMM:

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "convtune/v1/problem.pb.h"
+#include "convtune/v1/records.pb.h"
 #include "convtune/v1/service.pb.h"
 
 namespace convtune {
@@ -28,6 +29,10 @@ absl::StatusOr<v1::FindMode> FindModeFromNumber(
 // $CONVTUNE_FIND_MODE if set (an error naming it if it is bad), else
 // kDefaultFindMode.
 absl::StatusOr<v1::FindMode> FindModeFromEnvironment();
+
+// "measured", "learned" or "estimated" (PROVENANCE_UNSPECIFIED, from a
+// daemon that does not say: "measured" when `measured`, else "estimated").
+absl::string_view ProvenanceName(v1::Provenance p, bool measured = false);
 
 // "gemm", "direct", "fft", "winograd", "implicit_gemm"; "?" otherwise.
 absl::string_view AlgorithmName(v1::AlgorithmFamily family);

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -72,14 +71,6 @@ int ParseImmediateFlags(const std::vector<std::string>& args,
   return kExitOk;
 }
 
-// "measured", "learned" or "estimated" (a daemon that does not say: from
-// `measured`).
-std::string ProvenanceOf(v1::Provenance p, bool measured) {
-  if (p == v1::PROVENANCE_UNSPECIFIED)
-    p = measured ? v1::MEASURED : v1::ESTIMATED;
-  return absl::AsciiStrToLower(v1::Provenance_Name(p));
-}
-
 void PrintJson(const std::vector<Answer>& answers) {
   std::cout << "[";
   for (size_t i = 0; i < answers.size(); ++i) {
@@ -97,7 +88,8 @@ void PrintJson(const std::vector<Answer>& answers) {
     if (a.response.solutions_size() > 0) {
       const v1::Solution& pick = a.response.solutions(0);
       std::cout << ", \"provenance\": "
-                << JsonString(ProvenanceOf(pick.provenance(), pick.measured()))
+                << JsonString(
+                       ProvenanceName(pick.provenance(), pick.measured()))
                 << absl::StrFormat(", \"confidence\": %.3f", pick.confidence());
     }
     if (!a.status.ok())
@@ -114,7 +106,7 @@ void PrintJson(const std::vector<Answer>& answers) {
                        r + 1, s.solution_id(), JsonString(s.solver_name()),
                        JsonString(AlgorithmName(s.algorithm())), s.time_ms(),
                        s.workspace_bytes(), s.measured() ? "true" : "false",
-                       JsonString(ProvenanceOf(s.provenance(), s.measured())),
+                       JsonString(ProvenanceName(s.provenance(), s.measured())),
                        s.confidence());
     }
     std::cout << "]}";
@@ -158,7 +150,7 @@ void PrintTable(const std::vector<Answer>& answers) {
           "  %4d  %5u  %-32s  %-14s  %12.4f  %14d  %-9s  %.2f\n", r + 1,
           s.solution_id(), s.solver_name(), AlgorithmName(s.algorithm()),
           s.time_ms(), s.workspace_bytes(),
-          ProvenanceOf(s.provenance(), s.measured()), s.confidence());
+          ProvenanceName(s.provenance(), s.measured()), s.confidence());
     }
     if (a.response.solutions_size() == 0) std::cout << "  (no solution)\n";
     std::cout << "\n";

@@ -69,23 +69,18 @@ int StructureIndex(const ConvProblem& p) {
   return p.c_per_group() == 1 ? 2 : 1;
 }
 
+// REQUIRES: !v.empty().
+float Median(std::vector<float> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 // A neighbour's weight in the average: nearer counts more.
 double NeighbourWeight(float squared_distance) {
   return 1.0 / (std::sqrt(squared_distance) + 0.05);
 }
 
 }  // namespace
-
-absl::string_view ProvenanceName(v1::Provenance p) {
-  switch (p) {
-    case v1::MEASURED:
-      return "measured";
-    case v1::LEARNED:
-      return "learned";
-    default:
-      return "estimated";
-  }
-}
 
 absl::string_view FeatureName(int i) { return kFeatureNames[i]; }
 
@@ -205,6 +200,7 @@ void LearnedRanker::BuildColumns() {
     family_of_category.push_back(static_cast<int>(it - families_.begin()));
   }
   family_median_.clear();
+  median_.clear();
   for (const v1::HeuristicSolverModel& s : model_.solvers()) {
     auto& lists = by_category_.emplace_back(categories_.size());
     std::vector<std::vector<float>> residuals(families_.size());
@@ -216,11 +212,12 @@ void LearnedRanker::BuildColumns() {
     std::vector<float>& medians = family_median_.emplace_back(
         families_.size(), std::numeric_limits<float>::quiet_NaN());
     for (size_t f = 0; f < families_.size(); ++f) {
-      std::vector<float>& r = residuals[f];
-      if (r.empty()) continue;
-      std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
-      medians[f] = r[r.size() / 2];
+      if (!residuals[f].empty()) medians[f] = Median(residuals[f]);
     }
+    median_.push_back(
+        s.log2_residual().empty()
+            ? 0.0f
+            : Median({s.log2_residual().begin(), s.log2_residual().end()}));
   }
 }
 
@@ -304,16 +301,11 @@ void LearnedRanker::StorePoints(const std::vector<TrainingSample>& samples,
     s->set_solver_id(id);
     s->set_solver_name(std::string(registry_.Find(id)->name()));
     s->set_samples(static_cast<uint32_t>(points.size()));
-    std::vector<float> residuals;
     for (const Row& r : points) {
       s->add_point_index(static_cast<uint32_t>(r.point));
       s->add_log2_residual(r.residual);
       s->add_log2_regret(r.regret);
-      residuals.push_back(r.residual);
     }
-    std::nth_element(residuals.begin(),
-                     residuals.begin() + residuals.size() / 2, residuals.end());
-    s->set_median_log2_residual(residuals[residuals.size() / 2]);
   }
 }
 
@@ -416,7 +408,7 @@ std::vector<float> LearnedRanker::Distances(const Features& z,
 }
 
 Estimate LearnedRanker::Predict(const Solver& solver, const ConvProblem& p,
-                                int category,
+                                int category, int family,
                                 const std::vector<float>& dist) const {
   Estimate e{&solver, wti_.EstimateMs(solver, p), v1::ESTIMATED, 0};
   const int index = SolverIndex(solver.id());
@@ -428,10 +420,9 @@ Estimate LearnedRanker::Predict(const Solver& solver, const ConvProblem& p,
     // Measured elsewhere on this device, never in this class: its rate on
     // the same direction, type and layout (else anywhere) is all that is
     // known.
-    const int family = FamilyOf(ProblemFeatures(p));
     const float rate = family >= 0 ? family_median_[index][family]
                                    : std::numeric_limits<float>::quiet_NaN();
-    e.time_ms *= std::exp2(std::isnan(rate) ? s.median_log2_residual() : rate);
+    e.time_ms *= std::exp2(std::isnan(rate) ? median_[index] : rate);
     return e;
   }
   // The solver's k nearest measured points of this class.
@@ -478,12 +469,13 @@ std::vector<Estimate> LearnedRanker::Rank(
     const ConvProblem& p, const std::vector<const Solver*>& candidates) const {
   const Features f = ProblemFeatures(p);
   const int category = CategoryOf(f);
+  const int family = FamilyOf(f);
   std::vector<float> dist;
   if (category >= 0) dist = Distances(Standardize(f), category);
   std::vector<Estimate> learned, estimated;
   learned.reserve(candidates.size());
   for (const Solver* s : candidates) {
-    Estimate e = Predict(*s, p, category, dist);
+    Estimate e = Predict(*s, p, category, family, dist);
     (e.provenance == v1::LEARNED ? learned : estimated).push_back(e);
   }
   auto by_time = [](const Estimate& a, const Estimate& b) {

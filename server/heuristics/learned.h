@@ -120,14 +120,17 @@ class LearnedRanker final : public Ranker {
   int SolverIndex(uint32_t id) const;
   // Index into categories_ of the class features of f, or -1.
   int CategoryOf(const Features& f) const;
+  // Index into families_ of the class features of f, or -1.
+  int FamilyOf(const Features& f) const;
   // Squared standardized distances from z to every training point of
   // category `category` (other points: infinity).
   std::vector<float> Distances(const Features& z, int category) const;
   void BuildColumns();
   // One solver's estimate at p: learned from its measured neighbours in p's
-  // category when it has any, else estimated.
+  // category when it has any, else estimated. `category` and `family` are
+  // p's (-1: none in training); `dist` from Distances.
   Estimate Predict(const Solver& solver, const ConvProblem& p, int category,
-                   const std::vector<float>& dist) const;
+                   int family, const std::vector<float>& dist) const;
   void StorePoints(const std::vector<TrainingSample>& samples,
                    const std::vector<Features>& z);
 
@@ -153,8 +156,8 @@ class LearnedRanker final : public Ranker {
   // for a problem's direction, type and layout.
   std::vector<std::array<float, kClassFeaturesWithoutStructure>> families_;
   std::vector<std::vector<float>> family_median_;
-  // Index into families_ of the class features of f, or -1.
-  int FamilyOf(const Features& f) const;
+  // Per solver: the median residual of all its points.
+  std::vector<float> median_;
 };
 
 }  // namespace convtune

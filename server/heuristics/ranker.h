@@ -10,14 +10,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/vocabulary.h"
 #include "convtune/v1/records.pb.h"
 #include "kernels/problem.h"
 #include "server/solver.h"
 
 namespace convtune {
-
-// "measured", "learned" or "estimated".
-absl::string_view ProvenanceName(v1::Provenance p);
 
 struct Estimate {
   const Solver* solver = nullptr;

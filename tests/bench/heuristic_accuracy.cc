@@ -43,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/json.h"
 #include "kernels/driver_line.h"
 #include "server/backend.h"
 #include "server/core.h"
@@ -215,15 +216,6 @@ std::vector<const Solver*> Candidates(const v1::FindRecord& r,
 std::string ClassOf(const ConvProblem& p) {
   return absl::StrCat(DirectionName(p.direction), " ", DataTypeName(p.type),
                       " ", p.layout == Layout::kNCHW ? "NCHW" : "NHWC");
-}
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
 }
 
 int Run(const Flags& flags) {

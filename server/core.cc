@@ -9,6 +9,8 @@ Core::Core(Device& device, const SolverRegistry& registry,
            ThreadPool& timing_queue, Options options,
            const SystemFindDb* system_db, KernelBuilder* kernel_builder)
     : device_key_(device.info().Key()),
+      device_info_(device.info()),
+      registry_(registry),
       compile_pool_(compile_pool),
       heuristics_(store, registry, device.info(), system_db),
       records_(store, device_key_, system_db, heuristics_, compile_pool,

@@ -84,6 +84,8 @@ class Core {
   FindRecords& records() { return records_; }
   const Quarantine& quarantine() const { return quarantine_; }
   const std::string& device_key() const { return device_key_; }
+  const DeviceInfo& device_info() const { return device_info_; }
+  const SolverRegistry& registry() const { return registry_; }
   EngineCounters counters() const { return counters_.Snapshot(); }
 
   // See TimingStage::SetDeviceLostHandler. Set before the first find.
@@ -106,6 +108,8 @@ class Core {
                         std::optional<bool> asked);
 
   const std::string device_key_;
+  const DeviceInfo& device_info_;
+  const SolverRegistry& registry_;
   ThreadPool& compile_pool_;
   StopFlag stop_;
   Counters counters_;

@@ -1,5 +1,6 @@
 #include "server/daemon.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -47,7 +48,12 @@ absl::Status PrepareSocketPath(const std::string& path) {
   std::error_code ec;
   const std::filesystem::path parent =
       std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  // A folder made here must let the socket's other users through, whatever
+  // the umask.
+  if (!parent.empty() && !std::filesystem::exists(parent, ec) &&
+      std::filesystem::create_directories(parent, ec)) {
+    chmod(parent.c_str(), 0755);
+  }
   if (ec) {
     return absl::PermissionDeniedError(absl::StrCat(
         "socket: cannot create folder ", parent.string(), ": ", ec.message()));
@@ -128,7 +134,19 @@ absl::Status Daemon::Init() {
     return absl::PermissionDeniedError(absl::StrCat(
         "db: cannot create folder ", options_.db_dir, ": ", ec.message()));
   }
+  // What tenants tuned is the daemon's alone: the folder 0700, its files
+  // 0600 (main sets the umask for files written later; this mends a
+  // database made before).
+  if (chmod(options_.db_dir.c_str(), 0700) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("db: cannot make folder ", options_.db_dir,
+                     " private (mode 0700): ", std::strerror(errno)));
+  }
   ASSIGN_OR_RETURN(store_, storage::OpenRocksDbStore(options_.db_dir));
+  for (const auto& entry :
+       std::filesystem::directory_iterator(options_.db_dir, ec)) {
+    if (entry.is_regular_file(ec)) chmod(entry.path().c_str(), 0600);
+  }
   RETURN_IF_ERROR(storage::StampMeta(store_.get(), "convtuned"));
   ASSIGN_OR_RETURN(SelectedBackend backend,
                    SelectBackend(options_.backend, options_.device_ordinal));
@@ -167,34 +185,44 @@ absl::Status Daemon::Init() {
     if (!lost_shutdown_.joinable())
       lost_shutdown_ = std::thread([this] { Shutdown(); });
   });
+  access_ = std::make_unique<Access>(options_.access, &peers_);
+  call_log_ = std::make_unique<CallLog>(*access_, options_.log_rpcs);
   service_ = std::make_unique<ConvTuneService>(*core_, *store_, *store_pool_,
-                                               options_.service);
+                                               *access_, options_.service);
 
   RETURN_IF_ERROR(PrepareSocketPath(options_.socket_path));
   grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
-  builder.AddListeningPort(UnixTarget(options_.socket_path),
-                           grpc::InsecureServerCredentials());
+  // The Unix socket is accepted by UnixListener, which reads each
+  // connection's credentials; gRPC listens only on TCP.
   int tcp_port = -1;
   if (!options_.listen_address.empty()) {
     builder.AddListeningPort(options_.listen_address,
                              grpc::InsecureServerCredentials(), &tcp_port);
   }
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(call_log_->Factory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || tcp_port == 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on unix:", options_.socket_path,
-                     options_.listen_address.empty()
-                         ? ""
-                         : absl::StrCat(" and ", options_.listen_address)));
+        absl::StrCat("cannot listen on ", options_.listen_address));
   }
-  owns_socket_ = true;
   tcp_port_ = std::max(tcp_port, 0);
-  // Group members (the node's users) may connect; others may not.
-  chmod(options_.socket_path.c_str(), 0660);
+  listener_ = std::make_unique<UnixListener>(server_.get(), &peers_);
+  RETURN_IF_ERROR(listener_->Start(options_.socket_path, options_.socket_mode));
+  owns_socket_ = true;
+  // The database is open and the device ready: only now SERVING, for the
+  // whole server ("") and for the service by name.
+  server_->GetHealthCheckService()->SetServingStatus(
+      v1::ConvTune::service_full_name(), true);
+  server_->GetHealthCheckService()->SetServingStatus(true);
   return absl::OkStatus();
 }
 
@@ -218,11 +246,15 @@ void Daemon::Shutdown(int grace_ms) {
     if (shut_down_) return;
     shut_down_ = true;
   }
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms);
+  // NOT_SERVING first, so that a supervisor's health check sees the
+  // shutdown while calls in flight finish.
+  if (server_) server_->GetHealthCheckService()->Shutdown();
+  if (listener_) listener_->Stop();
   if (core_) core_->Shutdown();
-  if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::milliseconds(grace_ms));
-  }
+  if (call_log_) call_log_->WaitIdle(absl::Milliseconds(grace_ms));
+  if (server_) server_->Shutdown(deadline);
 }
 
 void Daemon::Wait() {

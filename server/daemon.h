@@ -15,19 +15,31 @@
 #include "absl/status/statusor.h"
 #include "kernels/device.h"
 #include "kernels/gpu/compiler.h"
+#include "server/access.h"
+#include "server/call_log.h"
 #include "server/core.h"
 #include "server/kernel_builder.h"
 #include "server/service.h"
 #include "server/thread_pool.h"
+#include "server/unix_listener.h"
 #include "storage/store.h"
 
 namespace convtune {
 
 struct DaemonOptions {
-  // Unix socket path. Default: DefaultSocketPath(). Created with mode 0660.
+  // Unix socket path. Default: DefaultSocketPath().
   std::string socket_path;
-  // Optional TCP address, "host:port". Default: none.
+  // Who may connect to the socket at all; Access then decides what each
+  // caller may do. Default: 0660 (the daemon's user and group).
+  mode_t socket_mode = 0660;
+  // Optional plaintext TCP address, "host:port": its callers are anonymous
+  // and get read-only queries. Default: none.
   std::string listen_address;
+  // Tenants, admins and what unlisted users get. Default:
+  // AccessPolicy::Default().
+  AccessPolicy access = AccessPolicy::Default();
+  // One log line per RPC on stderr. Default: on.
+  bool log_rpcs = true;
   // Database folder. Default: $XDG_STATE_HOME/convtune/db or
   // ~/.local/state/convtune/db.
   std::string db_dir;
@@ -60,8 +72,9 @@ class Daemon {
 
   ~Daemon();
 
-  // Stops accepting calls, fails queued tunings with Unavailable, and waits
-  // up to `grace_ms` for calls in flight. Idempotent.
+  // Says NOT_SERVING to health checks, stops accepting connections, fails
+  // queued tunings with Unavailable, and waits up to `grace_ms` for calls in
+  // flight (health checks are still answered meanwhile). Idempotent.
   void Shutdown(int grace_ms = 2000);
   // Blocks until Shutdown.
   void Wait();
@@ -97,8 +110,12 @@ class Daemon {
   // The built-in solvers and the device's library solvers.
   std::unique_ptr<SolverRegistry> registry_;
   std::unique_ptr<Core> core_;
+  PeerTable peers_;
+  std::unique_ptr<Access> access_;
+  std::unique_ptr<CallLog> call_log_;
   std::unique_ptr<ConvTuneService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<UnixListener> listener_;
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string device_lost_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,6 @@
 // convtuned: flags -> options -> Daemon::Start -> wait for SIGTERM/SIGINT.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/defaults.h"
+#include "server/config.h"
 #include "server/daemon.h"
 
 namespace {
@@ -23,12 +25,26 @@ convtuned owns this node's convolution tuning: it times every applicable
 solver for a problem once, keeps the answer in its database, and serves it to
 every process over gRPC.
 
+Settings come from built-in defaults, then the config file, then the
+environment (CONVTUNE_SOCKET, CONVTUNE_FIND_MODE,
+CONVTUNE_COMPILE_PARALLEL_LEVEL), then these flags.
+
 flags:
-  --socket PATH          Unix socket to serve on (mode 0660).
-                         default: $CONVTUNE_SOCKET, else
-                         $XDG_RUNTIME_DIR/convtune/convtuned.sock, else
+  --config FILE          TOML config file: daemon settings, limits, tenants
+                         and admins (deploy/convtuned.toml documents every
+                         key). default: $CONVTUNE_CONFIG, else none
+  --socket PATH          Unix socket to serve on. Each connection's user
+                         (SO_PEERCRED) is its identity: the daemon's own user
+                         and root are admins, other users tenants, unless the
+                         config says otherwise. default: $CONVTUNE_SOCKET,
+                         else $XDG_RUNTIME_DIR/convtune/convtuned.sock, else
                          /tmp/convtune-$UID/convtuned.sock
-  --listen HOST:PORT     also serve on TCP (e.g. 127.0.0.1:7345). default: off
+  --socket-mode MODE     the socket's permission bits, octal. default: 0660
+  --listen-plaintext HOST:PORT
+                         also serve on plaintext TCP (e.g. 127.0.0.1:7345).
+                         Its callers are anonymous: read-only queries only
+                         (immediate answers, solver lists, workspace sizes),
+                         never tuning, Execute or database calls. default: off
   --db DIR               database folder (RocksDB). default:
                          $XDG_STATE_HOME/convtune/db, else ~/.local/state/convtune/db
   --backend auto|cpu|cuda|hip
@@ -52,6 +68,8 @@ flags:
                          $CONVTUNE_COMPILE_PARALLEL_LEVEL, else all hardware threads
   --max-tensor-bytes N   largest tensor a request may describe. default: 16 GiB
   --max-execute-bytes N  largest total of inline tensors for Execute. default: 64 MiB
+  --log-rpcs on|off      one line per RPC on stderr (rpc, tenant, role, code,
+                         ms). default: on
   --help                 this text
   --version              the version, then exit
 
@@ -78,9 +96,10 @@ std::string Prefix(const std::string& s) {
 
 bool IsFlag(const std::string& name) {
   for (const char* f :
-       {"--socket", "--listen", "--db", "--system-db", "--find-mode",
-        "--backend", "--background-tune", "--device", "--compile-threads",
-        "--max-tensor-bytes", "--max-execute-bytes"}) {
+       {"--config", "--socket", "--socket-mode", "--listen-plaintext", "--db",
+        "--system-db", "--find-mode", "--backend", "--background-tune",
+        "--device", "--compile-threads", "--max-tensor-bytes",
+        "--max-execute-bytes", "--log-rpcs"}) {
     if (name == f) return true;
   }
   return false;
@@ -99,10 +118,39 @@ bool ParseInt64(const std::string& s, int64_t* v) {
   return absl::SimpleAtoi(s, v) && *v > 0;
 }
 
+// The --config flag's value, else $CONVTUNE_CONFIG, else "".
+std::string ConfigPath(int argc, char** argv) {
+  std::string path;
+  if (const char* env = std::getenv("CONVTUNE_CONFIG")) path = env;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--config" && i + 1 < argc) path = argv[i + 1];
+    if (flag.rfind("--config=", 0) == 0) path = flag.substr(9);
+  }
+  return path;
+}
+
+bool OnOff(const std::string& value, bool* out) {
+  if (value != "on" && value != "off") return false;
+  *out = value == "on";
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   convtune::DaemonOptions options;
+  // The config first, so that the environment and the flags override it.
+  if (const std::string config = ConfigPath(argc, argv); !config.empty()) {
+    if (absl::Status s = convtune::LoadConfig(config, &options); !s.ok()) {
+      std::cerr << "convtuned: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  if (absl::Status s = convtune::ApplyEnvironment(&options); !s.ok()) {
+    std::cerr << "convtuned: " << s.message() << "\n";
+    return 2;
+  }
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     std::string value;
@@ -129,10 +177,28 @@ int main(int argc, char** argv) {
       return UsageError(absl::StrCat(flag, ": missing value"));
     }
     int64_t n = 0;
-    if (flag == "--socket") {
+    if (flag == "--config") {
+      // Read before the other flags.
+    } else if (flag == "--socket") {
       options.socket_path = value;
-    } else if (flag == "--listen") {
+    } else if (flag == "--socket-mode") {
+      char* end = nullptr;
+      const unsigned long bits = std::strtoul(value.c_str(), &end, 8);
+      if (value.empty() || *end != '\0' || bits > 0777 ||
+          (bits & 0600) != 0600 || (bits & 0111) != 0) {
+        return UsageError(absl::StrCat(
+            "--socket-mode: expected an octal mode such as 0660, with owner "
+            "read and write and no execute bits, got '",
+            Prefix(value), "'"));
+      }
+      options.socket_mode = static_cast<mode_t>(bits);
+    } else if (flag == "--listen-plaintext") {
       options.listen_address = value;
+    } else if (flag == "--log-rpcs") {
+      if (!OnOff(value, &options.log_rpcs)) {
+        return UsageError(absl::StrCat("--log-rpcs: expected on or off, got '",
+                                       Prefix(value), "'"));
+      }
     } else if (flag == "--db") {
       options.db_dir = value;
     } else if (flag == "--system-db") {
@@ -142,12 +208,11 @@ int main(int argc, char** argv) {
     } else if (flag == "--backend") {
       options.backend = value;
     } else if (flag == "--background-tune") {
-      if (value != "on" && value != "off") {
+      if (!OnOff(value, &options.core.background_tuning)) {
         return UsageError(
             absl::StrCat("--background-tune: expected on or off, got '",
-                         value.substr(0, 16), "'"));
+                         Prefix(value), "'"));
       }
-      options.core.background_tuning = value == "on";
     } else if (flag == "--device") {
       if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1024) {
         return UsageError(absl::StrCat("--device: expected 0 to 1024, got '",
@@ -193,6 +258,9 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Database files are private to the daemon's user (the socket's mode is
+  // set explicitly).
+  umask(077);
   absl::StatusOr<std::unique_ptr<convtune::Daemon>> daemon =
       convtune::Daemon::Start(options);
   if (!daemon.ok()) {
@@ -208,8 +276,9 @@ int main(int argc, char** argv) {
   std::cerr << "convtuned: serving on unix:" << o.socket_path
             << (o.listen_address.empty()
                     ? ""
-                    : absl::StrCat(" and tcp port ", (*daemon)->tcp_port(),
-                                   " (", o.listen_address, ")"))
+                    : absl::StrCat(" and plaintext tcp port ",
+                                   (*daemon)->tcp_port(), " (",
+                                   o.listen_address, ", read-only)"))
             << " (device " << (*daemon)->device_key() << ", db " << o.db_dir
             << ", find mode " << o.find_mode << ")" << std::endl;
 

@@ -210,7 +210,10 @@ void FillImportResponse(const storage::ImportStats& stats,
   resp->set_conflicting(stats.conflicting);
   resp->set_invalid(stats.invalid);
   resp->set_overwritten(stats.overwritten);
-  resp->set_skipped(stats.unchanged + stats.conflicting + stats.invalid);
+  resp->set_refused(stats.refused);
+  resp->set_first_refusal(stats.first_refusal);
+  resp->set_skipped(stats.unchanged + stats.conflicting + stats.invalid +
+                    stats.refused);
 }
 
 void FillTrainResponse(const TrainReport& report, const std::string& device_key,

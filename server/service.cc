@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/grpc_status.h"
+#include "server/import_check.h"
 #include "storage/portable.h"
 #include "storage/records.h"
 
@@ -21,9 +22,22 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
 
 }  // namespace
 
+absl::Status ConvTuneService::Allowed(grpc::CallbackServerContext* ctx,
+                                      Right right, absl::string_view rpc,
+                                      Caller* caller) const {
+  Caller c = access_.Identify(ctx->peer());
+  absl::Status s = Access::Check(c, right, rpc);
+  if (caller != nullptr) *caller = std::move(c);
+  return s;
+}
+
 grpc::ServerUnaryReactor* ConvTuneService::GetWorkspaceSize(
     grpc::CallbackServerContext* ctx, const v1::WorkspaceSizeRequest* req,
     v1::WorkspaceSizeResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kQuery, "GetWorkspaceSize");
+      !s.ok()) {
+    return Finish(ctx, s);
+  }
   absl::StatusOr<ConvProblem> p = ProblemFrom(req->problem(), options_.limits);
   if (!p.ok()) return Finish(ctx, p.status());
   resp->set_workspace_bytes(core_.immediate().MaxWorkspace(*p));
@@ -33,6 +47,9 @@ grpc::ServerUnaryReactor* ConvTuneService::GetWorkspaceSize(
 grpc::ServerUnaryReactor* ConvTuneService::Find(
     grpc::CallbackServerContext* ctx, const v1::FindRequest* req,
     v1::FindResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kTune, "Find"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   absl::StatusOr<FindInput> in = FindInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -50,6 +67,9 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(
 grpc::ServerUnaryReactor* ConvTuneService::GetPlan(
     grpc::CallbackServerContext* ctx, const v1::GetPlanRequest* req,
     v1::GetPlanResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kTune, "GetPlan"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   absl::StatusOr<ConvProblem> p = ProblemFrom(req->problem(), options_.limits);
   if (!p.ok()) return Finish(ctx, p.status());
   absl::StatusOr<v1::ExecutionPlan> plan =
@@ -69,6 +89,9 @@ grpc::ServerUnaryReactor* ConvTuneService::GetPlan(
 grpc::ServerUnaryReactor* ConvTuneService::ListSolvers(
     grpc::CallbackServerContext* ctx, const v1::ListSolversRequest* req,
     v1::ListSolversResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kQuery, "ListSolvers"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   std::optional<ConvProblem> problem;
   if (req->has_problem()) {
     absl::StatusOr<ConvProblem> p =
@@ -84,6 +107,9 @@ grpc::ServerUnaryReactor* ConvTuneService::ListSolvers(
 grpc::ServerUnaryReactor* ConvTuneService::Execute(
     grpc::CallbackServerContext* ctx, const v1::ExecuteRequest* req,
     v1::ExecuteResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kExecute, "Execute"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   absl::StatusOr<ExecuteInput> in = ExecuteInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -99,6 +125,9 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
 grpc::ServerUnaryReactor* ConvTuneService::DbStats(
     grpc::CallbackServerContext* ctx, const v1::DbStatsRequest* req,
     v1::DbStatsResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kAdmin, "DbStats"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   store_pool_.Schedule([this, reactor, resp] {
     absl::StatusOr<storage::StoreStats> stats = storage::ComputeStats(&store_);
@@ -114,6 +143,9 @@ grpc::ServerUnaryReactor* ConvTuneService::DbStats(
 grpc::ServerUnaryReactor* ConvTuneService::DbExport(
     grpc::CallbackServerContext* ctx, const v1::DbExportRequest* req,
     v1::DbExportResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kAdmin, "DbExport"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   storage::ExportOptions options;
   if (req->system()) options.system_device_key = core_.device_key();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -134,8 +166,12 @@ grpc::ServerUnaryReactor* ConvTuneService::DbExport(
 grpc::ServerUnaryReactor* ConvTuneService::DbImport(
     grpc::CallbackServerContext* ctx, const v1::DbImportRequest* req,
     v1::DbImportResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kAdmin, "DbImport"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   storage::ImportOptions options;
   options.overwrite = req->overwrite();
+  options.check = ImportCheck(core_.registry(), core_.device_info());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // The request outlives the call, so its file is read in place.
   store_pool_.Schedule([this, reactor, req, resp, options] {
@@ -150,8 +186,17 @@ grpc::ServerUnaryReactor* ConvTuneService::DbImport(
 grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(
     grpc::CallbackServerContext* ctx, const v1::GetSolutionsRequest* req,
     v1::GetSolutionsResponse* resp) {
+  Caller caller;
+  if (absl::Status s = Allowed(ctx, Right::kQuery, "GetSolutions", &caller);
+      !s.ok()) {
+    return Finish(ctx, s);
+  }
   absl::StatusOr<SolutionsInput> in = SolutionsInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
+  // A miss is tuned in the background only for callers that may tune.
+  if (!Access::Check(caller, Right::kTune, "GetSolutions").ok()) {
+    in->background_tune = false;
+  }
   absl::StatusOr<Solutions> s = core_.immediate().GetSolutions(
       in->problem, in->workspace_limit, in->background_tune);
   if (!s.ok()) return Finish(ctx, s.status());
@@ -162,6 +207,10 @@ grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(
 grpc::ServerUnaryReactor* ConvTuneService::GetSolutionWorkspaceSize(
     grpc::CallbackServerContext* ctx, const v1::SolutionRequest* req,
     v1::WorkspaceSizeResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kQuery, "GetSolutionWorkspaceSize");
+      !s.ok()) {
+    return Finish(ctx, s);
+  }
   absl::StatusOr<ConvProblem> p = ProblemFrom(req->problem(), options_.limits);
   if (!p.ok()) return Finish(ctx, p.status());
   absl::StatusOr<uint32_t> solver = SolverIdFrom(req->solution_id());
@@ -174,6 +223,9 @@ grpc::ServerUnaryReactor* ConvTuneService::GetSolutionWorkspaceSize(
 grpc::ServerUnaryReactor* ConvTuneService::CompileSolution(
     grpc::CallbackServerContext* ctx, const v1::SolutionRequest* req,
     v1::CompileSolutionResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kTune, "CompileSolution"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   absl::StatusOr<ConvProblem> p = ProblemFrom(req->problem(), options_.limits);
   if (!p.ok()) return Finish(ctx, p.status());
   absl::StatusOr<uint32_t> solver = SolverIdFrom(req->solution_id());
@@ -196,6 +248,9 @@ grpc::ServerUnaryReactor* ConvTuneService::CompileSolution(
 grpc::ServerUnaryReactor* ConvTuneService::TrainHeuristic(
     grpc::CallbackServerContext* ctx, const v1::TrainHeuristicRequest* req,
     v1::TrainHeuristicResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kAdmin, "TrainHeuristic"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   core_.TrainHeuristics(
       [this, reactor, resp](absl::StatusOr<TrainReport> report) {
@@ -208,6 +263,9 @@ grpc::ServerUnaryReactor* ConvTuneService::TrainHeuristic(
 grpc::ServerUnaryReactor* ConvTuneService::GetCodeObject(
     grpc::CallbackServerContext* ctx, const v1::GetCodeObjectRequest* req,
     v1::GetCodeObjectResponse* resp) {
+  if (absl::Status s = Allowed(ctx, Right::kQuery, "GetCodeObject"); !s.ok()) {
+    return Finish(ctx, s);
+  }
   if (absl::Status s = CheckCodeObjectRequest(*req); !s.ok()) {
     return Finish(ctx, s);
   }

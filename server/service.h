@@ -5,11 +5,14 @@
 // queue, and bulk store operations (stats, export, import) on the store pool;
 // each finishes its reactor from there. FindDb hits, immediate-mode answers
 // and workspace sizes are answered on the callback thread at once.
+// Each handler first identifies its caller (server/access.h) and refuses a
+// call its role does not allow with PermissionDenied, before anything runs.
 // Thread-safe.
 #ifndef CONVTUNE_SERVER_SERVICE_H_
 #define CONVTUNE_SERVER_SERVICE_H_
 
 #include "convtune/v1/service.grpc.pb.h"
+#include "server/access.h"
 #include "server/core.h"
 #include "server/requests.h"
 #include "server/thread_pool.h"
@@ -21,10 +24,11 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
  public:
   // References must outlive the service.
   ConvTuneService(Core& core, storage::Store& store, ThreadPool& store_pool,
-                  ServiceOptions options)
+                  const Access& access, ServiceOptions options)
       : core_(core),
         store_(store),
         store_pool_(store_pool),
+        access_(access),
         options_(options) {}
 
   grpc::ServerUnaryReactor* GetWorkspaceSize(
@@ -68,9 +72,14 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
       v1::GetCodeObjectResponse* resp) override;
 
  private:
+  // OK if the caller of `ctx` holds `right`; PermissionDenied otherwise.
+  absl::Status Allowed(grpc::CallbackServerContext* ctx, Right right,
+                       absl::string_view rpc, Caller* caller = nullptr) const;
+
   Core& core_;
   storage::Store& store_;
   ThreadPool& store_pool_;
+  const Access& access_;
   const ServiceOptions options_;
 };
 

@@ -111,7 +111,7 @@ absl::StatusOr<ImportStats> ImportStore(Store& store,
   v1::ExportFile file;
   if (!file.ParseFromArray(file_bytes.data(),
                            static_cast<int>(file_bytes.size()))) {
-    return absl::DataLossError(
+    return absl::InvalidArgumentError(
         absl::StrCat("export file: ", file_bytes.size(),
                      " bytes that do not parse (truncated or not an "
                      "export file)"));
@@ -131,6 +131,13 @@ absl::StatusOr<ImportStats> ImportStore(Store& store,
     if (!ValidateStoredPair(*c, e.key(), e.value()).ok()) {
       ++stats.invalid;
       continue;
+    }
+    if (options.check) {
+      if (absl::Status s = options.check(*c, e.key(), e.value()); !s.ok()) {
+        if (stats.refused++ == 0)
+          stats.first_refusal = std::string(s.message());
+        continue;
+      }
     }
     RETURN_IF_ERROR(ImportEntry(store, *c, e, options, stats));
   }

@@ -6,6 +6,7 @@
 #define CONVTUNE_STORAGE_PORTABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -42,6 +43,12 @@ struct ImportOptions {
   bool overwrite = false;
   // Import meta pairs too. Default: false (they stay `ignored`).
   bool import_meta = false;
+  // When set, every entry that is a valid record is also passed here before
+  // it is written; a non-OK status refuses it (counted in `refused`, the first
+  // reason kept). Default: none.
+  std::function<absl::Status(Column column, absl::string_view key,
+                             absl::string_view value)>
+      check;
 };
 
 struct ImportStats {
@@ -53,10 +60,12 @@ struct ImportStats {
       0;                // stored with different bytes and replaced (overwrite)
   int64_t invalid = 0;  // entries that are not valid records: skipped
   int64_t ignored = 0;  // meta entries without import_meta
+  int64_t refused = 0;  // valid records that ImportOptions::check refused
+  std::string first_refusal;  // why the first of them was refused
 };
 
-// Imports an ExportStore file. DataLoss if the bytes do not parse as an
-// export file; InvalidArgument naming the field if the magic is wrong or the
+// Imports an ExportStore file. InvalidArgument if the bytes do not parse as
+// an export file; InvalidArgument naming the field if the magic is wrong or the
 // schema_version is not kSchemaVersion. Invalid entries (unknown column family,
 // empty key, a value that ValidateStoredPair rejects) are skipped and counted.
 // The writes are synced once at the end.

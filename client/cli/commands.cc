@@ -200,7 +200,11 @@ int DbImport(Context& context, const std::vector<std::string>& args) {
             << (imported->conflicting() > 0 && !overwrite
                     ? " (kept; --overwrite replaces)"
                     : "")
-            << ", " << imported->invalid() << " invalid\n";
+            << ", " << imported->invalid() << " invalid, "
+            << imported->refused() << " refused\n";
+  if (imported->refused() > 0) {
+    std::cout << "refused, the first: " << imported->first_refusal() << "\n";
+  }
   return kExitOk;
 }
 

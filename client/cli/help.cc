@@ -211,8 +211,9 @@ void ReportError(const Context& context, const absl::Status& status) {
     std::cerr << "convtune: cannot reach convtuned at "
               << context.client->target()
               << " \u2014 is it running? (start it with convtuned "
-              << (context.address.empty() ? "--socket " + context.socket_path
-                                          : "--listen " + context.address)
+              << (context.address.empty()
+                      ? "--socket " + context.socket_path
+                      : "--listen-plaintext " + context.address)
               << ")\n";
     return;
   }

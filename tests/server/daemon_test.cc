@@ -225,10 +225,10 @@ TEST_F(DaemonTest, ExecuteRunsInlineAndEnforcesTheSizeLimit) {
 
 TEST_F(DaemonTest, ServesOnTcpToo) {
   DaemonProcess d;
-  ASSERT_TRUE(
-      d.Start(CONVTUNED_PATH,
-              {"--socket", socket_, "--db", db_, "--listen", "127.0.0.1:0"},
-              dir_ + "/1.log"));
+  ASSERT_TRUE(d.Start(
+      CONVTUNED_PATH,
+      {"--socket", socket_, "--db", db_, "--listen-plaintext", "127.0.0.1:0"},
+      dir_ + "/1.log"));
   ASSERT_TRUE(d.WaitServing(socket_)) << d.log();
   const std::string log = d.log();
   const size_t at = log.find("tcp port ");
@@ -237,18 +237,23 @@ TEST_F(DaemonTest, ServesOnTcpToo) {
   ASSERT_GT(port, 0) << log;
   auto stub = v1::ConvTune::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
-  v1::FindResponse resp;
-  grpc::Status s = Find(*stub, Problem(), &resp);
+  // Plaintext TCP callers are anonymous: immediate answers, no tuning.
+  grpc::ClientContext ctx;
+  v1::GetSolutionsRequest req;
+  *req.mutable_problem() = Problem();
+  v1::GetSolutionsResponse resp;
+  grpc::Status s = stub->GetSolutions(&ctx, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_GE(resp.results_size(), 3);
+  EXPECT_GE(resp.solutions_size(), 3);
+  EXPECT_THAT(log, HasSubstr("plaintext tcp port"));
 }
 
 TEST_F(DaemonTest, UnbindableTcpAddressFailsAtStart) {
   DaemonProcess d;
-  ASSERT_TRUE(
-      d.Start(CONVTUNED_PATH,
-              {"--socket", socket_, "--db", db_, "--listen", "203.0.113.1:1"},
-              dir_ + "/1.log"));
+  ASSERT_TRUE(d.Start(
+      CONVTUNED_PATH,
+      {"--socket", socket_, "--db", db_, "--listen-plaintext", "203.0.113.1:1"},
+      dir_ + "/1.log"));
   EXPECT_EQ(d.WaitExit(15000), 1);
   EXPECT_THAT(d.log(), HasSubstr("cannot listen"));
   EXPECT_FALSE(std::filesystem::exists(socket_));

@@ -120,8 +120,9 @@ class ServiceTest : public ::testing::Test {
     core_ = std::make_unique<Core>(device_, SolverRegistry::Default(), *store_,
                                    compile_, timing_, Core::Options(), nullptr,
                                    builder_.get());
+    // An in-process channel's caller is this test: an admin.
     service_ = std::make_unique<ConvTuneService>(*core_, *store_, store_pool_,
-                                                 ServiceOptions());
+                                                 access_, ServiceOptions());
     grpc::ServerBuilder server_builder;
     server_builder.RegisterService(service_.get());
     server_ = server_builder.BuildAndStart();
@@ -172,6 +173,12 @@ class ServiceTest : public ::testing::Test {
   ThreadPool timing_{"timing", 1};
   ThreadPool store_pool_{"store", 1};
   std::unique_ptr<Core> core_;
+  Access access_{[] {
+                   AccessPolicy p = AccessPolicy::Default();
+                   p.uncredentialed = Role::kAdmin;
+                   return p;
+                 }(),
+                 nullptr};
   std::unique_ptr<ConvTuneService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::ConvTune::Stub> stub_;

@@ -203,11 +203,11 @@ TEST_F(PortableTest, BadFilesAreRefusedWithTheRightCode) {
 
   absl::StatusOr<ImportStats> garbage =
       ImportStore(*target_, std::string(6, '\xff') + rnd_.Bytes(100));
-  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kDataLoss)
+  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument)
       << garbage.status();
   absl::StatusOr<ImportStats> truncated = ImportStore(
       *target_, absl::string_view(*file).substr(0, file->size() - 1));
-  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kDataLoss)
+  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kInvalidArgument)
       << truncated.status();
 
   v1::ExportFile parsed;

@@ -1,0 +1,48 @@
+// Every call the daemon serves, seen from a gRPC server interceptor: one
+// structured (logfmt) line per finished RPC on stderr, and the number of calls
+// in flight, which shutdown waits on. Health checks are counted apart and not
+// logged (a supervisor polls them). Thread-safe.
+#ifndef CONVTUNE_SERVER_CALL_LOG_H_
+#define CONVTUNE_SERVER_CALL_LOG_H_
+
+#include <grpcpp/support/server_interceptor.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/access.h"
+
+namespace convtune {
+
+class CallLog {
+ public:
+  // `access` must outlive this. With `log` false, calls are only counted.
+  CallLog(const Access& access, bool log) : access_(access), log_(log) {}
+
+  // The factory to hand to ServerBuilder::experimental()
+  // .SetInterceptorCreators; it must not outlive this.
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+  Factory();
+
+  // Calls other than health checks that have started and not finished.
+  int64_t in_flight() const;
+  // Waits until in_flight() is 0 or `timeout` passes; true if it reached 0.
+  bool WaitIdle(absl::Duration timeout) const;
+
+  // For the interceptor.
+  void Started();
+  void Finished(const char* method, absl::string_view peer,
+                const grpc::Status& status, absl::Duration took);
+
+ private:
+  const Access& access_;
+  const bool log_;
+  mutable absl::Mutex mu_;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_CALL_LOG_H_

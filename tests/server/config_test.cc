@@ -1,0 +1,205 @@
+// The config file: every key read, errors naming the key, the documented
+// example in deploy/ loading as documented; Access's mapping of users.
+#include "server/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/access.h"
+
+namespace convtune {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/convtune-config-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  absl::Status Load(const std::string& text, DaemonOptions* o) {
+    const std::string path = dir_ + "/c.toml";
+    std::ofstream(path) << text;
+    return LoadConfig(path, o);
+  }
+  std::string dir_;
+};
+
+TEST_F(ConfigTest, TheDeployExampleLoadsAsDocumented) {
+  DaemonOptions o;
+  ASSERT_TRUE(
+      LoadConfig(std::string(CONVTUNE_SOURCE_DIR) + "/deploy/convtuned.toml",
+                 &o)
+          .ok());
+  EXPECT_EQ(o.socket_path, "/run/convtune/convtuned.sock");
+  EXPECT_EQ(o.socket_mode, 0660u);
+  EXPECT_EQ(o.db_dir, "/var/lib/convtune/db");
+  EXPECT_EQ(o.find_mode, "DYNAMIC_HYBRID");
+  EXPECT_EQ(o.service.max_execute_bytes, int64_t{64} << 20);
+  EXPECT_EQ(o.service.limits.max_tensor_bytes, int64_t{16} << 30);
+  ASSERT_EQ(o.access.tenants.size(), 2u);
+  EXPECT_EQ(o.access.tenants[0].name, "ops");
+  EXPECT_EQ(o.access.tenants[0].role, Role::kAdmin);
+  EXPECT_EQ(o.access.tenants[1].gids, std::vector<gid_t>{2000});
+  EXPECT_EQ(o.access.tenants[1].role, Role::kTenant);
+}
+
+TEST_F(ConfigTest, ReadsEveryKey) {
+  DaemonOptions o;
+  absl::Status s = Load(R"(
+[daemon]
+socket = "/tmp/s.sock"
+socket_mode = "0666"
+db = "/tmp/db"
+system_db = "/tmp/sys"
+backend = "cpu"
+device = 3
+find_mode = "NORMAL"
+background_tune = false
+compile_threads = 5
+listen_plaintext = "127.0.0.1:7345"
+log_rpcs = false
+[limits]
+max_tensor_bytes = 1000
+max_execute_bytes = 2000
+[access]
+unlisted_users = "refuse"
+owner_is_admin = false
+)",
+                        &o);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(o.socket_path, "/tmp/s.sock");
+  EXPECT_EQ(o.socket_mode, 0666u);
+  EXPECT_EQ(o.db_dir, "/tmp/db");
+  EXPECT_EQ(o.system_db_dir, "/tmp/sys");
+  EXPECT_EQ(o.backend, "cpu");
+  EXPECT_EQ(o.device_ordinal, 3);
+  EXPECT_EQ(o.find_mode, "NORMAL");
+  EXPECT_FALSE(o.core.background_tuning);
+  EXPECT_EQ(o.compile_threads, 5);
+  EXPECT_EQ(o.listen_address, "127.0.0.1:7345");
+  EXPECT_FALSE(o.log_rpcs);
+  EXPECT_EQ(o.service.limits.max_tensor_bytes, 1000);
+  EXPECT_EQ(o.service.max_execute_bytes, 2000);
+  EXPECT_FALSE(o.access.unlisted_users_are_tenants);
+  EXPECT_FALSE(o.access.owner_is_admin);
+}
+
+TEST_F(ConfigTest, ErrorsNameTheKeyAndQuoteAShortPrefix) {
+  struct Case {
+    std::string text;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"[daemon]\nsockt = \"x\"\n", "daemon.sockt: unknown key"},
+      {"[deamon]\n", "deamon: unknown key"},
+      {"[daemon]\ndevice = \"0\"\n", "daemon.device: expected an integer"},
+      {"[daemon]\ndevice = 5000\n", "daemon.device: expected 0 to 1024"},
+      {"[daemon]\nsocket_mode = \"0777\"\n", "daemon.socket_mode"},
+      {"[daemon]\nsocket_mode = 438\n",
+       "daemon.socket_mode: expected a string"},
+      {"[daemon]\nbackend = \"tpu\"\n", "daemon.backend: unknown 'tpu'"},
+      {"[daemon]\nfind_mode = \"SLOW\"\n", "daemon.find_mode"},
+      {"[daemon]\nbackground_tune = 1\n",
+       "daemon.background_tune: expected true or false"},
+      {"[limits]\nmax_execute_bytes = 0\n", "limits.max_execute_bytes"},
+      {"[access]\nunlisted_users = \"maybe\"\n", "access.unlisted_users"},
+      {"[[tenant]]\nname = \"a\"\n", "tenant[0].uids: a tenant needs uids"},
+      {"[[tenant]]\nname = \"a b\"\nuids = [1]\n", "tenant[0].name"},
+      {"[[tenant]]\nname = \"a\"\nuids = [-1]\n", "tenant[0].uids"},
+      {"[[tenant]]\nname = \"a\"\nuids = [1]\n[[tenant]]\nname = \"a\"\n"
+       "uids = [2]\n",
+       "tenant[1].name: 'a' names two tenants"},
+      {"[[tenant]]\nname = \"a\"\nuid = [1]\n", "tenant[0].uid: unknown key"},
+      {"[daemon\n", "c.toml"},
+  };
+  for (const Case& c : cases) {
+    DaemonOptions o;
+    absl::Status s = Load(c.text, &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.says)) << c.text;
+  }
+  DaemonOptions o;
+  absl::Status s =
+      Load("[daemon]\nbackend = \"" + std::string(5000, 'x') + "\"\n", &o);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("..."));
+  EXPECT_LT(s.message().size(), 300u);
+  EXPECT_EQ(LoadConfig(dir_ + "/absent.toml", &o).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ConfigTest, TheEnvironmentOverridesTheFile) {
+  DaemonOptions o;
+  ASSERT_TRUE(
+      Load("[daemon]\nsocket = \"/a\"\nfind_mode = \"NORMAL\"\n", &o).ok());
+  setenv("CONVTUNE_SOCKET", "/b", 1);
+  setenv("CONVTUNE_FIND_MODE", "FAST", 1);
+  absl::Status s = ApplyEnvironment(&o);
+  unsetenv("CONVTUNE_SOCKET");
+  unsetenv("CONVTUNE_FIND_MODE");
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(o.socket_path, "/b");
+  EXPECT_EQ(o.find_mode, "FAST");
+  setenv("CONVTUNE_COMPILE_PARALLEL_LEVEL", "many", 1);
+  s = ApplyEnvironment(&o);
+  unsetenv("CONVTUNE_COMPILE_PARALLEL_LEVEL");
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("CONVTUNE_COMPILE_PARALLEL_LEVEL"));
+}
+
+TEST(AccessPolicyTest, UidsBeforeGidsOwnerAdminUnlistedByPolicy) {
+  AccessPolicy p;
+  p.owner_uid = 1000;
+  p.tenants.push_back({"by-group", Role::kAdmin, {}, {50}});
+  p.tenants.push_back({"by-user", Role::kTenant, {7}, {}});
+  Access a(p, nullptr);
+  // uid 7 in group 50: its uid's tenant wins.
+  Caller c = a.ForUser(7, 50);
+  EXPECT_EQ(c.tenant, "by-user");
+  EXPECT_EQ(c.role, Role::kTenant);
+  c = a.ForUser(8, 50);
+  EXPECT_EQ(c.tenant, "by-group");
+  EXPECT_EQ(c.role, Role::kAdmin);
+  EXPECT_EQ(a.ForUser(1000, 1000).role, Role::kAdmin);
+  EXPECT_EQ(a.ForUser(0, 0).role, Role::kAdmin);
+  c = a.ForUser(9, 9);
+  EXPECT_EQ(c.tenant, "uid:9");
+  EXPECT_EQ(c.role, Role::kTenant);
+  EXPECT_TRUE(Access::Check(c, Right::kTune, "Find").ok());
+  EXPECT_EQ(Access::Check(c, Right::kAdmin, "DbImport").code(),
+            absl::StatusCode::kPermissionDenied);
+
+  p.unlisted_users_are_tenants = false;
+  p.owner_is_admin = false;
+  Access strict(p, nullptr);
+  EXPECT_FALSE(strict.ForUser(9, 9).known);
+  EXPECT_FALSE(strict.ForUser(1000, 1000).known);
+  EXPECT_EQ(
+      Access::Check(strict.ForUser(9, 9), Right::kQuery, "ListSolvers").code(),
+      absl::StatusCode::kPermissionDenied);
+
+  // Peers: plaintext TCP is anonymous; a descriptor nobody recorded, or a
+  // peer with no credentials, is refused.
+  Caller tcp = a.Identify("ipv4:127.0.0.1:5555");
+  EXPECT_EQ(tcp.tenant, "tcp:127.0.0.1");
+  EXPECT_TRUE(Access::Check(tcp, Right::kQuery, "GetSolutions").ok());
+  EXPECT_FALSE(Access::Check(tcp, Right::kTune, "Find").ok());
+  EXPECT_FALSE(Access::Check(tcp, Right::kExecute, "Execute").ok());
+  EXPECT_FALSE(a.Identify("fd:12").known);
+  EXPECT_FALSE(a.Identify("unknown").known);
+  PeerTable peers;
+  peers.Set(12, {1, 7, 7});
+  Access with_peers(p, &peers);
+  EXPECT_EQ(with_peers.Identify("fd:12").tenant, "by-user");
+}
+
+}  // namespace
+}  // namespace convtune

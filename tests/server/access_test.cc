@@ -2,7 +2,8 @@
 // told apart by their socket credentials (a probe process that drops to
 // another uid; needs root), tenants and admins from the config file, plaintext
 // TCP read-only, imports checked against the registry, a private database
-// folder, and health answers for the service name and during shutdown.
+// folder, health answers for the service name and during shutdown, and
+// server reflection.
 #include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -382,6 +383,17 @@ TEST_F(AccessTest, TheDatabaseIsPrivateToTheDaemonsUser) {
   EXPECT_GT(files, 2);
 }
 
+// The bytes of a ByteBuffer.
+std::string Bytes(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!b.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
 // grpc.health.v1.Health/Check for `service`; the status enum's value, or -1
 // with the call's error code in *code.
 int HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
@@ -410,12 +422,7 @@ int HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
   cv.wait(lock, [&] { return done; });
   *code = status.error_code();
   if (!status.ok()) return -1;
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return -1;
-  std::string bytes;
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
+  const std::string bytes = Bytes(response);
   // HealthCheckResponse{status}: field 1, varint; absent is UNKNOWN (0).
   return bytes.size() >= 2 && bytes[0] == '\x08' ? bytes[1] : 0;
 }
@@ -461,6 +468,47 @@ TEST_F(AccessTest, HealthAnswersForTheServiceAndSaysNotServingOnShutdown) {
   finder.join();
   EXPECT_TRUE(saw_not_serving) << d.log();
   EXPECT_EQ(d.WaitExit(15000), 0);
+}
+
+TEST_F(AccessTest, ReflectionListsTheService) {
+  DaemonProcess d;
+  Start(d);
+  auto channel = grpc::CreateChannel(UnixTarget(socket_),
+                                     grpc::InsecureChannelCredentials());
+  grpc::CompletionQueue cq;
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call = stub.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto step = [&](intptr_t want) {
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), want);
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  step(1);
+  ASSERT_TRUE(ok);
+  // ServerReflectionRequest{list_services: ""}: field 7, length-delimited.
+  grpc::Slice request(std::string("\x3a\x00", 2));
+  call->Write(grpc::ByteBuffer(&request, 1), reinterpret_cast<void*>(2));
+  step(2);
+  ASSERT_TRUE(ok);
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  step(3);
+  ASSERT_TRUE(ok);
+  const std::string bytes = Bytes(response);
+  EXPECT_THAT(bytes, HasSubstr("convtune.v1.ConvTune"));
+  EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(4);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 }  // namespace

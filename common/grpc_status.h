@@ -11,10 +11,18 @@
 
 namespace convtune {
 
+// The longest message a status carries over the wire. A message is trailing
+// metadata, and one that runs past the client's metadata limit replaces the
+// real error with a transport one; messages quote inputs by short prefixes,
+// so this only ever cuts an unforeseen one.
+inline constexpr size_t kMaxStatusMessageChars = 1024;
+
 inline grpc::Status ToGrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
+  std::string message(s.message().substr(0, kMaxStatusMessageChars));
+  if (s.message().size() > kMaxStatusMessageChars) message += "...";
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      std::string(s.message()));
+                      std::move(message));
 }
 
 inline absl::Status FromGrpcStatus(const grpc::Status& s) {

@@ -225,6 +225,11 @@ void FillTrainResponse(const TrainReport& report, const std::string& device_key,
 
 absl::Status CheckCodeObjectRequest(const v1::GetCodeObjectRequest& req) {
   if (req.hash().empty()) return absl::InvalidArgumentError("hash: empty");
+  // Code-object hashes are 64 hex digits.
+  if (req.hash().size() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hash: ", req.hash().size(), " characters, expected at most 128"));
+  }
   return absl::OkStatus();
 }
 

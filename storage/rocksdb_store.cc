@@ -155,7 +155,8 @@ class RocksDbStore final : public Store {
 
   absl::Status NotFound(Column column, absl::string_view key) const {
     return absl::NotFoundError(
-        absl::StrCat(ColumnName(column), ": no key '", key, "'"));
+        absl::StrCat(ColumnName(column), ": no key '", key.substr(0, 80),
+                     key.size() > 80 ? "...'" : "'"));
   }
 
   absl::Status Context(const rocksdb::Status& s, absl::string_view op,

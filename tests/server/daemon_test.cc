@@ -182,6 +182,20 @@ TEST_F(DaemonTest, MalformedRequestsNameTheField) {
   grpc::Status s = stub->Execute(&ctx2, exec, &exec_resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("x: expected"));
+  // A long field is named and quoted by at most a short prefix, so that the
+  // client sees the real error rather than a metadata-size one.
+  for (size_t length : {size_t{100}, size_t{9000}}) {
+    grpc::ClientContext ctx3;
+    v1::GetCodeObjectRequest code_req;
+    code_req.set_hash(std::string(length, 'f'));
+    v1::GetCodeObjectResponse code_resp;
+    s = stub->GetCodeObject(&ctx3, code_req, &code_resp);
+    EXPECT_EQ(s.error_code(), length > 128 ? grpc::StatusCode::INVALID_ARGUMENT
+                                           : grpc::StatusCode::NOT_FOUND)
+        << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("hash"));
+    EXPECT_LT(s.error_message().size(), 200u) << s.error_message();
+  }
 }
 
 TEST_F(DaemonTest, ExecuteRunsInlineAndEnforcesTheSizeLimit) {

@@ -154,9 +154,9 @@ class RocksDbStore final : public Store {
   static size_t Index(Column c) { return static_cast<size_t>(c); }
 
   absl::Status NotFound(Column column, absl::string_view key) const {
-    return absl::NotFoundError(
-        absl::StrCat(ColumnName(column), ": no key '", key.substr(0, 80),
-                     key.size() > 80 ? "...'" : "'"));
+    return absl::NotFoundError(absl::StrCat(ColumnName(column), ": no key '",
+                                            key.substr(0, 80),
+                                            key.size() > 80 ? "...'" : "'"));
   }
 
   absl::Status Context(const rocksdb::Status& s, absl::string_view op,

@@ -168,6 +168,16 @@ absl::StatusOr<v1::DbStatsResponse> Client::DbStats() {
   return response;
 }
 
+absl::StatusOr<v1::GetStatusResponse> Client::GetStatus() {
+  v1::GetStatusResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status =
+      stub_->GetStatus(&context, v1::GetStatusRequest(), &response);
+  if (!status.ok()) return CallError(status);
+  return response;
+}
+
 absl::StatusOr<v1::DbExportResponse> Client::DbExport(bool system) {
   v1::DbExportRequest request;
   request.set_system(system);

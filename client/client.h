@@ -84,6 +84,8 @@ class Client {
                                       uint32_t solver_id, std::string x,
                                       std::string w, std::string y);
   absl::StatusOr<v1::DbStatsResponse> DbStats();
+  // The daemon's device, queues, counters, and who it takes this client for.
+  absl::StatusOr<v1::GetStatusResponse> GetStatus();
   // A serialized ExportFile and its entry count. `system`: only this
   // daemon's device's find and perf records, as a system FindDb (the
   // response's device_key names the device).

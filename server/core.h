@@ -87,6 +87,8 @@ class Core {
   const DeviceInfo& device_info() const { return device_info_; }
   const SolverRegistry& registry() const { return registry_; }
   EngineCounters counters() const { return counters_.Snapshot(); }
+  // Tuning runs started and not finished.
+  int64_t tunings_in_flight() { return tuner_.runs_in_flight(); }
 
   // See TimingStage::SetDeviceLostHandler. Set before the first find.
   void SetDeviceLostHandler(std::function<void(const std::string&)> handler) {

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -19,6 +21,8 @@ struct EngineCounters {
   int64_t fallbacks = 0;    // answered by the immediate-mode fallback (FAST)
   int64_t tunings = 0;      // tuning runs started
   int64_t joined = 0;       // finds that joined a tuning already running
+  // Tuning runs stopped early because every caller had gone.
+  int64_t tunings_abandoned = 0;
   int64_t plans_timed = 0;  // plan measurements (one per solver and config)
   // Plans near a find's best, timed again side by side at its end.
   int64_t plans_retimed = 0;
@@ -39,6 +43,32 @@ struct EngineCounters {
   int64_t background_refused = 0;
   int64_t solvers_quarantined = 0;
 };
+
+// Every counter with its name (the field's), in declaration order: what
+// status and metrics report.
+inline std::vector<std::pair<const char*, int64_t>> NamedCounters(
+    const EngineCounters& c) {
+  return {{"finds", c.finds},
+          {"db_hits", c.db_hits},
+          {"system_hits", c.system_hits},
+          {"fallbacks", c.fallbacks},
+          {"tunings", c.tunings},
+          {"joined", c.joined},
+          {"tunings_abandoned", c.tunings_abandoned},
+          {"plans_timed", c.plans_timed},
+          {"plans_retimed", c.plans_retimed},
+          {"verifications", c.verifications},
+          {"verify_rejected", c.verify_rejected},
+          {"solver_failures", c.solver_failures},
+          {"records_stored", c.records_stored},
+          {"records_dropped", c.records_dropped},
+          {"compile_stage_ms", c.compile_stage_ms},
+          {"timing_stage_ms", c.timing_stage_ms},
+          {"device_resets", c.device_resets},
+          {"background_tunings", c.background_tunings},
+          {"background_refused", c.background_refused},
+          {"solvers_quarantined", c.solvers_quarantined}};
+}
 
 // Milliseconds since `t` on the steady clock: how stages are timed.
 inline double MsSince(std::chrono::steady_clock::time_point t) {

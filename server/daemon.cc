@@ -187,6 +187,20 @@ absl::Status Daemon::Init() {
   });
   access_ = std::make_unique<Access>(options_.access, &peers_);
   call_log_ = std::make_unique<CallLog>(*access_, options_.log_rpcs);
+  options_.service.status = [this](v1::GetStatusResponse* resp) {
+    resp->set_version(CONVTUNE_VERSION);
+    resp->set_backend_note(backend_note_);
+    resp->set_calls_in_flight(call_log_->in_flight());
+    for (const auto& [name, pool] :
+         {std::pair<const char*, ThreadPool*>{"compile", compile_pool_.get()},
+          {"timing", timing_queue_.get()},
+          {"store", store_pool_.get()}}) {
+      v1::QueueStatus* q = resp->add_queues();
+      q->set_name(name);
+      q->set_threads(pool->threads());
+      q->set_queued(pool->queued());
+    }
+  };
   service_ = std::make_unique<ConvTuneService>(*core_, *store_, *store_pool_,
                                                *access_, options_.service);
 

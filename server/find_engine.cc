@@ -80,7 +80,7 @@ void FindEngine::Tune(const ConvProblem& p, const FindParams& params,
   request.search = params.exhaustive || policy.searches_configs;
   request.bounded = policy.bounded;
   request.background = params.background;
-  tuner_.Tune(p, request, std::move(done));
+  tuner_.Tune(p, request, std::move(done), params.gone);
 }
 
 void FindEngine::Verify(const ConvProblem& p, const FindParams& params,

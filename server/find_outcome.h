@@ -5,6 +5,7 @@
 #define CONVTUNE_SERVER_FIND_OUTCOME_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct FindParams {
   bool exhaustive = false;
   // Tune after all other work (see TuneRequest::background).
   bool background = false;
+  // True once the caller no longer waits (its deadline passed, or it
+  // cancelled); may be called from any thread until the find's `done` runs.
+  // Empty: the caller always waits.
+  std::function<bool()> gone;
 };
 
 struct FindOutcome {

@@ -31,6 +31,9 @@ struct ServiceOptions {
   v1::FindMode default_mode = kDefaultFindMode;
   // Largest total of inline tensors an Execute request may carry.
   int64_t max_execute_bytes = int64_t{64} << 20;
+  // Fills what GetStatus reports beyond the core (version, backend, queues,
+  // calls in flight). Optional.
+  std::function<void(v1::GetStatusResponse*)> status;
 };
 
 // The problem of a request, validated; errors name "problem.<field>".

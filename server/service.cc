@@ -52,6 +52,9 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(
   }
   absl::StatusOr<FindInput> in = FindInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
+  // A caller whose deadline passed, or who cancelled, no longer holds up
+  // the tuning: when every caller of a run has gone, it stops.
+  in->params.gone = [ctx] { return ctx->IsCancelled(); };
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   core_.find().Find(
       in->problem, in->params,
@@ -273,6 +276,25 @@ grpc::ServerUnaryReactor* ConvTuneService::GetCodeObject(
       storage::KernelCache(&store_).Get(req->hash());
   if (!r.ok()) return Finish(ctx, WithField("hash", r.status()));
   return Finish(ctx, FillCodeObjectResponse(*r, resp));
+}
+
+grpc::ServerUnaryReactor* ConvTuneService::GetStatus(
+    grpc::CallbackServerContext* ctx, const v1::GetStatusRequest* req,
+    v1::GetStatusResponse* resp) {
+  Caller caller;
+  if (absl::Status s = Allowed(ctx, Right::kQuery, "GetStatus", &caller);
+      !s.ok()) {
+    return Finish(ctx, s);
+  }
+  resp->set_tenant(caller.tenant);
+  resp->set_role(std::string(RoleName(caller.role)));
+  resp->set_device_key(core_.device_key());
+  resp->set_tunings_in_flight(core_.tunings_in_flight());
+  for (const auto& [name, value] : NamedCounters(core_.counters())) {
+    (*resp->mutable_counters())[name] = value;
+  }
+  if (options_.status) options_.status(resp);
+  return Finish(ctx, absl::OkStatus());
 }
 
 }  // namespace convtune

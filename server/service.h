@@ -70,6 +70,9 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   grpc::ServerUnaryReactor* GetCodeObject(
       grpc::CallbackServerContext* ctx, const v1::GetCodeObjectRequest* req,
       v1::GetCodeObjectResponse* resp) override;
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
+                                      const v1::GetStatusRequest* req,
+                                      v1::GetStatusResponse* resp) override;
 
  private:
   // OK if the caller of `ctx` holds `right`; PermissionDenied otherwise.

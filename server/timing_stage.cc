@@ -64,7 +64,10 @@ void TimingStage::Time(std::shared_ptr<TimingJob> job,
         const auto started = std::chrono::steady_clock::now();
         absl::StatusOr<TimingResult> result =
             stop_.stopped() ? absl::StatusOr<TimingResult>(StopFlag::Error())
-                            : TimeAll(*job);
+            : job->abandoned && job->abandoned()
+                ? absl::StatusOr<TimingResult>(absl::CancelledError(
+                      "every caller of the find left before its timing"))
+                : TimeAll(*job);
         counters_.Add(&EngineCounters::timing_stage_ms,
                       static_cast<int64_t>(MsSince(started)));
         done(std::move(result));
@@ -221,8 +224,15 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
                    [&](const TimingCandidate& a, const TimingCandidate& b) {
                      return estimate(a) < estimate(b);
                    });
+  int done = 0;
   for (const TimingCandidate& c : job.candidates) {
     RETURN_IF_ERROR(stop_.Check());
+    if (job.abandoned && job.abandoned()) {
+      return absl::CancelledError(
+          absl::StrCat("every caller of the find left; stopped after ", done,
+                       " of ", job.candidates.size(), " solvers"));
+    }
+    ++done;
     const auto candidate_started = std::chrono::steady_clock::now();
     const double checks_before = run.check_ms;
     absl::StatusOr<std::vector<Timed>> timed = TimeCandidate(run, *session, c);

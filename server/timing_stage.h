@@ -47,6 +47,9 @@ struct TimingJob {
   // Called on the timing queue as each candidate's best config is known,
   // so that what a search found is kept even if the job ends early.
   std::function<void(const struct TimedSolver&)> on_timed;
+  // True when nobody waits for the job any more: it ends with Cancelled
+  // before its next candidate. Empty: never.
+  std::function<bool()> abandoned;
 };
 
 struct TimedSolver {

@@ -54,7 +54,8 @@ std::vector<PerfConfig> Tuner::SearchSpace(const Solver& s,
   return sampled;
 }
 
-void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
+void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
+                 std::function<bool()> gone) {
   if (absl::Status s = stop_.Check(); !s.ok()) {
     done(s);
     return;
@@ -72,7 +73,7 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
   {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = in_flight_.try_emplace(run->dedup_key);
-    it->second.push_back(std::move(done));
+    it->second.push_back({std::move(done), std::move(gone)});
     counters_.Add(inserted ? &EngineCounters::tunings
                            : &EngineCounters::joined);
     if (!inserted) return;
@@ -85,6 +86,12 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done) {
       [this, run = std::move(run)]() mutable {
         if (absl::Status s = stop_.Check(); !s.ok()) {
           Complete(run->dedup_key, s);
+          return;
+        }
+        if (Abandoned(run->dedup_key)) {
+          Complete(run->dedup_key,
+                   absl::CancelledError("every caller of the find left before "
+                                        "it started"));
           return;
         }
         // A find that waited may have tuned it meanwhile.
@@ -107,6 +114,7 @@ ThreadPool::Priority Tuner::PriorityOf(const Run& run) {
 void Tuner::Start(std::shared_ptr<Run> run) {
   const ConvProblem& p = run->job->problem;
   const TuneRequest& r = run->request;
+  run->job->abandoned = [this, key = run->dedup_key] { return Abandoned(key); };
   for (const Solver* s : planner_.Candidates(
            p, r.workspace_limit, r.dynamic_only, &run->excluded_by_limit)) {
     std::vector<PerfConfig> configs =
@@ -150,8 +158,12 @@ void Tuner::Start(std::shared_ptr<Run> run) {
 
 void Tuner::BuildPlans(std::shared_ptr<Run> run, size_t candidate) {
   TimingCandidate& c = run->job->candidates[candidate];
-  // Stopping: nothing more is compiled; the timing stage ends the run.
+  // Stopping, or nobody waits: nothing more is compiled; the timing stage
+  // ends the run.
   if (absl::Status s = stop_.Check(); !s.ok()) c.status = s;
+  if (c.status.ok() && Abandoned(run->dedup_key)) {
+    c.status = absl::CancelledError("every caller of the find left");
+  }
   for (const PerfConfig& config : c.configs) {
     if (!c.status.ok()) break;
     absl::StatusOr<v1::ExecutionPlan> plan =
@@ -269,9 +281,24 @@ void Tuner::Remeasure(const ConvProblem& p, const v1::PerfResult& r,
                  });
 }
 
+int64_t Tuner::runs_in_flight() {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(in_flight_.size());
+}
+
+bool Tuner::Abandoned(const std::string& dedup_key) {
+  absl::MutexLock lock(&mu_);
+  auto it = in_flight_.find(dedup_key);
+  if (it == in_flight_.end()) return false;
+  for (const Waiter& w : it->second) {
+    if (!w.gone || !w.gone()) return false;
+  }
+  return true;
+}
+
 void Tuner::Complete(const std::string& dedup_key,
                      absl::StatusOr<FindOutcome> result) {
-  std::vector<Done> waiters;
+  std::vector<Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);
     auto it = in_flight_.find(dedup_key);
@@ -280,7 +307,10 @@ void Tuner::Complete(const std::string& dedup_key,
       in_flight_.erase(it);
     }
   }
-  for (Done& done : waiters) done(result);
+  if (absl::IsCancelled(result.status())) {
+    counters_.Add(&EngineCounters::tunings_abandoned);
+  }
+  for (Waiter& w : waiters) w.done(result);
 }
 
 }  // namespace convtune

@@ -59,8 +59,19 @@ class Tuner {
   // Tunes p and calls `done` exactly once. FailedPrecondition when no
   // solver applies (within the workspace limit); Internal when every
   // applicable solver failed; Unavailable when stopping.
+  //
+  // `gone` (optional) says when this caller stopped waiting. When every
+  // caller of a run has gone, the run stops at the next boundary (before it
+  // is started, before each solver's plans are built, before each solver is
+  // timed), stores no find record, and ends with Cancelled; the configs of
+  // solvers it finished stay in the PerfDb. A run nobody can leave (a
+  // caller without `gone`) always completes.
   // REQUIRES: ValidateProblem(p).ok().
-  void Tune(const ConvProblem& p, const TuneRequest& request, Done done);
+  void Tune(const ConvProblem& p, const TuneRequest& request, Done done,
+            std::function<bool()> gone = nullptr);
+
+  // Runs started and not finished (a shared run counts once).
+  int64_t runs_in_flight();
 
   // Measures result `r` of a stored record of p again: its plan is built on
   // the compile pool and timed by the timing stage.
@@ -83,6 +94,13 @@ class Tuner {
   void StoreConfig(const std::string& problem_key, const TimedSolver& t);
   void Complete(const std::string& dedup_key,
                 absl::StatusOr<FindOutcome> result);
+  // True when every caller of the run under `dedup_key` has gone.
+  bool Abandoned(const std::string& dedup_key);
+
+  struct Waiter {
+    Done done;
+    std::function<bool()> gone;  // empty: never goes
+  };
 
   const Planner& planner_;
   TimingStage& timing_;
@@ -94,7 +112,7 @@ class Tuner {
   const Options options_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::vector<Done>> in_flight_
+  absl::flat_hash_map<std::string, std::vector<Waiter>> in_flight_
       ABSL_GUARDED_BY(mu_);
 };
 

@@ -41,6 +41,7 @@ int SolversCommand(Context& context, const std::vector<std::string>& args);
 int DbCommand(Context& context, const std::vector<std::string>& args);
 int ImmediateCommand(Context& context, const std::vector<std::string>& args);
 int HeuristicCommand(Context& context, const std::vector<std::string>& args);
+int StatusCommand(Context& context, const std::vector<std::string>& args);
 
 // Appends the problems of a file of MIOpenDriver lines (blank lines and #
 // comments skipped); reports each bad line as FILE:LINE on stderr. Returns
@@ -61,6 +62,7 @@ extern const char kSolversHelp[];
 extern const char kDbHelp[];
 extern const char kImmediateHelp[];
 extern const char kHeuristicHelp[];
+extern const char kStatusHelp[];
 
 }  // namespace convtune::cli
 

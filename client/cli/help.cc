@@ -16,6 +16,7 @@ Usage:
   convtune [GLOBAL FLAGS] db stats | db export FILE | db export --system DIR
                           | db import [--overwrite] FILE | db merge OUT IN...
   convtune [GLOBAL FLAGS] heuristic train
+  convtune [GLOBAL FLAGS] status
   convtune help | --help          this text;  convtune SUBCOMMAND --help  its details
 
 Sub-commands:
@@ -28,6 +29,8 @@ Sub-commands:
   db         Show, export (whole, or as a system FindDb), import or merge
              FindDb files.
   heuristic  Train the daemon's learned immediate-mode heuristic.
+  status     What the daemon is doing: device, queues, tunings, counters, and
+             who it takes you for.
 
 Global flags (before the sub-command):
   --socket PATH       Unix socket of convtuned. Default: $CONVTUNE_SOCKET, else
@@ -199,6 +202,20 @@ Usage:
 
 Examples:
   convtune find --file deploy/problems/resnet50_b1.txt && convtune heuristic train
+)";
+
+const char kStatusHelp[] =
+    R"(convtune status: what the daemon is doing.
+
+Usage:
+  convtune status            version, device, backend, who the daemon takes
+                             you for (tenant and role), tunings in flight,
+                             calls in flight, each queue's threads and waiting
+                             tasks, and the find engine's counters since start
+
+Examples:
+  convtune status
+  convtune --socket /run/convtune/convtuned.sock status
 )";
 
 bool Unreachable(const absl::Status& status) {

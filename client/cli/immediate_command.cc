@@ -1,5 +1,6 @@
 // `convtune immediate` (the solutions of problems, best first, without
 // timing anything) and `convtune heuristic train`.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -215,6 +216,33 @@ int HeuristicCommand(Context& context, const std::vector<std::string>& args) {
       "%.1f%% (best solver ranked first)\n",
       trained->device_key(), trained->records(),
       100.0 * trained->train_accuracy());
+  return kExitOk;
+}
+
+int StatusCommand(Context& context, const std::vector<std::string>& args) {
+  if (!args.empty()) return UsageError("status takes no arguments");
+  absl::StatusOr<v1::GetStatusResponse> s = context.client->GetStatus();
+  if (!s.ok()) {
+    ReportError(context, s.status());
+    return kExitFailed;
+  }
+  std::cout << "convtuned " << s->version() << " on " << s->device_key() << " ("
+            << s->backend_note() << ")\n"
+            << "you:        " << s->tenant() << " (" << s->role() << ")\n"
+            << "tunings:    " << s->tunings_in_flight() << " in flight\n"
+            << "calls:      " << s->calls_in_flight()
+            << " in flight (this one included)\n";
+  for (const v1::QueueStatus& q : s->queues()) {
+    std::cout << absl::StrFormat("queue %-8s %d thread(s), %d waiting\n",
+                                 q.name(), q.threads(), q.queued());
+  }
+  std::cout << "counters since start:\n";
+  std::vector<std::pair<std::string, int64_t>> counters(s->counters().begin(),
+                                                        s->counters().end());
+  std::sort(counters.begin(), counters.end());
+  for (const auto& [name, value] : counters) {
+    std::cout << absl::StrFormat("  %-22s %d\n", name, value);
+  }
   return kExitOk;
 }
 

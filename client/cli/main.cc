@@ -61,7 +61,8 @@ int Main(const std::vector<std::string>& argv) {
   }
   if (i >= argv.size())
     return UsageError(
-        "missing sub-command (find, immediate, solvers, db or heuristic)");
+        "missing sub-command (find, immediate, solvers, db, heuristic or "
+        "status)");
   const std::string command = argv[i];
   const std::vector<std::string> args(argv.begin() + i + 1, argv.end());
   if (command == "help") {
@@ -73,6 +74,7 @@ int Main(const std::vector<std::string>& argv) {
                      : command == "solvers"   ? kSolversHelp
                      : command == "db"        ? kDbHelp
                      : command == "heuristic" ? kHeuristicHelp
+                     : command == "status"    ? kStatusHelp
                                               : nullptr;
   if (help == nullptr) {
     return UsageError(absl::StrCat("unknown sub-command '", command, "'"));
@@ -109,6 +111,7 @@ int Main(const std::vector<std::string>& argv) {
   if (command == "immediate") return ImmediateCommand(context, args);
   if (command == "solvers") return SolversCommand(context, args);
   if (command == "heuristic") return HeuristicCommand(context, args);
+  if (command == "status") return StatusCommand(context, args);
   return DbCommand(context, args);
 }
 

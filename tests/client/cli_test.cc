@@ -1,5 +1,7 @@
 // The `convtune` binary: usage errors without a daemon, then every
 // sub-command against real convtuned processes.
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <random>
@@ -175,6 +177,22 @@ TEST_F(CliDaemonTest, FindFileWithJobsTunesConcurrentlyAndPrintsInFileOrder) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out,
               HasSubstr("5 problem(s): 5 from FindDb, 0 tuned, 0 failed"));
+}
+
+TEST_F(CliDaemonTest, StatusSaysWhoYouAreAndWhatTheDaemonDid) {
+  std::string key;
+  std::vector<std::string> args = RandomDriverArgs(rng_, &key);
+  args.insert(args.begin(), "find");
+  ASSERT_EQ(Run(args).exit_code, 0);
+  ProcessResult r = Run({"status"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("convtuned ", CONVTUNE_VERSION)));
+  // The test runs as the daemon's own user: an admin.
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("uid:", getuid(), " (admin)")));
+  EXPECT_THAT(r.out, HasSubstr("queue timing   1 thread(s)"));
+  EXPECT_THAT(r.out, HasSubstr("tunings:    0 in flight"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("tunings +1\n"));
+  EXPECT_EQ(Run({"status", "extra"}).exit_code, 2);
 }
 
 TEST_F(CliDaemonTest, SolversListsWhatTheDaemonHas) {

@@ -261,6 +261,57 @@ TEST_F(FindEngineTest, IdenticalConcurrentFindsShareOneRun) {
   EXPECT_EQ(c.plans_timed, ApplicableCount(p));
 }
 
+TEST_F(FindEngineTest, AFindWhoseCallerLeftBeforeItStartedTimesNothing) {
+  const ConvProblem p = SmallProblem();
+  FindParams params;
+  params.gone = [] { return true; };
+  absl::StatusOr<FindOutcome> r = core_->find().FindBlocking(p, params);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  const EngineCounters c = core_->counters();
+  EXPECT_EQ(c.plans_timed, 0);
+  EXPECT_EQ(c.tunings_abandoned, 1);
+  EXPECT_EQ(core_->tunings_in_flight(), 0);
+  EXPECT_TRUE(absl::IsNotFound(core_->records().LookupUser(p, -1).status()));
+}
+
+TEST_F(FindEngineTest, AFindWhoseCallerLeftMidTuningStopsAtTheNextSolver) {
+  const ConvProblem p = SmallProblem(Direction::kBackwardWeights);
+  ASSERT_GT(ApplicableCount(p), 2);
+  FindParams params;
+  // The caller leaves once the first plan has been timed.
+  params.gone = [this] { return core_->counters().plans_timed > 0; };
+  absl::StatusOr<FindOutcome> r = core_->find().FindBlocking(p, params);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("stopped after"));
+  const EngineCounters c = core_->counters();
+  EXPECT_GE(c.plans_timed, 1);
+  EXPECT_LT(c.plans_timed, ApplicableCount(p));
+  // What it measured is not stored as a complete answer.
+  EXPECT_TRUE(absl::IsNotFound(core_->records().LookupUser(p, -1).status()));
+  EXPECT_EQ(core_->tunings_in_flight(), 0);
+  // The next find tunes it whole.
+  absl::StatusOr<FindOutcome> again = core_->find().FindBlocking(p, {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->record.results_size(), ApplicableCount(p));
+}
+
+TEST_F(FindEngineTest, ASharedRunGoesOnWhileOneCallerStillWaits) {
+  const ConvProblem p = SmallProblem(Direction::kBackwardData);
+  // The first caller leaves as soon as a second one has joined its run.
+  FindParams first;
+  first.gone = [this] { return core_->counters().joined > 0; };
+  absl::Notification first_done;
+  core_->find().Find(p, first,
+                     [&](absl::StatusOr<FindOutcome>) { first_done.Notify(); });
+  // The second (joined, or reading what the run stored) gets the whole
+  // answer: the run went on for it.
+  absl::StatusOr<FindOutcome> second = core_->find().FindBlocking(p, {});
+  first_done.WaitForNotification();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->record.results_size(), ApplicableCount(p));
+  EXPECT_EQ(core_->counters().tunings_abandoned, 0);
+}
+
 TEST_F(FindEngineTest, CorruptRecordIsDroppedAndRetuned) {
   const ConvProblem p = SmallProblem();
   const std::string key =

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   protobuf-compiler libprotobuf-dev
   libgrpc++-dev protobuf-compiler-grpc
-  librocksdb-dev libabsl-dev libtoml11-dev
+  librocksdb-dev libabsl-dev libtoml11-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
   # oneDNN's CMake config (dnnl-config.cmake) requires OpenCL's headers and

@@ -98,18 +98,23 @@ void CallLog::Started() {
 
 void CallLog::Finished(const char* method, absl::string_view peer,
                        const grpc::Status& status, absl::Duration took) {
-  if (log_) {
+  if (log_ || metrics_ != nullptr) {
     const Caller caller = access_.Identify(peer);
-    // One write per line: lines from concurrent calls do not interleave.
-    const std::string line =
-        absl::StrFormat("convtuned: rpc=%s tenant=%s role=%s code=%s ms=%.3f\n",
-                        ShortName(method), caller.tenant,
-                        caller.known ? RoleName(caller.role) : "refused",
-                        absl::StatusCodeToString(
-                            static_cast<absl::StatusCode>(status.error_code())),
-                        absl::ToDoubleMilliseconds(took));
-    ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-    (void)ignored;
+    const absl::string_view rpc = ShortName(method);
+    const std::string code = absl::StatusCodeToString(
+        static_cast<absl::StatusCode>(status.error_code()));
+    if (metrics_ != nullptr) {
+      metrics_->CountRpc(rpc, code, caller.tenant, absl::ToDoubleSeconds(took));
+    }
+    if (log_) {
+      // One write per line: lines from concurrent calls do not interleave.
+      const std::string line = absl::StrFormat(
+          "convtuned: rpc=%s tenant=%s role=%s code=%s ms=%.3f\n", rpc,
+          caller.tenant, caller.known ? RoleName(caller.role) : "refused", code,
+          absl::ToDoubleMilliseconds(took));
+      ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+      (void)ignored;
+    }
   }
   absl::MutexLock lock(&mu_);
   --in_flight_;

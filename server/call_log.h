@@ -1,7 +1,8 @@
 // Every call the daemon serves, seen from a gRPC server interceptor: one
-// structured (logfmt) line per finished RPC on stderr, and the number of calls
-// in flight, which shutdown waits on. Health checks are counted apart and not
-// logged (a supervisor polls them). Thread-safe.
+// structured (logfmt) line per finished RPC on stderr, a count in the
+// metrics, and the number of calls in flight, which shutdown waits on. Health
+// checks are counted apart and not logged (a supervisor polls them).
+// Thread-safe.
 #ifndef CONVTUNE_SERVER_CALL_LOG_H_
 #define CONVTUNE_SERVER_CALL_LOG_H_
 
@@ -13,13 +14,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/access.h"
+#include "server/metrics.h"
 
 namespace convtune {
 
 class CallLog {
  public:
-  // `access` must outlive this. With `log` false, calls are only counted.
-  CallLog(const Access& access, bool log) : access_(access), log_(log) {}
+  // `access` and `metrics` (may be null) must outlive this. With `log`
+  // false, calls are only counted.
+  CallLog(const Access& access, bool log, Metrics* metrics = nullptr)
+      : access_(access), log_(log), metrics_(metrics) {}
 
   // The factory to hand to ServerBuilder::experimental()
   // .SetInterceptorCreators; it must not outlive this.
@@ -39,6 +43,7 @@ class CallLog {
  private:
   const Access& access_;
   const bool log_;
+  Metrics* const metrics_;
   mutable absl::Mutex mu_;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -105,10 +105,10 @@ bool ValidTenantName(const std::string& s) {
 }
 
 absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
-  if (absl::Status s =
-          t.OnlyKeys({"socket", "socket_mode", "db", "system_db", "backend",
-                      "device", "find_mode", "background_tune",
-                      "compile_threads", "listen_plaintext", "log_rpcs"});
+  if (absl::Status s = t.OnlyKeys({"socket", "socket_mode", "db", "system_db",
+                                   "backend", "device", "find_mode",
+                                   "background_tune", "compile_threads",
+                                   "listen_plaintext", "log_rpcs", "metrics"});
       !s.ok()) {
     return s;
   }
@@ -120,7 +120,8 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
         t.String("backend", &o->backend), t.String("find_mode", &o->find_mode),
         t.Bool("background_tune", &o->core.background_tuning),
         t.String("listen_plaintext", &o->listen_address),
-        t.Bool("log_rpcs", &o->log_rpcs)}) {
+        t.Bool("log_rpcs", &o->log_rpcs),
+        t.String("metrics", &o->metrics_address)}) {
     if (!s.ok()) return s;
   }
   if (t.Has("socket_mode")) {

@@ -186,7 +186,31 @@ absl::Status Daemon::Init() {
       lost_shutdown_ = std::thread([this] { Shutdown(); });
   });
   access_ = std::make_unique<Access>(options_.access, &peers_);
-  call_log_ = std::make_unique<CallLog>(*access_, options_.log_rpcs);
+  if (!options_.metrics_address.empty()) {
+    MetricsSources sources;
+    sources.counters = [this] { return core_->counters(); };
+    sources.tunings_in_flight = [this] { return core_->tunings_in_flight(); };
+    sources.calls_in_flight = [this] { return call_log_->in_flight(); };
+    sources.pools = {{"compile", compile_pool_.get()},
+                     {"timing", timing_queue_.get()},
+                     {"store", store_pool_.get()}};
+    if (kernel_builder_ != nullptr) {
+      sources.kernel_cache = [this] {
+        const BuildStats s = kernel_builder_->stats();
+        absl::StatusOr<int64_t> entries =
+            storage::KernelCache(store_.get()).Count();
+        return std::vector<std::pair<std::string, int64_t>>{
+            {"entries", entries.ok() ? *entries : 0},
+            {"memory_hits", s.memory_hits},
+            {"store_hits", s.store_hits},
+            {"compiles", s.compiled}};
+      };
+    }
+    ASSIGN_OR_RETURN(
+        metrics_, Metrics::Start(options_.metrics_address, std::move(sources)));
+  }
+  call_log_ =
+      std::make_unique<CallLog>(*access_, options_.log_rpcs, metrics_.get());
   options_.service.status = [this](v1::GetStatusResponse* resp) {
     resp->set_version(CONVTUNE_VERSION);
     resp->set_backend_note(backend_note_);
@@ -269,6 +293,8 @@ void Daemon::Shutdown(int grace_ms) {
   if (core_) core_->Shutdown();
   if (call_log_) call_log_->WaitIdle(absl::Milliseconds(grace_ms));
   if (server_) server_->Shutdown(deadline);
+  // No scrape reads the core or the pools once they start to go.
+  metrics_.reset();
 }
 
 void Daemon::Wait() {

@@ -40,6 +40,9 @@ struct DaemonOptions {
   AccessPolicy access = AccessPolicy::Default();
   // One log line per RPC on stderr. Default: on.
   bool log_rpcs = true;
+  // Prometheus text endpoint, "host:port" (http://host:port/metrics).
+  // Default: none.
+  std::string metrics_address;
   // Database folder. Default: $XDG_STATE_HOME/convtune/db or
   // ~/.local/state/convtune/db.
   std::string db_dir;
@@ -88,6 +91,8 @@ class Daemon {
   std::string SystemDbSummary() const;
   // The TCP port bound for --listen (useful with port 0), or 0 without TCP.
   int tcp_port() const { return tcp_port_; }
+  // The metrics endpoint's port, or 0 without one.
+  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   // Why the device was lost (a kernel fault it could not be reset from),
   // after which the daemon shuts itself down; empty while it is fine.
   std::string device_lost() const;
@@ -112,6 +117,7 @@ class Daemon {
   std::unique_ptr<Core> core_;
   PeerTable peers_;
   std::unique_ptr<Access> access_;
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<CallLog> call_log_;
   std::unique_ptr<ConvTuneService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -70,6 +70,11 @@ flags:
   --max-execute-bytes N  largest total of inline tensors for Execute. default: 64 MiB
   --log-rpcs on|off      one line per RPC on stderr (rpc, tenant, role, code,
                          ms). default: on
+  --metrics HOST:PORT    serve Prometheus text at http://HOST:PORT/metrics:
+                         RPCs by method, code and tenant, latency, FindDb
+                         hits, tunings, compile and timing seconds, queue
+                         depths, kernel cache. It names tenants: bind it
+                         where only operators reach. default: off
   --help                 this text
   --version              the version, then exit
 
@@ -99,7 +104,7 @@ bool IsFlag(const std::string& name) {
        {"--config", "--socket", "--socket-mode", "--listen-plaintext", "--db",
         "--system-db", "--find-mode", "--backend", "--background-tune",
         "--device", "--compile-threads", "--max-tensor-bytes",
-        "--max-execute-bytes", "--log-rpcs"}) {
+        "--max-execute-bytes", "--log-rpcs", "--metrics"}) {
     if (name == f) return true;
   }
   return false;
@@ -194,6 +199,8 @@ int main(int argc, char** argv) {
       options.socket_mode = static_cast<mode_t>(bits);
     } else if (flag == "--listen-plaintext") {
       options.listen_address = value;
+    } else if (flag == "--metrics") {
+      options.metrics_address = value;
     } else if (flag == "--log-rpcs") {
       if (!OnOff(value, &options.log_rpcs)) {
         return UsageError(absl::StrCat("--log-rpcs: expected on or off, got '",
@@ -279,6 +286,10 @@ int main(int argc, char** argv) {
                     : absl::StrCat(" and plaintext tcp port ",
                                    (*daemon)->tcp_port(), " (",
                                    o.listen_address, ", read-only)"))
+            << ((*daemon)->metrics_port() == 0
+                    ? ""
+                    : absl::StrCat(", metrics on port ",
+                                   (*daemon)->metrics_port()))
             << " (device " << (*daemon)->device_key() << ", db " << o.db_dir
             << ", find mode " << o.find_mode << ")" << std::endl;
 

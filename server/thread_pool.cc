@@ -32,6 +32,12 @@ int ThreadPool::queued() const {
   return static_cast<int>(tasks_.size() + low_.size());
 }
 
+int ThreadPool::queued(Priority priority) const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(priority == Priority::kLow ? low_.size()
+                                                     : tasks_.size());
+}
+
 int64_t ThreadPool::scheduled() const {
   absl::MutexLock lock(&mu_);
   return scheduled_;

@@ -37,6 +37,8 @@ class ThreadPool {
   int threads() const { return static_cast<int>(workers_.size()); }
   // Tasks waiting (not running).
   int queued() const;
+  // Tasks of one priority waiting.
+  int queued(Priority priority) const;
   // Blocks until no task is queued or running.
   void WaitIdle() const;
   // Tasks scheduled since the pool started.

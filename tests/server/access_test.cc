@@ -4,11 +4,14 @@
 // TCP read-only, imports checked against the registry, a private database
 // folder, health answers for the service name and during shutdown, and
 // server reflection.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -509,6 +513,115 @@ TEST_F(AccessTest, ReflectionListsTheService) {
   call->Finish(&status, reinterpret_cast<void*>(5));
   step(5);
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// The body of GET http://127.0.0.1:port/metrics, or "" on failure.
+std::string HttpGetMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (fd >= 0) close(fd);
+    return "";
+  }
+  const std::string request =
+      "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, request.data(), request.size()) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;)
+    response.append(buf, n);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// Empty if `text` is Prometheus text exposition format (version 0.0.4),
+// else the first line that is not.
+std::string FirstBadLine(const std::string& text) {
+  static const std::regex kHelp(R"(# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*)");
+  static const std::regex kType(
+      R"(# TYPE [a-zA-Z_:][a-zA-Z0-9_:]* (counter|gauge|histogram|summary|untyped))");
+  static const std::regex kSample(
+      R"([a-zA-Z_:][a-zA-Z0-9_:]*)"
+      R"((\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*,?\})?)"
+      R"( ([-+]?[0-9.eE+-]+|[-+]?[Ii]nf|[Nn]a[Nn])( -?[0-9]+)?)");
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.empty()) continue;
+    const std::string l(line);
+    if (absl::StartsWith(l, "# HELP ")) {
+      if (!std::regex_match(l, kHelp)) return l;
+    } else if (absl::StartsWith(l, "# TYPE ")) {
+      if (!std::regex_match(l, kType)) return l;
+    } else if (l[0] == '#') {
+      continue;
+    } else if (!std::regex_match(l, kSample)) {
+      return l;
+    }
+  }
+  return "";
+}
+
+TEST_F(AccessTest, MetricsParseAsPrometheusTextAndCountByTenant) {
+  DaemonProcess d;
+  Start(d, {"--metrics", "127.0.0.1:0", "--listen-plaintext", "127.0.0.1:0"});
+  const std::string log = d.log();
+  const size_t at = log.find("metrics on port ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const int port = std::atoi(log.c_str() + at + 16);
+  const size_t tcp_at = log.find("tcp port ");
+  ASSERT_NE(tcp_at, std::string::npos) << log;
+  auto admin = Stub(UnixTarget(socket_));
+  auto anonymous =
+      Stub("127.0.0.1:" + std::to_string(std::atoi(log.c_str() + tcp_at + 9)));
+  for (int i = 0; i < 2; ++i) {
+    v1::FindRequest find;
+    *find.mutable_problem() = Wire(Conv(16));
+    v1::FindResponse resp;
+    auto ctx = Context();
+    ASSERT_TRUE(admin->Find(ctx.get(), find, &resp).ok());
+  }
+  v1::FindRequest find;
+  *find.mutable_problem() = Wire(Conv(16));
+  v1::FindResponse resp;
+  auto ctx = Context();
+  EXPECT_FALSE(anonymous->Find(ctx.get(), find, &resp).ok());
+
+  // A finished call is counted once its interceptor is done: poll briefly.
+  std::string text;
+  const std::string denied =
+      "convtune_rpcs_total{code=\"PERMISSION_DENIED\",rpc=\"Find\","
+      "tenant=\"tcp:127.0.0.1\"} 1";
+  for (int i = 0; i < 50 && text.find(denied) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    text = HttpGetMetrics(port);
+  }
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(FirstBadLine(text), "");
+  EXPECT_THAT(text, HasSubstr(absl::StrCat(
+                        "convtune_rpcs_total{code=\"OK\",rpc=\"Find\",tenant="
+                        "\"uid:",
+                        geteuid(), "\"} 2")));
+  EXPECT_THAT(text, HasSubstr(denied));
+  EXPECT_THAT(text, HasSubstr("convtune_finds_total 2"));
+  EXPECT_THAT(text, HasSubstr("convtune_db_hits_total 1"));
+  EXPECT_THAT(text, HasSubstr("convtune_tunings_total 1"));
+  EXPECT_THAT(text, HasSubstr("# TYPE convtune_rpc_seconds histogram"));
+  EXPECT_THAT(text, HasSubstr("convtune_rpc_seconds_count{rpc=\"Find\"} 3"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("convtune_queue_waiting{priority=\"low\",queue=\"timing\"} 0"));
+  EXPECT_THAT(text, HasSubstr("convtune_tunings_in_flight 0"));
+  // The checker itself refuses what is not the format.
+  EXPECT_NE(FirstBadLine("convtune_x{a=b} 1\n"), "");
+  EXPECT_NE(FirstBadLine("# TYPE convtune_x countr\n"), "");
 }
 
 }  // namespace

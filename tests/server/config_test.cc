@@ -67,6 +67,7 @@ background_tune = false
 compile_threads = 5
 listen_plaintext = "127.0.0.1:7345"
 log_rpcs = false
+metrics = "127.0.0.1:9464"
 [limits]
 max_tensor_bytes = 1000
 max_execute_bytes = 2000
@@ -87,6 +88,7 @@ owner_is_admin = false
   EXPECT_EQ(o.compile_threads, 5);
   EXPECT_EQ(o.listen_address, "127.0.0.1:7345");
   EXPECT_FALSE(o.log_rpcs);
+  EXPECT_EQ(o.metrics_address, "127.0.0.1:9464");
   EXPECT_EQ(o.service.limits.max_tensor_bytes, 1000);
   EXPECT_EQ(o.service.max_execute_bytes, 2000);
   EXPECT_FALSE(o.access.unlisted_users_are_tenants);

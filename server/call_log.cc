@@ -74,6 +74,49 @@ class Factory final
 
 }  // namespace
 
+CallLog::CallLog(const Access& access, bool log, Metrics* metrics)
+    : access_(access), log_(log), metrics_(metrics) {
+  if (log_) writer_ = std::thread([this] { WriterLoop(); });
+}
+
+CallLog::~CallLog() {
+  {
+    absl::MutexLock lock(&log_mu_);
+    stopping_ = true;
+  }
+  if (writer_.joinable()) writer_.join();
+}
+
+void CallLog::WriterLoop() {
+  for (;;) {
+    std::string lines;
+    int64_t dropped = 0;
+    bool stop = false;
+    {
+      absl::MutexLock lock(&log_mu_);
+      log_mu_.Await(absl::Condition(
+          +[](CallLog* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->log_mu_) {
+            return c->stopping_ || !c->pending_.empty();
+          },
+          this));
+      lines.swap(pending_);
+      std::swap(dropped, dropped_);
+      stop = stopping_;
+    }
+    if (dropped > 0) {
+      lines += absl::StrCat("convtuned: log: ", dropped,
+                            " RPC line(s) dropped while the log was slow\n");
+    }
+    for (size_t at = 0; at < lines.size();) {
+      const ssize_t n =
+          write(STDERR_FILENO, lines.data() + at, lines.size() - at);
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    if (stop) return;
+  }
+}
+
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 CallLog::Factory() {
   return std::make_unique<convtune::Factory>(this);
@@ -107,13 +150,16 @@ void CallLog::Finished(const char* method, absl::string_view peer,
       metrics_->CountRpc(rpc, code, caller.tenant, absl::ToDoubleSeconds(took));
     }
     if (log_) {
-      // One write per line: lines from concurrent calls do not interleave.
       const std::string line = absl::StrFormat(
           "convtuned: rpc=%s tenant=%s role=%s code=%s ms=%.3f\n", rpc,
           caller.tenant, caller.known ? RoleName(caller.role) : "refused", code,
           absl::ToDoubleMilliseconds(took));
-      ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-      (void)ignored;
+      absl::MutexLock lock(&log_mu_);
+      if (pending_.size() < (size_t{1} << 20)) {
+        pending_ += line;
+      } else {
+        ++dropped_;
+      }
     }
   }
   absl::MutexLock lock(&mu_);

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -22,8 +24,9 @@ class CallLog {
  public:
   // `access` and `metrics` (may be null) must outlive this. With `log`
   // false, calls are only counted.
-  CallLog(const Access& access, bool log, Metrics* metrics = nullptr)
-      : access_(access), log_(log), metrics_(metrics) {}
+  CallLog(const Access& access, bool log, Metrics* metrics = nullptr);
+  // Writes what is buffered.
+  ~CallLog();
 
   // The factory to hand to ServerBuilder::experimental()
   // .SetInterceptorCreators; it must not outlive this.
@@ -41,11 +44,20 @@ class CallLog {
                 const grpc::Status& status, absl::Duration took);
 
  private:
+  // Lines go to stderr from a writer thread, so that no call waits on the
+  // log's file; past 1 MiB waiting, lines are dropped and counted.
+  void WriterLoop();
+
   const Access& access_;
   const bool log_;
   Metrics* const metrics_;
   mutable absl::Mutex mu_;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Mutex log_mu_;
+  std::string pending_ ABSL_GUARDED_BY(log_mu_);
+  int64_t dropped_ ABSL_GUARDED_BY(log_mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(log_mu_) = false;
+  std::thread writer_;
 };
 
 }  // namespace convtune

@@ -167,8 +167,10 @@ absl::Status Daemon::Init() {
     }
   }
   compile_pool_ =
-      std::make_unique<ThreadPool>("ct-compile", options_.compile_threads);
-  timing_queue_ = std::make_unique<ThreadPool>("ct-timing", 1);
+      std::make_unique<ThreadPool>("ct-compile", options_.compile_threads,
+                                   options_.tuning_nice);
+  timing_queue_ =
+      std::make_unique<ThreadPool>("ct-timing", 1, options_.tuning_nice);
   store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);
   registry_ = SolverRegistry::WithLibraries(*device_);
   core_ = std::make_unique<Core>(*device_, *registry_, *store_, *compile_pool_,

@@ -56,6 +56,9 @@ struct DaemonOptions {
   // The find mode of requests that name none. Default: $CONVTUNE_FIND_MODE,
   // else DYNAMIC_HYBRID (set by Start when empty).
   std::string find_mode;
+  // The nice value (0 to 19) of the threads that compile and time: serving
+  // answers comes first. Default: 10.
+  int tuning_nice = 10;
   // Threads that build and compile plans. Default:
   // CONVTUNE_COMPILE_PARALLEL_LEVEL, else the number of hardware threads.
   int compile_threads = 0;

@@ -1,12 +1,19 @@
 #include "server/thread_pool.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace convtune {
 
-ThreadPool::ThreadPool(std::string name, int threads) : name_(std::move(name)) {
+ThreadPool::ThreadPool(std::string name, int threads, int nice)
+    : name_(std::move(name)) {
   for (int i = 0; i < threads; ++i) {
-    workers_.emplace_back([this] { Loop(); });
+    workers_.emplace_back([this, nice] {
+      // Linux keeps a nice value per thread; the worker sets its own.
+      if (nice > 0) setpriority(PRIO_PROCESS, gettid(), nice);
+      Loop();
+    });
     // Thread names show in top/gdb; Linux caps them at 15 characters.
     pthread_setname_np(workers_.back().native_handle(),
                        name_.substr(0, 15).c_str());

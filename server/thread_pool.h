@@ -20,8 +20,10 @@ namespace convtune {
 
 class ThreadPool {
  public:
-  // REQUIRES: threads >= 1.
-  ThreadPool(std::string name, int threads);
+  // REQUIRES: threads >= 1. `nice` (0 to 19) lowers the workers' scheduling
+  // priority, and that of threads they start: tuning work yields the CPU to
+  // the threads that serve answers.
+  ThreadPool(std::string name, int threads, int nice = 0);
   // Runs every task already queued, then joins the workers.
   ~ThreadPool();
 

@@ -1,11 +1,14 @@
 // Service-level benchmark of a real convtuned process over its Unix socket:
 //   1. cold find time per layer of a problem list (fresh database);
 //   2. warm find (FindDb hit) latency with one client: p50, p99, p99.9;
-//   3. warm find throughput with N concurrent clients (own channels).
+//   3. warm find throughput with N concurrent clients (own channels);
+//   4. warm find latency of one client while another floods the daemon with
+//      cold finds (--flood N at once, each a problem never tuned), beside
+//      the idle latency of (2).
 // Prints Markdown.
 //
 // usage: bench_find_service [--file FILE] [--requests N] [--clients N]
-// [--seconds S]
+// [--seconds S] [--flood N] [--log-rpcs on|off]
 #include <signal.h>
 
 #include <algorithm>
@@ -53,7 +56,8 @@ std::vector<ConvProblem> ReadProblems(const std::string& file) {
 int Main(int argc, char** argv) {
   std::string file =
       std::string(CONVTUNE_SOURCE_DIR) + "/deploy/problems/resnet50_b1.txt";
-  int requests = 20000, clients = 8;
+  int requests = 20000, clients = 8, flood = 16;
+  std::string log_rpcs = "on";
   double seconds = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -61,6 +65,8 @@ int Main(int argc, char** argv) {
     if (a == "--requests") requests = std::atoi(argv[i + 1]);
     if (a == "--clients") clients = std::atoi(argv[i + 1]);
     if (a == "--seconds") seconds = std::atof(argv[i + 1]);
+    if (a == "--flood") flood = std::atoi(argv[i + 1]);
+    if (a == "--log-rpcs") log_rpcs = argv[i + 1];
   }
   const std::vector<ConvProblem> problems = ReadProblems(file);
   if (problems.empty()) {
@@ -70,8 +76,10 @@ int Main(int argc, char** argv) {
   const std::string dir = testing::MakeTempDir("convtune-bench");
   const std::string socket = dir + "/d.sock";
   testing::DaemonProcess daemon;
-  if (!daemon.Start(CONVTUNED_PATH, {"--socket", socket, "--db", dir + "/db"},
-                    dir + "/log") ||
+  if (!daemon.Start(
+          CONVTUNED_PATH,
+          {"--socket", socket, "--db", dir + "/db", "--log-rpcs", log_rpcs},
+          dir + "/log") ||
       !daemon.WaitServing(socket)) {
     std::cerr << "convtuned did not start: " << daemon.log() << "\n";
     return 1;
@@ -154,6 +162,51 @@ int Main(int argc, char** argv) {
       "## Warm find throughput, %d concurrent clients, %.0f s\n\n"
       "| requests/s | failed |\n|---|---|\n| %.0f | %lld |\n",
       clients, seconds, count / elapsed, static_cast<long long>(failed.load()));
+
+  // Flood: `flood` clients each send cold finds of problems never seen (the
+  // layers with their channel counts shifted), while one client measures
+  // FindDb hits as in (2).
+  std::atomic<bool> stop_flood{false};
+  std::atomic<int64_t> cold_done{0};
+  std::vector<std::thread> flooders;
+  for (int f = 0; f < flood; ++f) {
+    flooders.emplace_back([&, f] {
+      auto own = Client::Connect(socket);
+      if (!own.ok()) return;
+      for (int64_t i = 0; !stop_flood; ++i) {
+        ConvProblem p = problems[(f + i) % problems.size()];
+        p.c += 1 + f + flood * (i / problems.size());
+        if ((*own)->Find(p).ok()) ++cold_done;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::vector<double> flooded;
+  const int flood_requests = std::max(1, requests / 4);
+  flooded.reserve(flood_requests);
+  for (int i = 0; i < flood_requests; ++i) {
+    const auto t0 = Clock::now();
+    auto r = (*client)->Find(problems[i % problems.size()]);
+    flooded.push_back(Us(Clock::now() - t0));
+    if (!r.ok() || !r->from_db()) ++failed;
+  }
+  stop_flood = true;
+  for (auto& t : flooders) t.join();
+  std::printf(
+      "\n## Warm find (FindDb hit) during a flood of cold finds, %d flooding "
+      "clients, %d requests\n\n"
+      "| | p50 us | p99 us | p99.9 us | cold finds done "
+      "|\n|---|---|---|---|---|\n"
+      "| idle (2) | %.1f | %.1f | %.1f | |\n"
+      "| flooded | %.1f | %.1f | %.1f | %lld |\n"
+      "| flooded / idle | %.2f | %.2f | %.2f | |\n",
+      flood, flood_requests, Percentile(lat, 0.5), Percentile(lat, 0.99),
+      Percentile(lat, 0.999), Percentile(flooded, 0.5),
+      Percentile(flooded, 0.99), Percentile(flooded, 0.999),
+      static_cast<long long>(cold_done.load()),
+      Percentile(flooded, 0.5) / Percentile(lat, 0.5),
+      Percentile(flooded, 0.99) / Percentile(lat, 0.99),
+      Percentile(flooded, 0.999) / Percentile(lat, 0.999));
   daemon.Stop(SIGTERM);
   std::filesystem::remove_all(dir);
   return failed == 0 ? 0 : 1;

@@ -166,9 +166,8 @@ absl::Status Daemon::Init() {
       return system.status();
     }
   }
-  compile_pool_ =
-      std::make_unique<ThreadPool>("ct-compile", options_.compile_threads,
-                                   options_.tuning_nice);
+  compile_pool_ = std::make_unique<ThreadPool>(
+      "ct-compile", options_.compile_threads, options_.tuning_nice);
   timing_queue_ =
       std::make_unique<ThreadPool>("ct-timing", 1, options_.tuning_nice);
   store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);

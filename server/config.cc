@@ -157,7 +157,9 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
 }
 
 absl::Status LoadLimits(const Table& t, DaemonOptions* o) {
-  if (absl::Status s = t.OnlyKeys({"max_tensor_bytes", "max_execute_bytes"});
+  if (absl::Status s = t.OnlyKeys({"max_tensor_bytes", "max_execute_bytes",
+                                   "tenant_executes_in_flight",
+                                   "tenant_execute_bytes_in_flight"});
       !s.ok()) {
     return s;
   }
@@ -173,6 +175,21 @@ absl::Status LoadLimits(const Table& t, DaemonOptions* o) {
     return s;
   }
   if (t.Has("max_execute_bytes")) o->service.max_execute_bytes = n;
+  if (absl::Status s = t.Int("tenant_executes_in_flight", 1, 1024, &n);
+      !s.ok()) {
+    return s;
+  }
+  if (t.Has("tenant_executes_in_flight")) {
+    o->service.tenant_executes.max_executes = static_cast<int>(n);
+  }
+  if (absl::Status s =
+          t.Int("tenant_execute_bytes_in_flight", 1, int64_t{1} << 40, &n);
+      !s.ok()) {
+    return s;
+  }
+  if (t.Has("tenant_execute_bytes_in_flight")) {
+    o->service.tenant_executes.max_bytes = n;
+  }
   return absl::OkStatus();
 }
 

@@ -20,6 +20,7 @@
 #include "server/planner.h"
 #include "server/remote_execute.h"
 #include "server/system_db.h"
+#include "server/tenant_limits.h"
 #include "storage/portable.h"
 #include "storage/records.h"
 
@@ -31,6 +32,8 @@ struct ServiceOptions {
   v1::FindMode default_mode = kDefaultFindMode;
   // Largest total of inline tensors an Execute request may carry.
   int64_t max_execute_bytes = int64_t{64} << 20;
+  // What one tenant's Executes may hold at once.
+  ExecuteLimiter::Limits tenant_executes;
   // Fills what GetStatus reports beyond the core (version, backend, queues,
   // calls in flight). Optional.
   std::function<void(v1::GetStatusResponse*)> status;

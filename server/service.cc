@@ -110,15 +110,29 @@ grpc::ServerUnaryReactor* ConvTuneService::ListSolvers(
 grpc::ServerUnaryReactor* ConvTuneService::Execute(
     grpc::CallbackServerContext* ctx, const v1::ExecuteRequest* req,
     v1::ExecuteResponse* resp) {
-  if (absl::Status s = Allowed(ctx, Right::kExecute, "Execute"); !s.ok()) {
+  Caller caller;
+  if (absl::Status s = Allowed(ctx, Right::kExecute, "Execute", &caller);
+      !s.ok()) {
     return Finish(ctx, s);
   }
   absl::StatusOr<ExecuteInput> in = ExecuteInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
+  // The tensors are held until the call is done: counted against the
+  // tenant's limits for as long.
+  const ConvProblem& p = in->problem;
+  absl::StatusOr<ExecuteLimiter::Ticket> ticket =
+      executes_.Acquire(caller.tenant, req->ByteSizeLong() + p.x_bytes() +
+                                           p.w_bytes() + p.y_bytes());
+  if (!ticket.ok()) {
+    ctx->AddTrailingMetadata("convtune-retry-after-ms",
+                             std::to_string(ExecuteLimiter::kRetryAfterMs));
+    return Finish(ctx, ticket.status());
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto run = std::make_shared<ExecuteInput>(*std::move(in));
   core_.executor().Execute(run->problem, run->solver_id, run->tensors,
-                           [reactor, resp, run](absl::StatusOr<double> ms) {
+                           [reactor, resp, run, ticket = *std::move(ticket)](
+                               absl::StatusOr<double> ms) {
                              if (ms.ok()) FillExecuteResponse(*run, *ms, resp);
                              reactor->Finish(ToGrpcStatus(ms.status()));
                            });

@@ -29,7 +29,8 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
         store_(store),
         store_pool_(store_pool),
         access_(access),
-        options_(options) {}
+        options_(options),
+        executes_(options.tenant_executes) {}
 
   grpc::ServerUnaryReactor* GetWorkspaceSize(
       grpc::CallbackServerContext* ctx, const v1::WorkspaceSizeRequest* req,
@@ -84,6 +85,7 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   ThreadPool& store_pool_;
   const Access& access_;
   const ServiceOptions options_;
+  ExecuteLimiter executes_;
 };
 
 }  // namespace convtune

@@ -15,10 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -622,6 +624,77 @@ TEST_F(AccessTest, MetricsParseAsPrometheusTextAndCountByTenant) {
   // The checker itself refuses what is not the format.
   EXPECT_NE(FirstBadLine("convtune_x{a=b} 1\n"), "");
   EXPECT_NE(FirstBadLine("# TYPE convtune_x countr\n"), "");
+}
+
+TEST_F(AccessTest, ATenantOverItsExecuteLimitIsToldToRetry) {
+  const std::string config = Config(R"(
+[limits]
+tenant_executes_in_flight = 1
+)");
+  DaemonProcess d;
+  Start(d, {"--config", config});
+  auto stub = Stub(UnixTarget(socket_));
+  // Long enough on the naive solver that the second call comes while the
+  // first runs.
+  // (Its output stays under the client's 4 MiB message default.)
+  ConvProblem big;
+  big.n = 4;
+  big.c = 64;
+  big.k = 64;
+  big.in = {1, 56, 56};
+  big.filter = {1, 3, 3};
+  big.pad = {0, 1, 1};
+  v1::ListSolversRequest list;
+  *list.mutable_problem() = Wire(big);
+  v1::ListSolversResponse solvers;
+  auto c0 = Context();
+  ASSERT_TRUE(stub->ListSolvers(c0.get(), list, &solvers).ok());
+  uint32_t naive = 0;
+  for (const v1::SolverInfo& s : solvers.solvers()) {
+    if (s.name() == "cpu_direct_naive") naive = s.id();
+  }
+  ASSERT_NE(naive, 0u);
+  v1::ExecuteRequest exec;
+  *exec.mutable_problem() = Wire(big);
+  exec.set_solver_id(naive);
+  exec.set_x(std::string(big.x_bytes(), '\x01'));
+  exec.set_w(std::string(big.w_bytes(), '\x01'));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool first_done = false;
+  grpc::Status first;
+  v1::ExecuteResponse first_resp;
+  auto c1 = Context();
+  stub->async()->Execute(c1.get(), &exec, &first_resp, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    first = s;
+    first_done = true;
+    cv.notify_one();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  grpc::ClientContext c2;
+  v1::ExecuteResponse second_resp;
+  grpc::Status second = stub->Execute(&c2, exec, &second_resp);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return first_done; });
+  }
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  ASSERT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << "the first Execute finished before the second came: "
+      << second.error_message();
+  EXPECT_THAT(second.error_message(),
+              HasSubstr("limits.tenant_executes_in_flight"));
+  const auto& trailing = c2.GetServerTrailingMetadata();
+  auto hint = trailing.find("convtune-retry-after-ms");
+  ASSERT_NE(hint, trailing.end());
+  EXPECT_EQ(std::string(hint->second.data(), hint->second.size()), "250");
+  // Once the first is done, the tenant may run again.
+  auto c3 = Context();
+  v1::ExecuteResponse third_resp;
+  grpc::Status third = stub->Execute(c3.get(), exec, &third_resp);
+  EXPECT_TRUE(third.ok()) << third.error_message();
 }
 
 }  // namespace

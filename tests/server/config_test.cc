@@ -71,6 +71,8 @@ metrics = "127.0.0.1:9464"
 [limits]
 max_tensor_bytes = 1000
 max_execute_bytes = 2000
+tenant_executes_in_flight = 3
+tenant_execute_bytes_in_flight = 4000
 [access]
 unlisted_users = "refuse"
 owner_is_admin = false
@@ -91,6 +93,8 @@ owner_is_admin = false
   EXPECT_EQ(o.metrics_address, "127.0.0.1:9464");
   EXPECT_EQ(o.service.limits.max_tensor_bytes, 1000);
   EXPECT_EQ(o.service.max_execute_bytes, 2000);
+  EXPECT_EQ(o.service.tenant_executes.max_executes, 3);
+  EXPECT_EQ(o.service.tenant_executes.max_bytes, 4000);
   EXPECT_FALSE(o.access.unlisted_users_are_tenants);
   EXPECT_FALSE(o.access.owner_is_admin);
 }

@@ -92,7 +92,8 @@ class Daemon {
   const std::string& backend_note() const { return backend_note_; }
   // A line about the system FindDb in use ("none" if there is none).
   std::string SystemDbSummary() const;
-  // The TCP port bound for --listen (useful with port 0), or 0 without TCP.
+  // The TCP port bound for --listen-plaintext (useful with port 0), or 0
+  // without TCP.
   int tcp_port() const { return tcp_port_; }
   // The metrics endpoint's port, or 0 without one.
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }

@@ -37,6 +37,9 @@ Global flags (before the sub-command):
                       $XDG_RUNTIME_DIR/convtune/convtuned.sock, else
                       /tmp/convtune-UID/convtuned.sock.
   --address HOST:PORT Reach convtuned over TCP instead (wins over --socket).
+                      Its plaintext TCP answers read-only queries only
+                      (immediate, solvers, status); find, db and heuristic
+                      need the Unix socket.
   --timeout SECONDS   Deadline of each request (default: 600 for find, 30 otherwise).
   --version           Print the version and exit.
 

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 
 namespace convtune {
 namespace {
@@ -133,7 +134,7 @@ Caller Access::Identify(absl::string_view peer) const {
   }
   Caller c;
   c.tenant = "unknown";
-  c.refusal = absl::StrCat("connection '", peer.substr(0, 40),
+  c.refusal = absl::StrCat("connection '", QuotePrefix(peer),
                            "' has no known credentials");
   return c;
 }

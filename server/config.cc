@@ -9,15 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/defaults.h"
+#include "common/quote.h"
 #include "common/vocabulary.h"
 
 namespace convtune {
 namespace {
-
-// At most the first 40 characters of a value the file gave.
-std::string Quote(const std::string& s) {
-  return s.size() <= 40 ? s : s.substr(0, 40) + "...";
-}
 
 // Reads typed keys of one table, naming "table.key" in its errors.
 class Table {
@@ -37,8 +33,9 @@ class Table {
     std::set<std::string> names(known.begin(), known.end());
     for (const auto& [key, value] : v_.as_table()) {
       if (names.count(key) == 0) {
-        return Error(Quote(key), absl::StrCat("unknown key (this table has ",
-                                              absl::StrJoin(names, ", "), ")"));
+        return Error(QuotePrefix(key),
+                     absl::StrCat("unknown key (this table has ",
+                                  absl::StrJoin(names, ", "), ")"));
       }
     }
     return absl::OkStatus();
@@ -134,13 +131,13 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
                      absl::StrCat("expected an octal mode string such as "
                                   "\"0660\" with owner read and write and no "
                                   "execute bits, got '",
-                                  Quote(mode), "'"));
+                                  QuotePrefix(mode), "'"));
     }
     o->socket_mode = bits;
   }
   if (t.Has("backend") && o->backend != "auto" && o->backend != "cpu" &&
       o->backend != "cuda" && o->backend != "hip") {
-    return t.Error("backend", absl::StrCat("unknown '", Quote(o->backend),
+    return t.Error("backend", absl::StrCat("unknown '", QuotePrefix(o->backend),
                                            "' (expected auto, cpu, cuda or "
                                            "hip)"));
   }
@@ -204,7 +201,7 @@ absl::Status LoadAccess(const Table& t, AccessPolicy* p) {
     if (unlisted != "tenant" && unlisted != "refuse") {
       return t.Error("unlisted_users",
                      absl::StrCat("expected \"tenant\" or \"refuse\", got '",
-                                  Quote(unlisted), "'"));
+                                  QuotePrefix(unlisted), "'"));
     }
     p->unlisted_users_are_tenants = unlisted == "tenant";
   }
@@ -225,7 +222,7 @@ absl::Status LoadTenant(const Table& t, AccessPolicy* p) {
   if (!ValidTenantName(tenant.name)) {
     return t.Error("name", absl::StrCat("expected 1 to 64 of A-Z a-z 0-9 - _ "
                                         "., got '",
-                                        Quote(tenant.name), "'"));
+                                        QuotePrefix(tenant.name), "'"));
   }
   for (const Tenant& other : p->tenants) {
     if (other.name == tenant.name) {
@@ -247,7 +244,7 @@ absl::Status LoadConfig(const std::string& path, DaemonOptions* options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(
-        absl::StrCat("config ", Quote(path), ": cannot be read"));
+        absl::StrCat("config ", QuotePrefix(path), ": cannot be read"));
   }
   toml::value root;
   try {
@@ -323,7 +320,7 @@ absl::Status ApplyEnvironment(DaemonOptions* options) {
       return absl::InvalidArgumentError(
           absl::StrCat("CONVTUNE_COMPILE_PARALLEL_LEVEL: expected 1 to 1024, "
                        "got '",
-                       Quote(v), "'"));
+                       QuotePrefix(v), "'"));
     }
     options->compile_threads = n;
   }

@@ -5,19 +5,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/quote.h"
 #include "convtune/v1/records.pb.h"
 #include "kernels/problem.h"
 #include "storage/keys.h"
 
 namespace convtune {
-namespace {
-
-// At most the first 40 characters of something a file said.
-std::string Quote(absl::string_view s) {
-  return s.size() <= 40 ? std::string(s) : absl::StrCat(s.substr(0, 40), "...");
-}
-
-}  // namespace
 
 absl::Status ImportCheck::CheckSolver(absl::string_view device_key,
                                       absl::string_view problem_key,
@@ -30,7 +23,7 @@ absl::Status ImportCheck::CheckSolver(absl::string_view device_key,
   }
   if (!name.empty() && name != solver->name()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("solver id ", id, " is named '", Quote(name),
+        absl::StrCat("solver id ", id, " is named '", QuotePrefix(name),
                      "', and this convtune's is '", solver->name(), "'"));
   }
   // Records of other devices are carried for them; only this device's are
@@ -42,13 +35,13 @@ absl::Status ImportCheck::CheckSolver(absl::string_view device_key,
   }
   absl::StatusOr<ConvProblem> problem = ParseProblemKey(problem_key);
   if (!problem.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("problem key '", Quote(problem_key), "' does not parse"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "problem key '", QuotePrefix(problem_key), "' does not parse"));
   }
   if (absl::Status s = solver->IsApplicable(*problem); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("solver ", solver->name(), " does not apply to problem ",
-                     Quote(problem_key), ": ", s.message()));
+                     QuotePrefix(problem_key), ": ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -69,8 +62,8 @@ absl::Status ImportCheck::operator()(storage::Column column,
         if (absl::Status s = CheckSolver(parts[0], parts[1], result.solver_id(),
                                          result.solver_name());
             !s.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("find record ", Quote(key), ": ", s.message()));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "find record ", QuotePrefix(key), ": ", s.message()));
         }
       }
       return absl::OkStatus();
@@ -82,7 +75,7 @@ absl::Status ImportCheck::operator()(storage::Column column,
       }
       if (absl::Status s = CheckSolver(parts[0], parts[1], id, ""); !s.ok()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("perf record ", Quote(key), ": ", s.message()));
+            absl::StrCat("perf record ", QuotePrefix(key), ": ", s.message()));
       }
       return absl::OkStatus();
     }

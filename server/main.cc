@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/defaults.h"
+#include "common/quote.h"
 #include "server/config.h"
 #include "server/daemon.h"
 
@@ -94,11 +95,6 @@ int UsageError(const std::string& msg) {
   return 2;
 }
 
-// At most the first 40 characters of a value the user gave.
-std::string Prefix(const std::string& s) {
-  return s.size() <= 40 ? s : s.substr(0, 40) + "...";
-}
-
 bool IsFlag(const std::string& name) {
   for (const char* f :
        {"--config", "--socket", "--socket-mode", "--listen-plaintext", "--db",
@@ -171,7 +167,8 @@ int main(int argc, char** argv) {
     // missing a value.
     if (!IsFlag(flag.substr(0, flag.find('=')))) {
       return UsageError(absl::StrCat(
-          "unknown flag '", Prefix(flag.substr(0, flag.find('='))), "'"));
+          "unknown flag '",
+          convtune::QuotePrefix(flag.substr(0, flag.find('='))), "'"));
     }
     if (size_t eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
@@ -194,7 +191,7 @@ int main(int argc, char** argv) {
         return UsageError(absl::StrCat(
             "--socket-mode: expected an octal mode such as 0660, with owner "
             "read and write and no execute bits, got '",
-            Prefix(value), "'"));
+            convtune::QuotePrefix(value), "'"));
       }
       options.socket_mode = static_cast<mode_t>(bits);
     } else if (flag == "--listen-plaintext") {
@@ -204,7 +201,7 @@ int main(int argc, char** argv) {
     } else if (flag == "--log-rpcs") {
       if (!OnOff(value, &options.log_rpcs)) {
         return UsageError(absl::StrCat("--log-rpcs: expected on or off, got '",
-                                       Prefix(value), "'"));
+                                       convtune::QuotePrefix(value), "'"));
       }
     } else if (flag == "--db") {
       options.db_dir = value;
@@ -218,19 +215,19 @@ int main(int argc, char** argv) {
       if (!OnOff(value, &options.core.background_tuning)) {
         return UsageError(
             absl::StrCat("--background-tune: expected on or off, got '",
-                         Prefix(value), "'"));
+                         convtune::QuotePrefix(value), "'"));
       }
     } else if (flag == "--device") {
       if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 1024) {
         return UsageError(absl::StrCat("--device: expected 0 to 1024, got '",
-                                       Prefix(value), "'"));
+                                       convtune::QuotePrefix(value), "'"));
       }
       options.device_ordinal = static_cast<int>(n);
     } else if (flag == "--compile-threads") {
       if (!ParseInt64(value, &n) || n > 1024) {
         return UsageError(
             absl::StrCat("--compile-threads: expected 1 to 1024, got '",
-                         Prefix(value), "'"));
+                         convtune::QuotePrefix(value), "'"));
       }
       options.compile_threads = static_cast<int>(n);
     } else if (flag == "--max-tensor-bytes") {
@@ -246,7 +243,8 @@ int main(int argc, char** argv) {
       }
       options.service.max_execute_bytes = n;
     } else {
-      return UsageError(absl::StrCat("unknown flag '", Prefix(flag), "'"));
+      return UsageError(
+          absl::StrCat("unknown flag '", convtune::QuotePrefix(flag), "'"));
     }
   }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
@@ -155,8 +156,7 @@ class RocksDbStore final : public Store {
 
   absl::Status NotFound(Column column, absl::string_view key) const {
     return absl::NotFoundError(absl::StrCat(ColumnName(column), ": no key '",
-                                            key.substr(0, 80),
-                                            key.size() > 80 ? "...'" : "'"));
+                                            QuotePrefix(key, 80), "'"));
   }
 
   absl::Status Context(const rocksdb::Status& s, absl::string_view op,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/cli.h"
 #include "common/defaults.h"
+#include "common/quote.h"
 
 namespace convtune::cli {
 namespace {
@@ -53,9 +54,8 @@ int Main(const std::vector<std::string>& argv) {
     if (!FlagValue(argv, &i, "--socket", &socket, &error) &&
         !FlagValue(argv, &i, "--address", &address, &error) &&
         !FlagValue(argv, &i, "--timeout", &timeout, &error)) {
-      return UsageError(absl::StrCat(
-          "unknown global flag '",
-          arg.size() <= 40 ? arg : arg.substr(0, 40) + "...", "'"));
+      return UsageError(
+          absl::StrCat("unknown global flag '", QuotePrefix(arg), "'"));
     }
     if (!error.empty()) return UsageError(error);
   }

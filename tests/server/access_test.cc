@@ -39,6 +39,7 @@
 namespace convtune {
 namespace {
 
+using testing::Bytes;
 using testing::DaemonProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -389,50 +390,6 @@ TEST_F(AccessTest, TheDatabaseIsPrivateToTheDaemonsUser) {
   EXPECT_GT(files, 2);
 }
 
-// The bytes of a ByteBuffer.
-std::string Bytes(const grpc::ByteBuffer& b) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!b.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
-}
-
-// grpc.health.v1.Health/Check for `service`; the status enum's value, or -1
-// with the call's error code in *code.
-int HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
-                const std::string& service, grpc::StatusCode* code) {
-  // HealthCheckRequest{service}: field 1, length-delimited.
-  std::string wire =
-      absl::StrCat(std::string(1, '\x0a'),
-                   std::string(1, static_cast<char>(service.size())), service);
-  grpc::Slice slice(wire);
-  grpc::ByteBuffer request(&slice, 1), response;
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                 &request, &response, [&](grpc::Status s) {
-                   std::lock_guard<std::mutex> lock(mu);
-                   status = s;
-                   done = true;
-                   cv.notify_one();
-                 });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  *code = status.error_code();
-  if (!status.ok()) return -1;
-  const std::string bytes = Bytes(response);
-  // HealthCheckResponse{status}: field 1, varint; absent is UNKNOWN (0).
-  return bytes.size() >= 2 && bytes[0] == '\x08' ? bytes[1] : 0;
-}
-
 TEST_F(AccessTest, HealthAnswersForTheServiceAndSaysNotServingOnShutdown) {
   DaemonProcess d;
   Start(d);
@@ -440,9 +397,10 @@ TEST_F(AccessTest, HealthAnswersForTheServiceAndSaysNotServingOnShutdown) {
                                      grpc::InsecureChannelCredentials());
   grpc::StatusCode code;
   constexpr int kServing = 1, kNotServing = 2;
-  EXPECT_EQ(HealthCheck(channel, "", &code), kServing);
-  EXPECT_EQ(HealthCheck(channel, "convtune.v1.ConvTune", &code), kServing);
-  EXPECT_EQ(HealthCheck(channel, "no.such.Service", &code), -1);
+  EXPECT_EQ(testing::HealthCheck(channel, "", 5000, &code), kServing);
+  EXPECT_EQ(testing::HealthCheck(channel, "convtune.v1.ConvTune", 5000, &code),
+            kServing);
+  EXPECT_EQ(testing::HealthCheck(channel, "no.such.Service", 5000, &code), -1);
   EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);
 
   // A long find keeps a call in flight while the daemon shuts down: health
@@ -466,7 +424,8 @@ TEST_F(AccessTest, HealthAnswersForTheServiceAndSaysNotServingOnShutdown) {
   ASSERT_EQ(kill(d.pid(), SIGTERM), 0);
   bool saw_not_serving = false;
   for (int i = 0; i < 200 && !saw_not_serving; ++i) {
-    const int h = HealthCheck(channel, "convtune.v1.ConvTune", &code);
+    const int h =
+        testing::HealthCheck(channel, "convtune.v1.ConvTune", 5000, &code);
     if (h == kNotServing) saw_not_serving = true;
     if (h == -1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -47,6 +47,52 @@ bool DaemonProcess::Start(const std::string& binary,
   return true;
 }
 
+std::string Bytes(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!b.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+int HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
+                const std::string& service, int timeout_ms,
+                grpc::StatusCode* code) {
+  // HealthCheckRequest{service}: field 1, length-delimited; an empty one
+  // serializes to zero bytes.
+  std::string wire;
+  if (!service.empty()) {
+    wire = std::string(1, '\x0a') +
+           std::string(1, static_cast<char>(service.size())) + service;
+  }
+  grpc::Slice slice(wire);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(timeout_ms));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = s;
+                   done = true;
+                   cv.notify_one();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  *code = status.error_code();
+  if (!status.ok()) return -1;
+  const std::string bytes = Bytes(response);
+  // HealthCheckResponse{status}: field 1, varint; absent is UNKNOWN (0).
+  return bytes.size() >= 2 && bytes[0] == '\x08' ? bytes[1] : 0;
+}
+
 bool DaemonProcess::WaitServing(const std::string& socket_path,
                                 int timeout_ms) {
   const auto deadline =
@@ -59,28 +105,8 @@ bool DaemonProcess::WaitServing(const std::string& socket_path,
       pid_ = -1;
       return false;
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(500));
-    grpc::ByteBuffer request, response;
-    // grpc.health.v1.HealthCheckRequest{service: ""} serializes to zero bytes.
-    grpc::GenericStub stub(channel);
-    grpc::Slice empty;
-    request = grpc::ByteBuffer(&empty, 1);
-    grpc::Status s;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                   &request, &response, [&](grpc::Status st) {
-                     std::lock_guard<std::mutex> lock(mu);
-                     s = st;
-                     done = true;
-                     cv.notify_one();
-                   });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-    if (s.ok()) return true;
+    grpc::StatusCode code;
+    if (HealthCheck(channel, "", 500, &code) >= 0) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;

@@ -3,8 +3,10 @@
 #ifndef CONVTUNE_TESTS_SERVER_DAEMON_PROCESS_H_
 #define CONVTUNE_TESTS_SERVER_DAEMON_PROCESS_H_
 
+#include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,16 @@ class DaemonProcess {
   pid_t pid_ = -1;
   std::string log_path_;
 };
+
+// The bytes of a ByteBuffer ("" if they cannot be read).
+std::string Bytes(const grpc::ByteBuffer& b);
+
+// grpc.health.v1.Health/Check for `service` ("" for the whole server) with a
+// deadline of `timeout_ms`: the ServingStatus enum's value, or -1 with the
+// call's error code in *code.
+int HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
+                const std::string& service, int timeout_ms,
+                grpc::StatusCode* code);
 
 // A fresh folder under /tmp, removed by the caller.
 std::string MakeTempDir(const std::string& prefix);

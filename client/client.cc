@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/defaults.h"
 #include "common/grpc_status.h"
@@ -42,8 +43,25 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string address,
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (options.tls.has_value()) {
+    if (absl::StartsWith(target, "unix")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "address '", target,
+          "': TLS needs a host:port address (the daemon's --listen-tls)"));
+    }
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls->ca_pem;
+    ssl.pem_cert_chain = options.tls->cert_pem;
+    ssl.pem_private_key = options.tls->key_pem;
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls->server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls->server_name);
+    }
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, credentials, args);
   if (channel == nullptr) {
     return absl::InternalError(
         absl::StrCat("cannot create a channel to ", target));
@@ -58,8 +76,20 @@ void Client::SetDeadline(grpc::ClientContext* context,
                         absl::ToChronoMilliseconds(timeout));
 }
 
-absl::Status Client::CallError(const grpc::Status& status) const {
+absl::Status Client::CallError(const grpc::Status& status,
+                               const grpc::ClientContext* context) const {
   absl::Status s = FromGrpcStatus(status);
+  if (context != nullptr) {
+    const auto& trailers = context->GetServerTrailingMetadata();
+    auto it = trailers.find(kRetryAfterKey);
+    int64_t ms = 0;
+    if (it != trailers.end() &&
+        absl::SimpleAtoi(absl::string_view(it->second.data(),
+                                           it->second.size()),
+                         &ms)) {
+      s = WithRetryAfter(std::move(s), ms);
+    }
+  }
   // The daemon also answers Unavailable (device busy); only a channel that
   // failed to connect means nobody is listening.
   if (s.code() == absl::StatusCode::kUnavailable &&
@@ -98,7 +128,55 @@ absl::StatusOr<v1::FindResponse> Client::Find(const ConvProblem& problem,
   grpc::ClientContext context;
   SetDeadline(&context, options_.find_timeout);
   grpc::Status status = stub_->Find(&context, request, &response);
-  if (!status.ok()) return CallError(status);
+  if (!status.ok()) return CallError(status, &context);
+  return response;
+}
+
+absl::StatusOr<v1::FindResponse> Client::Find(
+    const ConvProblem& problem, const FindOptions& options,
+    const std::function<void(const v1::FindProgress&)>& progress) {
+  if (!progress) return Find(problem, options);
+  v1::FindRequest request;
+  ProblemToProto(problem, request.mutable_problem());
+  if (options.workspace_limit >= 0)
+    request.set_workspace_limit(options.workspace_limit);
+  request.set_request_count(options.request_count);
+  request.set_exhaustive(options.exhaustive);
+  request.set_mode(options.mode);
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.find_timeout);
+  std::unique_ptr<grpc::ClientReader<v1::FindEvent>> reader =
+      stub_->FindStream(&context, request);
+  v1::FindEvent event;
+  std::optional<v1::FindResponse> result;
+  while (reader->Read(&event)) {
+    if (event.has_result()) {
+      result = std::move(*event.mutable_result());
+    } else if (event.has_progress()) {
+      progress(event.progress());
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return CallError(status, &context);
+  if (!result.has_value()) {
+    return absl::InternalError(absl::StrCat(
+        "convtuned at ", target_, " ended the find without an answer"));
+  }
+  return *std::move(result);
+}
+
+absl::StatusOr<v1::PrefillResponse> Client::Prefill(
+    const std::vector<ConvProblem>& problems, int64_t workspace_limit) {
+  v1::PrefillRequest request;
+  for (const ConvProblem& p : problems) {
+    ProblemToProto(p, request.add_problems());
+  }
+  if (workspace_limit >= 0) request.set_workspace_limit(workspace_limit);
+  v1::PrefillResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.call_timeout);
+  grpc::Status status = stub_->Prefill(&context, request, &response);
+  if (!status.ok()) return CallError(status, &context);
   return response;
 }
 
@@ -154,7 +232,7 @@ absl::StatusOr<std::string> Client::Execute(const ConvProblem& problem,
   grpc::ClientContext context;
   SetDeadline(&context, options_.call_timeout);
   grpc::Status status = stub_->Execute(&context, request, &response);
-  if (!status.ok()) return CallError(status);
+  if (!status.ok()) return CallError(status, &context);
   return std::move(*response.mutable_output());
 }
 

@@ -9,11 +9,13 @@
 #include <grpcpp/channel.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -28,6 +30,18 @@
 
 namespace convtune {
 
+// TLS to a daemon's --listen-tls port: the CA that signed the daemon's
+// certificate, and this client's certificate and key, which the daemon's
+// client CA signed (its names are the client's identity there). PEM text.
+struct TlsOptions {
+  std::string ca_pem;
+  std::string cert_pem;
+  std::string key_pem;
+  // The name to expect in the daemon's certificate when it differs from
+  // the address's host. Empty: the host.
+  std::string server_name;
+};
+
 struct ClientOptions {
   // Deadline of a Find call (tuning can take minutes).
   absl::Duration find_timeout = absl::Minutes(10);
@@ -35,6 +49,8 @@ struct ClientOptions {
   absl::Duration call_timeout = absl::Seconds(30);
   // The GPU that cuda and hip plans run on (opened on the first such plan).
   int device_ordinal = 0;
+  // Set: connect with TLS (the address must be host:port).
+  std::optional<TlsOptions> tls;
 };
 
 struct FindOptions {
@@ -74,6 +90,16 @@ class Client {
   absl::StatusOr<int64_t> WorkspaceSize(const ConvProblem& problem);
   absl::StatusOr<v1::FindResponse> Find(const ConvProblem& problem,
                                         const FindOptions& options = {});
+  // Find, calling `progress` (on this thread) as the daemon's tuning run
+  // gets on: once per event, not at all for a FindDb hit.
+  absl::StatusOr<v1::FindResponse> Find(
+      const ConvProblem& problem, const FindOptions& options,
+      const std::function<void(const v1::FindProgress&)>& progress);
+  // Queues the problems to tune at background priority; returns at once.
+  // The response says how many were taken (the rest: over the tenant's
+  // limit on queued jobs; send them again later).
+  absl::StatusOr<v1::PrefillResponse> Prefill(
+      const std::vector<ConvProblem>& problems, int64_t workspace_limit = -1);
   // Cached in-process per (problem key, solver id) after the first fetch.
   absl::StatusOr<v1::ExecutionPlan> GetPlan(const ConvProblem& problem,
                                             uint32_t solver_id);
@@ -142,8 +168,10 @@ class Client {
   Client(std::string target, ClientOptions options,
          std::shared_ptr<grpc::Channel> channel);
 
-  // Converts a failed call's status, naming the target when unreachable.
-  absl::Status CallError(const grpc::Status& status) const;
+  // Converts a failed call's status, naming the target when unreachable; a
+  // retry hint in `context`'s trailing metadata comes along (RetryAfter).
+  absl::Status CallError(const grpc::Status& status,
+                         const grpc::ClientContext* context = nullptr) const;
   void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) const;
   // The device that runs `backend`'s plans here, opened on first use.
   // FailedPrecondition, saying why, when this process cannot open it.

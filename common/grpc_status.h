@@ -1,13 +1,19 @@
 // Conversions between absl::Status and grpc::Status. The codes are the same
-// numbers, so this is a cast plus the message. Stateless; thread-safe.
+// numbers, so this is a cast plus the message; a refusal's retry hint
+// travels as trailing metadata (kRetryAfterKey). Stateless; thread-safe.
 #ifndef CONVTUNE_COMMON_GRPC_STATUS_H_
 #define CONVTUNE_COMMON_GRPC_STATUS_H_
 
 #include <grpcpp/support/status.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 
 namespace convtune {
 
@@ -29,6 +35,26 @@ inline absl::Status FromGrpcStatus(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                       s.error_message());
+}
+
+// The trailing metadata key of a refusal's retry hint, in milliseconds.
+inline constexpr char kRetryAfterKey[] = "convtune-retry-after-ms";
+inline constexpr char kRetryAfterPayload[] = "convtune.v1/retry-after-ms";
+
+// `s` carrying the milliseconds after which the refused call may succeed.
+inline absl::Status WithRetryAfter(absl::Status s, int64_t ms) {
+  s.SetPayload(kRetryAfterPayload, absl::Cord(absl::StrCat(ms)));
+  return s;
+}
+
+// The retry hint `s` carries; 0 when none.
+inline int64_t RetryAfter(const absl::Status& s) {
+  std::optional<absl::Cord> payload = s.GetPayload(kRetryAfterPayload);
+  int64_t ms = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &ms)) {
+    return 0;
+  }
+  return ms;
 }
 
 }  // namespace convtune

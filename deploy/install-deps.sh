@@ -15,6 +15,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-headers
   libamdhip64-dev
   clang-format
+  # The tests make TLS certificates with the openssl command.
+  openssl
 )
 
 missing=()

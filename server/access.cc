@@ -110,6 +110,54 @@ Caller Access::ForUser(uid_t uid, gid_t gid) const {
   return c;
 }
 
+Caller Access::ForCertificate(const std::vector<std::string>& names) const {
+  Caller c;
+  for (const Tenant& t : policy_.tenants) {
+    for (const std::string& name : names) {
+      if (Contains(t.cert_names, name)) {
+        c.tenant = t.name;
+        c.role = t.role;
+        c.known = true;
+        return c;
+      }
+    }
+  }
+  const std::string first = names.empty() ? "" : names.front();
+  c.tenant = absl::StrCat("cert:", QuotePrefix(first));
+  if (names.empty()) {
+    c.refusal = "the client certificate names no one";
+    return c;
+  }
+  if (policy_.unlisted_users_are_tenants) {
+    c.role = Role::kTenant;
+    c.known = true;
+    return c;
+  }
+  c.refusal = absl::StrCat("the client certificate '", QuotePrefix(first),
+                           "' is not a tenant of this convtuned: the config "
+                           "names its tenants and refuses others");
+  return c;
+}
+
+Caller Access::IdentifyCall(const grpc::ServerContextBase& ctx) const {
+  const std::string peer = ctx.peer();
+  // Unix connections carry no TLS: only TCP peers may have a certificate.
+  if (absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) {
+    const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+    if (auth != nullptr && auth->IsPeerAuthenticated()) {
+      std::vector<std::string> names;
+      for (const char* property :
+           {"x509_common_name", "x509_subject_alternative_name"}) {
+        for (const grpc::string_ref& v : auth->FindPropertyValues(property)) {
+          names.emplace_back(v.data(), v.size());
+        }
+      }
+      return ForCertificate(names);
+    }
+  }
+  return Identify(peer);
+}
+
 Caller Access::Identify(absl::string_view peer) const {
   if (absl::StartsWith(peer, "fd:")) {
     int fd = -1;
@@ -159,7 +207,8 @@ absl::Status Access::Check(const Caller& caller, Right right,
   return absl::PermissionDeniedError(absl::StrCat(
       rpc, ": needs the ", RightName(right), " right, and '", caller.tenant,
       "' is anonymous (plaintext TCP answers read-only queries; "
-      "tune and execute over the Unix socket)"));
+      "tune and execute over the Unix socket, or over TLS with a client "
+      "certificate)"));
 }
 
 }  // namespace convtune

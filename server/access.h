@@ -1,8 +1,10 @@
 // Who is calling and what they may do. A caller on the Unix socket is known
 // by the uid and gid the kernel reports for its connection (SO_PEERCRED,
-// recorded by UnixListener in a PeerTable); a caller over plaintext TCP is
-// anonymous. The policy (from the config's [[tenant]] tables) maps them to a
-// tenant and a role:
+// recorded by UnixListener in a PeerTable); a caller over TLS by the names
+// of the client certificate it presented (its subject's common name and
+// subject alternative names), which the daemon's client CA signed; a
+// caller over plaintext TCP is anonymous. The policy (from the config's
+// [[tenant]] tables) maps them to a tenant and a role:
 //
 //   anonymous  read-only queries: workspace sizes, solver lists, immediate
 //              answers (never queuing a tuning), code objects;
@@ -16,6 +18,7 @@
 #ifndef CONVTUNE_SERVER_ACCESS_H_
 #define CONVTUNE_SERVER_ACCESS_H_
 
+#include <grpcpp/server_context.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -54,14 +57,19 @@ struct Tenant {
   // uid is listed, or else its gid is.
   std::vector<uid_t> uids;
   std::vector<gid_t> gids;
+  // TLS clients that are this tenant: a connection matches when its
+  // certificate's common name, or one of its subject alternative names, is
+  // listed.
+  std::vector<std::string> cert_names;
 };
 
 struct AccessPolicy {
   // Named tenants, in config order; the first match wins.
   std::vector<Tenant> tenants;
   // Local users the list does not name: tenants named "uid:N" when true,
-  // refused when false. Default: true, since the socket's mode and group
-  // already decide who can connect at all.
+  // refused when false; and likewise TLS clients whose certificate no
+  // tenant names ("cert:NAME"). Default: true, since the socket's mode and
+  // group, and the client CA, already decide who can connect at all.
   bool unlisted_users_are_tenants = true;
   // The daemon's own uid and root are admins unless a listed tenant names
   // them otherwise. Default: true.
@@ -111,12 +119,18 @@ class Access {
   // (then an "fd:" peer is unknown and refused).
   Access(AccessPolicy policy, const PeerTable* peers);
 
+  // The caller of a call: a TCP connection whose client certificate was
+  // verified (TLS) is known by its names, anything else by Identify(peer).
+  Caller IdentifyCall(const grpc::ServerContextBase& ctx) const;
   // The caller behind gRPC's peer string: "fd:N" (a Unix connection from
   // UnixListener), "ipv4:..." / "ipv6:..." (plaintext TCP: anonymous).
   // Anything else has policy().uncredentialed, refused without it.
   Caller Identify(absl::string_view peer) const;
   // The tenant of a local user.
   Caller ForUser(uid_t uid, gid_t gid) const;
+  // The tenant of a TLS client whose verified certificate carries `names`
+  // (its common name first, then its subject alternative names).
+  Caller ForCertificate(const std::vector<std::string>& names) const;
 
   // OK if `caller` holds `right`; PermissionDenied naming the RPC, the
   // tenant, its role and what would be needed otherwise.

@@ -32,7 +32,7 @@ class CallInterceptor final : public grpc::experimental::Interceptor {
     log_->Started();
   }
   ~CallInterceptor() override {
-    log_->Finished(info_->method(), peer_, status_, absl::Now() - start_);
+    log_->Finished(info_->method(), caller_, status_, absl::Now() - start_);
   }
 
   void Intercept(
@@ -40,21 +40,28 @@ class CallInterceptor final : public grpc::experimental::Interceptor {
     using grpc::experimental::InterceptionHookPoints;
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
-      peer_ = info_->server_context()->peer();
+      Identify();
     }
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_STATUS)) {
       status_ = methods->GetSendStatus();
-      if (peer_.empty()) peer_ = info_->server_context()->peer();
+      Identify();
     }
     methods->Proceed();
   }
 
  private:
+  void Identify() {
+    if (identified_ || !log_->needs_caller()) return;
+    identified_ = true;
+    caller_ = log_->access().IdentifyCall(*info_->server_context());
+  }
+
   CallLog* log_;
   grpc::experimental::ServerRpcInfo* info_;
   const absl::Time start_;
-  std::string peer_;
+  bool identified_ = false;
+  Caller caller_;
   grpc::Status status_{grpc::StatusCode::CANCELLED, "no status sent"};
 };
 
@@ -139,10 +146,9 @@ void CallLog::Started() {
   ++in_flight_;
 }
 
-void CallLog::Finished(const char* method, absl::string_view peer,
+void CallLog::Finished(const char* method, const Caller& caller,
                        const grpc::Status& status, absl::Duration took) {
   if (log_ || metrics_ != nullptr) {
-    const Caller caller = access_.Identify(peer);
     const absl::string_view rpc = ShortName(method);
     const std::string code = absl::StatusCodeToString(
         static_cast<absl::StatusCode>(status.error_code()));

@@ -40,8 +40,11 @@ class CallLog {
 
   // For the interceptor.
   void Started();
-  void Finished(const char* method, absl::string_view peer,
+  void Finished(const char* method, const Caller& caller,
                 const grpc::Status& status, absl::Duration took);
+  const Access& access() const { return access_; }
+  // Whether Finished uses its caller (a line or a metric is written).
+  bool needs_caller() const { return log_ || metrics_ != nullptr; }
 
  private:
   // Lines go to stderr from a writer thread, so that no call waits on the

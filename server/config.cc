@@ -68,6 +68,35 @@ class Table {
     *out = n;
     return absl::OkStatus();
   }
+  absl::Status Number(const std::string& key, double lo, double hi,
+                      double* out) const {
+    if (!Has(key)) return absl::OkStatus();
+    const toml::value& x = v_.at(key);
+    if (!x.is_integer() && !x.is_floating()) {
+      return Error(key, "expected a number");
+    }
+    const double n = x.is_integer() ? static_cast<double>(x.as_integer())
+                                    : x.as_floating();
+    if (!(n >= lo && n <= hi)) {
+      return Error(key, absl::StrCat("expected ", lo, " to ", hi, ", got ", n));
+    }
+    *out = n;
+    return absl::OkStatus();
+  }
+  absl::Status Strings(const std::string& key,
+                       std::vector<std::string>* out) const {
+    if (!Has(key)) return absl::OkStatus();
+    const toml::value& x = v_.at(key);
+    if (!x.is_array()) return Error(key, "expected an array of strings");
+    for (const toml::value& e : x.as_array()) {
+      if (!e.is_string() || e.as_string().str.empty() ||
+          e.as_string().str.size() > 256) {
+        return Error(key, "expected an array of strings of 1 to 256 bytes");
+      }
+      out->push_back(e.as_string().str);
+    }
+    return absl::OkStatus();
+  }
   template <typename T>
   absl::Status Ids(const std::string& key, std::vector<T>* out) const {
     if (!Has(key)) return absl::OkStatus();
@@ -105,7 +134,9 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
   if (absl::Status s = t.OnlyKeys({"socket", "socket_mode", "db", "system_db",
                                    "backend", "device", "find_mode",
                                    "background_tune", "compile_threads",
-                                   "listen_plaintext", "log_rpcs", "metrics"});
+                                   "listen_plaintext", "listen_tls",
+                                   "tls_cert", "tls_key", "tls_client_ca",
+                                   "log_rpcs", "metrics"});
       !s.ok()) {
     return s;
   }
@@ -117,6 +148,10 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
         t.String("backend", &o->backend), t.String("find_mode", &o->find_mode),
         t.Bool("background_tune", &o->core.background_tuning),
         t.String("listen_plaintext", &o->listen_address),
+        t.String("listen_tls", &o->tls_address),
+        t.String("tls_cert", &o->tls.cert_file),
+        t.String("tls_key", &o->tls.key_file),
+        t.String("tls_client_ca", &o->tls.client_ca_file),
         t.Bool("log_rpcs", &o->log_rpcs),
         t.String("metrics", &o->metrics_address)}) {
     if (!s.ok()) return s;
@@ -154,13 +189,33 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
 }
 
 absl::Status LoadLimits(const Table& t, DaemonOptions* o) {
-  if (absl::Status s = t.OnlyKeys({"max_tensor_bytes", "max_execute_bytes",
-                                   "tenant_executes_in_flight",
-                                   "tenant_execute_bytes_in_flight"});
+  if (absl::Status s = t.OnlyKeys(
+          {"max_tensor_bytes", "max_execute_bytes", "tenant_executes_in_flight",
+           "tenant_execute_bytes_in_flight", "tenant_tunings_in_flight",
+           "tenant_tunings_queued", "tenant_benchmark_seconds_per_minute"});
       !s.ok()) {
     return s;
   }
   int64_t n = 0;
+  TuningQuotas::Limits& quotas = o->core.quotas;
+  if (absl::Status s = t.Int("tenant_tunings_in_flight", 1, 100000, &n);
+      !s.ok()) {
+    return s;
+  }
+  if (t.Has("tenant_tunings_in_flight")) {
+    quotas.max_in_flight = static_cast<int>(n);
+  }
+  if (absl::Status s = t.Int("tenant_tunings_queued", 1, 1000000, &n);
+      !s.ok()) {
+    return s;
+  }
+  if (t.Has("tenant_tunings_queued")) quotas.max_queued = static_cast<int>(n);
+  if (absl::Status s =
+          t.Number("tenant_benchmark_seconds_per_minute", 0, 60,
+                   &quotas.max_benchmark_seconds_per_minute);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = t.Int("max_tensor_bytes", 1, int64_t{1} << 50, &n);
       !s.ok()) {
     return s;
@@ -209,14 +264,17 @@ absl::Status LoadAccess(const Table& t, AccessPolicy* p) {
 }
 
 absl::Status LoadTenant(const Table& t, AccessPolicy* p) {
-  if (absl::Status s = t.OnlyKeys({"name", "uids", "gids", "admin"}); !s.ok()) {
+  if (absl::Status s =
+          t.OnlyKeys({"name", "uids", "gids", "cert_names", "admin"});
+      !s.ok()) {
     return s;
   }
   Tenant tenant;
   bool admin = false;
   for (absl::Status s :
        {t.String("name", &tenant.name), t.Ids("uids", &tenant.uids),
-        t.Ids("gids", &tenant.gids), t.Bool("admin", &admin)}) {
+        t.Ids("gids", &tenant.gids), t.Strings("cert_names", &tenant.cert_names),
+        t.Bool("admin", &admin)}) {
     if (!s.ok()) return s;
   }
   if (!ValidTenantName(tenant.name)) {
@@ -230,8 +288,9 @@ absl::Status LoadTenant(const Table& t, AccessPolicy* p) {
                      absl::StrCat("'", tenant.name, "' names two tenants"));
     }
   }
-  if (tenant.uids.empty() && tenant.gids.empty()) {
-    return t.Error("uids", "a tenant needs uids or gids");
+  if (tenant.uids.empty() && tenant.gids.empty() &&
+      tenant.cert_names.empty()) {
+    return t.Error("uids", "a tenant needs uids, gids or cert_names");
   }
   tenant.role = admin ? Role::kAdmin : Role::kTenant;
   p->tenants.push_back(std::move(tenant));

@@ -1,6 +1,7 @@
 #include "server/core.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace convtune {
 
@@ -12,6 +13,7 @@ Core::Core(Device& device, const SolverRegistry& registry,
       device_info_(device.info()),
       registry_(registry),
       compile_pool_(compile_pool),
+      quotas_(options.quotas),
       heuristics_(store, registry, device.info(), system_db),
       records_(store, device_key_, system_db, heuristics_, compile_pool,
                counters_),
@@ -27,7 +29,7 @@ Core::Core(Device& device, const SolverRegistry& registry,
                   .patience = options.patience,
                   .report_slower_than_ms = options.report_slower_than_ms}),
       tuner_(planner_, timing_, records_, store, compile_pool, counters_, stop_,
-             Tuner::Options{options.max_configs_per_solver}),
+             Tuner::Options{options.max_configs_per_solver}, &quotas_),
       immediate_(records_, planner_, heuristics_),
       executor_(device, planner_, timing_queue, stop_),
       find_(records_, immediate_, tuner_, counters_, stop_,
@@ -35,8 +37,9 @@ Core::Core(Device& device, const SolverRegistry& registry,
       background_tuning_(options.background_tuning),
       max_background_tunings_(options.max_background_tunings) {
   immediate_.SetMissHandler(
-      [this](const ConvProblem& p, int64_t limit, std::optional<bool> asked) {
-        return TuneInBackground(p, limit, asked);
+      [this](const ConvProblem& p, int64_t limit, std::optional<bool> asked,
+             const std::string& tenant) {
+        return TuneInBackground(p, limit, asked, tenant);
       });
   heuristics_.TrainIfMissing(compile_pool);
 }
@@ -52,25 +55,32 @@ Core::~Core() {
 }
 
 bool Core::TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
-                            std::optional<bool> asked) {
+                            std::optional<bool> asked,
+                            const std::string& tenant) {
   if (!asked.value_or(background_tuning_) || stop_.stopped()) return false;
   const std::string key = absl::StrCat(ProblemKey(p), "|", workspace_limit);
+  TuningQuotas::Ticket ticket;
   {
     absl::MutexLock lock(&background_mu_);
     if (background_.contains(key)) return true;
     if (background_failed_.contains(key)) return false;
-    if (static_cast<int>(background_.size()) >= max_background_tunings_) {
+    absl::StatusOr<TuningQuotas::Ticket> admitted =
+        quotas_.AdmitBackground(tenant);
+    if (static_cast<int>(background_.size()) >= max_background_tunings_ ||
+        !admitted.ok()) {
       counters_.Add(&EngineCounters::background_refused);
       return false;
     }
+    ticket = *std::move(admitted);
     background_.insert(key);
   }
   counters_.Add(&EngineCounters::background_tunings);
   find_.Find(p,
              {.mode = v1::NORMAL,
               .workspace_limit = workspace_limit,
-              .background = true},
-             [this, key](absl::StatusOr<FindOutcome> found) {
+              .background = true,
+              .tenant = tenant},
+             [this, key, ticket](absl::StatusOr<FindOutcome> found) {
                absl::MutexLock lock(&background_mu_);
                background_.erase(key);
                // A failure (every solver failing, the store refusing the
@@ -81,6 +91,39 @@ bool Core::TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
                }
              });
   return true;
+}
+
+absl::StatusOr<Core::PrefillOutcome> Core::Prefill(
+    const std::string& tenant, const std::vector<ConvProblem>& ps,
+    int64_t workspace_limit) {
+  RETURN_IF_ERROR(stop_.Check());
+  PrefillOutcome out;
+  for (const ConvProblem& p : ps) {
+    if (records_.Lookup(p, workspace_limit).ok()) {
+      ++out.already_tuned;
+      ++out.taken;
+      continue;
+    }
+    absl::StatusOr<TuningQuotas::Ticket> ticket =
+        quotas_.AdmitBackground(tenant);
+    if (!ticket.ok()) {
+      out.refusal = ticket.status();
+      break;
+    }
+    ++out.queued;
+    ++out.taken;
+    quotas_.NotePrefill(tenant);
+    find_.Find(p,
+               {.mode = v1::NORMAL,
+                .workspace_limit = workspace_limit,
+                .background = true,
+                .tenant = tenant},
+               [this, tenant, ticket = *std::move(ticket)](
+                   absl::StatusOr<FindOutcome> found) {
+                 quotas_.NotePrefillDone(tenant, found.ok());
+               });
+  }
+  return out;
 }
 
 }  // namespace convtune

@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
@@ -27,6 +28,7 @@
 #include "server/solver_registry.h"
 #include "server/stop_flag.h"
 #include "server/system_db.h"
+#include "server/tenant_limits.h"
 #include "server/thread_pool.h"
 #include "server/timing_stage.h"
 #include "server/tuner.h"
@@ -62,6 +64,8 @@ class Core {
     // run at once; a miss beyond them queues nothing.
     bool background_tuning = true;
     int max_background_tunings = 64;
+    // Per-tenant limits on tuning.
+    TuningQuotas::Limits quotas;
   };
 
   // All references must outlive the core. Timing runs only on
@@ -89,6 +93,25 @@ class Core {
   EngineCounters counters() const { return counters_.Snapshot(); }
   // Tuning runs started and not finished.
   int64_t tunings_in_flight() { return tuner_.runs_in_flight(); }
+  TuningQuotas& quotas() { return quotas_; }
+
+  // What Prefill did with a list, in the list's order: the first `taken`
+  // problems were queued or found tuned already; the rest were not looked
+  // at, as the tenant's background jobs reached limits.tenant_tunings_queued
+  // (`refusal` says so).
+  struct PrefillOutcome {
+    int queued = 0;
+    int already_tuned = 0;
+    int taken = 0;
+    absl::Status refusal;
+  };
+  // Queues a NORMAL find of each problem not in the FindDb at background
+  // priority (after every interactive find) for `tenant`, as far as the
+  // tenant's limit on queued jobs allows. Unavailable when stopping.
+  // REQUIRES: each problem valid.
+  absl::StatusOr<PrefillOutcome> Prefill(const std::string& tenant,
+                                         const std::vector<ConvProblem>& ps,
+                                         int64_t workspace_limit);
 
   // See TimingStage::SetDeviceLostHandler. Set before the first find.
   void SetDeviceLostHandler(std::function<void(const std::string&)> handler) {
@@ -107,7 +130,7 @@ class Core {
  private:
   // Immediate mode's miss handler: queues a background find of p.
   bool TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
-                        std::optional<bool> asked);
+                        std::optional<bool> asked, const std::string& tenant);
 
   const std::string device_key_;
   const DeviceInfo& device_info_;
@@ -115,6 +138,7 @@ class Core {
   ThreadPool& compile_pool_;
   StopFlag stop_;
   Counters counters_;
+  TuningQuotas quotas_;
   Heuristics heuristics_;
   FindRecords records_;
   Quarantine quarantine_;

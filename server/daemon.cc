@@ -18,6 +18,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/defaults.h"
+#include "common/file_util.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "server/backend.h"
 #include "server/solver_registry.h"
@@ -73,6 +75,50 @@ absl::Status PrepareSocketPath(const std::string& path) {
     unlink(path.c_str());  // left behind by a daemon that died
   }
   return absl::OkStatus();
+}
+
+// The TLS listener's credentials: the server's certificate and key, and the
+// CA whose signature each client's certificate must carry (a client without
+// one is refused in the handshake). InvalidArgument naming the missing
+// setting; NotFound naming a file that cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(
+    const DaemonOptions::TlsFiles& files) {
+  struct Setting {
+    const char* key;     // the config key
+    const char* flag;    // the flag
+    const char* marker;  // what its PEM text must hold
+    const std::string* path;
+  };
+  const Setting settings[3] = {
+      {"tls_cert", "--tls-cert", "-----BEGIN CERTIFICATE-----",
+       &files.cert_file},
+      {"tls_key", "--tls-key", "PRIVATE KEY-----", &files.key_file},
+      {"tls_client_ca", "--tls-client-ca", "-----BEGIN CERTIFICATE-----",
+       &files.client_ca_file}};
+  std::string pem[3];
+  for (int i = 0; i < 3; ++i) {
+    const Setting& s = settings[i];
+    if (s.path->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          s.key, ": needed with listen_tls (", s.flag, " FILE)"));
+    }
+    absl::StatusOr<std::string> text = ReadFile(*s.path);
+    if (!text.ok()) {
+      return absl::NotFoundError(absl::StrCat(s.key, ": cannot read '",
+                                              QuotePrefix(*s.path), "'"));
+    }
+    if (text->find(s.marker) == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.key, ": '", QuotePrefix(*s.path), "' holds no PEM ",
+                       i == 1 ? "private key" : "certificate"));
+    }
+    pem[i] = *std::move(text);
+  }
+  grpc::SslServerCredentialsOptions options(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = pem[2];
+  options.pem_key_cert_pairs.push_back({pem[1], pem[0]});
+  return grpc::SslServerCredentials(options);
 }
 
 // Bulk store operations (stats, export, import) are rare; two threads keep
@@ -242,6 +288,12 @@ absl::Status Daemon::Init() {
     builder.AddListeningPort(options_.listen_address,
                              grpc::InsecureServerCredentials(), &tcp_port);
   }
+  int tls_port = -1;
+  if (!options_.tls_address.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> tls,
+                     TlsCredentials(options_.tls));
+    builder.AddListeningPort(options_.tls_address, tls, &tls_port);
+  }
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
@@ -249,11 +301,15 @@ absl::Status Daemon::Init() {
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
-  if (server_ == nullptr || tcp_port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options_.listen_address));
+  if (server_ == nullptr || tcp_port == 0 || tls_port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ",
+        tcp_port == 0 || (server_ == nullptr && tls_port != 0)
+            ? options_.listen_address
+            : options_.tls_address));
   }
   tcp_port_ = std::max(tcp_port, 0);
+  tls_port_ = std::max(tls_port, 0);
   listener_ = std::make_unique<UnixListener>(server_.get(), &peers_);
   RETURN_IF_ERROR(listener_->Start(options_.socket_path, options_.socket_mode));
   owns_socket_ = true;

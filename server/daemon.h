@@ -35,6 +35,15 @@ struct DaemonOptions {
   // Optional plaintext TCP address, "host:port": its callers are anonymous
   // and get read-only queries. Default: none.
   std::string listen_address;
+  // Optional TLS address, "host:port": each caller must present a client
+  // certificate that `tls.client_ca_file` signed, and is known by its names
+  // (Tenant::cert_names). Default: none.
+  std::string tls_address;
+  struct TlsFiles {
+    std::string cert_file;       // the server's certificate chain (PEM)
+    std::string key_file;        // its private key (PEM)
+    std::string client_ca_file;  // CA certificates of the clients (PEM)
+  } tls;
   // Tenants, admins and what unlisted users get. Default:
   // AccessPolicy::Default().
   AccessPolicy access = AccessPolicy::Default();
@@ -95,6 +104,8 @@ class Daemon {
   // The TCP port bound for --listen-plaintext (useful with port 0), or 0
   // without TCP.
   int tcp_port() const { return tcp_port_; }
+  // The port bound for --listen-tls, or 0 without TLS.
+  int tls_port() const { return tls_port_; }
   // The metrics endpoint's port, or 0 without one.
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   // Why the device was lost (a kernel fault it could not be reset from),
@@ -133,6 +144,7 @@ class Daemon {
       ABSL_GUARDED_BY(mu_);   // Shutdown after a device loss
   bool owns_socket_ = false;  // the socket file is ours to remove
   int tcp_port_ = 0;
+  int tls_port_ = 0;
 };
 
 }  // namespace convtune

@@ -80,7 +80,8 @@ void FindEngine::Tune(const ConvProblem& p, const FindParams& params,
   request.search = params.exhaustive || policy.searches_configs;
   request.bounded = policy.bounded;
   request.background = params.background;
-  tuner_.Tune(p, request, std::move(done), params.gone);
+  tuner_.Tune(p, request, std::move(done),
+              TuneCaller{params.tenant, params.gone, params.progress});
 }
 
 void FindEngine::Verify(const ConvProblem& p, const FindParams& params,

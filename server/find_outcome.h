@@ -15,6 +15,8 @@
 
 namespace convtune {
 
+struct TuneProgress;  // server/tuner.h
+
 struct FindParams {
   v1::FindMode mode = kDefaultFindMode;
   // Largest workspace the caller offers; negative: no limit.
@@ -27,6 +29,11 @@ struct FindParams {
   // cancelled); may be called from any thread until the find's `done` runs.
   // Empty: the caller always waits.
   std::function<bool()> gone;
+  // The tenant the find is for (TuneCaller::tenant); "" for the daemon's own.
+  std::string tenant;
+  // Told how a tuning run gets on (TuneCaller::progress). Optional; not
+  // called when the find is answered without tuning.
+  std::function<void(const TuneProgress&)> progress;
 };
 
 struct FindOutcome {

@@ -12,7 +12,8 @@ Immediate::Immediate(FindRecords& records, const Planner& planner,
     : records_(records), planner_(planner), heuristics_(heuristics) {}
 
 absl::StatusOr<Solutions> Immediate::GetSolutions(
-    const ConvProblem& p, int64_t limit, std::optional<bool> background_tune) {
+    const ConvProblem& p, int64_t limit, std::optional<bool> background_tune,
+    const std::string& tenant) {
   absl::StatusOr<FindOutcome> hit = records_.Lookup(p, limit);
   if (hit.ok()) {
     Solutions out;
@@ -24,7 +25,7 @@ absl::StatusOr<Solutions> Immediate::GetSolutions(
   }
   if (!absl::IsNotFound(hit.status())) return hit.status();
   ASSIGN_OR_RETURN(Solutions ranked, Rank(p, limit));
-  if (on_miss_) ranked.tuning_queued = on_miss_(p, limit, background_tune);
+  if (on_miss_) ranked.tuning_queued = on_miss_(p, limit, background_tune, tenant);
   return ranked;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "kernels/problem.h"
@@ -27,16 +28,18 @@ class Immediate {
 
   // The solutions of p best first within the workspace limit (negative:
   // none): measured ones from the user or system FindDb, else estimated.
-  // On such a miss the miss handler is told (`background_tune` is passed to
-  // it), and says whether it queued a find. FailedPrecondition when no
-  // dynamic solver applies.
+  // On such a miss the miss handler is told (`background_tune` and the
+  // caller's `tenant` are passed to it), and says whether it queued a find.
+  // FailedPrecondition when no dynamic solver applies.
   absl::StatusOr<Solutions> GetSolutions(
       const ConvProblem& p, int64_t workspace_limit,
-      std::optional<bool> background_tune = std::nullopt);
+      std::optional<bool> background_tune = std::nullopt,
+      const std::string& tenant = "");
 
   // Set once, before the first call.
-  using MissHandler = std::function<bool(
-      const ConvProblem&, int64_t workspace_limit, std::optional<bool>)>;
+  using MissHandler =
+      std::function<bool(const ConvProblem&, int64_t workspace_limit,
+                         std::optional<bool>, const std::string& tenant)>;
   void SetMissHandler(MissHandler handler) { on_miss_ = std::move(handler); }
   // A FAST find's answer once both FindDbs missed: the estimated ranking as
   // a record, never stored. FailedPrecondition as GetSolutions.

@@ -46,6 +46,14 @@ flags:
                          Its callers are anonymous: read-only queries only
                          (immediate answers, solver lists, workspace sizes),
                          never tuning, Execute or database calls. default: off
+  --listen-tls HOST:PORT also serve on TLS. Each caller must present a client
+                         certificate that --tls-client-ca signed; its common
+                         name or a subject alternative name is its identity
+                         ([[tenant]] cert_names in the config). default: off
+  --tls-cert FILE        the server's certificate chain (PEM), for --listen-tls
+  --tls-key FILE         the server's private key (PEM), for --listen-tls
+  --tls-client-ca FILE   the CA certificates that sign clients' certificates
+                         (PEM), for --listen-tls
   --db DIR               database folder (RocksDB). default:
                          $XDG_STATE_HOME/convtune/db, else ~/.local/state/convtune/db
   --backend auto|cpu|cuda|hip
@@ -97,7 +105,8 @@ int UsageError(const std::string& msg) {
 
 bool IsFlag(const std::string& name) {
   for (const char* f :
-       {"--config", "--socket", "--socket-mode", "--listen-plaintext", "--db",
+       {"--config", "--socket", "--socket-mode", "--listen-plaintext",
+        "--listen-tls", "--tls-cert", "--tls-key", "--tls-client-ca", "--db",
         "--system-db", "--find-mode", "--backend", "--background-tune",
         "--device", "--compile-threads", "--max-tensor-bytes",
         "--max-execute-bytes", "--log-rpcs", "--metrics"}) {
@@ -196,6 +205,14 @@ int main(int argc, char** argv) {
       options.socket_mode = static_cast<mode_t>(bits);
     } else if (flag == "--listen-plaintext") {
       options.listen_address = value;
+    } else if (flag == "--listen-tls") {
+      options.tls_address = value;
+    } else if (flag == "--tls-cert") {
+      options.tls.cert_file = value;
+    } else if (flag == "--tls-key") {
+      options.tls.key_file = value;
+    } else if (flag == "--tls-client-ca") {
+      options.tls.client_ca_file = value;
     } else if (flag == "--metrics") {
       options.metrics_address = value;
     } else if (flag == "--log-rpcs") {
@@ -284,6 +301,11 @@ int main(int argc, char** argv) {
                     : absl::StrCat(" and plaintext tcp port ",
                                    (*daemon)->tcp_port(), " (",
                                    o.listen_address, ", read-only)"))
+            << (o.tls_address.empty()
+                    ? ""
+                    : absl::StrCat(" and tls port ", (*daemon)->tls_port(),
+                                   " (", o.tls_address,
+                                   ", client certificates required)"))
             << ((*daemon)->metrics_port() == 0
                     ? ""
                     : absl::StrCat(", metrics on port ",

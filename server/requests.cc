@@ -59,6 +59,62 @@ void FillFindResponse(const FindOutcome& outcome, const FindInput& in,
   resp->set_problem_key(outcome.record.problem_key());
 }
 
+void FillFindProgress(const TuneProgress& progress, double elapsed_s,
+                      v1::FindProgress* out) {
+  out->set_problem_key(progress.problem_key);
+  out->set_stage(StageName(progress.stage));
+  out->set_solvers(progress.solvers);
+  out->set_built(progress.built);
+  out->set_timed(progress.timed);
+  out->set_current_solver(progress.current);
+  out->set_best_solver(progress.best);
+  out->set_best_ms(progress.best_ms);
+  out->set_elapsed_s(elapsed_s);
+}
+
+absl::StatusOr<PrefillInput> PrefillInputFrom(const v1::PrefillRequest& req,
+                                              const ServiceOptions& options) {
+  if (req.problems_size() == 0) {
+    return absl::InvalidArgumentError("problems: none given");
+  }
+  if (req.problems_size() > kMaxPrefillProblems) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("problems: ", req.problems_size(), " given, at most ",
+                     kMaxPrefillProblems, " per call"));
+  }
+  PrefillInput in;
+  in.workspace_limit =
+      WorkspaceLimitFrom(req.has_workspace_limit(), req.workspace_limit());
+  in.problems.reserve(req.problems_size());
+  for (int i = 0; i < req.problems_size(); ++i) {
+    absl::StatusOr<ConvProblem> p =
+        ProblemFromProto(req.problems(i), options.limits);
+    if (!p.ok()) return WithField(absl::StrCat("problems[", i, "]"), p.status());
+    in.problems.push_back(*p);
+  }
+  return in;
+}
+
+void FillTenantUsage(const std::string& tenant,
+                     const TuningQuotas::Usage& usage,
+                     const TuningQuotas::Limits& limits,
+                     std::pair<int, int64_t> executes, v1::TenantUsage* out) {
+  out->set_tenant(tenant);
+  out->set_finds_waiting(usage.finds_waiting);
+  out->set_background_jobs(usage.background);
+  out->set_prefill_queued(usage.prefill_queued);
+  out->set_prefill_done(usage.prefill_done);
+  out->set_prefill_failed(usage.prefill_failed);
+  out->set_device_seconds_last_minute(usage.device_seconds_last_minute);
+  out->set_device_seconds_total(usage.device_seconds_total);
+  out->set_executes_in_flight(executes.first);
+  out->set_execute_bytes_in_flight(executes.second);
+  out->set_limit_finds_waiting(limits.max_in_flight);
+  out->set_limit_background_jobs(limits.max_queued);
+  out->set_limit_device_seconds_per_minute(
+      limits.max_benchmark_seconds_per_minute);
+}
+
 absl::StatusOr<ExecuteInput> ExecuteInputFrom(const v1::ExecuteRequest& req,
                                               const ServiceOptions& options) {
   absl::StatusOr<ConvProblem> p = ProblemFrom(req.problem(), options.limits);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,7 @@
 #include "server/remote_execute.h"
 #include "server/system_db.h"
 #include "server/tenant_limits.h"
+#include "server/tuner.h"
 #include "storage/portable.h"
 #include "storage/records.h"
 
@@ -57,6 +59,26 @@ absl::StatusOr<FindInput> FindInputFrom(const v1::FindRequest& req,
                                         const ServiceOptions& options);
 void FillFindResponse(const FindOutcome& outcome, const FindInput& in,
                       const std::string& device_key, v1::FindResponse* resp);
+
+// A progress event of a FindStream call; `elapsed_s` since the find began.
+void FillFindProgress(const TuneProgress& progress, double elapsed_s,
+                      v1::FindProgress* out);
+
+// Prefill: the problems, each checked (errors name problems[i].<field>),
+// at most kMaxPrefillProblems of them.
+inline constexpr int kMaxPrefillProblems = 10000;
+struct PrefillInput {
+  std::vector<ConvProblem> problems;
+  int64_t workspace_limit = -1;
+};
+absl::StatusOr<PrefillInput> PrefillInputFrom(const v1::PrefillRequest& req,
+                                              const ServiceOptions& options);
+
+// Tenants' usage for GetStatus.
+void FillTenantUsage(const std::string& tenant,
+                     const TuningQuotas::Usage& usage,
+                     const TuningQuotas::Limits& limits,
+                     std::pair<int, int64_t> executes, v1::TenantUsage* out);
 
 // Execute: the problem, the solver and the tensors, each checked against
 // the problem's sizes and the inline limit. InvalidArgument naming the

@@ -1,9 +1,11 @@
 #include "server/service.h"
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "server/import_check.h"
 #include "storage/portable.h"
@@ -12,20 +14,167 @@
 namespace convtune {
 namespace {
 
+// A refusal's retry hint goes to the client as trailing metadata. Call
+// before the call is finished.
+void AddRetryHint(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  if (const int64_t ms = RetryAfter(s); ms > 0) {
+    ctx->AddTrailingMetadata(kRetryAfterKey, std::to_string(ms));
+  }
+}
+
+// Finishes `reactor` with `s` and its retry hint.
+void FinishWith(grpc::CallbackServerContext* ctx,
+                grpc::ServerUnaryReactor* reactor, const absl::Status& s) {
+  AddRetryHint(ctx, s);
+  reactor->Finish(ToGrpcStatus(s));
+}
+
 // Finishes the call at once.
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
                                  const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(s));
+  FinishWith(ctx, reactor, s);
   return reactor;
 }
+
+// A FindStream call: progress events as the tuning run gets on, then the
+// answer. The tuner's threads hand events over without waiting: while one
+// is being written, a newer progress event replaces the one that waits, and
+// the answer goes after the write in progress. A caller who cancels is
+// answered at once, and the find sees it gone. The reactor lives until gRPC
+// is done with it and the find has answered, whichever is later.
+class FindStreamReactor final
+    : public grpc::ServerWriteReactor<v1::FindEvent> {
+ public:
+  explicit FindStreamReactor(grpc::CallbackServerContext* ctx)
+      : ctx_(ctx), started_(std::chrono::steady_clock::now()) {}
+
+  // Keeps the reactor alive until OnDone.
+  void Hold(std::shared_ptr<FindStreamReactor> self) {
+    absl::MutexLock lock(&mu_);
+    self_ = std::move(self);
+  }
+
+  // Whether the caller stopped waiting; from any thread.
+  bool Gone() {
+    absl::MutexLock lock(&mu_);
+    return done_ || cancelled_ || ctx_->IsCancelled();
+  }
+
+  void Progress(const TuneProgress& p) {
+    v1::FindEvent event;
+    FillFindProgress(p, MsSince(started_) / 1e3, event.mutable_progress());
+    {
+      absl::MutexLock lock(&mu_);
+      if (answered_ || cancelled_) return;
+      if (writing_) {
+        waiting_ = std::move(event);
+        return;
+      }
+      writing_ = true;
+      out_ = std::move(event);
+    }
+    StartWrite(&out_);
+  }
+
+  // The find's answer: an event written last, or the call's status.
+  void Answer(const absl::Status& status, v1::FindEvent event) {
+    {
+      absl::MutexLock lock(&mu_);
+      answered_ = true;
+      status_ = status;
+      answer_ = std::move(event);
+      if (writing_) return;  // OnWriteDone finishes the call
+      writing_ = true;
+    }
+    FinishNow();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) cancelled_ = true;
+      if (!answered_ && !cancelled_) {
+        if (!waiting_.has_value()) {
+          writing_ = false;
+          return;
+        }
+        out_ = *std::move(waiting_);
+        waiting_.reset();
+      }
+    }
+    if (Finishing()) {
+      FinishNow();
+    } else {
+      StartWrite(&out_);
+    }
+  }
+
+  void OnCancel() override {
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      if (writing_) return;  // OnWriteDone finishes the call
+      writing_ = true;
+    }
+    FinishNow();
+  }
+
+  void OnDone() override {
+    std::shared_ptr<FindStreamReactor> self;
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    self = std::move(self_);  // may be the last reference
+  }
+
+ private:
+  bool Finishing() {
+    absl::MutexLock lock(&mu_);
+    return answered_ || cancelled_;
+  }
+
+  // Once, with writing_ held: the answer, or the status.
+  void FinishNow() {
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+      status = answered_ ? status_
+                         : absl::CancelledError("the caller cancelled");
+      if (cancelled_ && status.ok()) {
+        status = absl::CancelledError("the caller cancelled");
+      }
+    }
+    if (status.ok()) {
+      StartWriteAndFinish(&answer_, grpc::WriteOptions(), grpc::Status::OK);
+      return;
+    }
+    AddRetryHint(ctx_, status);
+    Finish(ToGrpcStatus(status));
+  }
+
+  grpc::CallbackServerContext* const ctx_;
+  const std::chrono::steady_clock::time_point started_;
+  absl::Mutex mu_;
+  std::shared_ptr<FindStreamReactor> self_ ABSL_GUARDED_BY(mu_);
+  v1::FindEvent out_;     // being written
+  v1::FindEvent answer_;  // the last event
+  std::optional<v1::FindEvent> waiting_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 }  // namespace
 
 absl::Status ConvTuneService::Allowed(grpc::CallbackServerContext* ctx,
                                       Right right, absl::string_view rpc,
                                       Caller* caller) const {
-  Caller c = access_.Identify(ctx->peer());
+  Caller c = access_.IdentifyCall(*ctx);
   absl::Status s = Access::Check(c, right, rpc);
   if (caller != nullptr) *caller = std::move(c);
   return s;
@@ -47,7 +196,8 @@ grpc::ServerUnaryReactor* ConvTuneService::GetWorkspaceSize(
 grpc::ServerUnaryReactor* ConvTuneService::Find(
     grpc::CallbackServerContext* ctx, const v1::FindRequest* req,
     v1::FindResponse* resp) {
-  if (absl::Status s = Allowed(ctx, Right::kTune, "Find"); !s.ok()) {
+  Caller caller;
+  if (absl::Status s = Allowed(ctx, Right::kTune, "Find", &caller); !s.ok()) {
     return Finish(ctx, s);
   }
   absl::StatusOr<FindInput> in = FindInputFrom(*req, options_);
@@ -55,16 +205,75 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(
   // A caller whose deadline passed, or who cancelled, no longer holds up
   // the tuning: when every caller of a run has gone, it stops.
   in->params.gone = [ctx] { return ctx->IsCancelled(); };
+  in->params.tenant = caller.tenant;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   core_.find().Find(
       in->problem, in->params,
-      [this, reactor, resp, in = *in](absl::StatusOr<FindOutcome> outcome) {
+      [this, ctx, reactor, resp,
+       in = *in](absl::StatusOr<FindOutcome> outcome) {
         if (outcome.ok()) {
           FillFindResponse(*outcome, in, core_.device_key(), resp);
         }
-        reactor->Finish(ToGrpcStatus(outcome.status()));
+        FinishWith(ctx, reactor, outcome.status());
       });
   return reactor;
+}
+
+grpc::ServerWriteReactor<v1::FindEvent>* ConvTuneService::FindStream(
+    grpc::CallbackServerContext* ctx, const v1::FindRequest* req) {
+  auto reactor = std::make_shared<FindStreamReactor>(ctx);
+  reactor->Hold(reactor);
+  Caller caller;
+  const absl::Status allowed =
+      Allowed(ctx, Right::kTune, "FindStream", &caller);
+  absl::StatusOr<FindInput> in = allowed.ok()
+                                     ? FindInputFrom(*req, options_)
+                                     : absl::StatusOr<FindInput>(allowed);
+  if (!in.ok()) {
+    reactor->Answer(in.status(), {});
+    return reactor.get();
+  }
+  in->params.gone = [reactor] { return reactor->Gone(); };
+  in->params.tenant = caller.tenant;
+  in->params.progress = [reactor](const TuneProgress& p) {
+    reactor->Progress(p);
+  };
+  FindStreamReactor* raw = reactor.get();
+  core_.find().Find(
+      in->problem, in->params,
+      [this, reactor, in = *in](absl::StatusOr<FindOutcome> outcome) {
+        v1::FindEvent event;
+        if (outcome.ok()) {
+          FillFindResponse(*outcome, in, core_.device_key(),
+                           event.mutable_result());
+        }
+        reactor->Answer(outcome.status(), std::move(event));
+      });
+  return raw;
+}
+
+grpc::ServerUnaryReactor* ConvTuneService::Prefill(
+    grpc::CallbackServerContext* ctx, const v1::PrefillRequest* req,
+    v1::PrefillResponse* resp) {
+  Caller caller;
+  if (absl::Status s = Allowed(ctx, Right::kTune, "Prefill", &caller);
+      !s.ok()) {
+    return Finish(ctx, s);
+  }
+  absl::StatusOr<PrefillInput> in = PrefillInputFrom(*req, options_);
+  if (!in.ok()) return Finish(ctx, in.status());
+  absl::StatusOr<Core::PrefillOutcome> out =
+      core_.Prefill(caller.tenant, in->problems, in->workspace_limit);
+  if (!out.ok()) return Finish(ctx, out.status());
+  // Nothing taken at all: the caller is over its limit, and told when to
+  // come back. Part of the list taken: the response says how much.
+  if (out->taken == 0 && !out->refusal.ok()) return Finish(ctx, out->refusal);
+  resp->set_queued(out->queued);
+  resp->set_already_tuned(out->already_tuned);
+  resp->set_taken(out->taken);
+  resp->set_refusal(std::string(out->refusal.message()));
+  resp->set_device_key(core_.device_key());
+  return Finish(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::GetPlan(
@@ -123,11 +332,7 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
   absl::StatusOr<ExecuteLimiter::Ticket> ticket =
       executes_.Acquire(caller.tenant, req->ByteSizeLong() + p.x_bytes() +
                                            p.w_bytes() + p.y_bytes());
-  if (!ticket.ok()) {
-    ctx->AddTrailingMetadata("convtune-retry-after-ms",
-                             std::to_string(ExecuteLimiter::kRetryAfterMs));
-    return Finish(ctx, ticket.status());
-  }
+  if (!ticket.ok()) return Finish(ctx, ticket.status());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto run = std::make_shared<ExecuteInput>(*std::move(in));
   core_.executor().Execute(run->problem, run->solver_id, run->tensors,
@@ -215,7 +420,7 @@ grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(
     in->background_tune = false;
   }
   absl::StatusOr<Solutions> s = core_.immediate().GetSolutions(
-      in->problem, in->workspace_limit, in->background_tune);
+      in->problem, in->workspace_limit, in->background_tune, caller.tenant);
   if (!s.ok()) return Finish(ctx, s.status());
   FillSolutionsResponse(*s, *in, core_.device_key(), resp);
   return Finish(ctx, absl::OkStatus());
@@ -306,6 +511,18 @@ grpc::ServerUnaryReactor* ConvTuneService::GetStatus(
   resp->set_tunings_in_flight(core_.tunings_in_flight());
   for (const auto& [name, value] : NamedCounters(core_.counters())) {
     (*resp->mutable_counters())[name] = value;
+  }
+  // A tenant sees its own usage; an admin every tenant's.
+  TuningQuotas& quotas = core_.quotas();
+  if (caller.role == Role::kAdmin) {
+    for (const auto& [tenant, usage] : quotas.All()) {
+      FillTenantUsage(tenant, usage, quotas.limits(),
+                      executes_.InFlight(tenant), resp->add_tenants());
+    }
+  } else if (caller.role == Role::kTenant) {
+    FillTenantUsage(caller.tenant, quotas.UsageOf(caller.tenant),
+                    quotas.limits(), executes_.InFlight(caller.tenant),
+                    resp->add_tenants());
   }
   if (options_.status) options_.status(resp);
   return Finish(ctx, absl::OkStatus());

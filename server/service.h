@@ -38,6 +38,11 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   grpc::ServerUnaryReactor* Find(grpc::CallbackServerContext* ctx,
                                  const v1::FindRequest* req,
                                  v1::FindResponse* resp) override;
+  grpc::ServerWriteReactor<v1::FindEvent>* FindStream(
+      grpc::CallbackServerContext* ctx, const v1::FindRequest* req) override;
+  grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* ctx,
+                                    const v1::PrefillRequest* req,
+                                    v1::PrefillResponse* resp) override;
   grpc::ServerUnaryReactor* GetPlan(grpc::CallbackServerContext* ctx,
                                     const v1::GetPlanRequest* req,
                                     v1::GetPlanResponse* resp) override;

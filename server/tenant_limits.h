@@ -1,16 +1,25 @@
-// Per-tenant limits on what a call holds while it runs: Executes in flight
-// and the bytes of their tensors. Over a limit, a call is refused at once
-// with ResourceExhausted and a retry hint rather than queued, so that one
-// tenant cannot take the daemon's memory. Thread-safe.
+// Per-tenant limits. On what a call holds while it runs: Executes in flight
+// and the bytes of their tensors (ExecuteLimiter). On tuning: finds waiting
+// on a tuning run, background jobs queued (prefill lists and immediate-mode
+// misses), and seconds of the device's timing per minute (TuningQuotas).
+// Over a limit, a call is refused at once with ResourceExhausted and a retry
+// hint rather than queued, so that one tenant cannot take the daemon's
+// memory or its device. Thread-safe.
 #ifndef CONVTUNE_SERVER_TENANT_LIMITS_H_
 #define CONVTUNE_SERVER_TENANT_LIMITS_H_
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/grpc_status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace convtune {
@@ -32,6 +41,9 @@ class ExecuteLimiter {
   using Ticket = std::shared_ptr<void>;
   absl::StatusOr<Ticket> Acquire(const std::string& tenant, int64_t bytes);
 
+  // What `tenant` holds now.
+  std::pair<int, int64_t> InFlight(const std::string& tenant);
+
  private:
   struct Usage {
     int executes = 0;
@@ -42,6 +54,70 @@ class ExecuteLimiter {
   const Limits limits_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Usage> usage_ ABSL_GUARDED_BY(mu_);
+};
+
+class TuningQuotas {
+ public:
+  struct Limits {
+    // Finds of one tenant waiting on a tuning run at once (joining another
+    // caller's run counts too): limits.tenant_tunings_in_flight.
+    int max_in_flight = 32;
+    // Background jobs of one tenant (prefill, and immediate-mode misses)
+    // queued or running: limits.tenant_tunings_queued.
+    int max_queued = 1024;
+    // Seconds the device spent timing runs of one tenant in the last
+    // minute; 0: no limit. A run shared by several tenants is charged to
+    // them in equal parts: limits.tenant_benchmark_seconds_per_minute.
+    double max_benchmark_seconds_per_minute = 0;
+  };
+  // How long a caller refused for the number of calls is told to wait.
+  static constexpr int64_t kRetryAfterMs = 1000;
+
+  explicit TuningQuotas(Limits limits) : limits_(limits) {}
+
+  using Ticket = std::shared_ptr<void>;
+  // A find of `tenant` that is about to wait on a tuning run; `starts_run`
+  // when it starts one rather than joining one (only then does the device
+  // budget apply). Held until the find is answered. ResourceExhausted
+  // naming the limit's key, with a retry hint, when over one.
+  absl::StatusOr<Ticket> AdmitFind(const std::string& tenant, bool starts_run);
+  // A background job of `tenant` (a prefill entry, or the tuning of an
+  // immediate-mode miss), held until the job ends.
+  absl::StatusOr<Ticket> AdmitBackground(const std::string& tenant);
+  // The device spent `ms` timing a run for `tenants` (equal parts).
+  void ChargeDevice(const std::vector<std::string>& tenants, double ms);
+  // A prefill job of `tenant` was queued, or ended (ok: its find answered).
+  void NotePrefill(const std::string& tenant);
+  void NotePrefillDone(const std::string& tenant, bool ok);
+
+  struct Usage {
+    int finds_waiting = 0;    // finds waiting on tuning runs
+    int background = 0;       // background jobs queued or running
+    int64_t prefill_queued = 0;  // prefill jobs queued since start
+    int64_t prefill_done = 0;    // ... that ended with a record
+    int64_t prefill_failed = 0;  // ... that ended otherwise
+    double device_seconds_last_minute = 0;
+    double device_seconds_total = 0;
+  };
+  Usage UsageOf(const std::string& tenant);
+  // Every tenant that has used the daemon's tuning since start, by name.
+  std::vector<std::pair<std::string, Usage>> All();
+
+  const Limits& limits() const { return limits_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct State {
+    Usage usage;
+    std::deque<std::pair<Clock::time_point, double>> charges;  // last minute
+  };
+  // Drops charges older than a minute and sums the rest.
+  void Expire(State& s, Clock::time_point now);
+  void Release(const std::string& tenant, bool background);
+
+  const Limits limits_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, State> state_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace convtune

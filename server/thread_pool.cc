@@ -28,21 +28,41 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::Schedule(std::function<void()> task, Priority priority) {
+void ThreadPool::Schedule(std::function<void()> task, Priority priority,
+                          absl::string_view tenant) {
   absl::MutexLock lock(&mu_);
-  (priority == Priority::kLow ? low_ : tasks_).push_back(std::move(task));
+  Level& level = LevelOf(priority);
+  auto [it, first] = level.by_tenant.try_emplace(tenant);
+  if (first) level.turns.emplace_back(tenant);
+  it->second.push_back(std::move(task));
+  ++level.size;
   ++scheduled_;
+}
+
+std::function<void()> ThreadPool::Level::Pop() {
+  std::string tenant = std::move(turns.front());
+  turns.pop_front();
+  auto it = by_tenant.find(tenant);
+  std::function<void()> task = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) {
+    by_tenant.erase(it);
+  } else {
+    turns.push_back(std::move(tenant));
+  }
+  --size;
+  return task;
 }
 
 int ThreadPool::queued() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(tasks_.size() + low_.size());
+  return static_cast<int>(normal_.size + low_.size);
 }
 
 int ThreadPool::queued(Priority priority) const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(priority == Priority::kLow ? low_.size()
-                                                     : tasks_.size());
+  return static_cast<int>(priority == Priority::kLow ? low_.size
+                                                     : normal_.size);
 }
 
 int64_t ThreadPool::scheduled() const {
@@ -70,7 +90,7 @@ void ThreadPool::WaitIdle() const {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](const ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-        return p->tasks_.empty() && p->low_.empty() && p->running_ == 0;
+        return p->normal_.size == 0 && p->low_.size == 0 && p->running_ == 0;
       },
       this));
 }
@@ -82,14 +102,13 @@ void ThreadPool::Loop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->tasks_.empty() || !p->low_.empty();
+            return p->stopping_ || p->normal_.size > 0 || p->low_.size > 0;
           },
           this));
       // Low-priority tasks wait for every other task queued.
-      std::deque<std::function<void()>>& from = !tasks_.empty() ? tasks_ : low_;
-      if (from.empty()) return;  // stopping and drained
-      task = std::move(from.front());
-      from.pop_front();
+      Level& from = normal_.size > 0 ? normal_ : low_;
+      if (from.size == 0) return;  // stopping and drained
+      task = from.Pop();
       ++running_;
     }
     task();

@@ -1,7 +1,10 @@
-// A fixed pool of worker threads running queued tasks in FIFO order, those
-// of low priority after all others. The compile pool is one (N threads);
-// each device's timing queue is one with a single thread, so timings on a
-// device never overlap. Thread-safe.
+// A fixed pool of worker threads running queued tasks, those of low priority
+// after all others. Within a priority, tasks are grouped by the tenant they
+// are done for and the tenants take turns, one task each, so that one
+// tenant's hundred queued tasks do not hold up another's one; a tenant's own
+// tasks run in the order they were queued. The compile pool is one (N
+// threads); each device's timing queue is one with a single thread, so
+// timings on a device never overlap. Thread-safe.
 #ifndef CONVTUNE_SERVER_THREAD_POOL_H_
 #define CONVTUNE_SERVER_THREAD_POOL_H_
 
@@ -14,6 +17,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace convtune {
@@ -33,8 +38,10 @@ class ThreadPool {
   // kLow: work nobody waits on (background tuning), run only when no
   // kNormal task is waiting.
   enum class Priority { kNormal, kLow };
+  // `tenant`: who the task is done for; tasks of the daemon itself have "".
   void Schedule(std::function<void()> task,
-                Priority priority = Priority::kNormal);
+                Priority priority = Priority::kNormal,
+                absl::string_view tenant = {});
 
   int threads() const { return static_cast<int>(workers_.size()); }
   // Tasks waiting (not running).
@@ -52,12 +59,27 @@ class ThreadPool {
   static void DrainAll(std::initializer_list<ThreadPool*> pools);
 
  private:
+  // The tasks of one priority: a FIFO per tenant, and the tenants with
+  // tasks waiting, whose turn is next first.
+  struct Level {
+    absl::flat_hash_map<std::string, std::deque<std::function<void()>>>
+        by_tenant;
+    std::deque<std::string> turns;
+    size_t size = 0;
+    // The next tenant's first task; the tenant goes to the back of the
+    // turns if it has more. REQUIRES: size > 0.
+    std::function<void()> Pop();
+  };
+
   void Loop();
+  Level& LevelOf(Priority p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return p == Priority::kLow ? low_ : normal_;
+  }
 
   const std::string name_;
   mutable absl::Mutex mu_;
-  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::function<void()>> low_ ABSL_GUARDED_BY(mu_);
+  Level normal_ ABSL_GUARDED_BY(mu_);
+  Level low_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t scheduled_ ABSL_GUARDED_BY(mu_) = 0;

@@ -58,7 +58,8 @@ void TimingStage::SetDeviceLostHandler(
 
 void TimingStage::Time(std::shared_ptr<TimingJob> job,
                        std::function<void(absl::StatusOr<TimingResult>)> done,
-                       ThreadPool::Priority priority) {
+                       ThreadPool::Priority priority,
+                       absl::string_view tenant) {
   queue_.Schedule(
       [this, job = std::move(job), done = std::move(done)] {
         const auto started = std::chrono::steady_clock::now();
@@ -68,11 +69,12 @@ void TimingStage::Time(std::shared_ptr<TimingJob> job,
                 ? absl::StatusOr<TimingResult>(absl::CancelledError(
                       "every caller of the find left before its timing"))
                 : TimeAll(*job);
+        job->device_ms = MsSince(started);
         counters_.Add(&EngineCounters::timing_stage_ms,
-                      static_cast<int64_t>(MsSince(started)));
+                      static_cast<int64_t>(job->device_ms));
         done(std::move(result));
       },
-      priority);
+      priority, tenant);
 }
 
 void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
@@ -233,9 +235,11 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
                        " of ", job.candidates.size(), " solvers"));
     }
     ++done;
+    if (job.on_progress) job.on_progress(c.solver);
     const auto candidate_started = std::chrono::steady_clock::now();
     const double checks_before = run.check_ms;
     absl::StatusOr<std::vector<Timed>> timed = TimeCandidate(run, *session, c);
+    if (job.on_progress) job.on_progress(nullptr);
     if (const double spent = MsSince(candidate_started);
         options_.report_slower_than_ms > 0 &&
         spent > options_.report_slower_than_ms) {

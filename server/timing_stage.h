@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kernels/device.h"
 #include "kernels/problem.h"
 #include "server/benchmark.h"
@@ -50,6 +51,11 @@ struct TimingJob {
   // True when nobody waits for the job any more: it ends with Cancelled
   // before its next candidate. Empty: never.
   std::function<bool()> abandoned;
+  // Called on the timing queue with each candidate before it is timed, and
+  // with null after it (timed or failed). Optional.
+  std::function<void(const Solver*)> on_progress;
+  // Set on the timing queue when the job ends: how long it held the device.
+  double device_ms = 0;
 };
 
 struct TimedSolver {
@@ -100,10 +106,12 @@ class TimingStage {
   // plans failed to build or to run is left out with its error in
   // `failures`; the others go on (on fresh buffers after a reset).
   // Unavailable when stopping or when the device was lost.
-  // A kLow job waits for every other job queued.
+  // A kLow job waits for every other job queued; jobs of one priority take
+  // turns by `tenant` (ThreadPool).
   void Time(std::shared_ptr<TimingJob> job,
             std::function<void(absl::StatusOr<TimingResult>)> done,
-            ThreadPool::Priority priority = ThreadPool::Priority::kNormal);
+            ThreadPool::Priority priority = ThreadPool::Priority::kNormal,
+            absl::string_view tenant = {});
 
   // Measures one built plan of p on fresh inputs: its median milliseconds.
   void TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,

@@ -20,18 +20,36 @@ int64_t UnixMsNow() {
 
 }  // namespace
 
+const char* StageName(TuneProgress::Stage stage) {
+  switch (stage) {
+    case TuneProgress::Stage::kQueued:
+      return "queued";
+    case TuneProgress::Stage::kCompiling:
+      return "compiling";
+    case TuneProgress::Stage::kTiming:
+      return "timing";
+  }
+  return "queued";
+}
+
 struct Tuner::Run {
   TuneRequest request;
   std::string dedup_key;
+  // The tenant that started the run: its tasks take that tenant's turns.
+  std::string tenant;
   bool excluded_by_limit = false;
   std::shared_ptr<TimingJob> job = std::make_shared<TimingJob>();
   std::atomic<int> to_build{0};
   std::chrono::steady_clock::time_point build_started;
+  // Held while callers are told of a change, so they hear them in order.
+  absl::Mutex progress_mu;
+  TuneProgress progress ABSL_GUARDED_BY(progress_mu);
 };
 
 Tuner::Tuner(const Planner& planner, TimingStage& timing, FindRecords& records,
              storage::Store& store, ThreadPool& compile_pool,
-             Counters& counters, const StopFlag& stop, Options options)
+             Counters& counters, const StopFlag& stop, Options options,
+             TuningQuotas* quotas)
     : planner_(planner),
       timing_(timing),
       records_(records),
@@ -39,7 +57,8 @@ Tuner::Tuner(const Planner& planner, TimingStage& timing, FindRecords& records,
       compile_pool_(compile_pool),
       counters_(counters),
       stop_(stop),
-      options_(options) {}
+      options_(options),
+      quotas_(quotas) {}
 
 std::vector<PerfConfig> Tuner::SearchSpace(const Solver& s,
                                            const ConvProblem& p) const {
@@ -55,33 +74,71 @@ std::vector<PerfConfig> Tuner::SearchSpace(const Solver& s,
 }
 
 void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
-                 std::function<bool()> gone) {
+                 TuneCaller caller) {
   if (absl::Status s = stop_.Check(); !s.ok()) {
     done(s);
     return;
   }
   auto run = std::make_shared<Run>();
   run->request = request;
+  run->tenant = caller.tenant;
   run->job->problem = p;
   run->job->problem_key = ProblemKey(p);
   run->job->bounded = request.bounded;
+  run->progress.problem_key = run->job->problem_key;
   // A find that waits does not join one that runs at low priority.
   run->dedup_key =
       absl::StrCat(run->job->problem_key, "|", request.workspace_limit, "|",
                    request.dynamic_only, request.search, request.bounded,
                    request.background);
+  std::function<void(const TuneProgress&)> follows = caller.progress;
+  std::shared_ptr<Run> joined;
+  absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
-    auto [it, inserted] = in_flight_.try_emplace(run->dedup_key);
-    it->second.push_back({std::move(done), std::move(gone)});
-    counters_.Add(inserted ? &EngineCounters::tunings
+    auto it = in_flight_.find(run->dedup_key);
+    const bool starts = it == in_flight_.end();
+    TuningQuotas::Ticket ticket;
+    if (quotas_ != nullptr && !request.background) {
+      absl::StatusOr<TuningQuotas::Ticket> admitted =
+          quotas_->AdmitFind(caller.tenant, starts);
+      if (admitted.ok()) {
+        ticket = *std::move(admitted);
+      } else {
+        refused = admitted.status();
+      }
+    }
+    if (refused.ok()) {
+      if (starts) {
+        it = in_flight_.try_emplace(run->dedup_key).first;
+        it->second.run = run;
+      } else {
+        joined = it->second.run.lock();
+      }
+      it->second.waiters.push_back(
+          {std::move(done), std::move(caller), std::move(ticket)});
+      counters_.Add(starts ? &EngineCounters::tunings
                            : &EngineCounters::joined);
-    if (!inserted) return;
+    }
+    if (!starts || !refused.ok()) run = nullptr;
+  }
+  if (!refused.ok()) {
+    done(refused);
+    return;
+  }
+  if (run == nullptr) {
+    // Joined: this caller hears where the run has got so far.
+    if (joined != nullptr && follows) {
+      absl::MutexLock lock(&joined->progress_mu);
+      follows(joined->progress);
+    }
+    return;
   }
   if (!request.background) {
     Start(std::move(run));
     return;
   }
+  const std::string tenant = run->tenant;
   compile_pool_.Schedule(
       [this, run = std::move(run)]() mutable {
         if (absl::Status s = stop_.Check(); !s.ok()) {
@@ -103,7 +160,7 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
         }
         Start(std::move(run));
       },
-      ThreadPool::Priority::kLow);
+      ThreadPool::Priority::kLow, tenant);
 }
 
 ThreadPool::Priority Tuner::PriorityOf(const Run& run) {
@@ -142,17 +199,37 @@ void Tuner::Start(std::shared_ptr<Run> run) {
                  WithinWorkspace(r.workspace_limit))));
     return;
   }
-  run->job->on_timed = [this, problem_key =
-                                  run->job->problem_key](const TimedSolver& t) {
-    StoreConfig(problem_key, t);
+  run->job->on_progress = [this, run = run.get()](const Solver* current) {
+    Publish(*run, [&](TuneProgress& p) {
+      p.stage = TuneProgress::Stage::kTiming;
+      if (current == nullptr) {
+        ++p.timed;
+        p.current.clear();
+      } else {
+        p.current = current->name();
+      }
+    });
+  };
+  run->job->on_timed = [this, run = run.get()](const TimedSolver& t) {
+    StoreConfig(run->job->problem_key, t);
+    Publish(*run, [&](TuneProgress& p) {
+      if (p.best.empty() || t.ms < p.best_ms || p.best == t.candidate->solver->name()) {
+        p.best = t.candidate->solver->name();
+        p.best_ms = t.ms;
+      }
+    });
   };
   run->to_build = static_cast<int>(run->job->candidates.size());
   run->build_started = std::chrono::steady_clock::now();
+  Publish(*run, [&](TuneProgress& p) {
+    p.stage = TuneProgress::Stage::kCompiling;
+    p.solvers = static_cast<int>(run->job->candidates.size());
+  });
   // Plans are built (and, on GPUs, compiled) in parallel; timing waits for
   // all of them.
   for (size_t i = 0; i < run->job->candidates.size(); ++i) {
     compile_pool_.Schedule([this, run, i] { BuildPlans(run, i); },
-                           PriorityOf(*run));
+                           PriorityOf(*run), run->tenant);
   }
 }
 
@@ -179,15 +256,18 @@ void Tuner::BuildPlans(std::shared_ptr<Run> run, size_t candidate) {
     }
     c.plans.push_back(*std::move(plan));
   }
+  Publish(*run, [](TuneProgress& p) { ++p.built; });
   if (--run->to_build > 0) return;
   counters_.Add(&EngineCounters::compile_stage_ms,
                 static_cast<int64_t>(MsSince(run->build_started)));
+  Publish(*run,
+          [](TuneProgress& p) { p.stage = TuneProgress::Stage::kTiming; });
   timing_.Time(
       run->job,
       [this, run](absl::StatusOr<TimingResult> timed) {
         Finish(run, std::move(timed));
       },
-      PriorityOf(*run));
+      PriorityOf(*run), run->tenant);
 }
 
 absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,
@@ -233,6 +313,10 @@ void Tuner::StoreConfig(const std::string& problem_key, const TimedSolver& t) {
 
 void Tuner::Finish(std::shared_ptr<Run> run,
                    absl::StatusOr<TimingResult> timed) {
+  // The device's time goes to the tenants still waiting, in equal parts.
+  if (quotas_ != nullptr) {
+    quotas_->ChargeDevice(TenantsOf(run->dedup_key), run->job->device_ms);
+  }
   if (!timed.ok()) {
     Complete(run->dedup_key, timed.status());
     return;
@@ -290,10 +374,40 @@ bool Tuner::Abandoned(const std::string& dedup_key) {
   absl::MutexLock lock(&mu_);
   auto it = in_flight_.find(dedup_key);
   if (it == in_flight_.end()) return false;
-  for (const Waiter& w : it->second) {
-    if (!w.gone || !w.gone()) return false;
+  for (const Waiter& w : it->second.waiters) {
+    if (!w.caller.gone || !w.caller.gone()) return false;
   }
   return true;
+}
+
+std::vector<std::string> Tuner::TenantsOf(const std::string& dedup_key) {
+  std::vector<std::string> tenants;
+  absl::MutexLock lock(&mu_);
+  auto it = in_flight_.find(dedup_key);
+  if (it == in_flight_.end()) return tenants;
+  for (const Waiter& w : it->second.waiters) {
+    if (std::find(tenants.begin(), tenants.end(), w.caller.tenant) ==
+        tenants.end()) {
+      tenants.push_back(w.caller.tenant);
+    }
+  }
+  return tenants;
+}
+
+void Tuner::Publish(Run& run,
+                    const std::function<void(TuneProgress&)>& update) {
+  absl::MutexLock progress_lock(&run.progress_mu);
+  update(run.progress);
+  std::vector<std::function<void(const TuneProgress&)>> followers;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = in_flight_.find(run.dedup_key);
+    if (it == in_flight_.end()) return;
+    for (const Waiter& w : it->second.waiters) {
+      if (w.caller.progress) followers.push_back(w.caller.progress);
+    }
+  }
+  for (const auto& f : followers) f(run.progress);
 }
 
 void Tuner::Complete(const std::string& dedup_key,
@@ -303,7 +417,7 @@ void Tuner::Complete(const std::string& dedup_key,
     absl::MutexLock lock(&mu_);
     auto it = in_flight_.find(dedup_key);
     if (it != in_flight_.end()) {
-      waiters = std::move(it->second);
+      waiters = std::move(it->second.waiters);
       in_flight_.erase(it);
     }
   }

@@ -23,6 +23,7 @@
 #include "server/find_records.h"
 #include "server/planner.h"
 #include "server/stop_flag.h"
+#include "server/tenant_limits.h"
 #include "server/thread_pool.h"
 #include "server/timing_stage.h"
 #include "storage/records.h"
@@ -41,6 +42,40 @@ struct TuneRequest {
   bool background = false;
 };
 
+// How far a run has got, as its callers see it.
+struct TuneProgress {
+  enum class Stage {
+    kQueued,     // waiting for the compile pool (background runs)
+    kCompiling,  // building the candidates' plans
+    kTiming,     // on the device's timing queue, or being timed
+  };
+  std::string problem_key;
+  Stage stage = Stage::kQueued;
+  int solvers = 0;  // candidates of the run
+  int built = 0;    // candidates whose plans are built (or failed to build)
+  int timed = 0;    // candidates timed (or failed) so far
+  std::string current;  // the solver being timed; empty between solvers
+  std::string best;     // the fastest solver so far; empty before the first
+  double best_ms = 0;
+};
+
+// "queued", "compiling", "timing".
+const char* StageName(TuneProgress::Stage stage);
+
+// Who waits on a run.
+struct TuneCaller {
+  // The tenant the run is done for: its limits apply (TuningQuotas), it is
+  // charged for the device's time, and its tasks take turns with other
+  // tenants' on the pools.
+  std::string tenant;
+  // True once the caller stopped waiting; may be called from any thread
+  // until `done` runs. Empty: never.
+  std::function<bool()> gone;
+  // Called as the run gets further, from any thread, until `done` runs
+  // (one at a time, in order); must not call into the tuner. Optional.
+  std::function<void(const TuneProgress&)> progress;
+};
+
 class Tuner {
  public:
   struct Options {
@@ -49,18 +84,22 @@ class Tuner {
     int max_configs_per_solver = 16;
   };
 
-  // References must outlive the tuner.
+  // References must outlive the tuner; `quotas` may be null (no limits).
   Tuner(const Planner& planner, TimingStage& timing, FindRecords& records,
         storage::Store& store, ThreadPool& compile_pool, Counters& counters,
-        const StopFlag& stop, Options options);
+        const StopFlag& stop, Options options,
+        TuningQuotas* quotas = nullptr);
 
   using Done = std::function<void(absl::StatusOr<FindOutcome>)>;
 
   // Tunes p and calls `done` exactly once. FailedPrecondition when no
   // solver applies (within the workspace limit); Internal when every
-  // applicable solver failed; Unavailable when stopping.
+  // applicable solver failed; Unavailable when stopping;
+  // ResourceExhausted (with RetryAfter) when the caller's tenant is over a
+  // limit of TuningQuotas (not for background requests, whose jobs are
+  // admitted where they are queued).
   //
-  // `gone` (optional) says when this caller stopped waiting. When every
+  // `caller.gone` says when this caller stopped waiting. When every
   // caller of a run has gone, the run stops at the next boundary (before it
   // is started, before each solver's plans are built, before each solver is
   // timed), stores no find record, and ends with Cancelled; the configs of
@@ -68,7 +107,7 @@ class Tuner {
   // caller without `gone`) always completes.
   // REQUIRES: ValidateProblem(p).ok().
   void Tune(const ConvProblem& p, const TuneRequest& request, Done done,
-            std::function<bool()> gone = nullptr);
+            TuneCaller caller = {});
 
   // Runs started and not finished (a shared run counts once).
   int64_t runs_in_flight();
@@ -96,10 +135,19 @@ class Tuner {
                 absl::StatusOr<FindOutcome> result);
   // True when every caller of the run under `dedup_key` has gone.
   bool Abandoned(const std::string& dedup_key);
+  // The distinct tenants of the run's callers.
+  std::vector<std::string> TenantsOf(const std::string& dedup_key);
+  // Updates the run's progress and tells its callers who follow it.
+  void Publish(Run& run, const std::function<void(TuneProgress&)>& update);
 
   struct Waiter {
     Done done;
-    std::function<bool()> gone;  // empty: never goes
+    TuneCaller caller;
+    TuningQuotas::Ticket ticket;  // held until answered
+  };
+  struct InFlight {
+    std::vector<Waiter> waiters;
+    std::weak_ptr<Run> run;
   };
 
   const Planner& planner_;
@@ -110,10 +158,10 @@ class Tuner {
   Counters& counters_;
   const StopFlag& stop_;
   const Options options_;
+  TuningQuotas* const quotas_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::vector<Waiter>> in_flight_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace convtune

@@ -25,6 +25,7 @@ struct Context {
   // How the user named the daemon, for the "is it running?" hint.
   std::string socket_path;  // empty when --address was given
   std::string address;      // --address HOST:PORT
+  bool tls = false;         // --address with --tls-*
 };
 
 // True when the status says nobody answers at the daemon's address.
@@ -42,6 +43,7 @@ int DbCommand(Context& context, const std::vector<std::string>& args);
 int ImmediateCommand(Context& context, const std::vector<std::string>& args);
 int HeuristicCommand(Context& context, const std::vector<std::string>& args);
 int StatusCommand(Context& context, const std::vector<std::string>& args);
+int PrefillCommand(Context& context, const std::vector<std::string>& args);
 
 // Appends the problems of a file of MIOpenDriver lines (blank lines and #
 // comments skipped); reports each bad line as FILE:LINE on stderr. Returns
@@ -63,6 +65,7 @@ extern const char kDbHelp[];
 extern const char kImmediateHelp[];
 extern const char kHeuristicHelp[];
 extern const char kStatusHelp[];
+extern const char kPrefillHelp[];
 
 }  // namespace convtune::cli
 

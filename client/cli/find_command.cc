@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli/cli.h"
+#include "client/cli/progress.h"
 #include "common/json.h"
 #include "common/vocabulary.h"
 #include "kernels/driver_line.h"
@@ -71,6 +73,7 @@ constexpr int kDefaultJobs = 8;
 struct FindFlags {
   bool json = false;
   int jobs = kDefaultJobs;
+  ProgressDisplay::Style progress = ProgressDisplay::Style::kOff;
   std::string file;
   FindOptions options;
   std::vector<std::string> driver_args;
@@ -85,6 +88,7 @@ struct Outcome {
 
 // Our flags may appear anywhere: none collides with a MIOpenDriver flag.
 int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
+  std::string progress = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* out) {
@@ -99,6 +103,10 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
       flags->options.exhaustive = true;
     } else if (a == "--file") {
       if (!value(&flags->file)) return UsageError("--file needs a FILE");
+    } else if (a == "--progress") {
+      if (!value(&progress)) {
+        return UsageError("--progress needs auto, bar, lines or off");
+      }
     } else if (a == "--jobs") {
       if (!value(&v) || !absl::SimpleAtoi(v, &flags->jobs) || flags->jobs < 1) {
         return UsageError("--jobs needs a number of finds >= 1");
@@ -128,7 +136,34 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
             ? "find needs a MIOpenDriver line or --file FILE"
             : "find takes either a MIOpenDriver line or --file FILE, not both");
   }
+  absl::StatusOr<ProgressDisplay::Style> style =
+      ProgressDisplay::Parse(progress);
+  if (!style.ok()) return UsageError(std::string(style.status().message()));
+  flags->progress = *style;
   return kExitOk;
+}
+
+// The line a finished find leaves in the progress log.
+std::string DoneLine(size_t done, size_t total, const Outcome& o) {
+  const std::string key = o.response.problem_key().empty()
+                              ? ProblemKey(o.problem)
+                              : o.response.problem_key();
+  std::string line = absl::StrCat("[", done, "/", total, "] ", key, ": ");
+  if (!o.status.ok()) {
+    absl::StrAppend(&line, "failed: ", o.status.message());
+  } else if (o.response.from_db()) {
+    absl::StrAppend(&line, "from ", o.response.source());
+  } else if (o.response.source() == "fallback") {
+    absl::StrAppend(&line, "fallback ranking, not timed");
+  } else {
+    absl::StrAppend(&line, absl::StrFormat("tuned in %.2f s", o.seconds));
+  }
+  if (o.status.ok() && o.response.results_size() > 0) {
+    const v1::PerfResult& best = o.response.results(0);
+    absl::StrAppend(&line, absl::StrFormat("; best %s %.4g ms",
+                                           best.solver_name(), best.time_ms()));
+  }
+  return line;
 }
 
 void PrintJson(const std::vector<Outcome>& outcomes) {
@@ -220,14 +255,25 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
   // Up to --jobs finds in flight; the outcomes keep the problems' order.
   std::vector<Outcome> outcomes(problems.size());
   std::atomic<size_t> next{0};
+  std::atomic<size_t> finished{0};
   std::atomic<bool> unreachable{false};
+  ProgressDisplay display(flags.progress, "find",
+                          static_cast<int>(problems.size()));
+  // Only a bar shows a run's own progress; lines say when each find ends.
+  std::function<void(const v1::FindProgress&)> on_progress;
+  if (display.style() == ProgressDisplay::Style::kBar) {
+    on_progress = [&](const v1::FindProgress& p) {
+      display.Update(static_cast<int>(finished.load()),
+                     absl::StrCat(p.problem_key(), ": ", DescribeProgress(p)));
+    };
+  }
   auto worker = [&] {
     for (size_t i = next++; i < problems.size() && !unreachable; i = next++) {
       Outcome& o = outcomes[i];
       o.problem = problems[i];
       const auto start = std::chrono::steady_clock::now();
       absl::StatusOr<v1::FindResponse> response =
-          context.client->Find(o.problem, flags.options);
+          context.client->Find(o.problem, flags.options, on_progress);
       o.seconds = std::chrono::duration<double>(
                       std::chrono::steady_clock::now() - start)
                       .count();
@@ -237,6 +283,12 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
         o.status = response.status();
         // The daemon is down: every other problem would say the same.
         if (Unreachable(o.status)) unreachable = true;
+      }
+      const size_t done = ++finished;
+      if (display.style() == ProgressDisplay::Style::kLines) {
+        display.Line(DoneLine(done, problems.size(), o));
+      } else {
+        display.Update(static_cast<int>(done), "");
       }
     }
   };
@@ -248,6 +300,7 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
     worker();
     for (std::thread& t : threads) t.join();
   }
+  display.Close();
   bool request_ok = true;
   for (const Outcome& o : outcomes) {
     if (o.status.ok()) continue;

@@ -15,6 +15,7 @@ Usage:
   convtune [GLOBAL FLAGS] solvers [MIOPENDRIVER-LINE]
   convtune [GLOBAL FLAGS] db stats | db export FILE | db export --system DIR
                           | db import [--overwrite] FILE | db merge OUT IN...
+  convtune [GLOBAL FLAGS] prefill [--follow] FILE
   convtune [GLOBAL FLAGS] heuristic train
   convtune [GLOBAL FLAGS] status
   convtune help | --help          this text;  convtune SUBCOMMAND --help  its details
@@ -25,12 +26,14 @@ Sub-commands:
              (--mode picks the find mode).
   immediate  Immediate mode: the solutions of problems, best first, from the
              FindDb (measured) or a fallback ranking (estimated); times nothing.
+  prefill    Queue a list of problems to tune in the background (after every
+             interactive find) and return, or follow it to the end.
   solvers    List the daemon's solvers; with a problem, whether each applies.
   db         Show, export (whole, or as a system FindDb), import or merge
              FindDb files.
   heuristic  Train the daemon's learned immediate-mode heuristic.
-  status     What the daemon is doing: device, queues, tunings, counters, and
-             who it takes you for.
+  status     What the daemon is doing: device, queues, tunings, counters, who
+             it takes you for, and your usage (every tenant's for an admin).
 
 Global flags (before the sub-command):
   --socket PATH       Unix socket of convtuned. Default: $CONVTUNE_SOCKET, else
@@ -38,8 +41,16 @@ Global flags (before the sub-command):
                       /tmp/convtune-UID/convtuned.sock.
   --address HOST:PORT Reach convtuned over TCP instead (wins over --socket).
                       Its plaintext TCP answers read-only queries only
-                      (immediate, solvers, status); find, db and heuristic
-                      need the Unix socket.
+                      (immediate, solvers, status); find, prefill, db and
+                      heuristic need the Unix socket, or TLS.
+  --tls-ca FILE       With --address: connect over TLS (convtuned
+  --tls-cert FILE     --listen-tls). The CA that signed the daemon's
+  --tls-key FILE      certificate, and your certificate and key, which the
+                      daemon's client CA signed; its names are who you are
+                      there. Default: $CONVTUNE_TLS_CA, $CONVTUNE_TLS_CERT,
+                      $CONVTUNE_TLS_KEY.
+  --tls-server-name NAME  The name in the daemon's certificate, when the
+                      address's host is not it.
   --timeout SECONDS   Deadline of each request (default: 600 for find, 30 otherwise).
   --version           Print the version and exit.
 
@@ -55,6 +66,9 @@ Examples:
   convtune --socket /run/convtune.sock find --json --file resnet50_b1.txt
   convtune solvers conv -n 8 -c 32 -H 28 -W 28 -k 32 -y 1 -x 1 -F 1
   convtune --address node7:7050 db export node7.ctdb
+  convtune --address node7:7346 --tls-ca ca.pem --tls-cert me.pem \
+           --tls-key me.key find conv -n 8 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3
+  convtune prefill --follow resnet50.txt
   convtune db export --system /usr/share/convtune/system
   convtune heuristic train
 
@@ -85,6 +99,11 @@ Options:
   --workspace-limit BYTES Leave out solutions needing more workspace (default: none).
   --count N               Print at most N results per problem (default: all).
   --exhaustive            Re-time even if the FindDb has the answer.
+  --progress auto|bar|lines|off
+                          How tuning shows on stderr: a bar with each run's
+                          stage, solvers timed and best so far (a terminal),
+                          a line as each problem ends (otherwise), or
+                          nothing. Default: auto (bar on a terminal).
   --mode MODE             The find mode, by name or number (default: the
                           daemon's, from convtuned --find-mode or
                           $CONVTUNE_FIND_MODE, else DYNAMIC_HYBRID):
@@ -214,11 +233,47 @@ Usage:
   convtune status            version, device, backend, who the daemon takes
                              you for (tenant and role), tunings in flight,
                              calls in flight, each queue's threads and waiting
-                             tasks, and the find engine's counters since start
+                             tasks, the find engine's counters since start,
+                             and your usage: finds waiting on tuning,
+                             background jobs, prefill entries done / failed /
+                             queued, device seconds of timing in the last
+                             minute, Executes in flight, each with its limit
+                             (an admin sees every tenant)
 
 Examples:
   convtune status
   convtune --socket /run/convtune/convtuned.sock status
+)";
+
+const char kPrefillHelp[] =
+    R"(convtune prefill: tune a list of problems in the background.
+
+Usage:
+  convtune prefill [OPTIONS] FILE
+
+The problems of FILE (MIOpenDriver lines, as for find --file) are queued for
+tuning at background priority: they are compiled and timed after every
+interactive find, and those already in the FindDb are skipped. Without
+--follow, prefill returns once the list is queued; convtune status then shows
+how far it has got (prefill done / failed / queued).
+
+A tenant may have limits.tenant_tunings_queued background jobs at once. The
+daemon takes the list in order up to that limit; without --follow the rest
+is reported (exit status 1) to be sent again later, with --follow it is sent
+as earlier entries end.
+
+Options:
+  --follow                Wait until every entry has been tuned, showing
+                          progress on stderr.
+  --progress auto|bar|lines|off
+                          With --follow: a bar (a terminal), a line whenever
+                          an entry ends (otherwise), or nothing. Default: auto.
+  --poll SECONDS          With --follow: how often to ask (default 0.5).
+  --workspace-limit BYTES Tune for at most this much workspace.
+
+Examples:
+  convtune prefill deploy/problems/resnet50_b1.txt
+  convtune prefill --follow --progress lines resnet50_b1.txt
 )";
 
 bool Unreachable(const absl::Status& status) {
@@ -227,6 +282,13 @@ bool Unreachable(const absl::Status& status) {
 }
 
 void ReportError(const Context& context, const absl::Status& status) {
+  if (Unreachable(status) && context.tls) {
+    std::cerr << "convtune: " << status.message()
+              << "\n(is convtuned serving --listen-tls " << context.address
+              << ", does --tls-ca sign its certificate, and does its "
+                 "--tls-client-ca sign yours?)\n";
+    return;
+  }
   if (Unreachable(status)) {
     std::cerr << "convtune: cannot reach convtuned at "
               << context.client->target()

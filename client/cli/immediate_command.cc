@@ -243,6 +243,29 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
   for (const auto& [name, value] : counters) {
     std::cout << absl::StrFormat("  %-22s %d\n", name, value);
   }
+  if (s->tenants_size() > 0) {
+    std::cout << (s->role() == "admin" ? "tenants:\n" : "your usage:\n");
+    std::cout << absl::StrFormat(
+        "  %-20s %13s %15s %-26s %-20s %s\n", "tenant", "finds waiting",
+        "background jobs", "prefill done/failed/queued", "device s (last min)",
+        "executes");
+    for (const v1::TenantUsage& t : s->tenants()) {
+      auto limit = [](double v) {
+        return v > 0 ? absl::StrFormat("/%g", v) : std::string("");
+      };
+      std::cout << absl::StrFormat(
+          "  %-20s %13s %15s %-26s %-20s %d (%d B)\n", t.tenant(),
+          absl::StrCat(t.finds_waiting(), limit(t.limit_finds_waiting())),
+          absl::StrCat(t.background_jobs(), limit(t.limit_background_jobs())),
+          absl::StrCat(t.prefill_done(), "/", t.prefill_failed(), "/",
+                       t.prefill_queued()),
+          absl::StrFormat("%.1f%s (%.1f total)",
+                          t.device_seconds_last_minute(),
+                          limit(t.limit_device_seconds_per_minute()),
+                          t.device_seconds_total()),
+          t.executes_in_flight(), t.execute_bytes_in_flight());
+    }
+  }
   return kExitOk;
 }
 

@@ -1,4 +1,5 @@
 // `convtune`: the command-line client of convtuned.
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/cli.h"
 #include "common/defaults.h"
+#include "common/file_util.h"
 #include "common/quote.h"
 
 namespace convtune::cli {
@@ -37,8 +39,26 @@ bool FlagValue(const std::vector<std::string>& argv, size_t* i,
   return true;
 }
 
+// The PEM text of a TLS flag's file, or of $env when the flag is not given.
+bool ReadPem(const std::string& flag, std::string path, const char* env,
+             std::string* pem, std::string* error) {
+  if (path.empty()) {
+    const char* v = std::getenv(env);
+    if (v == nullptr || *v == '\0') return true;
+    path = v;
+  }
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    *error = absl::StrCat(flag, ": cannot read '", QuotePrefix(path), "'");
+    return false;
+  }
+  *pem = *std::move(text);
+  return true;
+}
+
 int Main(const std::vector<std::string>& argv) {
   std::string socket, address, timeout;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
   size_t i = 0;
   for (; i < argv.size() && absl::StartsWith(argv[i], "-"); ++i) {
     const std::string& arg = argv[i];
@@ -53,7 +73,12 @@ int Main(const std::vector<std::string>& argv) {
     std::string error;
     if (!FlagValue(argv, &i, "--socket", &socket, &error) &&
         !FlagValue(argv, &i, "--address", &address, &error) &&
-        !FlagValue(argv, &i, "--timeout", &timeout, &error)) {
+        !FlagValue(argv, &i, "--timeout", &timeout, &error) &&
+        !FlagValue(argv, &i, "--tls-ca", &tls_ca, &error) &&
+        !FlagValue(argv, &i, "--tls-cert", &tls_cert, &error) &&
+        !FlagValue(argv, &i, "--tls-key", &tls_key, &error) &&
+        !FlagValue(argv, &i, "--tls-server-name", &tls_server_name,
+                   &error)) {
       return UsageError(
           absl::StrCat("unknown global flag '", QuotePrefix(arg), "'"));
     }
@@ -61,8 +86,8 @@ int Main(const std::vector<std::string>& argv) {
   }
   if (i >= argv.size())
     return UsageError(
-        "missing sub-command (find, immediate, solvers, db, heuristic or "
-        "status)");
+        "missing sub-command (find, immediate, prefill, solvers, db, "
+        "heuristic or status)");
   const std::string command = argv[i];
   const std::vector<std::string> args(argv.begin() + i + 1, argv.end());
   if (command == "help") {
@@ -75,6 +100,7 @@ int Main(const std::vector<std::string>& argv) {
                      : command == "db"        ? kDbHelp
                      : command == "heuristic" ? kHeuristicHelp
                      : command == "status"    ? kStatusHelp
+                     : command == "prefill"   ? kPrefillHelp
                                               : nullptr;
   if (help == nullptr) {
     return UsageError(absl::StrCat("unknown sub-command '", command, "'"));
@@ -93,7 +119,31 @@ int Main(const std::vector<std::string>& argv) {
     }
     options.find_timeout = options.call_timeout = absl::Seconds(seconds);
   }
+  // TLS when any of its files is named (by flag or environment).
+  TlsOptions tls;
+  std::string error;
+  if (!ReadPem("--tls-ca", tls_ca, "CONVTUNE_TLS_CA", &tls.ca_pem, &error) ||
+      !ReadPem("--tls-cert", tls_cert, "CONVTUNE_TLS_CERT", &tls.cert_pem,
+               &error) ||
+      !ReadPem("--tls-key", tls_key, "CONVTUNE_TLS_KEY", &tls.key_pem,
+               &error)) {
+    return UsageError(error);
+  }
+  tls.server_name = tls_server_name;
+  if (!tls.ca_pem.empty() || !tls.cert_pem.empty() || !tls.key_pem.empty()) {
+    if (tls.ca_pem.empty() || tls.cert_pem.empty() || tls.key_pem.empty()) {
+      return UsageError(
+          "TLS needs all of --tls-ca, --tls-cert and --tls-key (or "
+          "CONVTUNE_TLS_CA, CONVTUNE_TLS_CERT and CONVTUNE_TLS_KEY)");
+    }
+    if (address.empty()) {
+      return UsageError("TLS needs --address HOST:PORT (convtuned --listen-tls)");
+    }
+    options.tls = std::move(tls);
+  }
+  const bool with_tls = options.tls.has_value();
   Context context;
+  context.tls = with_tls;
   if (!address.empty()) {
     context.address = address;
   } else {
@@ -112,6 +162,7 @@ int Main(const std::vector<std::string>& argv) {
   if (command == "solvers") return SolversCommand(context, args);
   if (command == "heuristic") return HeuristicCommand(context, args);
   if (command == "status") return StatusCommand(context, args);
+  if (command == "prefill") return PrefillCommand(context, args);
   return DbCommand(context, args);
 }
 

@@ -4,11 +4,13 @@
 //   3. warm find throughput with N concurrent clients (own channels);
 //   4. warm find latency of one client while another floods the daemon with
 //      cold finds (--flood N at once, each a problem never tuned), beside
-//      the idle latency of (2).
+//      the idle latency of (2). The flooding clients are another tenant
+//      (TLS clients with their own certificate) unless --flood-tenant same
+//      (the measuring client's own Unix user).
 // Prints Markdown.
 //
 // usage: bench_find_service [--file FILE] [--requests N] [--clients N]
-// [--seconds S] [--flood N] [--log-rpcs on|off]
+// [--seconds S] [--flood N] [--flood-tenant other|same] [--log-rpcs on|off]
 #include <signal.h>
 
 #include <algorithm>
@@ -23,9 +25,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "kernels/driver_line.h"
 #include "tests/server/daemon_process.h"
+#include "tests/server/test_pki.h"
 
 namespace convtune {
 namespace {
@@ -58,6 +62,7 @@ int Main(int argc, char** argv) {
       std::string(CONVTUNE_SOURCE_DIR) + "/deploy/problems/resnet50_b1.txt";
   int requests = 20000, clients = 8, flood = 16;
   std::string log_rpcs = "on";
+  std::string flood_tenant = "other";
   double seconds = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -67,6 +72,11 @@ int Main(int argc, char** argv) {
     if (a == "--seconds") seconds = std::atof(argv[i + 1]);
     if (a == "--flood") flood = std::atoi(argv[i + 1]);
     if (a == "--log-rpcs") log_rpcs = argv[i + 1];
+    if (a == "--flood-tenant") flood_tenant = argv[i + 1];
+  }
+  if (flood_tenant != "other" && flood_tenant != "same") {
+    std::cerr << "--flood-tenant: expected other or same\n";
+    return 2;
   }
   const std::vector<ConvProblem> problems = ReadProblems(file);
   if (problems.empty()) {
@@ -75,14 +85,41 @@ int Main(int argc, char** argv) {
   }
   const std::string dir = testing::MakeTempDir("convtune-bench");
   const std::string socket = dir + "/d.sock";
+  // The flooding tenant comes over TLS with a certificate of its own.
+  testing::TestPki pki;
+  std::string error;
+  if (!testing::MakeTestPki(dir, {"flood"}, &pki, &error)) {
+    std::cerr << error << "\n";
+    return 1;
+  }
+  std::ofstream(dir + "/convtuned.toml")
+      << "[[tenant]]\nname = \"flood\"\ncert_names = [\"flood\"]\n";
   testing::DaemonProcess daemon;
-  if (!daemon.Start(
-          CONVTUNED_PATH,
-          {"--socket", socket, "--db", dir + "/db", "--log-rpcs", log_rpcs},
-          dir + "/log") ||
+  if (!daemon.Start(CONVTUNED_PATH,
+                    {"--socket", socket, "--db", dir + "/db", "--log-rpcs",
+                     log_rpcs, "--config", dir + "/convtuned.toml",
+                     "--listen-tls", "127.0.0.1:0", "--tls-cert",
+                     pki.server_cert(), "--tls-key", pki.server_key(),
+                     "--tls-client-ca", pki.ca()},
+                    dir + "/log") ||
       !daemon.WaitServing(socket)) {
     std::cerr << "convtuned did not start: " << daemon.log() << "\n";
     return 1;
+  }
+  std::string flood_address = socket;
+  ClientOptions flood_options;
+  if (flood_tenant == "other") {
+    const std::string log = daemon.log();
+    const size_t at = log.find("tls port ");
+    if (at == std::string::npos) {
+      std::cerr << "no TLS port in: " << log << "\n";
+      return 1;
+    }
+    flood_address = absl::StrCat("localhost:", std::atoi(log.c_str() + at + 9));
+    flood_options.tls = TlsOptions{testing::ReadText(pki.ca()),
+                                   testing::ReadText(pki.client_cert("flood")),
+                                   testing::ReadText(pki.client_key("flood")),
+                                   ""};
   }
   auto client = Client::Connect(socket);
   if (!client.ok()) {
@@ -171,7 +208,7 @@ int Main(int argc, char** argv) {
   std::vector<std::thread> flooders;
   for (int f = 0; f < flood; ++f) {
     flooders.emplace_back([&, f] {
-      auto own = Client::Connect(socket);
+      auto own = Client::Connect(flood_address, flood_options);
       if (!own.ok()) return;
       for (int64_t i = 0; !stop_flood; ++i) {
         ConvProblem p = problems[(f + i) % problems.size()];
@@ -194,13 +231,14 @@ int Main(int argc, char** argv) {
   for (auto& t : flooders) t.join();
   std::printf(
       "\n## Warm find (FindDb hit) during a flood of cold finds, %d flooding "
-      "clients, %d requests\n\n"
+      "clients (%s tenant), %d requests\n\n"
       "| | p50 us | p99 us | p99.9 us | cold finds done "
       "|\n|---|---|---|---|---|\n"
       "| idle (2) | %.1f | %.1f | %.1f | |\n"
       "| flooded | %.1f | %.1f | %.1f | %lld |\n"
       "| flooded / idle | %.2f | %.2f | %.2f | |\n",
-      flood, flood_requests, Percentile(lat, 0.5), Percentile(lat, 0.99),
+      flood, flood_tenant.c_str(), flood_requests, Percentile(lat, 0.5),
+      Percentile(lat, 0.99),
       Percentile(lat, 0.999), Percentile(flooded, 0.5),
       Percentile(flooded, 0.99), Percentile(flooded, 0.999),
       static_cast<long long>(cold_done.load()),

@@ -45,11 +45,19 @@ TEST_F(ConfigTest, TheDeployExampleLoadsAsDocumented) {
   EXPECT_EQ(o.find_mode, "DYNAMIC_HYBRID");
   EXPECT_EQ(o.service.max_execute_bytes, int64_t{64} << 20);
   EXPECT_EQ(o.service.limits.max_tensor_bytes, int64_t{16} << 30);
-  ASSERT_EQ(o.access.tenants.size(), 2u);
+  ASSERT_EQ(o.access.tenants.size(), 3u);
   EXPECT_EQ(o.access.tenants[0].name, "ops");
   EXPECT_EQ(o.access.tenants[0].role, Role::kAdmin);
   EXPECT_EQ(o.access.tenants[1].gids, std::vector<gid_t>{2000});
   EXPECT_EQ(o.access.tenants[1].role, Role::kTenant);
+  EXPECT_EQ(o.access.tenants[2].cert_names,
+            std::vector<std::string>{"ci-runner"});
+  // The documented limits are the defaults.
+  const TuningQuotas::Limits defaults;
+  EXPECT_EQ(o.core.quotas.max_in_flight, defaults.max_in_flight);
+  EXPECT_EQ(o.core.quotas.max_queued, defaults.max_queued);
+  EXPECT_EQ(o.core.quotas.max_benchmark_seconds_per_minute,
+            defaults.max_benchmark_seconds_per_minute);
 }
 
 TEST_F(ConfigTest, ReadsEveryKey) {
@@ -66,6 +74,10 @@ find_mode = "NORMAL"
 background_tune = false
 compile_threads = 5
 listen_plaintext = "127.0.0.1:7345"
+listen_tls = "0.0.0.0:7346"
+tls_cert = "/etc/c.pem"
+tls_key = "/etc/c.key"
+tls_client_ca = "/etc/ca.pem"
 log_rpcs = false
 metrics = "127.0.0.1:9464"
 [limits]
@@ -73,9 +85,15 @@ max_tensor_bytes = 1000
 max_execute_bytes = 2000
 tenant_executes_in_flight = 3
 tenant_execute_bytes_in_flight = 4000
+tenant_tunings_in_flight = 5
+tenant_tunings_queued = 6
+tenant_benchmark_seconds_per_minute = 7.5
 [access]
 unlisted_users = "refuse"
 owner_is_admin = false
+[[tenant]]
+name = "ci"
+cert_names = ["ci-runner", "ci.example.com"]
 )",
                         &o);
   ASSERT_TRUE(s.ok()) << s;
@@ -97,6 +115,16 @@ owner_is_admin = false
   EXPECT_EQ(o.service.tenant_executes.max_bytes, 4000);
   EXPECT_FALSE(o.access.unlisted_users_are_tenants);
   EXPECT_FALSE(o.access.owner_is_admin);
+  EXPECT_EQ(o.tls_address, "0.0.0.0:7346");
+  EXPECT_EQ(o.tls.cert_file, "/etc/c.pem");
+  EXPECT_EQ(o.tls.key_file, "/etc/c.key");
+  EXPECT_EQ(o.tls.client_ca_file, "/etc/ca.pem");
+  EXPECT_EQ(o.core.quotas.max_in_flight, 5);
+  EXPECT_EQ(o.core.quotas.max_queued, 6);
+  EXPECT_EQ(o.core.quotas.max_benchmark_seconds_per_minute, 7.5);
+  ASSERT_EQ(o.access.tenants.size(), 1u);
+  EXPECT_EQ(o.access.tenants[0].cert_names,
+            (std::vector<std::string>{"ci-runner", "ci.example.com"}));
 }
 
 TEST_F(ConfigTest, ErrorsNameTheKeyAndQuoteAShortPrefix) {
@@ -117,6 +145,14 @@ TEST_F(ConfigTest, ErrorsNameTheKeyAndQuoteAShortPrefix) {
       {"[daemon]\nbackground_tune = 1\n",
        "daemon.background_tune: expected true or false"},
       {"[limits]\nmax_execute_bytes = 0\n", "limits.max_execute_bytes"},
+      {"[limits]\ntenant_tunings_in_flight = 0\n",
+       "limits.tenant_tunings_in_flight: expected 1 to"},
+      {"[limits]\ntenant_benchmark_seconds_per_minute = 61\n",
+       "limits.tenant_benchmark_seconds_per_minute: expected 0 to 60"},
+      {"[limits]\ntenant_benchmark_seconds_per_minute = \"x\"\n",
+       "limits.tenant_benchmark_seconds_per_minute: expected a number"},
+      {"[[tenant]]\nname = \"a\"\ncert_names = [1]\n",
+       "tenant[0].cert_names: expected an array of strings"},
       {"[access]\nunlisted_users = \"maybe\"\n", "access.unlisted_users"},
       {"[[tenant]]\nname = \"a\"\n", "tenant[0].uids: a tenant needs uids"},
       {"[[tenant]]\nname = \"a b\"\nuids = [1]\n", "tenant[0].name"},
@@ -205,6 +241,31 @@ TEST(AccessPolicyTest, UidsBeforeGidsOwnerAdminUnlistedByPolicy) {
   peers.Set(12, {1, 7, 7});
   Access with_peers(p, &peers);
   EXPECT_EQ(with_peers.Identify("fd:12").tenant, "by-user");
+}
+
+TEST(AccessPolicyTest, TlsClientsByTheNamesOfTheirCertificates) {
+  AccessPolicy p;
+  Tenant ci{"ci", Role::kTenant, {}, {}, {"ci-runner", "ci.example.com"}};
+  Tenant ops{"ops", Role::kAdmin, {}, {}, {"ops"}};
+  p.tenants = {ci, ops};
+  Access a(p, nullptr);
+  // The common name, or any subject alternative name, matches.
+  Caller c = a.ForCertificate({"ci-runner"});
+  EXPECT_EQ(c.tenant, "ci");
+  EXPECT_EQ(c.role, Role::kTenant);
+  EXPECT_EQ(a.ForCertificate({"host7", "ci.example.com"}).tenant, "ci");
+  EXPECT_EQ(a.ForCertificate({"ops"}).role, Role::kAdmin);
+  // Others are tenants of their own, or refused, as unlisted users are.
+  c = a.ForCertificate({"someone"});
+  EXPECT_EQ(c.tenant, "cert:someone");
+  EXPECT_TRUE(Access::Check(c, Right::kTune, "Find").ok());
+  EXPECT_FALSE(Access::Check(c, Right::kAdmin, "DbExport").ok());
+  EXPECT_FALSE(a.ForCertificate({}).known);
+  p.unlisted_users_are_tenants = false;
+  Access strict(p, nullptr);
+  c = strict.ForCertificate({std::string(500, 'x')});
+  EXPECT_FALSE(c.known);
+  EXPECT_LT(c.refusal.size(), 200u);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -65,6 +66,53 @@ TEST(ThreadPoolTest, LowPriorityTasksWaitForEveryOtherTaskQueued) {
   }
   EXPECT_EQ(order, (std::vector<std::string>{"normal 1", "normal 2", "normal 3",
                                              "low 1", "low 2"}));
+}
+
+TEST(ThreadPoolTest, TenantsTakeTurnsWithinAPriority) {
+  std::vector<std::string> order;
+  absl::Notification started, release;
+  {
+    ThreadPool queue("bench", 1);
+    queue.Schedule([&] {
+      started.Notify();
+      release.WaitForNotification();
+    });
+    started.WaitForNotification();
+    // One tenant floods the queue; the others arrive later.
+    for (int i = 1; i <= 4; ++i) {
+      queue.Schedule([&, i] { order.push_back("a" + std::to_string(i)); },
+                     ThreadPool::Priority::kNormal, "a");
+    }
+    queue.Schedule([&] { order.push_back("b1"); },
+                   ThreadPool::Priority::kNormal, "b");
+    queue.Schedule([&] { order.push_back("b2"); },
+                   ThreadPool::Priority::kNormal, "b");
+    queue.Schedule([&] { order.push_back("c1"); },
+                   ThreadPool::Priority::kNormal, "c");
+    queue.Schedule([&] { order.push_back("b low"); },
+                   ThreadPool::Priority::kLow, "b");
+    EXPECT_EQ(queue.queued(), 8);
+    EXPECT_EQ(queue.queued(ThreadPool::Priority::kLow), 1);
+    release.Notify();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "c1", "a2", "b2",
+                                             "a3", "a4", "b low"}));
+}
+
+TEST(ThreadPoolTest, ATenantsOwnTasksKeepTheirOrder) {
+  std::vector<int> order;
+  {
+    ThreadPool queue("bench", 1);
+    for (int i = 0; i < 100; ++i) {
+      queue.Schedule([&, i] { order.push_back(i); },
+                     ThreadPool::Priority::kNormal, i % 2 ? "odd" : "even");
+    }
+  }
+  ASSERT_EQ(order.size(), 100u);
+  std::vector<int> even, odd;
+  for (int i : order) (i % 2 ? odd : even).push_back(i);
+  EXPECT_TRUE(std::is_sorted(even.begin(), even.end()));
+  EXPECT_TRUE(std::is_sorted(odd.begin(), odd.end()));
 }
 
 }  // namespace

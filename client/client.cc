@@ -84,9 +84,8 @@ absl::Status Client::CallError(const grpc::Status& status,
     auto it = trailers.find(kRetryAfterKey);
     int64_t ms = 0;
     if (it != trailers.end() &&
-        absl::SimpleAtoi(absl::string_view(it->second.data(),
-                                           it->second.size()),
-                         &ms)) {
+        absl::SimpleAtoi(
+            absl::string_view(it->second.data(), it->second.size()), &ms)) {
       s = WithRetryAfter(std::move(s), ms);
     }
   }

@@ -7,7 +7,6 @@
 #include <grpcpp/support/status.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -49,7 +48,7 @@ inline absl::Status WithRetryAfter(absl::Status s, int64_t ms) {
 
 // The retry hint `s` carries; 0 when none.
 inline int64_t RetryAfter(const absl::Status& s) {
-  std::optional<absl::Cord> payload = s.GetPayload(kRetryAfterPayload);
+  const auto payload = s.GetPayload(kRetryAfterPayload);
   int64_t ms = 0;
   if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &ms)) {
     return 0;

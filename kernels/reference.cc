@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/numeric.h"
 
 namespace convtune {
@@ -130,9 +131,9 @@ void FillTyped(T* out, int64_t count, uint64_t seed, Convert convert) {
               state, convert);
     }
   };
-  const int64_t threads = std::min<int64_t>(
-      {static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())),
-       16, std::max<int64_t>(1, runs / kRunsPerThread)});
+  const int64_t threads =
+      std::min<int64_t>({static_cast<int64_t>(cpu::NumThreads()), 16,
+                         std::max<int64_t>(1, runs / kRunsPerThread)});
   std::vector<std::thread> helpers;
   for (int64_t t = 1; t < threads; ++t)
     helpers.emplace_back(fill_runs, t, threads);
@@ -338,9 +339,8 @@ std::vector<ReferenceSample> SampleReference(const ConvProblem& p,
   };
   std::vector<std::thread> helpers;
   const size_t wanted =
-      long_sums ? std::min<size_t>(
-                      {out.size(), size_t{16},
-                       std::max(1u, std::thread::hardware_concurrency())})
+      long_sums ? std::min<size_t>({out.size(), size_t{16},
+                                    static_cast<size_t>(cpu::NumThreads())})
                 : 1;
   for (size_t h = 1; h < wanted; ++h) {
     try {

@@ -75,8 +75,8 @@ class Table {
     if (!x.is_integer() && !x.is_floating()) {
       return Error(key, "expected a number");
     }
-    const double n = x.is_integer() ? static_cast<double>(x.as_integer())
-                                    : x.as_floating();
+    const double n =
+        x.is_integer() ? static_cast<double>(x.as_integer()) : x.as_floating();
     if (!(n >= lo && n <= hi)) {
       return Error(key, absl::StrCat("expected ", lo, " to ", hi, ", got ", n));
     }
@@ -131,12 +131,11 @@ bool ValidTenantName(const std::string& s) {
 }
 
 absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
-  if (absl::Status s = t.OnlyKeys({"socket", "socket_mode", "db", "system_db",
-                                   "backend", "device", "find_mode",
-                                   "background_tune", "compile_threads",
-                                   "listen_plaintext", "listen_tls",
-                                   "tls_cert", "tls_key", "tls_client_ca",
-                                   "log_rpcs", "metrics"});
+  if (absl::Status s = t.OnlyKeys(
+          {"socket", "socket_mode", "db", "system_db", "backend", "device",
+           "find_mode", "background_tune", "compile_threads", "tuning_threads",
+           "listen_plaintext", "listen_tls", "tls_cert", "tls_key",
+           "tls_client_ca", "log_rpcs", "metrics"});
       !s.ok()) {
     return s;
   }
@@ -185,6 +184,8 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
   if (t.Has("device")) o->device_ordinal = static_cast<int>(n);
   if (absl::Status s = t.Int("compile_threads", 0, 1024, &n); !s.ok()) return s;
   if (t.Has("compile_threads")) o->compile_threads = static_cast<int>(n);
+  if (absl::Status s = t.Int("tuning_threads", 0, 1024, &n); !s.ok()) return s;
+  if (t.Has("tuning_threads")) o->tuning_threads = static_cast<int>(n);
   return absl::OkStatus();
 }
 
@@ -210,9 +211,8 @@ absl::Status LoadLimits(const Table& t, DaemonOptions* o) {
     return s;
   }
   if (t.Has("tenant_tunings_queued")) quotas.max_queued = static_cast<int>(n);
-  if (absl::Status s =
-          t.Number("tenant_benchmark_seconds_per_minute", 0, 60,
-                   &quotas.max_benchmark_seconds_per_minute);
+  if (absl::Status s = t.Number("tenant_benchmark_seconds_per_minute", 0, 60,
+                                &quotas.max_benchmark_seconds_per_minute);
       !s.ok()) {
     return s;
   }
@@ -273,8 +273,8 @@ absl::Status LoadTenant(const Table& t, AccessPolicy* p) {
   bool admin = false;
   for (absl::Status s :
        {t.String("name", &tenant.name), t.Ids("uids", &tenant.uids),
-        t.Ids("gids", &tenant.gids), t.Strings("cert_names", &tenant.cert_names),
-        t.Bool("admin", &admin)}) {
+        t.Ids("gids", &tenant.gids),
+        t.Strings("cert_names", &tenant.cert_names), t.Bool("admin", &admin)}) {
     if (!s.ok()) return s;
   }
   if (!ValidTenantName(tenant.name)) {
@@ -288,8 +288,7 @@ absl::Status LoadTenant(const Table& t, AccessPolicy* p) {
                      absl::StrCat("'", tenant.name, "' names two tenants"));
     }
   }
-  if (tenant.uids.empty() && tenant.gids.empty() &&
-      tenant.cert_names.empty()) {
+  if (tenant.uids.empty() && tenant.gids.empty() && tenant.cert_names.empty()) {
     return t.Error("uids", "a tenant needs uids, gids or cert_names");
   }
   tenant.role = admin ? Role::kAdmin : Role::kTenant;

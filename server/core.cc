@@ -36,11 +36,11 @@ Core::Core(Device& device, const SolverRegistry& registry,
             FindEngine::Options{options.verify_tolerance}),
       background_tuning_(options.background_tuning),
       max_background_tunings_(options.max_background_tunings) {
-  immediate_.SetMissHandler(
-      [this](const ConvProblem& p, int64_t limit, std::optional<bool> asked,
-             const std::string& tenant) {
-        return TuneInBackground(p, limit, asked, tenant);
-      });
+  immediate_.SetMissHandler([this](const ConvProblem& p, int64_t limit,
+                                   std::optional<bool> asked,
+                                   const std::string& tenant) {
+    return TuneInBackground(p, limit, asked, tenant);
+  });
   heuristics_.TrainIfMissing(compile_pool);
 }
 
@@ -48,10 +48,10 @@ Core::~Core() {
   Shutdown();
   absl::MutexLock lock(&background_mu_);
   background_mu_.Await(absl::Condition(
-      +[](absl::flat_hash_set<std::string>* pending) {
-        return pending->empty();
+      +[](Core* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->background_mu_) {
+        return c->background_.empty() && c->prefill_pending_ == 0;
       },
-      &background_));
+      this));
 }
 
 bool Core::TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
@@ -113,6 +113,10 @@ absl::StatusOr<Core::PrefillOutcome> Core::Prefill(
     ++out.queued;
     ++out.taken;
     quotas_.NotePrefill(tenant);
+    {
+      absl::MutexLock lock(&background_mu_);
+      ++prefill_pending_;
+    }
     find_.Find(p,
                {.mode = v1::NORMAL,
                 .workspace_limit = workspace_limit,
@@ -121,6 +125,8 @@ absl::StatusOr<Core::PrefillOutcome> Core::Prefill(
                [this, tenant, ticket = *std::move(ticket)](
                    absl::StatusOr<FindOutcome> found) {
                  quotas_.NotePrefillDone(tenant, found.ok());
+                 absl::MutexLock lock(&background_mu_);
+                 --prefill_pending_;
                });
   }
   return out;

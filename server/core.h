@@ -76,8 +76,8 @@ class Core {
        ThreadPool& compile_pool, ThreadPool& timing_queue, Options options,
        const SystemFindDb* system_db = nullptr,
        KernelBuilder* kernel_builder = nullptr);
-  // Shuts down and waits for the background finds still queued, which the
-  // pools (still running) end as Unavailable.
+  // Shuts down and waits for the background and prefill finds still queued,
+  // which the pools (still running) end as Unavailable.
   ~Core();
 
   FindEngine& find() { return find_; }
@@ -156,6 +156,8 @@ class Core {
   // Those whose background find failed: not queued again (bounded).
   absl::flat_hash_set<std::string> background_failed_
       ABSL_GUARDED_BY(background_mu_);
+  // Prefill finds not yet done.
+  int64_t prefill_pending_ ABSL_GUARDED_BY(background_mu_) = 0;
 };
 
 }  // namespace convtune

@@ -21,6 +21,7 @@
 #include "common/file_util.h"
 #include "common/quote.h"
 #include "common/status_macros.h"
+#include "kernels/cpu/parallel.h"
 #include "server/backend.h"
 #include "server/solver_registry.h"
 #include "storage/records.h"
@@ -99,13 +100,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(
   for (int i = 0; i < 3; ++i) {
     const Setting& s = settings[i];
     if (s.path->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          s.key, ": needed with listen_tls (", s.flag, " FILE)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.key, ": needed with listen_tls (", s.flag, " FILE)"));
     }
     absl::StatusOr<std::string> text = ReadFile(*s.path);
     if (!text.ok()) {
-      return absl::NotFoundError(absl::StrCat(s.key, ": cannot read '",
-                                              QuotePrefix(*s.path), "'"));
+      return absl::NotFoundError(
+          absl::StrCat(s.key, ": cannot read '", QuotePrefix(*s.path), "'"));
     }
     if (text->find(s.marker) == std::string::npos) {
       return absl::InvalidArgumentError(
@@ -125,12 +126,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(
 // one long export from holding up a stats call.
 constexpr int kStoreThreads = 2;
 
-int DefaultCompileThreads() {
+int DefaultCompileThreads(int tuning_threads) {
   if (const char* env = std::getenv("CONVTUNE_COMPILE_PARALLEL_LEVEL")) {
     int v;
     if (absl::SimpleAtoi(env, &v) && v > 0) return v;
   }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return tuning_threads;
 }
 
 }  // namespace
@@ -154,8 +155,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "compile_threads: must be >= 1, got ", options.compile_threads));
   }
-  if (options.compile_threads == 0)
-    options.compile_threads = DefaultCompileThreads();
+  if (options.tuning_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tuning_threads: must be >= 1, got ", options.tuning_threads));
+  }
+  if (options.tuning_threads == 0) {
+    options.tuning_threads =
+        static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1);
+  }
+  if (options.compile_threads == 0) {
+    options.compile_threads = DefaultCompileThreads(options.tuning_threads);
+  }
+  // Before anything runs a CPU kernel: the pool is made once. A process
+  // that ran CPU kernels before (a test serving itself) keeps their count.
+  if (!cpu::SetNumThreads(options.tuning_threads)) {
+    options.tuning_threads = cpu::NumThreads();
+  }
   absl::StatusOr<v1::FindMode> mode =
       options.find_mode.empty() ? FindModeFromEnvironment()
                                 : ParseFindMode(options.find_mode, "find_mode");
@@ -302,11 +317,11 @@ absl::Status Daemon::Init() {
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || tcp_port == 0 || tls_port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ",
-        tcp_port == 0 || (server_ == nullptr && tls_port != 0)
-            ? options_.listen_address
-            : options_.tls_address));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ",
+                     tcp_port == 0 || (server_ == nullptr && tls_port != 0)
+                         ? options_.listen_address
+                         : options_.tls_address));
   }
   tcp_port_ = std::max(tcp_port, 0);
   tls_port_ = std::max(tls_port, 0);

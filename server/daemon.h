@@ -68,8 +68,17 @@ struct DaemonOptions {
   // The nice value (0 to 19) of the threads that compile and time: serving
   // answers comes first. Default: 10.
   int tuning_nice = 10;
+  // Hardware threads tuning may keep busy: the threads that build and
+  // compile plans, and those that run the CPU backend's timed kernels (the
+  // CPU device's compute units), and its reference checks. One hardware
+  // thread is left to serving by default: when tuning keeps every CPU busy,
+  // a kernel that does not preempt a running thread on a wakeup (this
+  // machine's does not before its next tick, whatever the threads' nice
+  // values) makes each answer wait up to a tick. Default: hardware threads
+  // minus one, at least one.
+  int tuning_threads = 0;
   // Threads that build and compile plans. Default:
-  // CONVTUNE_COMPILE_PARALLEL_LEVEL, else the number of hardware threads.
+  // CONVTUNE_COMPILE_PARALLEL_LEVEL, else tuning_threads.
   int compile_threads = 0;
   Core::Options core;
   ServiceOptions service;

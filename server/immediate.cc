@@ -25,7 +25,8 @@ absl::StatusOr<Solutions> Immediate::GetSolutions(
   }
   if (!absl::IsNotFound(hit.status())) return hit.status();
   ASSIGN_OR_RETURN(Solutions ranked, Rank(p, limit));
-  if (on_miss_) ranked.tuning_queued = on_miss_(p, limit, background_tune, tenant);
+  if (on_miss_)
+    ranked.tuning_queued = on_miss_(p, limit, background_tune, tenant);
   return ranked;
 }
 

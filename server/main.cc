@@ -73,8 +73,14 @@ flags:
                          NORMAL find of the problem at the lowest priority
                          (at most 64 waiting); a request may say otherwise.
                          default: on
+  --tuning-threads N     hardware threads tuning may keep busy: compiling,
+                         and on the CPU backend the timed kernels (its
+                         device's compute units) and reference checks. One is
+                         left to serving, so that answers do not wait on
+                         tuning. default: hardware threads minus one (at
+                         least one)
   --compile-threads N    threads that build and compile kernels. default:
-                         $CONVTUNE_COMPILE_PARALLEL_LEVEL, else all hardware threads
+                         $CONVTUNE_COMPILE_PARALLEL_LEVEL, else --tuning-threads
   --max-tensor-bytes N   largest tensor a request may describe. default: 16 GiB
   --max-execute-bytes N  largest total of inline tensors for Execute. default: 64 MiB
   --log-rpcs on|off      one line per RPC on stderr (rpc, tenant, role, code,
@@ -105,11 +111,13 @@ int UsageError(const std::string& msg) {
 
 bool IsFlag(const std::string& name) {
   for (const char* f :
-       {"--config", "--socket", "--socket-mode", "--listen-plaintext",
-        "--listen-tls", "--tls-cert", "--tls-key", "--tls-client-ca", "--db",
-        "--system-db", "--find-mode", "--backend", "--background-tune",
-        "--device", "--compile-threads", "--max-tensor-bytes",
-        "--max-execute-bytes", "--log-rpcs", "--metrics"}) {
+       {"--config",           "--socket",           "--socket-mode",
+        "--listen-plaintext", "--listen-tls",       "--tls-cert",
+        "--tls-key",          "--tls-client-ca",    "--db",
+        "--system-db",        "--find-mode",        "--backend",
+        "--background-tune",  "--device",           "--compile-threads",
+        "--tuning-threads",   "--max-tensor-bytes", "--max-execute-bytes",
+        "--log-rpcs",         "--metrics"}) {
     if (name == f) return true;
   }
   return false;
@@ -247,6 +255,13 @@ int main(int argc, char** argv) {
                          convtune::QuotePrefix(value), "'"));
       }
       options.compile_threads = static_cast<int>(n);
+    } else if (flag == "--tuning-threads") {
+      if (!ParseInt64(value, &n) || n > 1024) {
+        return UsageError(
+            absl::StrCat("--tuning-threads: expected 1 to 1024, got '",
+                         convtune::QuotePrefix(value), "'"));
+      }
+      options.tuning_threads = static_cast<int>(n);
     } else if (flag == "--max-tensor-bytes") {
       if (!ParseInt64(value, &n)) {
         return UsageError(
@@ -295,23 +310,21 @@ int main(int argc, char** argv) {
   // supervisors and tests wait for.
   std::cerr << "convtuned: system FindDb: " << (*daemon)->SystemDbSummary()
             << std::endl;
-  std::cerr << "convtuned: serving on unix:" << o.socket_path
-            << (o.listen_address.empty()
-                    ? ""
-                    : absl::StrCat(" and plaintext tcp port ",
-                                   (*daemon)->tcp_port(), " (",
-                                   o.listen_address, ", read-only)"))
-            << (o.tls_address.empty()
-                    ? ""
-                    : absl::StrCat(" and tls port ", (*daemon)->tls_port(),
-                                   " (", o.tls_address,
-                                   ", client certificates required)"))
-            << ((*daemon)->metrics_port() == 0
-                    ? ""
-                    : absl::StrCat(", metrics on port ",
-                                   (*daemon)->metrics_port()))
-            << " (device " << (*daemon)->device_key() << ", db " << o.db_dir
-            << ", find mode " << o.find_mode << ")" << std::endl;
+  std::cerr
+      << "convtuned: serving on unix:" << o.socket_path
+      << (o.listen_address.empty()
+              ? ""
+              : absl::StrCat(" and plaintext tcp port ", (*daemon)->tcp_port(),
+                             " (", o.listen_address, ", read-only)"))
+      << (o.tls_address.empty()
+              ? ""
+              : absl::StrCat(" and tls port ", (*daemon)->tls_port(), " (",
+                             o.tls_address, ", client certificates required)"))
+      << ((*daemon)->metrics_port() == 0
+              ? ""
+              : absl::StrCat(", metrics on port ", (*daemon)->metrics_port()))
+      << " (device " << (*daemon)->device_key() << ", db " << o.db_dir
+      << ", find mode " << o.find_mode << ")" << std::endl;
 
   std::thread waiter([&] {
     unsigned char sig = 0;

@@ -89,7 +89,8 @@ absl::StatusOr<PrefillInput> PrefillInputFrom(const v1::PrefillRequest& req,
   for (int i = 0; i < req.problems_size(); ++i) {
     absl::StatusOr<ConvProblem> p =
         ProblemFromProto(req.problems(i), options.limits);
-    if (!p.ok()) return WithField(absl::StrCat("problems[", i, "]"), p.status());
+    if (!p.ok())
+      return WithField(absl::StrCat("problems[", i, "]"), p.status());
     in.problems.push_back(*p);
   }
   return in;

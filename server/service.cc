@@ -43,8 +43,7 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
 // the answer goes after the write in progress. A caller who cancels is
 // answered at once, and the find sees it gone. The reactor lives until gRPC
 // is done with it and the find has answered, whichever is later.
-class FindStreamReactor final
-    : public grpc::ServerWriteReactor<v1::FindEvent> {
+class FindStreamReactor final : public grpc::ServerWriteReactor<v1::FindEvent> {
  public:
   explicit FindStreamReactor(grpc::CallbackServerContext* ctx)
       : ctx_(ctx), started_(std::chrono::steady_clock::now()) {}
@@ -140,8 +139,8 @@ class FindStreamReactor final
       absl::MutexLock lock(&mu_);
       if (finished_) return;
       finished_ = true;
-      status = answered_ ? status_
-                         : absl::CancelledError("the caller cancelled");
+      status =
+          answered_ ? status_ : absl::CancelledError("the caller cancelled");
       if (cancelled_ && status.ok()) {
         status = absl::CancelledError("the caller cancelled");
       }
@@ -207,15 +206,15 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(
   in->params.gone = [ctx] { return ctx->IsCancelled(); };
   in->params.tenant = caller.tenant;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  core_.find().Find(
-      in->problem, in->params,
-      [this, ctx, reactor, resp,
-       in = *in](absl::StatusOr<FindOutcome> outcome) {
-        if (outcome.ok()) {
-          FillFindResponse(*outcome, in, core_.device_key(), resp);
-        }
-        FinishWith(ctx, reactor, outcome.status());
-      });
+  core_.find().Find(in->problem, in->params,
+                    [this, ctx, reactor, resp,
+                     in = *in](absl::StatusOr<FindOutcome> outcome) {
+                      if (outcome.ok()) {
+                        FillFindResponse(*outcome, in, core_.device_key(),
+                                         resp);
+                      }
+                      FinishWith(ctx, reactor, outcome.status());
+                    });
   return reactor;
 }
 

@@ -13,13 +13,12 @@ absl::StatusOr<ExecuteLimiter::Ticket> ExecuteLimiter::Acquire(
     absl::MutexLock lock(&mu_);
     Usage& u = usage_[tenant];
     if (u.executes >= limits_.max_executes) {
-      return WithRetryAfter(
-          absl::ResourceExhaustedError(
-              absl::StrCat("tenant '", tenant, "' has ", u.executes,
-                           " Execute call(s) in flight, its limit "
-                           "(limits.tenant_executes_in_flight); retry in ",
-                           kRetryAfterMs, " ms")),
-          kRetryAfterMs);
+      return WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat(
+                                "tenant '", tenant, "' has ", u.executes,
+                                " Execute call(s) in flight, its limit "
+                                "(limits.tenant_executes_in_flight); retry in ",
+                                kRetryAfterMs, " ms")),
+                            kRetryAfterMs);
     }
     if (u.bytes + bytes > limits_.max_bytes) {
       return WithRetryAfter(
@@ -64,18 +63,29 @@ void TuningQuotas::Expire(State& s, Clock::time_point now) {
   s.usage.device_seconds_last_minute = sum;
 }
 
+TuningQuotas::Ticket TuningQuotas::Hold(std::shared_ptr<Shared> shared,
+                                        const std::string& tenant,
+                                        bool background) {
+  return Ticket(nullptr,
+                [shared = std::move(shared), tenant, background](void*) {
+                  absl::MutexLock lock(&shared->mu);
+                  Usage& u = shared->state[tenant].usage;
+                  --(background ? u.background : u.finds_waiting);
+                });
+}
+
 absl::StatusOr<TuningQuotas::Ticket> TuningQuotas::AdmitFind(
     const std::string& tenant, bool starts_run) {
   {
-    absl::MutexLock lock(&mu_);
-    State& s = state_[tenant];
+    absl::MutexLock lock(&shared_->mu);
+    State& s = shared_->state[tenant];
     if (s.usage.finds_waiting >= limits_.max_in_flight) {
       return WithRetryAfter(
-          absl::ResourceExhaustedError(absl::StrCat(
-              "tenant '", tenant, "' has ", s.usage.finds_waiting,
-              " find(s) waiting on tuning, its limit "
-              "(limits.tenant_tunings_in_flight); retry in ",
-              kRetryAfterMs, " ms")),
+          absl::ResourceExhaustedError(
+              absl::StrCat("tenant '", tenant, "' has ", s.usage.finds_waiting,
+                           " find(s) waiting on tuning, its limit "
+                           "(limits.tenant_tunings_in_flight); retry in ",
+                           kRetryAfterMs, " ms")),
           kRetryAfterMs);
     }
     const double budget = limits_.max_benchmark_seconds_per_minute;
@@ -92,9 +102,9 @@ absl::StatusOr<TuningQuotas::Ticket> TuningQuotas::AdmitFind(
           if (over < 0) break;
         }
         const int64_t wait_ms = std::max<int64_t>(
-            1, std::chrono::duration_cast<std::chrono::milliseconds>(free_at -
-                                                                     now)
-                   .count());
+            1,
+            std::chrono::duration_cast<std::chrono::milliseconds>(free_at - now)
+                .count());
         return WithRetryAfter(
             absl::ResourceExhaustedError(absl::StrFormat(
                 "tenant '%s' used %.1f s of device timing in the last "
@@ -107,32 +117,26 @@ absl::StatusOr<TuningQuotas::Ticket> TuningQuotas::AdmitFind(
     }
     ++s.usage.finds_waiting;
   }
-  return Ticket(nullptr, [this, tenant](void*) { Release(tenant, false); });
+  return Hold(shared_, tenant, false);
 }
 
 absl::StatusOr<TuningQuotas::Ticket> TuningQuotas::AdmitBackground(
     const std::string& tenant) {
   {
-    absl::MutexLock lock(&mu_);
-    State& s = state_[tenant];
+    absl::MutexLock lock(&shared_->mu);
+    State& s = shared_->state[tenant];
     if (s.usage.background >= limits_.max_queued) {
       return WithRetryAfter(
-          absl::ResourceExhaustedError(absl::StrCat(
-              "tenant '", tenant, "' has ", s.usage.background,
-              " background tuning job(s) queued, its limit "
-              "(limits.tenant_tunings_queued); retry in ",
-              kRetryAfterMs, " ms")),
+          absl::ResourceExhaustedError(
+              absl::StrCat("tenant '", tenant, "' has ", s.usage.background,
+                           " background tuning job(s) queued, its limit "
+                           "(limits.tenant_tunings_queued); retry in ",
+                           kRetryAfterMs, " ms")),
           kRetryAfterMs);
     }
     ++s.usage.background;
   }
-  return Ticket(nullptr, [this, tenant](void*) { Release(tenant, true); });
-}
-
-void TuningQuotas::Release(const std::string& tenant, bool background) {
-  absl::MutexLock lock(&mu_);
-  Usage& u = state_[tenant].usage;
-  --(background ? u.background : u.finds_waiting);
+  return Hold(shared_, tenant, true);
 }
 
 void TuningQuotas::ChargeDevice(const std::vector<std::string>& tenants,
@@ -140,9 +144,9 @@ void TuningQuotas::ChargeDevice(const std::vector<std::string>& tenants,
   if (tenants.empty() || ms <= 0) return;
   const double share = ms / 1e3 / static_cast<double>(tenants.size());
   const Clock::time_point now = Clock::now();
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&shared_->mu);
   for (const std::string& t : tenants) {
-    State& s = state_[t];
+    State& s = shared_->state[t];
     s.charges.emplace_back(now, share);
     s.usage.device_seconds_total += share;
     Expire(s, now);
@@ -150,29 +154,29 @@ void TuningQuotas::ChargeDevice(const std::vector<std::string>& tenants,
 }
 
 void TuningQuotas::NotePrefill(const std::string& tenant) {
-  absl::MutexLock lock(&mu_);
-  ++state_[tenant].usage.prefill_queued;
+  absl::MutexLock lock(&shared_->mu);
+  ++shared_->state[tenant].usage.prefill_queued;
 }
 
 void TuningQuotas::NotePrefillDone(const std::string& tenant, bool ok) {
-  absl::MutexLock lock(&mu_);
-  Usage& u = state_[tenant].usage;
+  absl::MutexLock lock(&shared_->mu);
+  Usage& u = shared_->state[tenant].usage;
   ++(ok ? u.prefill_done : u.prefill_failed);
 }
 
 TuningQuotas::Usage TuningQuotas::UsageOf(const std::string& tenant) {
-  absl::MutexLock lock(&mu_);
-  auto it = state_.find(tenant);
-  if (it == state_.end()) return Usage{};
+  absl::MutexLock lock(&shared_->mu);
+  auto it = shared_->state.find(tenant);
+  if (it == shared_->state.end()) return Usage{};
   Expire(it->second, Clock::now());
   return it->second.usage;
 }
 
 std::vector<std::pair<std::string, TuningQuotas::Usage>> TuningQuotas::All() {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&shared_->mu);
   std::vector<std::pair<std::string, Usage>> out;
   const Clock::time_point now = Clock::now();
-  for (auto& [name, s] : state_) {
+  for (auto& [name, s] : shared_->state) {
     Expire(s, now);
     out.emplace_back(name, s.usage);
   }

@@ -19,8 +19,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/grpc_status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
 
 namespace convtune {
 
@@ -91,8 +91,8 @@ class TuningQuotas {
   void NotePrefillDone(const std::string& tenant, bool ok);
 
   struct Usage {
-    int finds_waiting = 0;    // finds waiting on tuning runs
-    int background = 0;       // background jobs queued or running
+    int finds_waiting = 0;       // finds waiting on tuning runs
+    int background = 0;          // background jobs queued or running
     int64_t prefill_queued = 0;  // prefill jobs queued since start
     int64_t prefill_done = 0;    // ... that ended with a record
     int64_t prefill_failed = 0;  // ... that ended otherwise
@@ -111,13 +111,19 @@ class TuningQuotas {
     Usage usage;
     std::deque<std::pair<Clock::time_point, double>> charges;  // last minute
   };
+  // Tickets may outlive the quotas (a pool's last tasks), so what they
+  // release lives as long as the last of them.
+  struct Shared {
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, State> state ABSL_GUARDED_BY(mu);
+  };
   // Drops charges older than a minute and sums the rest.
-  void Expire(State& s, Clock::time_point now);
-  void Release(const std::string& tenant, bool background);
+  static void Expire(State& s, Clock::time_point now);
+  static Ticket Hold(std::shared_ptr<Shared> shared, const std::string& tenant,
+                     bool background);
 
   const Limits limits_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, State> state_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
 }  // namespace convtune

@@ -206,15 +206,16 @@ void Tuner::Start(std::shared_ptr<Run> run) {
         ++p.timed;
         p.current.clear();
       } else {
-        p.current = current->name();
+        p.current = std::string(current->name());
       }
     });
   };
   run->job->on_timed = [this, run = run.get()](const TimedSolver& t) {
     StoreConfig(run->job->problem_key, t);
     Publish(*run, [&](TuneProgress& p) {
-      if (p.best.empty() || t.ms < p.best_ms || p.best == t.candidate->solver->name()) {
-        p.best = t.candidate->solver->name();
+      const absl::string_view name = t.candidate->solver->name();
+      if (p.best.empty() || t.ms < p.best_ms || p.best == name) {
+        p.best = std::string(name);
         p.best_ms = t.ms;
       }
     });

@@ -51,9 +51,9 @@ struct TuneProgress {
   };
   std::string problem_key;
   Stage stage = Stage::kQueued;
-  int solvers = 0;  // candidates of the run
-  int built = 0;    // candidates whose plans are built (or failed to build)
-  int timed = 0;    // candidates timed (or failed) so far
+  int solvers = 0;      // candidates of the run
+  int built = 0;        // candidates whose plans are built (or failed to build)
+  int timed = 0;        // candidates timed (or failed) so far
   std::string current;  // the solver being timed; empty between solvers
   std::string best;     // the fastest solver so far; empty before the first
   double best_ms = 0;
@@ -87,8 +87,7 @@ class Tuner {
   // References must outlive the tuner; `quotas` may be null (no limits).
   Tuner(const Planner& planner, TimingStage& timing, FindRecords& records,
         storage::Store& store, ThreadPool& compile_pool, Counters& counters,
-        const StopFlag& stop, Options options,
-        TuningQuotas* quotas = nullptr);
+        const StopFlag& stop, Options options, TuningQuotas* quotas = nullptr);
 
   using Done = std::function<void(absl::StatusOr<FindOutcome>)>;
 

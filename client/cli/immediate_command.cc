@@ -245,10 +245,10 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
   }
   if (s->tenants_size() > 0) {
     std::cout << (s->role() == "admin" ? "tenants:\n" : "your usage:\n");
-    std::cout << absl::StrFormat(
-        "  %-20s %13s %15s %-26s %-20s %s\n", "tenant", "finds waiting",
-        "background jobs", "prefill done/failed/queued", "device s (last min)",
-        "executes");
+    std::cout << absl::StrFormat("  %-20s %13s %15s %-26s %-20s %s\n", "tenant",
+                                 "finds waiting", "background jobs",
+                                 "prefill done/failed/queued",
+                                 "device s (last min)", "executes");
     for (const v1::TenantUsage& t : s->tenants()) {
       auto limit = [](double v) {
         return v > 0 ? absl::StrFormat("/%g", v) : std::string("");
@@ -259,8 +259,7 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
           absl::StrCat(t.background_jobs(), limit(t.limit_background_jobs())),
           absl::StrCat(t.prefill_done(), "/", t.prefill_failed(), "/",
                        t.prefill_queued()),
-          absl::StrFormat("%.1f%s (%.1f total)",
-                          t.device_seconds_last_minute(),
+          absl::StrFormat("%.1f%s (%.1f total)", t.device_seconds_last_minute(),
                           limit(t.limit_device_seconds_per_minute()),
                           t.device_seconds_total()),
           t.executes_in_flight(), t.execute_bytes_in_flight());

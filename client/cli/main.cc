@@ -77,8 +77,7 @@ int Main(const std::vector<std::string>& argv) {
         !FlagValue(argv, &i, "--tls-ca", &tls_ca, &error) &&
         !FlagValue(argv, &i, "--tls-cert", &tls_cert, &error) &&
         !FlagValue(argv, &i, "--tls-key", &tls_key, &error) &&
-        !FlagValue(argv, &i, "--tls-server-name", &tls_server_name,
-                   &error)) {
+        !FlagValue(argv, &i, "--tls-server-name", &tls_server_name, &error)) {
       return UsageError(
           absl::StrCat("unknown global flag '", QuotePrefix(arg), "'"));
     }
@@ -137,7 +136,8 @@ int Main(const std::vector<std::string>& argv) {
           "CONVTUNE_TLS_CA, CONVTUNE_TLS_CERT and CONVTUNE_TLS_KEY)");
     }
     if (address.empty()) {
-      return UsageError("TLS needs --address HOST:PORT (convtuned --listen-tls)");
+      return UsageError(
+          "TLS needs --address HOST:PORT (convtuned --listen-tls)");
     }
     options.tls = std::move(tls);
   }

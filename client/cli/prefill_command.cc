@@ -53,8 +53,8 @@ int ParsePrefillFlags(const std::vector<std::string>& args,
         return UsageError("--poll needs a number of seconds from 0.05 to 60");
       }
     } else if (!a.empty() && a[0] == '-') {
-      return UsageError(absl::StrCat("prefill: unknown option '",
-                                     a.substr(0, 40), "'"));
+      return UsageError(
+          absl::StrCat("prefill: unknown option '", a.substr(0, 40), "'"));
     } else if (flags->file.empty()) {
       flags->file = a;
     } else {
@@ -99,9 +99,9 @@ int PrefillCommand(Context& context, const std::vector<std::string>& args) {
     const v1::TenantUsage own = OwnUsage(*before);
     ended_before = own.prefill_done() + own.prefill_failed();
   }
-  ProgressDisplay display(flags.follow ? flags.progress
-                                       : ProgressDisplay::Style::kOff,
-                          "prefill", static_cast<int>(problems.size()));
+  ProgressDisplay display(
+      flags.follow ? flags.progress : ProgressDisplay::Style::kOff, "prefill",
+      static_cast<int>(problems.size()));
   size_t sent = 0;  // problems[0, sent) were taken
   int queued = 0, already_tuned = 0;
   std::string refusal;
@@ -140,9 +140,9 @@ int PrefillCommand(Context& context, const std::vector<std::string>& args) {
     const double seconds = std::chrono::duration<double>(
                                std::chrono::steady_clock::now() - started)
                                .count();
-    std::string detail = absl::StrFormat(
-        "%d queued, %d tuned already, %d not yet taken; %.0f s", queued,
-        already_tuned, problems.size() - sent, seconds);
+    std::string detail =
+        absl::StrFormat("%d queued, %d tuned already, %d not yet taken; %.0f s",
+                        queued, already_tuned, problems.size() - sent, seconds);
     display.Update(static_cast<int>(done), detail);
     if (display.style() == ProgressDisplay::Style::kLines &&
         ended != last_ended) {

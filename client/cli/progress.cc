@@ -81,9 +81,9 @@ void ProgressDisplay::Draw() {
   constexpr int kBarCells = 24;
   const int filled =
       total_ > 0 ? std::min(kBarCells, done_ * kBarCells / total_) : 0;
-  std::string text = absl::StrFormat(
-      "%s [%s%s] %d/%d", what_, std::string(filled, '#'),
-      std::string(kBarCells - filled, '.'), done_, total_);
+  std::string text =
+      absl::StrFormat("%s [%s%s] %d/%d", what_, std::string(filled, '#'),
+                      std::string(kBarCells - filled, '.'), done_, total_);
   if (!detail_.empty()) absl::StrAppend(&text, "  ", detail_);
   // One line, never wrapped: the next draw returns to its start.
   if (static_cast<int>(text.size()) > width - 1) text.resize(width - 1);

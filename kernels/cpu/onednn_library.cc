@@ -5,6 +5,8 @@
 
 #ifdef CONVTUNE_HAVE_ONEDNN
 
+#include <dlfcn.h>
+
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -13,10 +15,27 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "kernels/cpu/parallel.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace convtune::cpu {
 namespace {
+
+// oneDNN runs its primitives on OpenMP teams of the calling thread's size:
+// made NumThreads(), as the own kernels' ParallelFor (a daemon leaves a
+// hardware thread to serving). The OpenMP runtime is oneDNN's own
+// dependency, so it is found at run time rather than linked.
+void MatchOpenMpThreads() {
+  using SetNumThreads = void (*)(int);
+  static const SetNumThreads set = reinterpret_cast<SetNumThreads>(
+      dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  thread_local int applied = 0;
+  const int n = NumThreads();
+  if (set != nullptr && applied != n) {
+    set(n);
+    applied = n;
+  }
+}
 
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
@@ -393,6 +412,7 @@ absl::Status OnednnConvKernel(const v1::KernelStep& step,
   }
   char* workspace =
       prep->workspace_bytes > 0 ? static_cast<char*>(buffers[3]) : nullptr;
+  MatchOpenMpThreads();
   try {
     dnnl::stream stream(Engine());
     int ids[3];

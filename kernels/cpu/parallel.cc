@@ -1,6 +1,7 @@
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -49,8 +50,13 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
+// 0 until NumThreads() is first read or SetNumThreads sets it.
+std::atomic<int> num_threads{0};
+std::atomic<bool> pool_made{false};
+
 Pool& GetPool() {
   static Pool* pool = [] {
+    pool_made = true;
     auto* p = new Pool(NumThreads() - 1);
     return p;
   }();
@@ -60,14 +66,21 @@ Pool& GetPool() {
 }  // namespace
 
 int NumThreads() {
-  static const int n = [] {
-    if (const char* env = std::getenv("CONVTUNE_CPU_THREADS")) {
-      int v = std::atoi(env);
-      if (v > 0) return v;
-    }
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }();
-  return n;
+  int n = num_threads.load();
+  if (n > 0) return n;
+  n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* env = std::getenv("CONVTUNE_CPU_THREADS")) {
+    if (const int v = std::atoi(env); v > 0) n = v;
+  }
+  int expected = 0;
+  num_threads.compare_exchange_strong(expected, n);
+  return num_threads.load();
+}
+
+bool SetNumThreads(int n) {
+  if (n < 1 || pool_made.load()) return false;
+  num_threads = n;
+  return !pool_made.load();
 }
 
 void ParallelFor(int64_t n, int64_t grain,

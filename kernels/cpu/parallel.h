@@ -9,9 +9,13 @@
 
 namespace convtune::cpu {
 
-// Number of threads ParallelFor uses (hardware threads, or
-// CONVTUNE_CPU_THREADS when set).
+// Number of threads ParallelFor uses: SetNumThreads's, else
+// CONVTUNE_CPU_THREADS when set, else the hardware threads.
 int NumThreads();
+
+// Sets NumThreads() for this process. Only before the first ParallelFor
+// (the pool is made once); false, changing nothing, after it or for n < 1.
+bool SetNumThreads(int n);
 
 // Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all
 // are done. `grain` is the smallest chunk worth a thread.

@@ -95,13 +95,13 @@ int Main(int argc, char** argv) {
   std::ofstream(dir + "/convtuned.toml")
       << "[[tenant]]\nname = \"flood\"\ncert_names = [\"flood\"]\n";
   testing::DaemonProcess daemon;
-  if (!daemon.Start(CONVTUNED_PATH,
-                    {"--socket", socket, "--db", dir + "/db", "--log-rpcs",
-                     log_rpcs, "--config", dir + "/convtuned.toml",
-                     "--listen-tls", "127.0.0.1:0", "--tls-cert",
-                     pki.server_cert(), "--tls-key", pki.server_key(),
-                     "--tls-client-ca", pki.ca()},
-                    dir + "/log") ||
+  if (!daemon.Start(
+          CONVTUNED_PATH,
+          {"--socket", socket, "--db", dir + "/db", "--log-rpcs", log_rpcs,
+           "--config", dir + "/convtuned.toml", "--listen-tls", "127.0.0.1:0",
+           "--tls-cert", pki.server_cert(), "--tls-key", pki.server_key(),
+           "--tls-client-ca", pki.ca()},
+          dir + "/log") ||
       !daemon.WaitServing(socket)) {
     std::cerr << "convtuned did not start: " << daemon.log() << "\n";
     return 1;
@@ -116,10 +116,10 @@ int Main(int argc, char** argv) {
       return 1;
     }
     flood_address = absl::StrCat("localhost:", std::atoi(log.c_str() + at + 9));
-    flood_options.tls = TlsOptions{testing::ReadText(pki.ca()),
-                                   testing::ReadText(pki.client_cert("flood")),
-                                   testing::ReadText(pki.client_key("flood")),
-                                   ""};
+    flood_options.tls =
+        TlsOptions{testing::ReadText(pki.ca()),
+                   testing::ReadText(pki.client_cert("flood")),
+                   testing::ReadText(pki.client_key("flood")), ""};
   }
   auto client = Client::Connect(socket);
   if (!client.ok()) {
@@ -219,7 +219,7 @@ int Main(int argc, char** argv) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   std::vector<double> flooded;
-  const int flood_requests = std::max(1, requests / 4);
+  const int flood_requests = requests;
   flooded.reserve(flood_requests);
   for (int i = 0; i < flood_requests; ++i) {
     const auto t0 = Clock::now();
@@ -238,8 +238,7 @@ int Main(int argc, char** argv) {
       "| flooded | %.1f | %.1f | %.1f | %lld |\n"
       "| flooded / idle | %.2f | %.2f | %.2f | |\n",
       flood, flood_tenant.c_str(), flood_requests, Percentile(lat, 0.5),
-      Percentile(lat, 0.99),
-      Percentile(lat, 0.999), Percentile(flooded, 0.5),
+      Percentile(lat, 0.99), Percentile(lat, 0.999), Percentile(flooded, 0.5),
       Percentile(flooded, 0.99), Percentile(flooded, 0.999),
       static_cast<long long>(cold_done.load()),
       Percentile(flooded, 0.5) / Percentile(lat, 0.5),

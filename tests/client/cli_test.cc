@@ -53,7 +53,15 @@ TEST(CliUsageTest, UsageErrorsExitTwo) {
            {"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8", "-k",
             "4", "-y", "3", "-x", "3"},
            {"find", "--count", "0", "conv", "-n", "1"},
-           {"find", "--jobs", "0", "conv", "-n", "1"}}) {
+           {"find", "--jobs", "0", "conv", "-n", "1"},
+           {"find", "--progress", "sometimes", "conv", "-n", "1"},
+           {"prefill"},
+           {"prefill", "--poll", "0", "x.txt"},
+           {"prefill", "--bogus", "x.txt"},
+           {"--tls-ca", "/nonexistent/ca.pem", "--address", "h:1", "status"},
+           {"--tls-ca", "/etc/hostname", "--address", "h:1", "status"},
+           {"--tls-ca", "/etc/hostname", "--tls-cert", "/etc/hostname",
+            "--tls-key", "/etc/hostname", "status"}}) {
     ProcessResult r = Cli(args);
     EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ");
     EXPECT_THAT(r.err, HasSubstr("convtune: ")) << absl::StrJoin(args, " ");
@@ -61,6 +69,14 @@ TEST(CliUsageTest, UsageErrorsExitTwo) {
   ProcessResult r =
       Cli({"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8"});
   EXPECT_THAT(r.err, HasSubstr("c: must be positive"));
+  // TLS needs all three files, and a TCP address.
+  r = Cli({"--tls-ca", "/etc/hostname", "--address", "h:1", "status"});
+  EXPECT_THAT(r.err, HasSubstr("TLS needs all of --tls-ca, --tls-cert"));
+  r = Cli({"--tls-ca", "/nonexistent/ca.pem", "--address", "h:1", "status"});
+  EXPECT_THAT(r.err, HasSubstr("--tls-ca: cannot read '/nonexistent/ca.pem'"));
+  r = Cli({"--tls-ca", "/etc/hostname", "--tls-cert", "/etc/hostname",
+           "--tls-key", "/etc/hostname", "status"});
+  EXPECT_THAT(r.err, HasSubstr("TLS needs --address HOST:PORT"));
 }
 
 TEST(CliUsageTest, VersionPrintsAndExits) {
@@ -193,6 +209,66 @@ TEST_F(CliDaemonTest, StatusSaysWhoYouAreAndWhatTheDaemonDid) {
   EXPECT_THAT(r.out, HasSubstr("tunings:    0 in flight"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("tunings +1\n"));
   EXPECT_EQ(Run({"status", "extra"}).exit_code, 2);
+}
+
+TEST_F(CliDaemonTest, FindShowsProgressAsLinesWhenNotOnATerminal) {
+  std::vector<std::string> keys(3);
+  const std::string file = dir_.path() + "/progress.txt";
+  {
+    std::ofstream out(file);
+    for (std::string& key : keys)
+      out << absl::StrJoin(RandomDriverArgs(rng_, &key), " ") << "\n";
+  }
+  // stderr is a pipe here: one line per problem as it ends.
+  ProcessResult r = Run({"find", "--jobs", "2", "--file", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& key : keys) {
+    EXPECT_THAT(r.err, HasSubstr(key + ": tuned in")) << r.err;
+  }
+  EXPECT_THAT(r.err, HasSubstr("find: [3/3] "));
+  EXPECT_THAT(r.err, HasSubstr("; best "));
+  // The bar is drawn in place with carriage returns, then cleared.
+  r = Run({"find", "--progress", "bar", "--file", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("\rfind ["));
+  EXPECT_THAT(r.err, HasSubstr("/3"));
+  EXPECT_THAT(r.err, ::testing::EndsWith("\r\x1b[K"));
+  EXPECT_EQ(r.err.find('\n'), std::string::npos) << r.err;
+  r = Run({"find", "--progress", "off", "--file", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CliDaemonTest, PrefillQueuesAListAndFollowsItToTheEnd) {
+  std::vector<std::string> keys(4);
+  const std::string file = dir_.path() + "/prefill.txt";
+  {
+    std::ofstream out(file);
+    for (std::string& key : keys)
+      out << absl::StrJoin(RandomDriverArgs(rng_, &key), " ") << "\n";
+  }
+  ProcessResult r = Run(
+      {"prefill", "--follow", "--progress", "lines", "--poll", "0.1", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("4 problem(s): "));
+  EXPECT_THAT(r.out, HasSubstr(" not taken"));
+  EXPECT_THAT(r.err, HasSubstr("prefill: 4/4 done"));
+  // Everything it queued is in the FindDb now: a second prefill finds it
+  // tuned, and find answers from the FindDb.
+  r = Run({"prefill", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("4 problem(s): 0 queued, 4 tuned already"));
+  r = Run({"find", "--file", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out,
+              HasSubstr("4 problem(s): 4 from FindDb, 0 tuned, 0 failed"));
+  // Status shows the tenant's prefill.
+  r = Run({"status"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tenants:"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex(
+                         absl::StrCat("uid:", getuid(), " +0/32 +0/1024 +")));
+  EXPECT_THAT(r.out, HasSubstr(" 4/0/"));
 }
 
 TEST_F(CliDaemonTest, SolversListsWhatTheDaemonHas) {

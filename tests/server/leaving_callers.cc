@@ -73,10 +73,9 @@ void CheckLeavingCallersLeaveNothing(const LeavingCallers& c) {
   ASSERT_FALSE(dir.empty());
   const std::string socket = dir + "/d.sock";
   DaemonProcess d;
-  std::vector<std::string> args = {"--socket",          socket,
-                                   "--db",              dir + "/db",
-                                   "--background-tune", "off",
-                                   "--log-rpcs",        "off"};
+  std::vector<std::string> args = {
+      "--socket",          socket, "--db",       dir + "/db",
+      "--background-tune", "off",  "--log-rpcs", "off"};
   args.insert(args.end(), c.backend.begin(), c.backend.end());
   ASSERT_TRUE(d.Start(c.convtuned, args, dir + "/d.log"));
   ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
@@ -155,7 +154,8 @@ void CheckLeavingCallersLeaveNothing(const LeavingCallers& c) {
 
   // An honest caller's cold find is tuned whole.
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::seconds(300));
   v1::FindRequest req;
   *req.mutable_problem() = c.problem(1);
   v1::FindResponse resp;

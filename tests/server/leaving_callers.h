@@ -16,8 +16,8 @@
 namespace convtune::testing {
 
 struct LeavingCallers {
-  std::string convtuned;              // the binary
-  std::vector<std::string> backend;   // e.g. {"--backend", "cpu"}
+  std::string convtuned;             // the binary
+  std::vector<std::string> backend;  // e.g. {"--backend", "cpu"}
   // The i-th caller's problem, a different one for each i.
   std::function<v1::ConvProblem(int)> problem;
   int callers = 1000;

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,8 +30,8 @@ namespace convtune {
 namespace {
 
 using testing::DaemonProcess;
-using testing::ReadText;
 using ::testing::HasSubstr;
+using testing::ReadText;
 
 // A forward problem whose size grows with `i`; `heavy` ones take the CPU
 // backend a few tenths of a second to tune.
@@ -108,13 +109,24 @@ class TenantsTest : public ::testing::Test {
              std::vector<std::string> extra = {}) {
     const std::string path = dir_ + "/convtuned.toml";
     std::ofstream(path) << config;
-    std::vector<std::string> args = {
-        "--socket",     socket_,          "--db",
-        dir_ + "/db",   "--backend",      "cpu",
-        "--config",     path,             "--background-tune",
-        "off",          "--listen-tls",   "127.0.0.1:0",
-        "--tls-cert",   pki_.server_cert(), "--tls-key",
-        pki_.server_key(), "--tls-client-ca", pki_.ca()};
+    std::vector<std::string> args = {"--socket",
+                                     socket_,
+                                     "--db",
+                                     dir_ + "/db",
+                                     "--backend",
+                                     "cpu",
+                                     "--config",
+                                     path,
+                                     "--background-tune",
+                                     "off",
+                                     "--listen-tls",
+                                     "127.0.0.1:0",
+                                     "--tls-cert",
+                                     pki_.server_cert(),
+                                     "--tls-key",
+                                     pki_.server_key(),
+                                     "--tls-client-ca",
+                                     pki_.ca()};
     args.insert(args.end(), extra.begin(), extra.end());
     ASSERT_TRUE(d.Start(CONVTUNED_PATH, args, dir_ + "/d.log"));
     ASSERT_TRUE(d.WaitServing(socket_)) << d.log();
@@ -137,9 +149,8 @@ class TenantsTest : public ::testing::Test {
       o.pem_cert_chain = ReadText(pki_.client_cert(name));
       o.pem_private_key = ReadText(pki_.client_key(name));
     }
-    return v1::ConvTune::NewStub(
-        grpc::CreateChannel(absl::StrCat("localhost:", tls_port_),
-                            grpc::SslCredentials(o)));
+    return v1::ConvTune::NewStub(grpc::CreateChannel(
+        absl::StrCat("localhost:", tls_port_), grpc::SslCredentials(o)));
   }
 
   std::string dir_, socket_;
@@ -226,6 +237,43 @@ TEST_F(TenantsTest, TlsClientsAreKnownByTheirCertificates) {
   EXPECT_EQ(log.find("rogue"), std::string::npos);
 }
 
+// Runs the convtune CLI with `args`; its exit status, stdout and stderr
+// (together) in *out.
+int RunCli(const std::string& args, std::string* out) {
+  FILE* f =
+      popen(absl::StrCat(CONVTUNE_CLI_PATH, " ", args, " 2>&1").c_str(), "r");
+  if (f == nullptr) return -1;
+  char buf[4096];
+  out->clear();
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) out->append(buf, n);
+  const int status = pclose(f);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(TenantsTest, TheCliSpeaksTls) {
+  DaemonProcess d;
+  Start(d, kTenants);
+  const std::string address = absl::StrCat("localhost:", tls_port_);
+  auto tls_flags = [&](const std::string& name) {
+    return absl::StrCat("--address ", address, " --tls-ca ", pki_.ca(),
+                        " --tls-cert ", pki_.client_cert(name), " --tls-key ",
+                        pki_.client_key(name));
+  };
+  std::string out;
+  EXPECT_EQ(RunCli(tls_flags("ci-runner") + " status", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("you:        ci (tenant)"));
+  EXPECT_EQ(RunCli(tls_flags("ci-runner") +
+                       " find conv -n 1 -c 8 -H 12 -W 12 -k 8 -y 3 -x 3 -p 1 "
+                       "-q 1 -F 1",
+                   &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("1 tuned, 0 failed"));
+  // A certificate the daemon's client CA did not sign: no connection.
+  EXPECT_EQ(RunCli(tls_flags("rogue") + " status", &out), 1) << out;
+  EXPECT_THAT(out, HasSubstr("is convtuned serving --listen-tls " + address));
+}
+
 TEST_F(TenantsTest, TlsListenerRefusesToStartWithoutItsFiles) {
   for (const auto& [args, named] :
        std::vector<std::pair<std::vector<std::string>, std::string>>{
@@ -234,11 +282,11 @@ TEST_F(TenantsTest, TlsListenerRefusesToStartWithoutItsFiles) {
            {{"--tls-cert", pki_.server_cert(), "--tls-key", pki_.ca(),
              "--tls-client-ca", pki_.ca()},
             "holds no PEM private key"},
-           {{"--tls-cert", dir_ + "/absent.pem", "--tls-key",
-             pki_.server_key(), "--tls-client-ca", pki_.ca()},
+           {{"--tls-cert", dir_ + "/absent.pem", "--tls-key", pki_.server_key(),
+             "--tls-client-ca", pki_.ca()},
             "tls_cert: cannot read"}}) {
-    std::vector<std::string> all = {"--socket",     socket_,   "--db",
-                                    dir_ + "/db",   "--backend", "cpu",
+    std::vector<std::string> all = {"--socket",     socket_,      "--db",
+                                    dir_ + "/db",   "--backend",  "cpu",
                                     "--listen-tls", "127.0.0.1:0"};
     all.insert(all.end(), args.begin(), args.end());
     DaemonProcess d;
@@ -317,8 +365,8 @@ tenant_tunings_in_flight = 2
   for (int i = 0; i < 5; ++i) {
     threads.emplace_back([&, i] {
       std::string retry;
-      grpc::Status s = Find(*ci, Problem(10 + i, /*heavy=*/true), nullptr,
-                            &retry);
+      grpc::Status s =
+          Find(*ci, Problem(10 + i, /*heavy=*/true), nullptr, &retry);
       std::lock_guard<std::mutex> lock(mu);
       answers.emplace_back(s, retry);
     });

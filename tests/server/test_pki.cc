@@ -33,9 +33,9 @@ std::string NewKeyAndRequest(const std::string& key, const std::string& csr,
 std::string Sign(const std::string& dir, const std::string& ca,
                  const std::string& csr, const std::string& cert,
                  const std::string& ext) {
-  return absl::StrCat("openssl x509 -req -in ", csr, " -CA ", dir, "/", ca,
-                      ".pem -CAkey ", dir, "/", ca, ".key -CAcreateserial -out ",
-                      cert, " -days 2 -extfile ", ext);
+  return absl::StrCat(
+      "openssl x509 -req -in ", csr, " -CA ", dir, "/", ca, ".pem -CAkey ", dir,
+      "/", ca, ".key -CAcreateserial -out ", cert, " -days 2 -extfile ", ext);
 }
 
 }  // namespace
@@ -57,9 +57,8 @@ bool MakeTestPki(const std::string& dir,
   };
   const std::string server_ext = dir + "/server.ext";
   const std::string client_ext = dir + "/client.ext";
-  std::ofstream(server_ext)
-      << "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-         "extendedKeyUsage=serverAuth\n";
+  std::ofstream(server_ext) << "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                               "extendedKeyUsage=serverAuth\n";
   std::ofstream(client_ext) << "extendedKeyUsage=clientAuth\n";
   for (const char* ca : {"ca", "rogue-ca"}) {
     if (!run(absl::StrCat("openssl req -x509 -newkey ec -pkeyopt "
@@ -84,8 +83,7 @@ bool MakeTestPki(const std::string& dir,
   }
   const std::string csr = dir + "/client-rogue.csr";
   return run(NewKeyAndRequest(pki->client_key("rogue"), csr, "rogue")) &&
-         run(Sign(dir, "rogue-ca", csr, pki->client_cert("rogue"),
-                  client_ext));
+         run(Sign(dir, "rogue-ca", csr, pki->client_cert("rogue"), client_ext));
 }
 
 }  // namespace convtune::testing

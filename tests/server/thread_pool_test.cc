@@ -95,8 +95,8 @@ TEST(ThreadPoolTest, TenantsTakeTurnsWithinAPriority) {
     EXPECT_EQ(queue.queued(ThreadPool::Priority::kLow), 1);
     release.Notify();
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "c1", "a2", "b2",
-                                             "a3", "a4", "b low"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "c1", "a2", "b2", "a3",
+                                             "a4", "b low"}));
 }
 
 TEST(ThreadPoolTest, ATenantsOwnTasksKeepTheirOrder) {

@@ -134,11 +134,11 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
     }
     return;
   }
-  if (!request.background) {
-    Start(std::move(run));
-    return;
-  }
+  // Enumerating the candidates and their configs asks the libraries (a
+  // cuDNN heuristics query takes milliseconds): it runs on the compile
+  // pool, never on the caller's thread.
   const std::string tenant = run->tenant;
+  const ThreadPool::Priority priority = PriorityOf(*run);
   compile_pool_.Schedule(
       [this, run = std::move(run)]() mutable {
         if (absl::Status s = stop_.Check(); !s.ok()) {
@@ -151,16 +151,19 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
                                         "it started"));
           return;
         }
-        // A find that waited may have tuned it meanwhile.
-        absl::StatusOr<FindOutcome> hit = records_.LookupUser(
-            run->job->problem, run->request.workspace_limit);
-        if (hit.ok()) {
-          Complete(run->dedup_key, *std::move(hit));
-          return;
+        // A find that waited may have tuned a background run's problem
+        // meanwhile.
+        if (run->request.background) {
+          absl::StatusOr<FindOutcome> hit = records_.LookupUser(
+              run->job->problem, run->request.workspace_limit);
+          if (hit.ok()) {
+            Complete(run->dedup_key, *std::move(hit));
+            return;
+          }
         }
         Start(std::move(run));
       },
-      ThreadPool::Priority::kLow, tenant);
+      priority, tenant);
 }
 
 ThreadPool::Priority Tuner::PriorityOf(const Run& run) {

@@ -1,9 +1,9 @@
 // Tuning runs. A run enumerates the applicable solvers of a problem and the
-// configs to try, builds their plans on the compile pool (compiling kernels
-// in parallel), hands them to the timing stage, and stores the ranked
-// FindRecord and each searched solver's best config. Identical concurrent
-// requests share one run. Thread-safe; callbacks run on a pool thread, or
-// inline when there is nothing to tune.
+// configs to try, and builds their plans, on the compile pool (compiling
+// kernels in parallel); hands them to the timing stage; and stores the
+// ranked FindRecord and each searched solver's best config. Identical
+// concurrent requests share one run. Thread-safe; callbacks run on a pool
+// thread, or inline when a request is refused before it is queued.
 #ifndef CONVTUNE_SERVER_TUNER_H_
 #define CONVTUNE_SERVER_TUNER_H_
 

@@ -24,6 +24,12 @@ struct LeavingCallers {
   // Deadlines from min_ms to min_ms + spread_ms - 1.
   int min_ms = 40;
   int spread_ms = 61;
+  // Bursts of `callers`, each of the same problems.
+  int bursts = 1;
+  // What the bursts may leave: gRPC's pools grow with the load (in the
+  // first), and caches keep what was compiled and planned for the shapes.
+  int thread_slack = 8;
+  int64_t rss_slack_kb = 128 * 1024;
   // Bytes of device memory in use, where the test can tell; empty else.
   std::function<int64_t()> device_used_bytes;
   // How much device memory may stay in use after the burst (kernels loaded,

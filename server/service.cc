@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -27,6 +28,22 @@ void FinishWith(grpc::CallbackServerContext* ctx,
                 grpc::ServerUnaryReactor* reactor, const absl::Status& s) {
   AddRetryHint(ctx, s);
   reactor->Finish(ToGrpcStatus(s));
+}
+
+// The bytes of the regular files in `dir` and below; 0 if it cannot be read.
+int64_t FolderBytes(const std::string& dir) {
+  int64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const uintmax_t size = it->file_size(size_ec);
+      if (!size_ec) bytes += static_cast<int64_t>(size);
+    }
+  }
+  return bytes;
 }
 
 // Finishes the call at once.
@@ -511,9 +528,11 @@ grpc::ServerUnaryReactor* ConvTuneService::GetStatus(
   for (const auto& [name, value] : NamedCounters(core_.counters())) {
     (*resp->mutable_counters())[name] = value;
   }
-  // A tenant sees its own usage; an admin every tenant's.
+  // A tenant sees its own usage; an admin every tenant's, and the
+  // database's size.
   TuningQuotas& quotas = core_.quotas();
   if (caller.role == Role::kAdmin) {
+    resp->set_db_bytes(FolderBytes(store_.path()));
     for (const auto& [tenant, usage] : quotas.All()) {
       FillTenantUsage(tenant, usage, quotas.limits(),
                       executes_.InFlight(tenant), resp->add_tenants());

@@ -238,7 +238,8 @@ Usage:
                              background jobs, prefill entries done / failed /
                              queued, device seconds of timing in the last
                              minute, Executes in flight, each with its limit
-                             (an admin sees every tenant)
+                             (an admin sees every tenant, and the database's
+                             size on disk)
 
 Examples:
   convtune status

@@ -243,6 +243,10 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
   for (const auto& [name, value] : counters) {
     std::cout << absl::StrFormat("  %-22s %d\n", name, value);
   }
+  if (s->db_bytes() > 0) {
+    std::cout << absl::StrFormat("database:   %.1f MiB on disk\n",
+                                 s->db_bytes() / 1048576.0);
+  }
   if (s->tenants_size() > 0) {
     std::cout << (s->role() == "admin" ? "tenants:\n" : "your usage:\n");
     std::cout << absl::StrFormat("  %-20s %13s %15s %-26s %-20s %s\n", "tenant",

@@ -207,6 +207,8 @@ TEST_F(CliDaemonTest, StatusSaysWhoYouAreAndWhatTheDaemonDid) {
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("uid:", getuid(), " (admin)")));
   EXPECT_THAT(r.out, HasSubstr("queue timing   1 thread(s)"));
   EXPECT_THAT(r.out, HasSubstr("tunings:    0 in flight"));
+  EXPECT_THAT(r.out,
+              ::testing::ContainsRegex("database: +[0-9.]+ MiB on disk"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("tunings +1\n"));
   EXPECT_EQ(Run({"status", "extra"}).exit_code, 2);
 }

@@ -515,7 +515,9 @@ TEST_F(TenantsTest, ATenantSeesItsOwnUsageAndAnAdminEveryones) {
   EXPECT_EQ(mine.tenants(0).tenant(), "ci");
   EXPECT_GT(mine.tenants(0).device_seconds_total(), 0);
   EXPECT_EQ(mine.tenants(0).limit_finds_waiting(), 32);
+  EXPECT_EQ(mine.db_bytes(), 0);
   v1::GetStatusResponse all = Status(*Tls("ops-console"));
+  EXPECT_GT(all.db_bytes(), 0);
   EXPECT_NE(UsageOf(all, "ci"), nullptr) << all.DebugString();
   EXPECT_NE(UsageOf(all, "flood"), nullptr) << all.DebugString();
 }

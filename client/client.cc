@@ -156,6 +156,10 @@ absl::StatusOr<v1::FindResponse> Client::Find(
     }
   }
   grpc::Status status = reader->Finish();
+  // A daemon from before FindStream: the find without its progress.
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    return Find(problem, options);
+  }
   if (!status.ok()) return CallError(status, &context);
   if (!result.has_value()) {
     return absl::InternalError(absl::StrCat(

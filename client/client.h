@@ -91,7 +91,8 @@ class Client {
   absl::StatusOr<v1::FindResponse> Find(const ConvProblem& problem,
                                         const FindOptions& options = {});
   // Find, calling `progress` (on this thread) as the daemon's tuning run
-  // gets on: once per event, not at all for a FindDb hit.
+  // gets on: once per event, not at all for a FindDb hit (nor from a daemon
+  // without FindStream, which is asked a plain Find).
   absl::StatusOr<v1::FindResponse> Find(
       const ConvProblem& problem, const FindOptions& options,
       const std::function<void(const v1::FindProgress&)>& progress);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -110,6 +111,26 @@ Caller Access::ForUser(uid_t uid, gid_t gid) const {
   return c;
 }
 
+std::string CertTenantName(absl::string_view name) {
+  // Log lines and metric labels carry the name: only plain characters, and
+  // a name that is long or had others is told apart by its hash.
+  constexpr size_t kKept = 48;
+  std::string plain;
+  bool changed = name.size() > kKept;
+  for (char ch : name.substr(0, kKept)) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ||
+                    ch == '-' || ch == '_' || ch == '@';
+    plain += ok ? ch : '_';
+    changed |= !ok;
+  }
+  if (!changed) return absl::StrCat("cert:", plain);
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the whole name
+  for (char ch : name) {
+    h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+  }
+  return absl::StrCat("cert:", plain, "~", absl::Hex(h, absl::kZeroPad16));
+}
+
 Caller Access::ForCertificate(const std::vector<std::string>& names) const {
   Caller c;
   for (const Tenant& t : policy_.tenants) {
@@ -123,7 +144,7 @@ Caller Access::ForCertificate(const std::vector<std::string>& names) const {
     }
   }
   const std::string first = names.empty() ? "" : names.front();
-  c.tenant = absl::StrCat("cert:", QuotePrefix(first));
+  c.tenant = CertTenantName(first);
   if (names.empty()) {
     c.refusal = "the client certificate names no one";
     return c;

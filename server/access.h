@@ -63,6 +63,13 @@ struct Tenant {
   std::vector<std::string> cert_names;
 };
 
+// The tenant of a TLS client that no [[tenant]] names, from its
+// certificate's first name: "cert:NAME" when NAME is plain (letters,
+// digits, . - _ @) and at most 48 characters, else its first 48 characters
+// made plain and a hash of the whole ("cert:NA_ME~0123456789abcdef"), so
+// that two names never share a tenant.
+std::string CertTenantName(absl::string_view name);
+
 struct AccessPolicy {
   // Named tenants, in config order; the first match wins.
   std::vector<Tenant> tenants;

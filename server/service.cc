@@ -278,18 +278,26 @@ grpc::ServerUnaryReactor* ConvTuneService::Prefill(
   }
   absl::StatusOr<PrefillInput> in = PrefillInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
-  absl::StatusOr<Core::PrefillOutcome> out =
-      core_.Prefill(caller.tenant, in->problems, in->workspace_limit);
-  if (!out.ok()) return Finish(ctx, out.status());
-  // Nothing taken at all: the caller is over its limit, and told when to
-  // come back. Part of the list taken: the response says how much.
-  if (out->taken == 0 && !out->refusal.ok()) return Finish(ctx, out->refusal);
-  resp->set_queued(out->queued);
-  resp->set_already_tuned(out->already_tuned);
-  resp->set_taken(out->taken);
-  resp->set_refusal(std::string(out->refusal.message()));
-  resp->set_device_key(core_.device_key());
-  return Finish(ctx, absl::OkStatus());
+  // A list looks up every problem in the FindDb: on the store pool.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  store_pool_.Schedule([this, ctx, reactor, resp, tenant = caller.tenant,
+                        in = std::make_shared<PrefillInput>(*std::move(in))] {
+    absl::StatusOr<Core::PrefillOutcome> out =
+        core_.Prefill(tenant, in->problems, in->workspace_limit);
+    if (!out.ok()) return FinishWith(ctx, reactor, out.status());
+    // Nothing taken at all: the caller is over its limit, and told when to
+    // come back. Part of the list taken: the response says how much.
+    if (out->taken == 0 && !out->refusal.ok()) {
+      return FinishWith(ctx, reactor, out->refusal);
+    }
+    resp->set_queued(out->queued);
+    resp->set_already_tuned(out->already_tuned);
+    resp->set_taken(out->taken);
+    resp->set_refusal(std::string(out->refusal.message()));
+    resp->set_device_key(core_.device_key());
+    FinishWith(ctx, reactor, absl::OkStatus());
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::GetPlan(

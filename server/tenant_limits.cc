@@ -140,14 +140,14 @@ absl::StatusOr<TuningQuotas::Ticket> TuningQuotas::AdmitBackground(
 }
 
 void TuningQuotas::ChargeDevice(const std::vector<std::string>& tenants,
-                                double ms) {
+                                double ms, bool against_budget) {
   if (tenants.empty() || ms <= 0) return;
   const double share = ms / 1e3 / static_cast<double>(tenants.size());
   const Clock::time_point now = Clock::now();
   absl::MutexLock lock(&shared_->mu);
   for (const std::string& t : tenants) {
     State& s = shared_->state[t];
-    s.charges.emplace_back(now, share);
+    if (against_budget) s.charges.emplace_back(now, share);
     s.usage.device_seconds_total += share;
     Expire(s, now);
   }

@@ -65,9 +65,11 @@ class TuningQuotas {
     // Background jobs of one tenant (prefill, and immediate-mode misses)
     // queued or running: limits.tenant_tunings_queued.
     int max_queued = 1024;
-    // Seconds the device spent timing runs of one tenant in the last
-    // minute; 0: no limit. A run shared by several tenants is charged to
-    // them in equal parts: limits.tenant_benchmark_seconds_per_minute.
+    // Seconds the device spent timing interactive finds of one tenant in
+    // the last minute; 0: no limit. A run shared by several tenants is
+    // charged to those still waiting, in equal parts. Background jobs run
+    // only when no interactive find is queued, and are not charged against
+    // it: limits.tenant_benchmark_seconds_per_minute.
     double max_benchmark_seconds_per_minute = 0;
   };
   // How long a caller refused for the number of calls is told to wait.
@@ -84,8 +86,11 @@ class TuningQuotas {
   // A background job of `tenant` (a prefill entry, or the tuning of an
   // immediate-mode miss), held until the job ends.
   absl::StatusOr<Ticket> AdmitBackground(const std::string& tenant);
-  // The device spent `ms` timing a run for `tenants` (equal parts).
-  void ChargeDevice(const std::vector<std::string>& tenants, double ms);
+  // The device spent `ms` timing a run for `tenants` (equal parts). Only
+  // time `against_budget` counts in the last minute's seconds that the
+  // budget limits; all of it counts in the totals.
+  void ChargeDevice(const std::vector<std::string>& tenants, double ms,
+                    bool against_budget = true);
   // A prefill job of `tenant` was queued, or ended (ok: its find answered).
   void NotePrefill(const std::string& tenant);
   void NotePrefillDone(const std::string& tenant, bool ok);

@@ -127,10 +127,18 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
     return;
   }
   if (run == nullptr) {
-    // Joined: this caller hears where the run has got so far.
+    // Joined: this caller hears where the run has got so far, unless the
+    // run ended meanwhile (its answer is then on its way).
     if (joined != nullptr && follows) {
-      absl::MutexLock lock(&joined->progress_mu);
-      follows(joined->progress);
+      absl::MutexLock progress_lock(&joined->progress_mu);
+      bool running;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = in_flight_.find(joined->dedup_key);
+        running = it != in_flight_.end() &&
+                  it->second.run.lock().get() == joined.get();
+      }
+      if (running) follows(joined->progress);
     }
     return;
   }
@@ -318,8 +326,11 @@ void Tuner::StoreConfig(const std::string& problem_key, const TimedSolver& t) {
 void Tuner::Finish(std::shared_ptr<Run> run,
                    absl::StatusOr<TimingResult> timed) {
   // The device's time goes to the tenants still waiting, in equal parts.
+  // Background runs take the device only when no interactive find wants
+  // it: they count in the tenants' totals, not against their budgets.
   if (quotas_ != nullptr) {
-    quotas_->ChargeDevice(TenantsOf(run->dedup_key), run->job->device_ms);
+    quotas_->ChargeDevice(TenantsOf(*run), run->job->device_ms,
+                          /*against_budget=*/!run->request.background);
   }
   if (!timed.ok()) {
     Complete(run->dedup_key, timed.status());
@@ -378,23 +389,33 @@ bool Tuner::Abandoned(const std::string& dedup_key) {
   absl::MutexLock lock(&mu_);
   auto it = in_flight_.find(dedup_key);
   if (it == in_flight_.end()) return false;
-  for (const Waiter& w : it->second.waiters) {
-    if (!w.caller.gone || !w.caller.gone()) return false;
-  }
-  return true;
-}
-
-std::vector<std::string> Tuner::TenantsOf(const std::string& dedup_key) {
-  std::vector<std::string> tenants;
-  absl::MutexLock lock(&mu_);
-  auto it = in_flight_.find(dedup_key);
-  if (it == in_flight_.end()) return tenants;
-  for (const Waiter& w : it->second.waiters) {
-    if (std::find(tenants.begin(), tenants.end(), w.caller.tenant) ==
-        tenants.end()) {
-      tenants.push_back(w.caller.tenant);
+  bool all_gone = true;
+  for (Waiter& w : it->second.waiters) {
+    if (w.caller.gone && w.caller.gone()) {
+      // A caller who left no longer counts against its tenant's limit.
+      w.ticket.reset();
+    } else {
+      all_gone = false;
     }
   }
+  return all_gone;
+}
+
+std::vector<std::string> Tuner::TenantsOf(const Run& run) {
+  std::vector<std::string> tenants;
+  absl::MutexLock lock(&mu_);
+  auto it = in_flight_.find(run.dedup_key);
+  if (it != in_flight_.end()) {
+    for (const Waiter& w : it->second.waiters) {
+      if (w.caller.gone && w.caller.gone()) continue;
+      if (std::find(tenants.begin(), tenants.end(), w.caller.tenant) ==
+          tenants.end()) {
+        tenants.push_back(w.caller.tenant);
+      }
+    }
+  }
+  // Everyone left: the tenant that started it.
+  if (tenants.empty()) tenants.push_back(run.tenant);
   return tenants;
 }
 
@@ -428,7 +449,11 @@ void Tuner::Complete(const std::string& dedup_key,
   if (absl::IsCancelled(result.status())) {
     counters_.Add(&EngineCounters::tunings_abandoned);
   }
-  for (Waiter& w : waiters) w.done(result);
+  for (Waiter& w : waiters) {
+    // The slot is free before the caller hears: its next find fits.
+    w.ticket.reset();
+    w.done(result);
+  }
 }
 
 }  // namespace convtune

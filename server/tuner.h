@@ -132,10 +132,12 @@ class Tuner {
   void StoreConfig(const std::string& problem_key, const TimedSolver& t);
   void Complete(const std::string& dedup_key,
                 absl::StatusOr<FindOutcome> result);
-  // True when every caller of the run under `dedup_key` has gone.
+  // True when every caller of the run under `dedup_key` has gone. Callers
+  // found gone stop counting against their tenants' limits.
   bool Abandoned(const std::string& dedup_key);
-  // The distinct tenants of the run's callers.
-  std::vector<std::string> TenantsOf(const std::string& dedup_key);
+  // The distinct tenants of the run's callers still waiting; the run's own
+  // tenant when none is.
+  std::vector<std::string> TenantsOf(const Run& run);
   // Updates the run's progress and tells its callers who follow it.
   void Publish(Run& run, const std::function<void(TuneProgress&)>& update);
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "client/cli/cli.h"
 #include "client/cli/progress.h"
+#include "common/grpc_status.h"
 #include "common/json.h"
 #include "common/vocabulary.h"
 #include "kernels/driver_line.h"
@@ -69,6 +70,10 @@ namespace {
 // Finds in flight at once by default: the daemon compiles the kernels of
 // later problems while it times earlier ones.
 constexpr int kDefaultJobs = 8;
+
+// Times a find refused for the tenant's limits is sent again, each after
+// the wait the daemon named.
+constexpr int kRetries = 20;
 
 struct FindFlags {
   bool json = false;
@@ -274,6 +279,16 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
       const auto start = std::chrono::steady_clock::now();
       absl::StatusOr<v1::FindResponse> response =
           context.client->Find(o.problem, flags.options, on_progress);
+      // Over a limit of the tenant's: again when the daemon says, a few
+      // times.
+      for (int retry = 0; retry < kRetries && !response.ok() &&
+                          absl::IsResourceExhausted(response.status()) &&
+                          RetryAfter(response.status()) > 0;
+           ++retry) {
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(RetryAfter(response.status())));
+        response = context.client->Find(o.problem, flags.options, on_progress);
+      }
       o.seconds = std::chrono::duration<double>(
                       std::chrono::steady_clock::now() - start)
                       .count();

@@ -93,7 +93,10 @@ Options:
                           exit status is 2.
   --jobs N                Send up to N finds at once (default 8): the daemon
                           compiles the kernels of some problems while it times
-                          others. Results print in the file's order.
+                          others. Results print in the file's order. A find
+                          refused for your limits on the daemon (finds waiting,
+                          device seconds a minute) is sent again when the
+                          daemon says, up to 20 times.
   --json                  Print one JSON array: per problem {problem_key,
                           driver_line, from_db, device_key, results[], error}.
   --workspace-limit BYTES Leave out solutions needing more workspace (default: none).

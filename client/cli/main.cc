@@ -41,8 +41,9 @@ bool FlagValue(const std::vector<std::string>& argv, size_t* i,
 
 // The PEM text of a TLS flag's file, or of $env when the flag is not given.
 bool ReadPem(const std::string& flag, std::string path, const char* env,
-             std::string* pem, std::string* error) {
+             bool use_env, std::string* pem, std::string* error) {
   if (path.empty()) {
+    if (!use_env) return true;
     const char* v = std::getenv(env);
     if (v == nullptr || *v == '\0') return true;
     path = v;
@@ -118,13 +119,16 @@ int Main(const std::vector<std::string>& argv) {
     }
     options.find_timeout = options.call_timeout = absl::Seconds(seconds);
   }
-  // TLS when any of its files is named (by flag or environment).
+  // TLS when any of its files is named: by flag, or by the environment
+  // for a TCP address (the Unix socket never takes TLS).
   TlsOptions tls;
   std::string error;
-  if (!ReadPem("--tls-ca", tls_ca, "CONVTUNE_TLS_CA", &tls.ca_pem, &error) ||
-      !ReadPem("--tls-cert", tls_cert, "CONVTUNE_TLS_CERT", &tls.cert_pem,
+  const bool use_env = !address.empty();
+  if (!ReadPem("--tls-ca", tls_ca, "CONVTUNE_TLS_CA", use_env, &tls.ca_pem,
                &error) ||
-      !ReadPem("--tls-key", tls_key, "CONVTUNE_TLS_KEY", &tls.key_pem,
+      !ReadPem("--tls-cert", tls_cert, "CONVTUNE_TLS_CERT", use_env,
+               &tls.cert_pem, &error) ||
+      !ReadPem("--tls-key", tls_key, "CONVTUNE_TLS_KEY", use_env, &tls.key_pem,
                &error)) {
     return UsageError(error);
   }

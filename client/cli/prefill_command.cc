@@ -17,6 +17,9 @@
 namespace convtune::cli {
 namespace {
 
+// Problems per Prefill call (the daemon takes at most 10,000).
+constexpr size_t kChunk = 1000;
+
 struct PrefillFlags {
   std::string file;
   bool follow = false;
@@ -108,18 +111,23 @@ int PrefillCommand(Context& context, const std::vector<std::string>& args) {
   const auto started = std::chrono::steady_clock::now();
   int64_t last_ended = -1;
   for (;;) {
-    if (sent < problems.size()) {
-      const std::vector<ConvProblem> rest(problems.begin() + sent,
-                                          problems.end());
+    // The rest of the list, a chunk at a time, until the daemon takes less
+    // than it is sent.
+    while (sent < problems.size()) {
+      const size_t end = std::min(problems.size(), sent + kChunk);
+      const std::vector<ConvProblem> chunk(problems.begin() + sent,
+                                           problems.begin() + end);
       absl::StatusOr<v1::PrefillResponse> r =
-          context.client->Prefill(rest, flags.workspace_limit);
+          context.client->Prefill(chunk, flags.workspace_limit);
       if (r.ok()) {
         sent += static_cast<size_t>(r->taken());
         queued += r->queued();
         already_tuned += r->already_tuned();
         refusal = r->refusal();
+        if (static_cast<size_t>(r->taken()) < chunk.size()) break;
       } else if (r.status().code() == absl::StatusCode::kResourceExhausted) {
         refusal = std::string(r.status().message());
+        break;
       } else {
         display.Close();
         ReportError(context, r.status());

@@ -50,15 +50,17 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
-// 0 until NumThreads() is first read or SetNumThreads sets it.
+// 0 until NumThreads() is first read or SetNumThreads sets it; fixed once
+// the pool is made.
 std::atomic<int> num_threads{0};
-std::atomic<bool> pool_made{false};
+std::mutex pool_mu;
+bool pool_made = false;  // guarded by pool_mu
 
 Pool& GetPool() {
   static Pool* pool = [] {
+    std::lock_guard<std::mutex> lock(pool_mu);
     pool_made = true;
-    auto* p = new Pool(NumThreads() - 1);
-    return p;
+    return new Pool(NumThreads() - 1);
   }();
   return *pool;
 }
@@ -78,9 +80,10 @@ int NumThreads() {
 }
 
 bool SetNumThreads(int n) {
-  if (n < 1 || pool_made.load()) return false;
+  std::lock_guard<std::mutex> lock(pool_mu);
+  if (n < 1 || pool_made) return false;
   num_threads = n;
-  return !pool_made.load();
+  return true;
 }
 
 void ParallelFor(int64_t n, int64_t grain,

@@ -261,6 +261,16 @@ TEST(AccessPolicyTest, TlsClientsByTheNamesOfTheirCertificates) {
   EXPECT_TRUE(Access::Check(c, Right::kTune, "Find").ok());
   EXPECT_FALSE(Access::Check(c, Right::kAdmin, "DbExport").ok());
   EXPECT_FALSE(a.ForCertificate({}).known);
+  // Names that would break a log line, or that share a long prefix, stay
+  // apart and plain.
+  const std::string n1 = std::string(60, 'n') + "1";
+  const std::string n2 = std::string(60, 'n') + "2";
+  EXPECT_NE(a.ForCertificate({n1}).tenant, a.ForCertificate({n2}).tenant);
+  c = a.ForCertificate({"evil\nrpc=Find tenant=ops"});
+  EXPECT_EQ(c.tenant.find('\n'), std::string::npos);
+  EXPECT_EQ(c.tenant.find(' '), std::string::npos);
+  EXPECT_EQ(c.tenant.rfind("cert:evil_rpc_Find_tenant_ops~", 0), 0u)
+      << c.tenant;
   p.unlisted_users_are_tenants = false;
   Access strict(p, nullptr);
   c = strict.ForCertificate({std::string(500, 'x')});

@@ -395,6 +395,47 @@ tenant_tunings_in_flight = 2
   EXPECT_TRUE(Find(*flood, Problem(30)).ok());
 }
 
+TEST_F(TenantsTest, AFindsSlotIsFreeOnceItIsAnsweredOrItsCallerLeft) {
+  DaemonProcess d;
+  Start(d, absl::StrCat(kTenants, R"(
+[limits]
+tenant_tunings_in_flight = 1
+)"));
+  auto ci = Tls("ci-runner");
+  // One at a time, each find fits as soon as the one before is answered.
+  for (int i = 0; i < 5; ++i) {
+    grpc::Status s = Find(*ci, Problem(70 + i));
+    EXPECT_TRUE(s.ok()) << i << ": " << s.error_message();
+  }
+  // ci joins another tenant's long run and leaves it: its slot is free
+  // again while the run goes on for the other tenant.
+  auto flood = Tls("flood");
+  const v1::ConvProblem big = Problem(80, /*heavy=*/true);
+  v1::ConvProblem bigger = big;
+  bigger.set_n(16);
+  std::thread other([&] { EXPECT_TRUE(Find(*flood, bigger).ok()); });
+  auto local = Local();
+  for (int i = 0; i < 300 && Status(*local).tunings_in_flight() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    v1::FindRequest req;
+    *req.mutable_problem() = bigger;
+    v1::FindResponse resp;
+    auto ctx = Context();
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(100));
+    EXPECT_EQ(ci->Find(ctx.get(), req, &resp).error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_GE(Status(*local).tunings_in_flight(), 1)
+      << "the other tenant's run ended too soon to tell";
+  grpc::Status s = Find(*ci, Problem(90));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  other.join();
+}
+
 TEST_F(TenantsTest, ATenantOverItsDeviceSecondsWaitsForTheMinuteToPass) {
   DaemonProcess d;
   Start(d, absl::StrCat(kTenants, R"(
@@ -422,6 +463,27 @@ tenant_benchmark_seconds_per_minute = 0.01
   // What is stored is still answered, and other tenants still tune.
   EXPECT_TRUE(Find(*ci, Problem(1, /*heavy=*/true)).ok());
   EXPECT_TRUE(Find(*Tls("flood"), Problem(2)).ok());
+
+  // Background jobs run when no interactive find waits, and do not count
+  // against the budget: a tenant that only prefilled still tunes.
+  auto flood = Tls("flood");
+  v1::PrefillRequest req;
+  *req.add_problems() = Problem(3, /*heavy=*/true);
+  v1::PrefillResponse resp;
+  auto ctx = Context();
+  ASSERT_TRUE(flood->Prefill(ctx.get(), req, &resp).ok());
+  ASSERT_EQ(resp.queued(), 1);
+  for (int i = 0; i < 600; ++i) {
+    const v1::TenantUsage* u = UsageOf(Status(*flood), "flood");
+    if (u != nullptr && u->prefill_done() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  status = Status(*flood);
+  used = UsageOf(status, "flood");
+  ASSERT_NE(used, nullptr);
+  ASSERT_EQ(used->prefill_done(), 1) << status.DebugString();
+  EXPECT_GT(used->device_seconds_total(), used->device_seconds_last_minute())
+      << status.DebugString();
 }
 
 TEST_F(TenantsTest, PrefillQueuesUpToTheLimitBehindInteractiveFinds) {
@@ -445,6 +507,16 @@ tenant_tunings_queued = 3
   EXPECT_EQ(resp.taken(), 4);
   EXPECT_THAT(resp.refusal(), HasSubstr("(limits.tenant_tunings_queued)"));
 
+  // Full: another list is refused whole, with a hint.
+  v1::PrefillRequest rest;
+  *rest.add_problems() = Problem(44, /*heavy=*/true);
+  auto ctx2 = Context();
+  s = ci->Prefill(ctx2.get(), rest, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("tenant_tunings_queued"));
+  EXPECT_TRUE(
+      ctx2->GetServerTrailingMetadata().count("convtune-retry-after-ms"));
+
   // An interactive find goes ahead of the queued prefill.
   ASSERT_TRUE(Find(*ci, Problem(50, /*heavy=*/true)).ok());
   v1::GetStatusResponse status = Status(*ci);
@@ -452,16 +524,6 @@ tenant_tunings_queued = 3
   ASSERT_NE(used, nullptr);
   EXPECT_EQ(used->prefill_queued(), 3);
   EXPECT_LE(used->prefill_done(), 1) << status.DebugString();
-
-  // Full: the whole list is refused, with a hint.
-  v1::PrefillRequest rest;
-  *rest.add_problems() = Problem(44, /*heavy=*/true);
-  auto ctx2 = Context();
-  s = ci->Prefill(ctx2.get(), rest, &resp);
-  if (!s.ok()) {
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-    EXPECT_THAT(s.error_message(), HasSubstr("tenant_tunings_queued"));
-  }
 
   // Status follows it to the end; then the rest fits.
   for (int i = 0; i < 600; ++i) {
@@ -484,11 +546,13 @@ tenant_tunings_queued = 3
   EXPECT_EQ(resp.taken(), 2);
   EXPECT_EQ(resp.refusal(), "");
   // What the prefill tuned is answered from the FindDb.
-  for (;;) {
-    used = UsageOf(Status(*ci), "ci");
+  for (int i = 0; i < 600; ++i) {
+    status = Status(*ci);
+    used = UsageOf(status, "ci");
     if (used == nullptr || used->background_jobs() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  ASSERT_EQ(used->background_jobs(), 0) << status.DebugString();
   v1::FindResponse found;
   ASSERT_TRUE(Find(*ci, Problem(42, /*heavy=*/true), &found).ok());
   EXPECT_TRUE(found.from_db());

@@ -91,7 +91,9 @@ absl::Status Client::CallError(const grpc::Status& status,
   }
   // The daemon also answers Unavailable (device busy); only a channel that
   // failed to connect means nobody is listening.
+  // The daemon's own word that it is going away stands as it is.
   if (s.code() == absl::StatusCode::kUnavailable &&
+      !absl::StrContains(s.message(), "convtuned is shutting down") &&
       channel_->GetState(false) != GRPC_CHANNEL_READY) {
     return absl::UnavailableError(
         absl::StrCat("cannot reach convtuned at ", target_, ": ", s.message()));

@@ -356,14 +356,17 @@ void Daemon::Shutdown(int grace_ms) {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  const auto deadline =
-      std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms);
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(grace_ms + 200);
   // NOT_SERVING first, so that a supervisor's health check sees the
   // shutdown while calls in flight finish.
   if (server_) server_->GetHealthCheckService()->Shutdown();
   if (listener_) listener_->Stop();
   if (core_) core_->Shutdown();
   if (call_log_) call_log_->WaitIdle(absl::Milliseconds(grace_ms));
+  // Whoever still waits (on a tuning, an import) hears why, rather than
+  // losing the connection.
+  if (service_) service_->CutPendingCalls();
   if (server_) server_->Shutdown(deadline);
   // No scrape reads the core or the pools once they start to go.
   metrics_.reset();

@@ -97,9 +97,15 @@ class Daemon {
   ~Daemon();
 
   // Says NOT_SERVING to health checks, stops accepting connections, fails
-  // queued tunings with Unavailable, and waits up to `grace_ms` for calls in
-  // flight (health checks are still answered meanwhile). Idempotent.
-  void Shutdown(int grace_ms = 2000);
+  // queued tunings with Unavailable, waits up to `grace_ms` for calls in
+  // flight (health checks are still answered meanwhile), and answers those
+  // still waiting Unavailable ("convtuned is shutting down"). A tuning run
+  // still measuring stores nothing. Idempotent.
+  void Shutdown(int grace_ms = kShutdownGraceMs);
+  // How long calls in flight get at shutdown; main gives the whole process
+  // kExitWithinMs from the signal, abandoning a measurement still running.
+  static constexpr int kShutdownGraceMs = 1500;
+  static constexpr int kExitWithinMs = 2000;
   // Blocks until Shutdown.
   void Wait();
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -93,7 +94,10 @@ flags:
   --help                 this text
   --version              the version, then exit
 
-Stop it with SIGTERM or SIGINT (Ctrl-C); calls in flight get two seconds.
+Stop it with SIGTERM or SIGINT (Ctrl-C): calls in flight get 1.5 seconds,
+then those still waiting are answered UNAVAILABLE ("convtuned is shutting
+down"), and the process ends within two seconds of the signal (a measurement
+still running is abandoned; nothing partial is stored).
 
 A solver whose kernel faults the GPU is quarantined for that problem (kept in
 the database). If the GPU cannot be reset afterwards, convtuned stops with
@@ -333,6 +337,17 @@ int main(int argc, char** argv) {
     if (sig == 0) return;  // the daemon stopped itself
     std::cerr << "convtuned: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
               << ", shutting down" << std::endl;
+    // The process ends within kExitWithinMs of the signal: a measurement
+    // still running then (a kernel cannot be stopped midway) is abandoned.
+    // Every stored record was synced when it was written.
+    std::thread([] {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(convtune::Daemon::kExitWithinMs));
+      std::cerr << "convtuned: a measurement was still running; it is "
+                   "abandoned, stopped"
+                << std::endl;
+      _exit(0);
+    }).detach();
     (*daemon)->Shutdown();
   });
   (*daemon)->Wait();

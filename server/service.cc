@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
@@ -187,6 +188,72 @@ class FindStreamReactor final : public grpc::ServerWriteReactor<v1::FindEvent> {
 
 }  // namespace
 
+void PendingCalls::Call::Answer(const std::function<absl::Status()>& fill) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (answered_) return;
+    answered_ = true;
+    FinishWith(ctx_, reactor_, fill());
+  }
+  registry_->Forget(id_);
+}
+
+void PendingCalls::Call::Cut(const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
+  if (answered_) return;
+  answered_ = true;
+  FinishWith(ctx_, reactor_, why);
+}
+
+std::shared_ptr<PendingCalls::Call> PendingCalls::Begin(
+    grpc::CallbackServerContext* ctx) {
+  std::shared_ptr<Call> call;
+  std::optional<absl::Status> cut;
+  {
+    absl::MutexLock lock(&mu_);
+    call = std::make_shared<Call>(this, next_id_++, ctx, ctx->DefaultReactor());
+    if (cut_all_.has_value()) {
+      cut = *cut_all_;
+    } else {
+      cuts_[call->id_] = [call](const absl::Status& why) { call->Cut(why); };
+    }
+  }
+  if (cut.has_value()) call->Cut(*cut);
+  return call;
+}
+
+uint64_t PendingCalls::Add(std::function<void(const absl::Status&)> cut) {
+  std::optional<absl::Status> now;
+  uint64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_id_++;
+    if (cut_all_.has_value()) {
+      now = *cut_all_;
+    } else {
+      cuts_[id] = cut;
+    }
+  }
+  if (now.has_value()) cut(*now);
+  return id;
+}
+
+void PendingCalls::Forget(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  cuts_.erase(id);
+}
+
+void PendingCalls::CutAll(const absl::Status& why) {
+  std::vector<std::function<void(const absl::Status&)>> cuts;
+  {
+    absl::MutexLock lock(&mu_);
+    cut_all_ = why;
+    for (auto& [id, cut] : cuts_) cuts.push_back(std::move(cut));
+    cuts_.clear();
+  }
+  for (const auto& cut : cuts) cut(why);
+}
+
 absl::Status ConvTuneService::Allowed(grpc::CallbackServerContext* ctx,
                                       Right right, absl::string_view rpc,
                                       Caller* caller) const {
@@ -222,17 +289,18 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(
   // the tuning: when every caller of a run has gone, it stops.
   in->params.gone = [ctx] { return ctx->IsCancelled(); };
   in->params.tenant = caller.tenant;
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  core_.find().Find(in->problem, in->params,
-                    [this, ctx, reactor, resp,
-                     in = *in](absl::StatusOr<FindOutcome> outcome) {
-                      if (outcome.ok()) {
-                        FillFindResponse(*outcome, in, core_.device_key(),
-                                         resp);
-                      }
-                      FinishWith(ctx, reactor, outcome.status());
-                    });
-  return reactor;
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
+  core_.find().Find(
+      in->problem, in->params,
+      [this, call, resp, in = *in](absl::StatusOr<FindOutcome> outcome) {
+        call->Answer([&] {
+          if (outcome.ok()) {
+            FillFindResponse(*outcome, in, core_.device_key(), resp);
+          }
+          return outcome.status();
+        });
+      });
+  return call->reactor();
 }
 
 grpc::ServerWriteReactor<v1::FindEvent>* ConvTuneService::FindStream(
@@ -254,16 +322,20 @@ grpc::ServerWriteReactor<v1::FindEvent>* ConvTuneService::FindStream(
   in->params.progress = [reactor](const TuneProgress& p) {
     reactor->Progress(p);
   };
+  // At shutdown the stream is answered Unavailable at once.
+  const uint64_t pending = pending_.Add(
+      [reactor](const absl::Status& why) { reactor->Answer(why, {}); });
   FindStreamReactor* raw = reactor.get();
   core_.find().Find(
       in->problem, in->params,
-      [this, reactor, in = *in](absl::StatusOr<FindOutcome> outcome) {
+      [this, reactor, pending, in = *in](absl::StatusOr<FindOutcome> outcome) {
         v1::FindEvent event;
         if (outcome.ok()) {
           FillFindResponse(*outcome, in, core_.device_key(),
                            event.mutable_result());
         }
         reactor->Answer(outcome.status(), std::move(event));
+        pending_.Forget(pending);
       });
   return raw;
 }
@@ -279,25 +351,25 @@ grpc::ServerUnaryReactor* ConvTuneService::Prefill(
   absl::StatusOr<PrefillInput> in = PrefillInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
   // A list looks up every problem in the FindDb: on the store pool.
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  store_pool_.Schedule([this, ctx, reactor, resp, tenant = caller.tenant,
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
+  store_pool_.Schedule([this, call, resp, tenant = caller.tenant,
                         in = std::make_shared<PrefillInput>(*std::move(in))] {
     absl::StatusOr<Core::PrefillOutcome> out =
         core_.Prefill(tenant, in->problems, in->workspace_limit);
-    if (!out.ok()) return FinishWith(ctx, reactor, out.status());
-    // Nothing taken at all: the caller is over its limit, and told when to
-    // come back. Part of the list taken: the response says how much.
-    if (out->taken == 0 && !out->refusal.ok()) {
-      return FinishWith(ctx, reactor, out->refusal);
-    }
-    resp->set_queued(out->queued);
-    resp->set_already_tuned(out->already_tuned);
-    resp->set_taken(out->taken);
-    resp->set_refusal(std::string(out->refusal.message()));
-    resp->set_device_key(core_.device_key());
-    FinishWith(ctx, reactor, absl::OkStatus());
+    call->Answer([&]() -> absl::Status {
+      if (!out.ok()) return out.status();
+      // Nothing taken at all: the caller is over its limit, and told when
+      // to come back. Part of the list taken: the response says how much.
+      if (out->taken == 0 && !out->refusal.ok()) return out->refusal;
+      resp->set_queued(out->queued);
+      resp->set_already_tuned(out->already_tuned);
+      resp->set_taken(out->taken);
+      resp->set_refusal(std::string(out->refusal.message()));
+      resp->set_device_key(core_.device_key());
+      return absl::OkStatus();
+    });
   });
-  return reactor;
+  return call->reactor();
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::GetPlan(
@@ -311,15 +383,17 @@ grpc::ServerUnaryReactor* ConvTuneService::GetPlan(
   absl::StatusOr<v1::ExecutionPlan> plan =
       core_.planner().Plan(*p, req->solver_id(), PerfConfigFrom(*req));
   if (!plan.ok()) return Finish(ctx, plan.status());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   core_.planner().Build(*std::move(plan),
-                        [reactor, resp](absl::StatusOr<BuiltPlan> built) {
-                          if (built.ok()) {
-                            *resp->mutable_plan() = std::move(built->plan);
-                          }
-                          reactor->Finish(ToGrpcStatus(built.status()));
+                        [call, resp](absl::StatusOr<BuiltPlan> built) {
+                          call->Answer([&] {
+                            if (built.ok()) {
+                              *resp->mutable_plan() = std::move(built->plan);
+                            }
+                            return built.status();
+                          });
                         });
-  return reactor;
+  return call->reactor();
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::ListSolvers(
@@ -357,15 +431,18 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
       executes_.Acquire(caller.tenant, req->ByteSizeLong() + p.x_bytes() +
                                            p.w_bytes() + p.y_bytes());
   if (!ticket.ok()) return Finish(ctx, ticket.status());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   auto run = std::make_shared<ExecuteInput>(*std::move(in));
   core_.executor().Execute(run->problem, run->solver_id, run->tensors,
-                           [reactor, resp, run, ticket = *std::move(ticket)](
+                           [call, resp, run, ticket = *std::move(ticket)](
                                absl::StatusOr<double> ms) {
-                             if (ms.ok()) FillExecuteResponse(*run, *ms, resp);
-                             reactor->Finish(ToGrpcStatus(ms.status()));
+                             call->Answer([&] {
+                               if (ms.ok())
+                                 FillExecuteResponse(*run, *ms, resp);
+                               return ms.status();
+                             });
                            });
-  return reactor;
+  return call->reactor();
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::DbStats(
@@ -374,16 +451,18 @@ grpc::ServerUnaryReactor* ConvTuneService::DbStats(
   if (absl::Status s = Allowed(ctx, Right::kAdmin, "DbStats"); !s.ok()) {
     return Finish(ctx, s);
   }
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  store_pool_.Schedule([this, reactor, resp] {
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
+  store_pool_.Schedule([this, call, resp] {
     absl::StatusOr<storage::StoreStats> stats = storage::ComputeStats(&store_);
-    if (stats.ok()) {
-      FillDbStatsResponse(*stats, store_.path(), core_.records().system_db(),
-                          core_.device_key(), resp);
-    }
-    reactor->Finish(ToGrpcStatus(stats.status()));
+    call->Answer([&] {
+      if (stats.ok()) {
+        FillDbStatsResponse(*stats, store_.path(), core_.records().system_db(),
+                            core_.device_key(), resp);
+      }
+      return stats.status();
+    });
   });
-  return reactor;
+  return call->reactor();
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::DbExport(
@@ -394,19 +473,21 @@ grpc::ServerUnaryReactor* ConvTuneService::DbExport(
   }
   storage::ExportOptions options;
   if (req->system()) options.system_device_key = core_.device_key();
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  store_pool_.Schedule([this, reactor, resp, options] {
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
+  store_pool_.Schedule([this, call, resp, options] {
     int64_t entries = 0;
     absl::StatusOr<std::string> file =
         storage::ExportStore(store_, options, &entries);
-    if (file.ok()) {
-      resp->set_device_key(core_.device_key());
-      resp->set_entries(entries);
-      resp->set_file(*std::move(file));
-    }
-    reactor->Finish(ToGrpcStatus(file.status()));
+    call->Answer([&] {
+      if (file.ok()) {
+        resp->set_device_key(core_.device_key());
+        resp->set_entries(entries);
+        resp->set_file(*std::move(file));
+      }
+      return file.status();
+    });
   });
-  return reactor;
+  return call->reactor();
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::DbImport(
@@ -418,15 +499,19 @@ grpc::ServerUnaryReactor* ConvTuneService::DbImport(
   storage::ImportOptions options;
   options.overwrite = req->overwrite();
   options.check = ImportCheck(core_.registry(), core_.device_info());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  // The request outlives the call, so its file is read in place.
-  store_pool_.Schedule([this, reactor, req, resp, options] {
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
+  // The call may be answered (at shutdown) while the import still reads:
+  // the file is its own copy.
+  store_pool_.Schedule([this, call, resp, options,
+                        file = std::make_shared<std::string>(req->file())] {
     absl::StatusOr<storage::ImportStats> stats =
-        storage::ImportStore(store_, req->file(), options);
-    if (stats.ok()) FillImportResponse(*stats, resp);
-    reactor->Finish(ToGrpcStatus(WithField("file", stats.status())));
+        storage::ImportStore(store_, *file, options);
+    call->Answer([&] {
+      if (stats.ok()) FillImportResponse(*stats, resp);
+      return WithField("file", stats.status());
+    });
   });
-  return reactor;
+  return call->reactor();
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(
@@ -479,16 +564,18 @@ grpc::ServerUnaryReactor* ConvTuneService::CompileSolution(
   absl::StatusOr<v1::ExecutionPlan> plan =
       core_.planner().Plan(*p, *solver, {});
   if (!plan.ok()) return Finish(ctx, plan.status());
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   core_.planner().Build(*std::move(plan),
-                        [reactor, resp](absl::StatusOr<BuiltPlan> built) {
-                          if (built.ok()) {
-                            *resp->mutable_plan() = std::move(built->plan);
-                            resp->set_compiled(built->compiled);
-                          }
-                          reactor->Finish(ToGrpcStatus(built.status()));
+                        [call, resp](absl::StatusOr<BuiltPlan> built) {
+                          call->Answer([&] {
+                            if (built.ok()) {
+                              *resp->mutable_plan() = std::move(built->plan);
+                              resp->set_compiled(built->compiled);
+                            }
+                            return built.status();
+                          });
                         });
-  return reactor;
+  return call->reactor();
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::TrainHeuristic(
@@ -497,13 +584,14 @@ grpc::ServerUnaryReactor* ConvTuneService::TrainHeuristic(
   if (absl::Status s = Allowed(ctx, Right::kAdmin, "TrainHeuristic"); !s.ok()) {
     return Finish(ctx, s);
   }
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  core_.TrainHeuristics(
-      [this, reactor, resp](absl::StatusOr<TrainReport> report) {
-        if (report.ok()) FillTrainResponse(*report, core_.device_key(), resp);
-        reactor->Finish(ToGrpcStatus(report.status()));
-      });
-  return reactor;
+  std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
+  core_.TrainHeuristics([this, call, resp](absl::StatusOr<TrainReport> report) {
+    call->Answer([&] {
+      if (report.ok()) FillTrainResponse(*report, core_.device_key(), resp);
+      return report.status();
+    });
+  });
+  return call->reactor();
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::GetCodeObject(

@@ -11,6 +11,13 @@
 #ifndef CONVTUNE_SERVER_SERVICE_H_
 #define CONVTUNE_SERVER_SERVICE_H_
 
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "convtune/v1/service.grpc.pb.h"
 #include "server/access.h"
 #include "server/core.h"
@@ -19,6 +26,55 @@
 #include "storage/store.h"
 
 namespace convtune {
+
+// Calls answered later, from another thread: each is answered exactly
+// once, by its work or, at shutdown, by CutAll. Thread-safe.
+class PendingCalls {
+ public:
+  // One call's answer. Its response may be written only inside Answer.
+  class Call {
+   public:
+    Call(PendingCalls* registry, uint64_t id, grpc::CallbackServerContext* ctx,
+         grpc::ServerUnaryReactor* reactor)
+        : registry_(registry), id_(id), ctx_(ctx), reactor_(reactor) {}
+    // Unless the call was cut, runs `fill` (which writes the response and
+    // returns the call's status) and finishes the call with its status.
+    void Answer(const std::function<absl::Status()>& fill);
+    void Answer(const absl::Status& s) {
+      Answer([&] { return s; });
+    }
+    grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+
+   private:
+    friend class PendingCalls;
+    // Finishes with `why` unless answered already.
+    void Cut(const absl::Status& why);
+
+    PendingCalls* const registry_;
+    const uint64_t id_;
+    grpc::CallbackServerContext* const ctx_;
+    grpc::ServerUnaryReactor* const reactor_;
+    absl::Mutex mu_;
+    bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  };
+
+  // A unary call to be answered later.
+  std::shared_ptr<Call> Begin(grpc::CallbackServerContext* ctx);
+  // Any other call (a stream): `cut` answers it with the status given;
+  // Forget once it is answered.
+  uint64_t Add(std::function<void(const absl::Status&)> cut);
+  void Forget(uint64_t id);
+  // Answers every call not answered yet with `why`; later calls are cut
+  // as they begin.
+  void CutAll(const absl::Status& why);
+
+ private:
+  absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::function<void(const absl::Status&)>> cuts_
+      ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> cut_all_ ABSL_GUARDED_BY(mu_);
+};
 
 class ConvTuneService final : public v1::ConvTune::CallbackService {
  public:
@@ -80,6 +136,12 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
                                       const v1::GetStatusRequest* req,
                                       v1::GetStatusResponse* resp) override;
 
+  // Answers every call still waiting on work with Unavailable ("convtuned
+  // is shutting down"), so that no caller is cut off without a status.
+  void CutPendingCalls() {
+    pending_.CutAll(absl::UnavailableError("convtuned is shutting down"));
+  }
+
  private:
   // OK if the caller of `ctx` holds `right`; PermissionDenied otherwise.
   absl::Status Allowed(grpc::CallbackServerContext* ctx, Right right,
@@ -91,6 +153,7 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   const Access& access_;
   const ServiceOptions options_;
   ExecuteLimiter executes_;
+  PendingCalls pending_;
 };
 
 }  // namespace convtune

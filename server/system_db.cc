@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/export_file.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "storage/portable.h"
@@ -58,12 +59,9 @@ absl::StatusOr<std::unique_ptr<SystemFindDb>> SystemFindDb::Open(
   }
   db->path_ = path;
   ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  v1::ExportFile file;
-  if (!file.ParseFromString(bytes)) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": not a convtune export file"));
-  }
-  if (file.magic() != storage::kExportMagic || file.device_key().empty()) {
+  // A damaged system FindDb is refused whole, naming the entry.
+  ASSIGN_OR_RETURN(const v1::ExportFile file, ParseExportFile(bytes, path));
+  if (file.device_key().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         path,
         ": not a system FindDb (make one with convtune db export --system)"));

@@ -336,6 +336,11 @@ void Tuner::Finish(std::shared_ptr<Run> run,
     Complete(run->dedup_key, timed.status());
     return;
   }
+  // Stopping: what was measured is not stored as the whole answer.
+  if (absl::Status s = stop_.Check(); !s.ok()) {
+    Complete(run->dedup_key, s);
+    return;
+  }
   absl::StatusOr<v1::FindRecord> record = Record(*run, *timed);
   if (!record.ok()) {
     Complete(run->dedup_key, record.status());

@@ -48,6 +48,13 @@ class MemoryStore final : public Store {
     return absl::OkStatus();
   }
 
+  absl::Status PutAll(const std::vector<Pair>& pairs,
+                      const WriteOptions& options) override {
+    absl::MutexLock lock(&mu_);
+    for (const Pair& p : pairs) columns_[Index(p.column)][p.key] = p.value;
+    return absl::OkStatus();
+  }
+
   absl::Status Delete(Column column, absl::string_view key,
                       const WriteOptions& options) override {
     absl::MutexLock lock(&mu_);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/export_file.h"
 #include "common/status_macros.h"
 #include "convtune/v1/records.pb.h"
 #include "storage/records.h"
@@ -26,12 +27,7 @@ int64_t NowUnixMs() {
       .count();
 }
 
-absl::Status CheckHeader(const v1::ExportFile& file) {
-  if (file.magic() != kExportMagic) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("export file: magic is '", file.magic(), "', expected '",
-                     kExportMagic, "'"));
-  }
+absl::Status CheckSchema(const v1::ExportFile& file) {
   if (file.schema_version() != kSchemaVersion) {
     return absl::InvalidArgumentError(
         absl::StrCat("export file: schema_version ", file.schema_version(),
@@ -40,31 +36,30 @@ absl::Status CheckHeader(const v1::ExportFile& file) {
   return absl::OkStatus();
 }
 
-// Imports one valid entry, counting what happened.
-absl::Status ImportEntry(Store& store, Column c, const v1::ExportEntry& e,
-                         const ImportOptions& options, ImportStats& stats) {
-  constexpr WriteOptions kUnsynced{.sync = false};
+// What importing one valid entry does, counted: whether to write it.
+absl::StatusOr<bool> Decide(Store& store, Column c, const v1::ExportEntry& e,
+                            const ImportOptions& options, ImportStats& stats) {
   absl::StatusOr<std::string> existing = store.Get(c, e.key());
   if (absl::IsNotFound(existing.status())) {
     ++stats.imported;
-    return store.Put(c, e.key(), e.value(), kUnsynced);
+    return true;
   }
   if (!existing.ok()) return existing.status();
   if (*existing == e.value()) {
     ++stats.unchanged;
-    return absl::OkStatus();
+    return false;
   }
   // An unreadable stored record would be dropped by its next reader anyway.
   if (!ValidateStoredPair(c, e.key(), *existing).ok()) {
     ++stats.imported;
-    return store.Put(c, e.key(), e.value(), kUnsynced);
+    return true;
   }
   if (!options.overwrite) {
     ++stats.conflicting;
-    return absl::OkStatus();
+    return false;
   }
   ++stats.overwritten;
-  return store.Put(c, e.key(), e.value(), kUnsynced);
+  return true;
 }
 
 }  // namespace
@@ -102,22 +97,18 @@ absl::StatusOr<std::string> ExportStore(Store& store,
         }));
   }
   if (entries != nullptr) *entries = file.entries_size();
+  SealExportFile(&file);
   return file.SerializeAsString();
 }
 
 absl::StatusOr<ImportStats> ImportStore(Store& store,
                                         absl::string_view file_bytes,
                                         const ImportOptions& options) {
-  v1::ExportFile file;
-  if (!file.ParseFromArray(file_bytes.data(),
-                           static_cast<int>(file_bytes.size()))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("export file: ", file_bytes.size(),
-                     " bytes that do not parse (truncated or not an "
-                     "export file)"));
-  }
-  RETURN_IF_ERROR(CheckHeader(file));
+  ASSIGN_OR_RETURN(const v1::ExportFile file,
+                   ParseExportFile(file_bytes, "export file"));
+  RETURN_IF_ERROR(CheckSchema(file));
   ImportStats stats;
+  std::vector<Store::Pair> writes;
   for (const v1::ExportEntry& e : file.entries()) {
     absl::StatusOr<Column> c = ColumnFromName(e.column_family());
     if (!c.ok()) {
@@ -139,9 +130,11 @@ absl::StatusOr<ImportStats> ImportStore(Store& store,
         continue;
       }
     }
-    RETURN_IF_ERROR(ImportEntry(store, *c, e, options, stats));
+    ASSIGN_OR_RETURN(const bool write, Decide(store, *c, e, options, stats));
+    if (write) writes.push_back({*c, e.key(), e.value()});
   }
-  RETURN_IF_ERROR(store.Sync());
+  // All or nothing, synced.
+  if (!writes.empty()) RETURN_IF_ERROR(store.PutAll(writes));
   return stats;
 }
 

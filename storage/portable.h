@@ -12,11 +12,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/export_file.h"
 #include "storage/store.h"
 
 namespace convtune::storage {
 
-inline constexpr absl::string_view kExportMagic = "convtune-export";
+using ::convtune::kExportMagic;
 
 struct ExportOptions {
   // Also export meta pairs ("created_by", ...). Default: false, since they
@@ -64,11 +65,14 @@ struct ImportStats {
   std::string first_refusal;  // why the first of them was refused
 };
 
-// Imports an ExportStore file. InvalidArgument if the bytes do not parse as
-// an export file; InvalidArgument naming the field if the magic is wrong or the
-// schema_version is not kSchemaVersion. Invalid entries (unknown column family,
-// empty key, a value that ValidateStoredPair rejects) are skipped and counted.
-// The writes are synced once at the end.
+// Imports an ExportStore file. InvalidArgument, and nothing written, if the
+// bytes are not a whole export file (ParseExportFile: one damaged byte is
+// enough, and the error names the entry), or the schema_version is not
+// kSchemaVersion. Every entry is checked before anything is written: invalid
+// entries (unknown column family, empty key, a value that
+// ValidateStoredPair rejects) are skipped and counted, as are those
+// ImportOptions::check refuses; the rest is written in one synced batch, all
+// of it or none.
 absl::StatusOr<ImportStats> ImportStore(Store& store,
                                         absl::string_view file_bytes,
                                         const ImportOptions& options = {});

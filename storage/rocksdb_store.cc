@@ -126,6 +126,22 @@ class RocksDbStore final : public Store {
                    "put", column);
   }
 
+  absl::Status PutAll(const std::vector<Pair>& pairs,
+                      const WriteOptions& options) override {
+    rocksdb::WriteBatch batch;
+    for (const Pair& p : pairs) {
+      RETURN_IF_ERROR(Writable(p.column, "put"));
+      rocksdb::Status s =
+          batch.Put(Handle(p.column), ToSlice(p.key), ToSlice(p.value));
+      if (!s.ok()) return Context(s, "batch put", p.column);
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = options.sync;
+    return FromRocksDb(
+        db_->Write(wo, &batch),
+        absl::StrCat("write of ", pairs.size(), " pairs to ", dir_));
+  }
+
   absl::Status Delete(Column column, absl::string_view key,
                       const WriteOptions& options) override {
     RETURN_IF_ERROR(Writable(column, "delete"));

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +45,14 @@ class Store {
                            const WriteOptions& options = {}) = 0;
   // OK if the key was absent.
   virtual absl::Status Delete(Column column, absl::string_view key,
+                              const WriteOptions& options = {}) = 0;
+  // Writes every pair, all of them or (on an error) none: one atomic batch.
+  struct Pair {
+    Column column;
+    std::string key;
+    std::string value;
+  };
+  virtual absl::Status PutAll(const std::vector<Pair>& pairs,
                               const WriteOptions& options = {}) = 0;
   // Calls fn for each pair whose key starts with `prefix`, in key order, until
   // fn returns false.

@@ -45,8 +45,13 @@ int HeuristicCommand(Context& context, const std::vector<std::string>& args);
 int StatusCommand(Context& context, const std::vector<std::string>& args);
 int PrefillCommand(Context& context, const std::vector<std::string>& args);
 
+// The longest line a problem file may have.
+inline constexpr size_t kMaxLineBytes = 4096;
+
 // Appends the problems of a file of MIOpenDriver lines (blank lines and #
-// comments skipped); reports each bad line as FILE:LINE on stderr. Returns
+// comments skipped), or of stdin for "-"; reports each bad line as
+// FILE:LINE on stderr. Anything but a regular file (a folder, a device) is
+// refused by name, and a line over kMaxLineBytes ends the reading. Returns
 // false if any line was bad or the file cannot be read.
 bool ReadProblemFile(const std::string& path,
                      std::vector<ConvProblem>* problems);

@@ -5,12 +5,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/export_file.h"
 
 namespace convtune::cli {
 namespace {
 
-// storage/FORMAT.md, "Export file": the client cannot link storage/.
-constexpr char kExportMagic[] = "convtune-export";
+// storage/FORMAT.md: the client cannot link storage/.
 constexpr char kFindDbFamily[] = "find_db";
 
 int64_t NowUnixMs() {
@@ -34,11 +34,6 @@ bool NewerFindRecord(const std::string& kept, const std::string& incoming) {
 absl::Status CheckHeader(const MergeInput& in, const v1::ExportFile& file,
                          const MergeInput* first,
                          const v1::ExportFile* first_file) {
-  if (file.magic() != kExportMagic) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(in.name, ": magic is '", file.magic(), "', not '",
-                     kExportMagic, "': not a convtune export file"));
-  }
   if (first == nullptr) return absl::OkStatus();
   if (file.schema_version() != first_file->schema_version()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -67,10 +62,11 @@ absl::StatusOr<v1::ExportFile> MergeExportFiles(
   if (inputs.empty()) return absl::InvalidArgumentError("no input file");
   std::vector<v1::ExportFile> files(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!files[i].ParseFromString(inputs[i].bytes)) {
-      return absl::DataLossError(
-          absl::StrCat(inputs[i].name, ": not a convtune export file"));
-    }
+    // A damaged input is refused before anything is merged.
+    absl::StatusOr<v1::ExportFile> file =
+        ParseExportFile(inputs[i].bytes, inputs[i].name);
+    if (!file.ok()) return file.status();
+    files[i] = *std::move(file);
     absl::Status s = CheckHeader(inputs[i], files[i], i ? &inputs[0] : nullptr,
                                  i ? &files[0] : nullptr);
     if (!s.ok()) return s;
@@ -98,7 +94,7 @@ absl::StatusOr<v1::ExportFile> MergeExportFiles(
     }
   }
   v1::ExportFile out;
-  out.set_magic(kExportMagic);
+  out.set_magic(std::string(kExportMagic));
   out.set_schema_version(files[0].schema_version());
   out.set_created_unix_ms(NowUnixMs());
   out.set_device_key(files[0].device_key());
@@ -109,6 +105,7 @@ absl::StatusOr<v1::ExportFile> MergeExportFiles(
     e->set_value(std::move(value));
   }
   stats->entries_out = out.entries_size();
+  SealExportFile(&out);
   return out;
 }
 

@@ -1,9 +1,13 @@
 // `convtune find`: problems from a MIOpenDriver line or a file, answered by
 // the daemon's Find, printed as a table or JSON.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -19,34 +23,87 @@
 #include "client/cli/progress.h"
 #include "common/grpc_status.h"
 #include "common/json.h"
+#include "common/quote.h"
 #include "common/vocabulary.h"
 #include "kernels/driver_line.h"
 
 namespace convtune::cli {
 
-// Appends the file's problems; reports each bad line as FILE:LINE. Returns
-// false if any line was bad (or the file cannot be read).
 bool ReadProblemFile(const std::string& path,
                      std::vector<ConvProblem>* problems) {
-  std::ifstream in(path);
-  if (!in) {
-    std::cerr << "convtune: " << path << ": cannot open\n";
-    return false;
+  FILE* in = nullptr;
+  if (path == "-") {
+    in = stdin;
+  } else {
+    // Only a regular file: a folder, a device or a pipe named by mistake
+    // is refused by name rather than read forever.
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+      std::cerr << "convtune: " << QuotePrefix(path) << ": cannot open ("
+                << std::strerror(errno) << ")\n";
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      std::cerr << "convtune: " << QuotePrefix(path) << ": not a regular file ("
+                << (S_ISDIR(st.st_mode)    ? "a folder"
+                    : S_ISCHR(st.st_mode)  ? "a character device"
+                    : S_ISBLK(st.st_mode)  ? "a block device"
+                    : S_ISFIFO(st.st_mode) ? "a pipe; use --file - for stdin"
+                                           : "not a file")
+                << ")\n";
+      return false;
+    }
+    in = std::fopen(path.c_str(), "r");
+    if (in == nullptr) {
+      std::cerr << "convtune: " << QuotePrefix(path) << ": cannot open ("
+                << std::strerror(errno) << ")\n";
+      return false;
+    }
   }
+  const std::string name = path == "-" ? "stdin" : path;
   bool ok = true;
   std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
+  for (int number = 1;; ++number) {
+    // Byte by byte, so that a NUL byte (from /dev/zero, or a binary file) is
+    // seen as such and counted against the line's length.
+    line.clear();
+    int c = 0;
+    bool binary = false;
+    while ((c = getc(in)) != EOF && c != '\n' && line.size() <= kMaxLineBytes) {
+      if (c == '\0') binary = true;
+      line.push_back(static_cast<char>(c));
+    }
+    if (c == EOF && line.empty()) break;
+    if (line.size() > kMaxLineBytes) {
+      // No line of a problem list is this long: not a list; stop here.
+      std::cerr << name << ":" << number << ": line longer than "
+                << kMaxLineBytes
+                << " bytes; not a list of MIOpenDriver lines\n";
+      ok = false;
+      break;
+    }
+    if (binary) {
+      std::cerr << name << ":" << number
+                << ": a NUL byte; not a list of MIOpenDriver lines\n";
+      ok = false;
+      break;
+    }
     absl::string_view text = absl::StripAsciiWhitespace(line);
     if (text.empty() || text[0] == '#') continue;
     absl::StatusOr<std::vector<ConvProblem>> parsed = ParseDriverLine(text);
     if (!parsed.ok()) {
-      std::cerr << path << ":" << number << ": " << parsed.status().message()
+      std::cerr << name << ":" << number << ": " << parsed.status().message()
                 << "\n";
       ok = false;
       continue;
     }
     problems->insert(problems->end(), parsed->begin(), parsed->end());
   }
+  if (std::ferror(in)) {
+    std::cerr << "convtune: " << QuotePrefix(name) << ": read failed\n";
+    ok = false;
+  }
+  if (in != stdin) std::fclose(in);
   return ok;
 }
 
@@ -56,6 +113,11 @@ int LoadProblems(const std::string& file,
   *input_ok = true;
   if (!file.empty()) {
     *input_ok = ReadProblemFile(file, problems);
+    if (*input_ok && problems->empty()) {
+      std::cerr << "convtune: " << QuotePrefix(file == "-" ? "stdin" : file)
+                << ": no problems (expected MIOpenDriver lines)\n";
+      *input_ok = false;
+    }
     return kExitOk;
   }
   absl::StatusOr<std::vector<ConvProblem>> parsed =

@@ -115,11 +115,12 @@ int Main(int argc, char** argv) {
       std::cerr << "no TLS port in: " << log << "\n";
       return 1;
     }
-    flood_address = absl::StrCat("localhost:", std::atoi(log.c_str() + at + 9));
+    // An IP literal: a bare machine may not resolve "localhost".
+    flood_address = absl::StrCat("127.0.0.1:", std::atoi(log.c_str() + at + 9));
     flood_options.tls =
         TlsOptions{testing::ReadText(pki.ca()),
                    testing::ReadText(pki.client_cert("flood")),
-                   testing::ReadText(pki.client_key("flood")), ""};
+                   testing::ReadText(pki.client_key("flood")), "localhost"};
   }
   auto client = Client::Connect(socket);
   if (!client.ok()) {

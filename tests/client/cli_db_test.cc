@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "common/export_file.h"
 #include "common/file_util.h"
 #include "convtune/v1/records.pb.h"
 #include "gmock/gmock.h"
@@ -309,6 +310,7 @@ TEST_F(CliFindDbTest, MergeRefusesMixedDevicesAndForeignFiles) {
   ASSERT_FALSE(system_file.empty());
   v1::ExportFile other = ReadExport(system_file);
   other.set_device_key(other.device_key() + "-other");
+  SealExportFile(&other);
   const std::string other_file = dir_a_.path() + "/other.ctsys";
   ASSERT_TRUE(WriteFileAtomically(other_file, other.SerializeAsString()).ok());
 

@@ -213,6 +213,54 @@ TEST_F(CliDaemonTest, StatusSaysWhoYouAreAndWhatTheDaemonDid) {
   EXPECT_EQ(Run({"status", "extra"}).exit_code, 2);
 }
 
+TEST_F(CliDaemonTest, FileIsARegularFileOrStdinAndNothingElse) {
+  // A device, a folder and an empty file are refused at once, by name.
+  const std::string empty = dir_.path() + "/empty.txt";
+  std::ofstream(empty).close();
+  for (const auto& [file, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"/dev/zero", "/dev/zero: not a regular file (a character device)"},
+           {dir_.path(), "not a regular file (a folder)"},
+           {empty, "empty.txt: no problems"},
+           {dir_.path() + "/absent.txt", "absent.txt: cannot open"}}) {
+    for (const char* command : {"find", "prefill"}) {
+      ProcessResult r = command == std::string("find")
+                            ? Run({"find", "--file", file})
+                            : Run({"prefill", file});
+      EXPECT_EQ(r.exit_code, 2) << command << " " << file;
+      EXPECT_THAT(r.err, HasSubstr(says)) << command << " " << file;
+    }
+  }
+  // A line longer than any problem's ends the reading.
+  const std::string long_line = dir_.path() + "/long.txt";
+  std::ofstream(long_line) << std::string(10000, 'x') << "\n";
+  ProcessResult r = Run({"find", "--file", long_line});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("long.txt:1: line longer than 4096 bytes"));
+  // So does a binary file.
+  const std::string binary = dir_.path() + "/binary.txt";
+  std::ofstream(binary) << "# list\n" << std::string("conv\0-n", 7) << "\n";
+  r = Run({"find", "--file", binary});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("binary.txt:2: a NUL byte"));
+  // "-" reads stdin; stdin from a device is cut off by the line limit.
+  std::string key;
+  const std::string line = absl::StrJoin(RandomDriverArgs(rng_, &key), " ");
+  r = testing::RunProcess(
+      {"/bin/sh", "-c",
+       absl::StrCat("echo '", line, "' | ", CONVTUNE_CLI_PATH, " --socket ",
+                    daemon_.socket_path(), " find --progress off --file -")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("problem " + key));
+  r = testing::RunProcess(
+      {"/bin/sh", "-c",
+       absl::StrCat(CONVTUNE_CLI_PATH, " --socket ", daemon_.socket_path(),
+                    " find --file - < /dev/zero")},
+      60);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("stdin:1: line longer than 4096 bytes"));
+}
+
 TEST_F(CliDaemonTest, FindShowsProgressAsLinesWhenNotOnATerminal) {
   std::vector<std::string> keys(3);
   const std::string file = dir_.path() + "/progress.txt";

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/defaults.h"
+#include "common/export_file.h"
 #include "convtune/v1/records.pb.h"
 #include "convtune/v1/service.grpc.pb.h"
 #include "kernels/problem.h"
@@ -156,6 +157,7 @@ class AccessTest : public ::testing::Test {
     file.set_magic(std::string(storage::kExportMagic));
     file.set_schema_version(storage::kSchemaVersion);
     for (const v1::ExportEntry& e : entries) *file.add_entries() = e;
+    SealExportFile(&file);
     return file.SerializeAsString();
   }
 

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/defaults.h"
 #include "convtune/v1/service.grpc.pb.h"
+#include "kernels/problem.h"
 #include "kernels/problem_proto.h"
 #include "tests/server/daemon_process.h"
 
@@ -107,6 +109,59 @@ TEST_F(DaemonTest, FindRestartHit) {
     EXPECT_EQ(second.results(i).time_ms(), first.results(i).time_ms());
   }
   EXPECT_EQ(d.Stop(SIGINT), 0) << d.log();
+}
+
+TEST_F(DaemonTest, SigtermAnswersWhoWaitsAndExitsWithinTwoSeconds) {
+  // A find whose naive solver alone runs for seconds.
+  ConvProblem big;
+  big.n = 16;
+  big.c = 64;
+  big.k = 64;
+  big.in = {1, 56, 56};
+  big.filter = {1, 3, 3};
+  big.pad = {0, 1, 1};
+  v1::ConvProblem wire;
+  ProblemToProto(big, &wire);
+  grpc::Status found;
+  {
+    DaemonProcess d;
+    StartDaemon(d, socket_, db_, "1.log");
+    auto stub = Stub(socket_);
+    std::thread finder([&] {
+      v1::FindResponse resp;
+      found = Find(*stub, wire, &resp);
+    });
+    // Timing has begun when a plan was timed.
+    for (int i = 0; i < 600; ++i) {
+      grpc::ClientContext ctx;
+      v1::GetStatusRequest req;
+      v1::GetStatusResponse status;
+      ASSERT_TRUE(stub->GetStatus(&ctx, req, &status).ok());
+      if (status.counters().at("plans_timed") > 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const auto signalled = std::chrono::steady_clock::now();
+    ASSERT_EQ(kill(d.pid(), SIGTERM), 0);
+    EXPECT_EQ(d.WaitExit(10000), 0) << d.log();
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - signalled)
+                               .count();
+    EXPECT_LT(seconds, 2.5) << d.log();
+    finder.join();
+    EXPECT_EQ(found.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(found.error_message(), HasSubstr("convtuned is shutting down"));
+  }
+  // What the cut-off find measured was not stored as its answer.
+  DaemonProcess d;
+  StartDaemon(d, socket_, db_, "2.log");
+  auto stub = Stub(socket_);
+  grpc::ClientContext ctx;
+  v1::DbStatsRequest req;
+  v1::DbStatsResponse stats;
+  ASSERT_TRUE(stub->DbStats(&ctx, req, &stats).ok());
+  EXPECT_EQ(
+      stats.records().count("find_db") ? stats.records().at("find_db") : 0, 0);
+  EXPECT_EQ(d.Stop(SIGTERM), 0);
 }
 
 TEST_F(DaemonTest, SecondDaemonOnTheSameDatabaseFailsFast) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/export_file.h"
 #include "common/file_util.h"
 #include "kernels/cpu_device.h"
 #include "server/core.h"
@@ -198,6 +199,7 @@ std::string MakeSystemDb(const std::string& dir, Engine& tuned,
     e.set_value(r.SerializeAsString());
   }
   std::filesystem::create_directories(dir);
+  SealExportFile(&file);
   EXPECT_TRUE(
       WriteFileAtomically(dir + "/" + storage::SystemDbFileName(device_key),
                           file.SerializeAsString())

@@ -149,8 +149,12 @@ class TenantsTest : public ::testing::Test {
       o.pem_cert_chain = ReadText(pki_.client_cert(name));
       o.pem_private_key = ReadText(pki_.client_key(name));
     }
-    return v1::ConvTune::NewStub(grpc::CreateChannel(
-        absl::StrCat("localhost:", tls_port_), grpc::SslCredentials(o)));
+    // The address is an IP literal (a bare machine may not resolve
+    // "localhost"); the daemon's certificate names localhost.
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    return v1::ConvTune::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", tls_port_), grpc::SslCredentials(o), args));
   }
 
   std::string dir_, socket_;
@@ -253,9 +257,10 @@ int RunCli(const std::string& args, std::string* out) {
 TEST_F(TenantsTest, TheCliSpeaksTls) {
   DaemonProcess d;
   Start(d, kTenants);
-  const std::string address = absl::StrCat("localhost:", tls_port_);
+  const std::string address = absl::StrCat("127.0.0.1:", tls_port_);
   auto tls_flags = [&](const std::string& name) {
-    return absl::StrCat("--address ", address, " --tls-ca ", pki_.ca(),
+    return absl::StrCat("--address ", address,
+                        " --tls-server-name localhost --tls-ca ", pki_.ca(),
                         " --tls-cert ", pki_.client_cert(name), " --tls-key ",
                         pki_.client_key(name));
   };

@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/export_file.h"
 #include "common/file_util.h"
 #include "convtune/v1/records.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/memory_store.h"
 #include "storage/records.h"
 #include "storage/store.h"
 #include "tests/storage/storage_test_util.h"
@@ -187,6 +190,7 @@ TEST_F(PortableTest, InvalidEntriesAreSkippedAndCounted) {
   newer->set_column_family("find_db");
   newer->set_key("dev/q");
   newer->set_value(r.SerializeAsString());
+  SealExportFile(&parsed);
   absl::StatusOr<ImportStats> stats =
       ImportStore(*target_, parsed.SerializeAsString());
   ASSERT_TRUE(stats.ok()) << stats.status();
@@ -222,11 +226,79 @@ TEST_F(PortableTest, BadFilesAreRefusedWithTheRightCode) {
 
   parsed.set_magic("convtune-export");
   parsed.set_schema_version(kSchemaVersion + 1);
+  SealExportFile(&parsed);
   absl::StatusOr<ImportStats> version =
       ImportStore(*target_, parsed.SerializeAsString());
   EXPECT_EQ(version.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(version.status().message(), HasSubstr("schema_version"));
+
+  // A file from before checksums is refused, and says what to do.
+  parsed.set_schema_version(kSchemaVersion);
+  parsed.clear_format_version();
+  parsed.clear_crc32c();
+  for (v1::ExportEntry& e : *parsed.mutable_entries()) e.clear_crc32c();
+  absl::StatusOr<ImportStats> old_format =
+      ImportStore(*target_, parsed.SerializeAsString());
+  EXPECT_EQ(old_format.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(old_format.status().message(),
+              HasSubstr("has no checksums; export it again"));
   // Nothing was written by any refused import.
+  EXPECT_TRUE(Dump(*target_, true).empty());
+}
+
+// Every single-bit flip of an export file is refused, naming what is
+// damaged, or (a flip that protobuf reads as an unknown field) imports
+// exactly what the whole file holds; nothing altered is ever written.
+TEST_F(PortableTest, EveryBitFlipIsRefusedOrChangesNothing) {
+  std::string device = rnd_.DeviceKey();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(FindDb(source_.get(), device)
+                    .Put(rnd_.Find(device, rnd_.ProblemKey()))
+                    .ok());
+  }
+  absl::StatusOr<std::string> file = ExportStore(*source_);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(ImportStore(*target_, *file).ok());
+  const auto whole = Dump(*target_, true);
+  int refused = 0, same = 0;
+  for (size_t bit = 0; bit < file->size() * 8; ++bit) {
+    std::string flipped = *file;
+    flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
+    auto store = NewMemoryStore();
+    absl::StatusOr<ImportStats> stats = ImportStore(*store, flipped);
+    if (!stats.ok()) {
+      ++refused;
+      EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_TRUE(Dump(*store, true).empty()) << "bit " << bit;
+      continue;
+    }
+    ++same;
+    EXPECT_EQ(Dump(*store, true), whole) << "bit " << bit;
+  }
+  EXPECT_GT(refused, 0);
+  std::cout << file->size() * 8 << " flips: " << refused << " refused, " << same
+            << " imported unchanged\n";
+}
+
+TEST_F(PortableTest, ADamagedEntryFailsTheWholeImportNamingIt) {
+  int64_t n = Fill(source_.get());
+  ASSERT_GT(n, 3);
+  absl::StatusOr<std::string> file = ExportStore(*source_);
+  ASSERT_TRUE(file.ok());
+  v1::ExportFile parsed;
+  ASSERT_TRUE(parsed.ParseFromString(*file));
+  // The last entry's value changed after the file was sealed.
+  v1::ExportEntry* last = parsed.mutable_entries(parsed.entries_size() - 1);
+  std::string value = last->value();
+  value.back() = static_cast<char>(value.back() ^ 1);
+  last->set_value(value);
+  absl::StatusOr<ImportStats> stats =
+      ImportStore(*target_, parsed.SerializeAsString());
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(stats.status().message(),
+              HasSubstr(absl::StrCat("entry ", n - 1, " (")));
+  EXPECT_THAT(stats.status().message(), HasSubstr("damaged"));
+  // The entries before it were not written either.
   EXPECT_TRUE(Dump(*target_, true).empty());
 }
 

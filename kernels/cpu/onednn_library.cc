@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -233,7 +234,10 @@ absl::StatusOr<std::shared_ptr<const Prepared>> Build(const ConvProblem& p,
                       : dnnl::reorder(dnnl::reorder::primitive_desc(
                             Engine(), out->user[i], Engine(), out->used[i]));
     }
-    out->workspace_bytes = at;
+    // The caller's workspace may start anywhere; oneDNN's JIT code needs
+    // 64-byte aligned blocked tensors (Winograd's diff weights fault
+    // otherwise), so the regions are placed from the first aligned byte.
+    out->workspace_bytes = at > 0 ? at + kAlign - 1 : 0;
     return std::shared_ptr<const Prepared>(std::move(out));
   } catch (const dnnl::error& e) {
     return DnnlError(e, what);
@@ -410,8 +414,13 @@ absl::Status OnednnConvKernel(const v1::KernelStep& step,
         "onednn.conv: this process's oneDNN needs ", prep->workspace_bytes,
         " bytes of workspace for the config; the plan gives ", given));
   }
-  char* workspace =
-      prep->workspace_bytes > 0 ? static_cast<char*>(buffers[3]) : nullptr;
+  char* workspace = nullptr;
+  if (prep->workspace_bytes > 0) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(buffers[3]);
+    workspace = static_cast<char*>(buffers[3]) +
+                (Align(static_cast<int64_t>(base % kAlign)) -
+                 static_cast<int64_t>(base % kAlign));
+  }
   MatchOpenMpThreads();
   try {
     dnnl::stream stream(Engine());

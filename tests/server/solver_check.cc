@@ -1,5 +1,7 @@
 #include "tests/server/solver_check.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/plan_executor.h"
@@ -77,11 +79,15 @@ void RunAndCheck(Device& device, const ConvProblem& p, const Solver& solver,
   const int64_t ws_bytes = solver.ConfigWorkspaceBytes(p, config);
   ASSERT_EQ(plan->workspace_bytes(), ws_bytes);
   ASSERT_EQ(plan->solver_id(), solver.id());
-  std::vector<float> ws(ws_bytes / sizeof(float) + 1);
+  // A caller's workspace need not be aligned past its element size: start
+  // it 4 bytes past a 64-byte boundary.
+  std::vector<float> ws(ws_bytes / sizeof(float) + 17);
   FillNaN(ws.data(), DataType::kFp32, ws.size());
+  float* ws_start = ws.data();
+  while (reinterpret_cast<uintptr_t>(ws_start) % 64 != 4) ++ws_start;
 
   PlanBuffers buffers{x.data(), w.data(), y.data(),
-                      ws_bytes > 0 ? ws.data() : nullptr, ws_bytes};
+                      ws_bytes > 0 ? ws_start : nullptr, ws_bytes};
   ASSERT_EQ(ExecutePlan(device, *plan, buffers), absl::OkStatus());
   EXPECT_EQ(CompareOutput(p, want, out->data()), absl::OkStatus());
 }

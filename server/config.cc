@@ -132,10 +132,11 @@ bool ValidTenantName(const std::string& s) {
 
 absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
   if (absl::Status s = t.OnlyKeys(
-          {"socket", "socket_mode", "db", "system_db", "backend", "device",
-           "find_mode", "background_tune", "compile_threads", "tuning_threads",
-           "listen_plaintext", "listen_tls", "tls_cert", "tls_key",
-           "tls_client_ca", "log_rpcs", "metrics"});
+          {"socket", "socket_mode", "db", "db_min_free_mb", "db_recovery",
+           "system_db", "backend", "device", "find_mode", "background_tune",
+           "compile_threads", "tuning_threads", "listen_plaintext",
+           "listen_tls", "tls_cert", "tls_key", "tls_client_ca", "log_rpcs",
+           "metrics"});
       !s.ok()) {
     return s;
   }
@@ -143,7 +144,8 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
   int64_t n = 0;
   for (absl::Status s :
        {t.String("socket", &o->socket_path), t.String("socket_mode", &mode),
-        t.String("db", &o->db_dir), t.String("system_db", &o->system_db_dir),
+        t.String("db", &o->db_dir), t.String("db_recovery", &o->db_recovery),
+        t.String("system_db", &o->system_db_dir),
         t.String("backend", &o->backend), t.String("find_mode", &o->find_mode),
         t.Bool("background_tune", &o->core.background_tuning),
         t.String("listen_plaintext", &o->listen_address),
@@ -169,6 +171,12 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
     }
     o->socket_mode = bits;
   }
+  if (t.Has("db_recovery") && o->db_recovery != "continue" &&
+      o->db_recovery != "refuse") {
+    return t.Error("db_recovery",
+                   absl::StrCat("unknown '", QuotePrefix(o->db_recovery),
+                                "' (expected continue or refuse)"));
+  }
   if (t.Has("backend") && o->backend != "auto" && o->backend != "cpu" &&
       o->backend != "cuda" && o->backend != "hip") {
     return t.Error("backend", absl::StrCat("unknown '", QuotePrefix(o->backend),
@@ -180,6 +188,11 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
         ParseFindMode(o->find_mode, t.Name("find_mode"));
     if (!m.ok()) return t.Error("find_mode", std::string(m.status().message()));
   }
+  if (absl::Status s = t.Int("db_min_free_mb", 0, int64_t{1} << 30, &n);
+      !s.ok()) {
+    return s;
+  }
+  if (t.Has("db_min_free_mb")) o->db_min_free_mb = n;
   if (absl::Status s = t.Int("device", 0, 1024, &n); !s.ok()) return s;
   if (t.Has("device")) o->device_ordinal = static_cast<int>(n);
   if (absl::Status s = t.Int("compile_threads", 0, 1024, &n); !s.ok()) return s;

@@ -30,6 +30,9 @@ struct EngineCounters {
   int64_t verify_rejected = 0;
   int64_t solver_failures = 0;
   int64_t records_stored = 0;
+  // Tuned records the database would not take (a full disk, a failed
+  // write): answered, not stored.
+  int64_t records_not_stored = 0;
   int64_t records_dropped = 0;  // corrupt records removed (DataLoss)
   // Where tuning time goes: milliseconds from a tuning's start until its
   // plans were built (kernels compiled, in parallel), and milliseconds its
@@ -61,6 +64,7 @@ inline std::vector<std::pair<const char*, int64_t>> NamedCounters(
           {"verify_rejected", c.verify_rejected},
           {"solver_failures", c.solver_failures},
           {"records_stored", c.records_stored},
+          {"records_not_stored", c.records_not_stored},
           {"records_dropped", c.records_dropped},
           {"compile_stage_ms", c.compile_stage_ms},
           {"timing_stage_ms", c.timing_stage_ms},

@@ -203,12 +203,38 @@ absl::Status Daemon::Init() {
         absl::StrCat("db: cannot make folder ", options_.db_dir,
                      " private (mode 0700): ", std::strerror(errno)));
   }
-  ASSIGN_OR_RETURN(store_, storage::OpenRocksDbStore(options_.db_dir));
+  if (options_.db_min_free_mb < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "db_min_free_mb: must be 0 or more, got ", options_.db_min_free_mb));
+  }
+  if (options_.db_recovery != "continue" && options_.db_recovery != "refuse") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("db_recovery: expected continue or refuse, got '",
+                     QuotePrefix(options_.db_recovery), "'"));
+  }
+  ASSIGN_OR_RETURN(store_,
+                   storage::OpenRocksDbStore(
+                       options_.db_dir,
+                       {.min_free_bytes = options_.db_min_free_mb << 20,
+                        .refuse_damaged = options_.db_recovery == "refuse"}));
+  if (const std::string mended = store_->Health().opened_damaged;
+      !mended.empty()) {
+    std::cerr << "convtuned: DATABASE DAMAGE MENDED at open of "
+              << options_.db_dir << ": " << mended << std::endl;
+  }
   for (const auto& entry :
        std::filesystem::directory_iterator(options_.db_dir, ec)) {
     if (entry.is_regular_file(ec)) chmod(entry.path().c_str(), 0600);
   }
-  RETURN_IF_ERROR(storage::StampMeta(store_.get(), "convtuned"));
+  // A database that takes no writes (a full disk) still serves what it
+  // holds; the stamp waits for the next start.
+  if (absl::Status stamped = storage::StampMeta(store_.get(), "convtuned");
+      !stamped.ok()) {
+    if (!absl::IsResourceExhausted(stamped) && !absl::IsUnavailable(stamped)) {
+      return stamped;
+    }
+    std::cerr << "convtuned: " << stamped.message() << std::endl;
+  }
   ASSIGN_OR_RETURN(SelectedBackend backend,
                    SelectBackend(options_.backend, options_.device_ordinal));
   device_ = std::move(backend.device);
@@ -253,6 +279,7 @@ absl::Status Daemon::Init() {
     sources.counters = [this] { return core_->counters(); };
     sources.tunings_in_flight = [this] { return core_->tunings_in_flight(); };
     sources.calls_in_flight = [this] { return call_log_->in_flight(); };
+    sources.storage = [this] { return store_->Health(); };
     sources.pools = {{"compile", compile_pool_.get()},
                      {"timing", timing_queue_.get()},
                      {"store", store_pool_.get()}};
@@ -332,8 +359,42 @@ absl::Status Daemon::Init() {
   // whole server ("") and for the service by name.
   server_->GetHealthCheckService()->SetServingStatus(
       v1::ConvTune::service_full_name(), true);
+  // SetServingStatus(bool) sets every name: the storage name after it.
   server_->GetHealthCheckService()->SetServingStatus(true);
+  storage_writable_ = store_->Health().writable;
+  server_->GetHealthCheckService()->SetServingStatus(kStorageHealthName,
+                                                     storage_writable_);
+  storage_watch_ = std::thread([this] { WatchStorage(); });
   return absl::OkStatus();
+}
+
+void Daemon::WatchStorage() {
+  absl::MutexLock lock(&mu_);
+  while (
+      !mu_.AwaitWithTimeout(absl::Condition(&shut_down_), absl::Seconds(1))) {
+    mu_.Unlock();
+    storage::StoreHealth health = store_->Health();
+    if (!health.writable) {
+      if (store_->Recover().ok()) health = store_->Health();
+    }
+    if (health.writable != storage_writable_) {
+      storage_writable_ = health.writable;
+      if (health.writable) {
+        std::cerr << "convtuned: database " << options_.db_dir
+                  << " takes writes again" << std::endl;
+      } else {
+        std::cerr << "convtuned: database " << options_.db_dir
+                  << " takes no writes: " << health.error
+                  << "; answers go on, new results are not stored" << std::endl;
+      }
+    }
+    mu_.Lock();
+    // Shutdown has told health checks NOT_SERVING for every name.
+    if (!shut_down_) {
+      server_->GetHealthCheckService()->SetServingStatus(kStorageHealthName,
+                                                         health.writable);
+    }
+  }
 }
 
 std::string Daemon::SystemDbSummary() const {
@@ -393,6 +454,7 @@ std::string Daemon::device_lost() const {
 
 Daemon::~Daemon() {
   Shutdown();
+  if (storage_watch_.joinable()) storage_watch_.join();
   // After a device loss Shutdown runs on its own thread, which may still be
   // waiting out the grace period for calls in flight: those need the pools.
   JoinLostShutdown();

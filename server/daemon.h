@@ -55,6 +55,14 @@ struct DaemonOptions {
   // Database folder. Default: $XDG_STATE_HOME/convtune/db or
   // ~/.local/state/convtune/db.
   std::string db_dir;
+  // Free space (MiB) the database leaves on its filesystem: below it, finds
+  // still answer but store nothing, and say so. Default: 64.
+  int64_t db_min_free_mb = 64;
+  // When a write-ahead log is damaged, or CURRENT is missing: "continue"
+  // (keep what can be read, copy the logs to <db>/lost/, say so at start
+  // and in status) or "refuse" (do not start; the error names the file).
+  // Default: continue.
+  std::string db_recovery = "continue";
   // "auto" (CUDA, then HIP, else the CPU), "cpu", "cuda" or "hip". Default:
   // auto.
   std::string backend = "auto";
@@ -123,6 +131,10 @@ class Daemon {
   int tls_port() const { return tls_port_; }
   // The metrics endpoint's port, or 0 without one.
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  // The gRPC health name that is NOT_SERVING while the database takes no
+  // writes (a full disk, a failed write): answers still come, nothing new
+  // is stored.
+  static constexpr char kStorageHealthName[] = "convtune.storage";
   // Why the device was lost (a kernel fault it could not be reset from),
   // after which the daemon shuts itself down; empty while it is fine.
   std::string device_lost() const;
@@ -131,6 +143,7 @@ class Daemon {
   explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
   absl::Status Init();
   void JoinLostShutdown();
+  void WatchStorage();
 
   DaemonOptions options_;
   std::unique_ptr<storage::Store> store_;
@@ -156,8 +169,12 @@ class Daemon {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::string device_lost_ ABSL_GUARDED_BY(mu_);
   std::thread lost_shutdown_
-      ABSL_GUARDED_BY(mu_);   // Shutdown after a device loss
-  bool owns_socket_ = false;  // the socket file is ours to remove
+      ABSL_GUARDED_BY(mu_);  // Shutdown after a device loss
+  // Once a second: reports whether the database takes writes (the
+  // "convtune.storage" health name), and reopens it once it can again.
+  std::thread storage_watch_;
+  bool storage_writable_ = true;  // as last reported; the watcher's own
+  bool owns_socket_ = false;      // the socket file is ours to remove
   int tcp_port_ = 0;
   int tls_port_ = 0;
 };

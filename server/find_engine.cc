@@ -100,7 +100,9 @@ void FindEngine::Verify(const ConvProblem& p, const FindParams& params,
         if (ms.ok() &&
             *ms <= best.time_ms() * (1 + options_.verify_tolerance)) {
           shared->timed_solvers = {best.solver_id()};
-          shared->stored = records_.Store(shared->record).ok();
+          const absl::Status put = records_.Store(shared->record);
+          shared->stored = put.ok();
+          if (!put.ok()) shared->not_stored = std::string(put.message());
           done(std::move(*shared));
           return;
         }

@@ -43,8 +43,10 @@ struct FindOutcome {
   std::string source;
   // Solvers whose plans this find timed (verification included), in order.
   std::vector<uint32_t> timed_solvers;
-  // Whether this find wrote a record to the user FindDb.
+  // Whether this find wrote a record to the user FindDb, and if it tuned
+  // and could not, why not.
   bool stored = false;
+  std::string not_stored;
 };
 
 // Immediate mode's answer: solutions best first, never timed here.

@@ -86,7 +86,10 @@ absl::StatusOr<FindOutcome> FindRecords::Lookup(const ConvProblem& p,
 }
 
 absl::Status FindRecords::Store(const v1::FindRecord& record) {
-  RETURN_IF_ERROR(find_db_.Put(record));
+  if (absl::Status put = find_db_.Put(record); !put.ok()) {
+    counters_.Add(&EngineCounters::records_not_stored);
+    return put;
+  }
   counters_.Add(&EngineCounters::records_stored);
   heuristics_.NoteRecordStored(training_pool_);
   return absl::OkStatus();

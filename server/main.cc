@@ -57,6 +57,18 @@ flags:
                          (PEM), for --listen-tls
   --db DIR               database folder (RocksDB). default:
                          $XDG_STATE_HOME/convtune/db, else ~/.local/state/convtune/db
+  --db-min-free-mb N     free space the database leaves on its filesystem.
+                         Below it, or after a failed write (a full disk),
+                         finds still answer but store nothing and say so
+                         (FindResponse.not_stored); health name
+                         convtune.storage is NOT_SERVING until writes resume,
+                         checked each second. 0: no floor. default: 64
+  --db-recovery continue|refuse
+                         when a write-ahead log is damaged (a flipped bit, a
+                         cut-off tail) or CURRENT is missing: continue with
+                         every record before the damage, after copying the
+                         logs to DIR/lost/ (said at start and in status), or
+                         refuse to start, naming the file. default: continue
   --backend auto|cpu|cuda|hip
                          device backend; auto tries CUDA, then HIP, else uses
                          the CPU and says why. An explicit GPU backend that
@@ -121,7 +133,8 @@ bool IsFlag(const std::string& name) {
         "--system-db",        "--find-mode",        "--backend",
         "--background-tune",  "--device",           "--compile-threads",
         "--tuning-threads",   "--max-tensor-bytes", "--max-execute-bytes",
-        "--log-rpcs",         "--metrics"}) {
+        "--log-rpcs",         "--metrics",          "--db-min-free-mb",
+        "--db-recovery"}) {
     if (name == f) return true;
   }
   return false;
@@ -234,6 +247,20 @@ int main(int argc, char** argv) {
       }
     } else if (flag == "--db") {
       options.db_dir = value;
+    } else if (flag == "--db-min-free-mb") {
+      if (!absl::SimpleAtoi(value, &n) || n < 0 || n > (int64_t{1} << 30)) {
+        return UsageError(absl::StrCat("--db-min-free-mb: expected 0 to ",
+                                       int64_t{1} << 30, ", got '",
+                                       convtune::QuotePrefix(value), "'"));
+      }
+      options.db_min_free_mb = n;
+    } else if (flag == "--db-recovery") {
+      if (value != "continue" && value != "refuse") {
+        return UsageError(
+            absl::StrCat("--db-recovery: expected continue or refuse, got '",
+                         convtune::QuotePrefix(value), "'"));
+      }
+      options.db_recovery = value;
     } else if (flag == "--system-db") {
       options.system_db_dir = value;
     } else if (flag == "--find-mode") {

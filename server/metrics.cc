@@ -95,6 +95,27 @@ class Metrics::Scraped : public prometheus::Collectable {
       }
     }
     out.push_back(std::move(queued));
+    if (sources_.storage) {
+      const storage::StoreHealth health = sources_.storage();
+      MetricFamily writable = Family(
+          "convtune_storage_writable",
+          "1 while the database takes writes; 0 while finds answer but store "
+          "nothing (a full disk, the free-space floor, a failed write).",
+          MetricType::Gauge);
+      AddSample(&writable, health.writable ? 1 : 0);
+      out.push_back(std::move(writable));
+      MetricFamily failed =
+          Family("convtune_storage_failed_writes_total",
+                 "Database writes refused or failed.", MetricType::Counter);
+      AddSample(&failed, static_cast<double>(health.failed_writes));
+      out.push_back(std::move(failed));
+      MetricFamily recovered =
+          Family("convtune_storage_recoveries_total",
+                 "Times the database took writes again after stopping.",
+                 MetricType::Counter);
+      AddSample(&recovered, static_cast<double>(health.recoveries));
+      out.push_back(std::move(recovered));
+    }
     if (sources_.kernel_cache) {
       for (const auto& [name, value] : sources_.kernel_cache()) {
         const bool entries = name == "entries";

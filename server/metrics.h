@@ -6,7 +6,7 @@
 //     (finds, FindDb hits, tunings and abandoned ones, compile and timing
 //     seconds, ...), tunings and calls in flight, each queue's waiting tasks
 //     by priority, and the kernel cache (entries, memory and store hits,
-//     compiles).
+//     compiles), and whether the database takes writes.
 // Thread-safe.
 #ifndef CONVTUNE_SERVER_METRICS_H_
 #define CONVTUNE_SERVER_METRICS_H_
@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "server/counters.h"
 #include "server/thread_pool.h"
+#include "storage/store.h"
 
 namespace convtune {
 
@@ -42,6 +43,8 @@ struct MetricsSources {
   // Kernel cache: entries stored, hits in memory, hits in the store, and
   // compiler runs. Empty on the CPU backend.
   std::function<std::vector<std::pair<std::string, int64_t>>()> kernel_cache;
+  // Whether the database takes writes, its failed writes and recoveries.
+  std::function<storage::StoreHealth()> storage;
 };
 
 class Metrics {

@@ -57,6 +57,7 @@ void FillFindResponse(const FindOutcome& outcome, const FindInput& in,
   resp->set_source(outcome.source);
   resp->set_device_key(device_key);
   resp->set_problem_key(outcome.record.problem_key());
+  resp->set_not_stored(outcome.not_stored);
 }
 
 void FillFindProgress(const TuneProgress& progress, double elapsed_s,

@@ -627,8 +627,12 @@ grpc::ServerUnaryReactor* ConvTuneService::GetStatus(
   // A tenant sees its own usage; an admin every tenant's, and the
   // database's size.
   TuningQuotas& quotas = core_.quotas();
+  const storage::StoreHealth storage = store_.Health();
+  resp->set_db_writable(storage.writable);
   if (caller.role == Role::kAdmin) {
     resp->set_db_bytes(FolderBytes(store_.path()));
+    resp->set_db_error(storage.error);
+    resp->set_db_mended(storage.opened_damaged);
     for (const auto& [tenant, usage] : quotas.All()) {
       FillTenantUsage(tenant, usage, quotas.limits(),
                       executes_.InFlight(tenant), resp->add_tenants());

@@ -358,7 +358,8 @@ void Tuner::Finish(std::shared_ptr<Run> run,
   }
   Complete(run->dedup_key,
            FindOutcome{*std::move(record), false, "tuned",
-                       std::move(timed->timed_solvers), put.ok()});
+                       std::move(timed->timed_solvers), put.ok(),
+                       put.ok() ? "" : std::string(put.message())});
 }
 
 void Tuner::Remeasure(const ConvProblem& p, const v1::PerfResult& r,

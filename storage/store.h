@@ -16,6 +16,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
 namespace convtune::storage {
 
 enum class Column { kFindDb, kPerfDb, kKernelCache, kMeta };
@@ -31,6 +35,19 @@ struct WriteOptions {
   // When true the write is in the write-ahead log and synced to disk before
   // Put returns. Find records are written synced.
   bool sync = true;
+};
+
+// Whether a store takes writes now, and what has gone wrong.
+struct StoreHealth {
+  bool writable = true;
+  // Why writes are refused now (empty while writable): a failed write, a
+  // background error, or free space below the floor.
+  std::string error;
+  int64_t failed_writes = 0;  // writes refused or failed since open
+  int64_t recoveries = 0;     // times writes resumed after stopping
+  // What opening the database had to mend, and where copies of what it
+  // could not read went (empty after a clean open).
+  std::string opened_damaged;
 };
 
 class Store {
@@ -65,6 +82,13 @@ class Store {
   virtual absl::Status Sync() { return absl::OkStatus(); }
   // The folder this store lives in (empty for none).
   virtual std::string path() const = 0;
+  virtual StoreHealth Health() { return {}; }
+  // After a write failed (its disk filled up, say), a store refuses writes
+  // until Recover succeeds: it reopens the database once the filesystem has
+  // room again. OK when the store takes writes (again); otherwise why not.
+  // Cheap while writable; callers call it on a timer. Reads go on
+  // throughout, waiting only while the database is reopened.
+  virtual absl::Status Recover() { return absl::OkStatus(); }
 };
 
 struct StoreOptions {
@@ -72,14 +96,29 @@ struct StoreOptions {
   bool create_if_missing = true;
   // Open read-only (no lock taken; for system databases and inspection).
   bool read_only = false;
+  // Writes are refused (ResourceExhausted) while the database's filesystem
+  // has less free space than this, so that the database never fills the
+  // disk to its last byte. 0: no floor.
+  int64_t min_free_bytes = 0;
+  // The environment RocksDB reads and writes files through (tests inject
+  // faults with one); null: the default. Must outlive the store.
+  rocksdb::Env* env = nullptr;
+  // A writable open first checks the write-ahead logs whole. When one is
+  // damaged (a flipped bit, a cut-off tail), or CURRENT is missing beside
+  // a manifest: refuse (DataLoss naming the file), or continue, keeping
+  // what can be read. Continuing copies the damaged logs to <dir>/lost/
+  // first, and says so in StoreHealth::opened_damaged. Default: continue.
+  bool refuse_damaged = false;
 };
 
 // Opens (or creates) the RocksDB database in `dir`. FailedPrecondition with a
 // message naming the folder if another process (or another Store in this one)
 // holds it open for writing; NotFound if there is no database and the options
 // do not allow creating one; DataLoss if it is corrupt; Internal for other
-// RocksDB failures. Missing column families are created (read-only: treated as
-// empty). A read-only store answers Put/Delete with FailedPrecondition.
+// RocksDB failures. A write that fails (ResourceExhausted for a full disk)
+// stops writes until Recover; RocksDB never resumes on its own. Missing column
+// families are created (read-only: treated as empty). A read-only store answers
+// Put/Delete with FailedPrecondition.
 absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(
     const std::string& dir, const StoreOptions& options = {});
 

@@ -224,6 +224,8 @@ std::string DoneLine(size_t done, size_t total, const Outcome& o) {
     absl::StrAppend(&line, "fallback ranking, not timed");
   } else {
     absl::StrAppend(&line, absl::StrFormat("tuned in %.2f s", o.seconds));
+    if (!o.response.not_stored().empty())
+      absl::StrAppend(&line, ", not stored");
   }
   if (o.status.ok() && o.response.results_size() > 0) {
     const v1::PerfResult& best = o.response.results(0);
@@ -247,6 +249,8 @@ void PrintJson(const std::vector<Outcome>& outcomes) {
               << ", \"device_key\": " << JsonString(o.response.device_key())
               << ", \"mode\": " << JsonString(FindModeName(o.response.mode()))
               << ", \"source\": " << JsonString(o.response.source());
+    if (!o.response.not_stored().empty())
+      std::cout << ", \"not_stored\": " << JsonString(o.response.not_stored());
     if (!o.status.ok())
       std::cout << ", \"error\": " << JsonString(o.status.message());
     std::cout << ", \"results\": [";
@@ -393,6 +397,15 @@ int FindCommand(Context& context, const std::vector<std::string>& args) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   flags.json ? PrintJson(outcomes) : PrintTable(context, outcomes, seconds);
+  // The answers stand; the operator should know nothing was kept.
+  for (const Outcome& o : outcomes) {
+    if (o.status.ok() && !o.response.not_stored().empty()) {
+      std::cerr << "convtune: warning: " << o.response.problem_key()
+                << " was tuned but not stored, so a later find tunes it "
+                   "again: "
+                << o.response.not_stored() << "\n";
+    }
+  }
   if (!input_ok) return kExitUsage;
   return request_ok ? kExitOk : kExitFailed;
 }

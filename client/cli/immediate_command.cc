@@ -247,6 +247,14 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
     std::cout << absl::StrFormat("database:   %.1f MiB on disk\n",
                                  s->db_bytes() / 1048576.0);
   }
+  if (!s->db_mended().empty()) {
+    std::cout << "database:   MENDED AT START: " << s->db_mended() << "\n";
+  }
+  if (!s->db_writable()) {
+    std::cout << "database:   TAKES NO WRITES: finds answer but store nothing"
+              << (s->db_error().empty() ? "" : " (" + s->db_error() + ")")
+              << "\n";
+  }
   if (s->tenants_size() > 0) {
     std::cout << (s->role() == "admin" ? "tenants:\n" : "your usage:\n");
     std::cout << absl::StrFormat("  %-20s %13s %15s %-26s %-20s %s\n", "tenant",

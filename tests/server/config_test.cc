@@ -42,6 +42,8 @@ TEST_F(ConfigTest, TheDeployExampleLoadsAsDocumented) {
   EXPECT_EQ(o.socket_path, "/run/convtune/convtuned.sock");
   EXPECT_EQ(o.socket_mode, 0660u);
   EXPECT_EQ(o.db_dir, "/var/lib/convtune/db");
+  EXPECT_EQ(o.db_min_free_mb, DaemonOptions().db_min_free_mb);
+  EXPECT_EQ(o.db_recovery, DaemonOptions().db_recovery);
   EXPECT_EQ(o.find_mode, "DYNAMIC_HYBRID");
   EXPECT_EQ(o.service.max_execute_bytes, int64_t{64} << 20);
   EXPECT_EQ(o.service.limits.max_tensor_bytes, int64_t{16} << 30);
@@ -67,6 +69,8 @@ TEST_F(ConfigTest, ReadsEveryKey) {
 socket = "/tmp/s.sock"
 socket_mode = "0666"
 db = "/tmp/db"
+db_min_free_mb = 0
+db_recovery = "refuse"
 system_db = "/tmp/sys"
 backend = "cpu"
 device = 3
@@ -100,6 +104,8 @@ cert_names = ["ci-runner", "ci.example.com"]
   EXPECT_EQ(o.socket_path, "/tmp/s.sock");
   EXPECT_EQ(o.socket_mode, 0666u);
   EXPECT_EQ(o.db_dir, "/tmp/db");
+  EXPECT_EQ(o.db_min_free_mb, 0);
+  EXPECT_EQ(o.db_recovery, "refuse");
   EXPECT_EQ(o.system_db_dir, "/tmp/sys");
   EXPECT_EQ(o.backend, "cpu");
   EXPECT_EQ(o.device_ordinal, 3);

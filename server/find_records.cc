@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "common/kill_point.h"
 #include "common/status_macros.h"
 #include "storage/keys.h"
 
@@ -86,10 +87,12 @@ absl::StatusOr<FindOutcome> FindRecords::Lookup(const ConvProblem& p,
 }
 
 absl::Status FindRecords::Store(const v1::FindRecord& record) {
+  KillPoint("find_db.before_write");
   if (absl::Status put = find_db_.Put(record); !put.ok()) {
     counters_.Add(&EngineCounters::records_not_stored);
     return put;
   }
+  KillPoint("find_db.after_write");
   counters_.Add(&EngineCounters::records_stored);
   heuristics_.NoteRecordStored(training_pool_);
   return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/kill_point.h"
 #include "common/status_macros.h"
 
 namespace convtune {
@@ -127,6 +128,7 @@ absl::StatusOr<v1::ExecutionPlan> Planner::Plan(
 
 absl::Status Planner::BuildKernels(v1::ExecutionPlan* plan,
                                    int* compiled) const {
+  KillPoint("tune.build");
   if (compiled != nullptr) *compiled = 0;
   if (plan->sources_size() == 0) return absl::OkStatus();
   if (kernel_builder_ == nullptr) {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/kill_point.h"
 #include "common/status_macros.h"
 #include "kernels/gpu/blas_step.h"
 
@@ -106,6 +107,7 @@ absl::StatusOr<std::vector<TimingStage::Timed>> TimingStage::TimeCandidate(
          since_improvement >= options_.patience)) {
       break;
     }
+    KillPoint("tune.measure");
     absl::StatusOr<Measurement> measured = session.Measure(
         c.plans[i], options_.timing, run.best_ms, !UsesLibrary(c, i));
     if (!measured.ok()) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/export_file.h"
+#include "common/kill_point.h"
 #include "common/status_macros.h"
 #include "convtune/v1/records.pb.h"
 #include "storage/records.h"
@@ -134,7 +135,9 @@ absl::StatusOr<ImportStats> ImportStore(Store& store,
     if (write) writes.push_back({*c, e.key(), e.value()});
   }
   // All or nothing, synced.
+  KillPoint("import.before_write");
   if (!writes.empty()) RETURN_IF_ERROR(store.PutAll(writes));
+  KillPoint("import.after_write");
   return stats;
 }
 

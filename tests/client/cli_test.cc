@@ -195,6 +195,33 @@ TEST_F(CliDaemonTest, FindFileWithJobsTunesConcurrentlyAndPrintsInFileOrder) {
               HasSubstr("5 problem(s): 5 from FindDb, 0 tuned, 0 failed"));
 }
 
+// A database that takes no writes: the find still answers, warns on stderr
+// that nothing was stored, and status says so.
+TEST_F(CliDaemonTest, FindWarnsWhenItsRecordCouldNotBeStored) {
+  testing::TempDir dir;
+  testing::Daemon full;
+  absl::Status started = full.Start(dir.path(), dir.path() + "/db",
+                                    {"--db-min-free-mb", "1073741824"});
+  ASSERT_TRUE(started.ok()) << started;
+  std::string key;
+  std::vector<std::string> args = RandomDriverArgs(rng_, &key);
+  args.insert(args.begin(), {"--socket", full.socket_path(), "find"});
+  ProcessResult r = Cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tuned in"));
+  EXPECT_THAT(r.err, HasSubstr("convtune: warning: " + key +
+                               " was tuned but not stored"));
+  EXPECT_THAT(r.err, HasSubstr("--db-min-free-mb"));
+  ProcessResult status = Cli({"--socket", full.socket_path(), "status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("TAKES NO WRITES"));
+  EXPECT_THAT(status.out, ::testing::ContainsRegex("records_not_stored +1\n"));
+  // A database that does take writes says nothing of it.
+  ProcessResult fine = Run({"status"});
+  EXPECT_THAT(fine.out, Not(HasSubstr("TAKES NO WRITES")));
+  EXPECT_TRUE(full.Stop().ok()) << full.Log();
+}
+
 TEST_F(CliDaemonTest, StatusSaysWhoYouAreAndWhatTheDaemonDid) {
   std::string key;
   std::vector<std::string> args = RandomDriverArgs(rng_, &key);

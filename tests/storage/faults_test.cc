@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -242,6 +243,12 @@ TEST_F(StoreFaultsTest, FaultsStopWritesUntilRecoveredAndLoseNothing) {
   std::unique_ptr<Store> again = Open({.create_if_missing = false});
   ASSERT_NE(again, nullptr);
   ExpectAcknowledged(*again);
+  std::cout << kCycles
+            << " injected faults (ENOSPC, EIO, fsync): " << acked_.size()
+            << " acknowledged records, " << health.failed_writes
+            << " writes refused, " << health.recoveries
+            << " recoveries; all acknowledged records "
+            << (HasFailure() ? "NOT " : "") << "read back after a reopen\n";
 }
 
 TEST_F(StoreFaultsTest, AStoreThatCannotReopenKeepsServingReads) {

@@ -275,6 +275,7 @@ CrashFigures Driver::Run() {
         const grpc::Status s = stub->DbImport(&ctx, req, &resp);
         if (s.ok()) {
           import_acked_ = true;
+          ++f_.imports;
         } else if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
           Fail(absl::StrCat("round ", round,
                             ": import failed: ", s.error_message()));
@@ -354,7 +355,6 @@ CrashFigures Driver::Run() {
       Fail(absl::StrCat("the final stop ended with ", code));
     }
   }
-  if (import_acked_) ++f_.imports;
   f_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return f_;
 }
@@ -368,12 +368,12 @@ std::string CrashFigures::Summary() const {
   }
   return absl::StrFormat(
       "%d kills (%d at random moments; at kill points: %s); %d finds, %d "
-      "acknowledged as stored, %d read back after restarts; lost %d, "
-      "corrupt %d, partial imports %d, aborts %d, failed restarts %d; "
-      "import acknowledged: %s; %.0f s",
+      "acknowledged as stored, %d read back after restarts; %d imports "
+      "acknowledged; lost %d, corrupt %d, partial imports %d, aborts %d, "
+      "failed restarts %d; %.0f s",
       rounds, timed_kills, points.empty() ? "none" : points, finds,
-      acknowledged, verified, lost, corrupt, partial_imports, aborts,
-      failed_restarts, imports > 0 ? "yes" : "no", seconds);
+      acknowledged, verified, imports, lost, corrupt, partial_imports, aborts,
+      failed_restarts, seconds);
 }
 
 CrashFigures RunCrashTest(const CrashOptions& options) {

@@ -40,7 +40,7 @@ struct CrashFigures {
   int64_t verified = 0;      // acknowledged records read back, summed
   int64_t lost = 0;          // acknowledged, then not answered from the FindDb
   int64_t corrupt = 0;       // answered from the FindDb, not as acknowledged
-  int imports = 0;           // imports acknowledged
+  int imports = 0;  // imports acknowledged (each must be all there after)
   // Restarts after an import was cut off that found some of its records
   // but not all (an import is one atomic batch).
   int partial_imports = 0;

@@ -231,15 +231,14 @@ class RocksDbStore final : public Store {
   absl::Status PutAll(const std::vector<Pair>& pairs,
                       const WriteOptions& options) override {
     std::shared_lock lock(db_mu_);
+    if (!pairs.empty()) {
+      RETURN_IF_ERROR(Writable(pairs.front().column, "put"));
+    }
     rocksdb::WriteBatch batch;
     for (const Pair& p : pairs) {
-      RETURN_IF_ERROR(Writable(p.column, "put", /*check_space=*/false));
       rocksdb::Status s =
           batch.Put(Handle(p.column), ToSlice(p.key), ToSlice(p.value));
       if (!s.ok()) return Context(s, "batch put", p.column);
-    }
-    if (!pairs.empty()) {
-      RETURN_IF_ERROR(Writable(pairs.front().column, "put"));
     }
     rocksdb::WriteOptions wo;
     wo.sync = options.sync;
@@ -300,13 +299,19 @@ class RocksDbStore final : public Store {
   // A background error: writes stop until Recover.
   void Fail(const std::string& why) {
     absl::MutexLock lock(&health_mu_);
-    if (failed_) return;
-    failed_ = true;
-    error_ = why;
+    FailLocked(why);
   }
 
  private:
   static size_t Index(Column c) { return static_cast<size_t>(c); }
+
+  // Writes stop until Recover; the first cause is the one kept.
+  void FailLocked(const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(health_mu_) {
+    if (failed_) return;
+    failed_ = true;
+    error_ = why;
+  }
 
   // Opens the database writable or read-only; needs db_mu_ exclusively (or
   // no other thread yet).
@@ -447,10 +452,7 @@ absl::Status RocksDbStore::Written(const rocksdb::Status& s,
   ++failed_writes_;
   // A bad argument leaves the database as it was; anything else (a full
   // disk, an I/O error) may have left RocksDB's write-ahead log unusable.
-  if (!s.IsInvalidArgument() && !failed_) {
-    failed_ = true;
-    error_ = std::string(out.message());
-  }
+  if (!s.IsInvalidArgument()) FailLocked(std::string(out.message()));
   return out;
 }
 

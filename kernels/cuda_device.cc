@@ -1,21 +1,22 @@
 #include "kernels/cuda_device.h"
 
-#include <limits>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "kernels/conv_library.h"
 #include "kernels/dynamic_library.h"
 #include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/cudnn_graph.h"
+#include "kernels/gpu/gpu_driver.h"
 #include "kernels/gpu/launch_args.h"
+#include "kernels/gpu_device.h"
 
 #if CONVTUNE_HAVE_CUDA_HEADERS
 #include <cublas_api.h>
@@ -212,23 +213,35 @@ bool IsSticky(CUresult r) {
   }
 }
 
-absl::Status CuStatus(const CudaApi& api, CUresult r, absl::string_view what) {
-  if (r == CUDA_SUCCESS) return absl::OkStatus();
-  const std::string msg = absl::StrCat(what, ": ", ErrorName(api, r));
+absl::StatusCode StatusCodeOf(CUresult r) {
   switch (r) {
     case CUDA_ERROR_OUT_OF_MEMORY:
-      return absl::ResourceExhaustedError(msg);
+      return absl::StatusCode::kResourceExhausted;
     case CUDA_ERROR_NOT_FOUND:
-      return absl::NotFoundError(msg);
+      return absl::StatusCode::kNotFound;
     case CUDA_ERROR_INVALID_IMAGE:
     case CUDA_ERROR_NO_BINARY_FOR_GPU:
     case CUDA_ERROR_INVALID_PTX:
     case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
     case CUDA_ERROR_INVALID_VALUE:
-      return absl::InvalidArgumentError(msg);
+      return absl::StatusCode::kInvalidArgument;
     default:
-      return absl::InternalError(msg);
+      return absl::StatusCode::kInternal;
   }
+}
+
+absl::Status CuStatus(const CudaApi& api, CUresult r, absl::string_view what) {
+  if (r == CUDA_SUCCESS) return absl::OkStatus();
+  return absl::Status(StatusCodeOf(r),
+                      absl::StrCat(what, ": ", ErrorName(api, r)));
+}
+
+gpu::GpuResult Result(CUresult r, const char* call) {
+  return {static_cast<int>(r), call};
+}
+
+CUdeviceptr DevicePtr(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
 }
 
 // FP32 lanes per SM by compute capability, for the nominal peak.
@@ -237,240 +250,222 @@ int Fp32LanesPerSm(int major, int minor) {
   return 64;
 }
 
-}  // namespace
-
-class CudaDevice::Impl {
+// The CUDA driver API on one device's primary context.
+class CudaDriver final : public gpu::GpuDriver {
  public:
-  Impl(const CudaApi* api, CUdevice dev, DeviceInfo info, const CublasApi* blas,
-       std::string no_blas)
+  CudaDriver(const CudaApi* api, CUdevice dev, std::string device_key,
+             const CublasApi* blas, std::string no_blas,
+             std::string cudnn_version)
       : api_(api),
         dev_(dev),
-        info_(std::move(info)),
+        device_key_(std::move(device_key)),
         blas_(blas),
-        no_blas_(std::move(no_blas)) {}
-  ~Impl() {
-    absl::MutexLock lock(&mu_);
-    DestroyContext(/*reset=*/false);
+        no_blas_(std::move(no_blas)),
+        cudnn_version_(std::move(cudnn_version)) {}
+
+  absl::string_view context_name() const override { return "CUDA context"; }
+  gpu::GpuError DescribeError(int code) const override {
+    const auto r = static_cast<CUresult>(code);
+    return {ErrorName(*api_, r), StatusCodeOf(r), IsSticky(r)};
   }
 
-  // Retains the primary context and creates the stream and timing events.
-  absl::Status CreateContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    RETURN_IF_ERROR(CuStatus(*api_,
-                             api_->cuDevicePrimaryCtxRetain_(&ctx_, dev_),
-                             "cuDevicePrimaryCtxRetain"));
-    RETURN_IF_ERROR(
-        CuStatus(*api_, api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent"));
-    // A blocking stream: the synchronous copies on the default stream order
-    // after the kernels launched here.
-    RETURN_IF_ERROR(CuStatus(*api_,
-                             api_->cuStreamCreate_(&stream_, CU_STREAM_DEFAULT),
-                             "cuStreamCreate"));
-    RETURN_IF_ERROR(CuStatus(*api_,
-                             api_->cuEventCreate_(&start_, CU_EVENT_DEFAULT),
-                             "cuEventCreate"));
-    RETURN_IF_ERROR(CuStatus(*api_,
-                             api_->cuEventCreate_(&stop_, CU_EVENT_DEFAULT),
-                             "cuEventCreate"));
-    ++generation_;
-    fault_.clear();
-    return absl::OkStatus();
+  gpu::GpuResult CreateContext() override;
+  gpu::GpuResult DestroyContext(bool faulted, bool reset) override;
+  gpu::GpuResult MakeCurrent() override {
+    return Result(api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent");
   }
 
-  // Errors are ignored: after a fault the objects may already be gone.
-  // `reset` also destroys what the context holds; other users of the
-  // device's primary context in this process lose their state too.
-  void DestroyContext(bool reset) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (ctx_ == nullptr) return;
-    api_->cuCtxSetCurrent_(ctx_);
-    if (start_ != nullptr) api_->cuEventDestroy_(start_);
-    if (stop_ != nullptr) api_->cuEventDestroy_(stop_);
-    // After a fault the handle's device state is gone with the context; the
-    // handle itself is dropped rather than destroyed in a broken context.
-    if (blas_handle_ != nullptr && fault_.empty()) blas_->destroy(blas_handle_);
-    blas_handle_ = nullptr;
-    // The same for cuDNN's handle and plans.
-    if (dnn_ != nullptr && !fault_.empty()) dnn_->Abandon();
-    dnn_.reset();
-    if (stream_ != nullptr) api_->cuStreamDestroy_(stream_);
-    start_ = stop_ = nullptr;
-    stream_ = nullptr;
-    modules_.clear();
-    functions_.clear();
-    if (reset) api_->cuDevicePrimaryCtxReset_(dev_);
-    api_->cuDevicePrimaryCtxRelease_(dev_);
-    ctx_ = nullptr;
+  gpu::GpuResult Alloc(size_t bytes, void** ptr) override {
+    CUdeviceptr p = 0;
+    const CUresult r = api_->cuMemAlloc_(&p, bytes);
+    *ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+    return Result(r, "cuMemAlloc");
   }
-
-  // Every entry point: refuses a faulted context, then makes it current.
-  absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!fault_.empty()) {
-      return absl::InternalError(absl::StrCat("CUDA context of ", info_.Key(),
-                                              " faulted (", fault_,
-                                              "); Reset() the device"));
+  gpu::GpuResult Free(void* ptr) override {
+    return Result(api_->cuMemFree_(DevicePtr(ptr)), "cuMemFree");
+  }
+  gpu::GpuResult CopyHtoD(void* dst, const void* src, size_t bytes) override {
+    return Result(api_->cuMemcpyHtoD_(DevicePtr(dst), src, bytes),
+                  "cuMemcpyHtoD");
+  }
+  gpu::GpuResult CopyDtoH(void* dst, const void* src, size_t bytes) override {
+    return Result(api_->cuMemcpyDtoH_(dst, DevicePtr(src), bytes),
+                  "cuMemcpyDtoH");
+  }
+  gpu::GpuResult Memset(void* dst, uint32_t pattern, int element_bytes,
+                        size_t count) override {
+    // On the legacy stream, which the device's blocking stream waits for.
+    if (element_bytes == 4) {
+      return Result(api_->cuMemsetD32_(DevicePtr(dst), pattern, count),
+                    "cuMemsetD32");
     }
-    if (ctx_ == nullptr)
-      return absl::InternalError("CUDA context is gone; Reset() the device");
-    return CuStatus(*api_, api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent");
+    return Result(api_->cuMemsetD16_(DevicePtr(dst),
+                                     static_cast<uint16_t>(pattern), count),
+                  "cuMemsetD16");
   }
 
-  // CuStatus that also marks the context faulted on a sticky error.
-  absl::Status Check(CUresult r, absl::string_view what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (IsSticky(r)) {
-      fault_ = ErrorName(*api_, r);
-      return absl::InternalError(
-          absl::StrCat(what, ": ", fault_,
-                       " (kernel fault; the CUDA context must be Reset)"));
-    }
-    return CuStatus(*api_, r, what);
+  gpu::GpuResult LoadModule(const std::string& binary,
+                            gpu::GpuModule* module) override {
+    CUmodule m = nullptr;
+    const CUresult r = api_->cuModuleLoadData_(&m, binary.data());
+    *module = m;
+    return Result(r, "cuModuleLoadData");
+  }
+  gpu::GpuResult GetFunction(gpu::GpuModule module, const std::string& name,
+                             gpu::GpuFunction* fn) override {
+    CUfunction f = nullptr;
+    const CUresult r = api_->cuModuleGetFunction_(
+        &f, static_cast<CUmodule>(module), name.c_str());
+    *fn = f;
+    return Result(r, "cuModuleGetFunction");
+  }
+  gpu::GpuResult Launch(gpu::GpuFunction fn, const gpu::LaunchGeometry& g,
+                        void** params) override;
+  gpu::GpuResult Synchronize() override {
+    return Result(api_->cuStreamSynchronize_(stream_), "cuStreamSynchronize");
   }
 
-  absl::StatusOr<CUfunction> Function(const std::string& hash,
-                                      const std::string& entry)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  gpu::GpuResult RecordEvent(gpu::TimingEvent event) override {
+    CUevent e = event == gpu::TimingEvent::kStart ? start_ : stop_;
+    return Result(api_->cuEventRecord_(e, stream_), "cuEventRecord");
+  }
+  gpu::GpuResult SynchronizeStop() override {
+    return Result(api_->cuEventSynchronize_(stop_), "cuEventSynchronize");
+  }
+  gpu::GpuResult ElapsedMs(float* ms) override {
+    return Result(api_->cuEventElapsedTime_(ms, start_, stop_),
+                  "cuEventElapsedTime");
+  }
 
-  // Runs a library step on the stream; the handle is created on first use.
-  absl::Status RunBlas(const v1::KernelStep& step,
-                       const std::vector<void*>& buffers)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RunLibraryStep(const v1::KernelStep& step,
+                              const std::vector<void*>& buffers) override;
+  std::vector<std::unique_ptr<ConvLibrary>> MakeConvLibraries(
+      GpuDevice* device) override;
 
   // The cuDNN session of the current context, created on first use.
-  absl::StatusOr<gpu::CudnnSession*> Dnn() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::StatusOr<gpu::CudnnSession*> Dnn() {
     if (dnn_ == nullptr) {
       ASSIGN_OR_RETURN(dnn_, gpu::CudnnSession::Create(stream_));
     }
     return dnn_.get();
   }
 
+ private:
+  // Runs a "blas.gemm" step on the stream; the handle is created on first
+  // use.
+  absl::Status RunBlas(const v1::KernelStep& step,
+                       const std::vector<void*>& buffers);
   // Runs a "cudnn.conv" step on the stream.
   absl::Status RunCudnn(const v1::KernelStep& step,
-                        const std::vector<void*>& buffers)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ASSIGN_OR_RETURN(const gpu::CudnnConvStep c,
-                     gpu::DecodeCudnnConvStep(step));
-    ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, Dnn());
-    // ExecutePlan has checked the buffer against the daemon's need, which
-    // the step carries; this process's cuDNN may need more for the config.
-    for (void* b : buffers) {
-      if (reinterpret_cast<uintptr_t>(b) % 16 != 0) {
-        return absl::InvalidArgumentError(
-            "cudnn.conv: tensors and workspace must be 16-byte aligned");
-      }
-    }
-    const bool has_workspace = buffers.size() > 3;
-    return dnn->Run(c.problem, c.config, buffers[0], buffers[1], buffers[2],
-                    has_workspace ? buffers[3] : nullptr, c.workspace_bytes);
-  }
+                        const std::vector<void*>& buffers);
 
-  mutable absl::Mutex mu_;
   const CudaApi* const api_;
   const CUdevice dev_;
-  const DeviceInfo info_;
-  const CublasApi* const blas_;  // null when cuBLAS was not found
-  const std::string no_blas_;    // why, then
-  cublasHandle_t blas_handle_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::unique_ptr<gpu::CudnnSession> dnn_ ABSL_GUARDED_BY(mu_);
-  CUcontext ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
-  CUstream stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  CUevent start_ ABSL_GUARDED_BY(mu_) = nullptr;
-  CUevent stop_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // Bumped per context, so buffers of a dead context are never freed in a
-  // new one (their addresses may have been handed out again).
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string fault_ ABSL_GUARDED_BY(mu_);
-  // Code objects by hash, kept across Reset so modules can be re-loaded.
-  absl::flat_hash_map<std::string, std::string> binaries_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, CUmodule> modules_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, CUfunction> functions_ ABSL_GUARDED_BY(mu_);
+  const std::string device_key_;
+  const CublasApi* const blas_;      // null when cuBLAS was not found
+  const std::string no_blas_;        // why, then
+  const std::string cudnn_version_;  // empty when cuDNN was not found
+  cublasHandle_t blas_handle_ = nullptr;
+  std::unique_ptr<gpu::CudnnSession> dnn_;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUevent start_ = nullptr;
+  CUevent stop_ = nullptr;
 };
 
-absl::StatusOr<CUfunction> CudaDevice::Impl::Function(
-    const std::string& hash, const std::string& entry) {
-  const std::string key = absl::StrCat(hash, "/", entry);
-  if (auto it = functions_.find(key); it != functions_.end()) return it->second;
-  auto mod = modules_.find(hash);
-  if (mod == modules_.end()) {
-    auto bin = binaries_.find(hash);
-    if (bin == binaries_.end()) {
-      return absl::NotFoundError(absl::StrCat(
-          "step ", entry, ": code object ", hash.empty() ? "(none)" : hash,
-          " is not loaded on ", info_.Key()));
-    }
-    CUmodule m = nullptr;
-    RETURN_IF_ERROR(Check(api_->cuModuleLoadData_(&m, bin->second.data()),
-                          "cuModuleLoadData"));
-    mod = modules_.emplace(hash, m).first;
+gpu::GpuResult CudaDriver::CreateContext() {
+  gpu::GpuResult r = Result(api_->cuDevicePrimaryCtxRetain_(&ctx_, dev_),
+                            "cuDevicePrimaryCtxRetain");
+  if (r.ok()) r = Result(api_->cuCtxSetCurrent_(ctx_), "cuCtxSetCurrent");
+  // A blocking stream: the synchronous copies on the default stream order
+  // after the kernels launched here.
+  if (r.ok()) {
+    r = Result(api_->cuStreamCreate_(&stream_, CU_STREAM_DEFAULT),
+               "cuStreamCreate");
   }
-  CUfunction fn = nullptr;
-  RETURN_IF_ERROR(
-      Check(api_->cuModuleGetFunction_(&fn, mod->second, entry.c_str()),
-            absl::StrCat("cuModuleGetFunction(", entry, ")")));
-  functions_.emplace(key, fn);
-  return fn;
+  if (r.ok()) {
+    r = Result(api_->cuEventCreate_(&start_, CU_EVENT_DEFAULT),
+               "cuEventCreate");
+  }
+  if (r.ok()) {
+    r = Result(api_->cuEventCreate_(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
+  }
+  return r;
 }
 
-// cuDNN as the device's convolution library: one method, whose configs are
-// the engine configs of cuDNN's heuristics for the problem's operation graph.
-// Every call runs under the device's lock, in its context.
-class CudaDevice::Cudnn final : public ConvLibrary {
- public:
-  Cudnn(Impl* impl, std::string version)
-      : impl_(impl), version_(std::move(version)) {
-    methods_ = {{gpu::kCudnnSolverId, "cudnn", v1::IMPLICIT_GEMM}};
-  }
+// Errors are ignored. `reset` resets the device's primary context: other
+// users of it in this process lose their state too.
+gpu::GpuResult CudaDriver::DestroyContext(bool faulted, bool reset) {
+  if (ctx_ == nullptr) return {};
+  api_->cuCtxSetCurrent_(ctx_);
+  if (start_ != nullptr) api_->cuEventDestroy_(start_);
+  if (stop_ != nullptr) api_->cuEventDestroy_(stop_);
+  // After a fault the handle's device state is gone with the context; the
+  // handle itself is dropped rather than destroyed in a broken context.
+  if (blas_handle_ != nullptr && !faulted) blas_->destroy(blas_handle_);
+  blas_handle_ = nullptr;
+  // The same for cuDNN's handle and plans.
+  if (dnn_ != nullptr && faulted) dnn_->Abandon();
+  dnn_.reset();
+  if (stream_ != nullptr) api_->cuStreamDestroy_(stream_);
+  start_ = stop_ = nullptr;
+  stream_ = nullptr;
+  if (reset) api_->cuDevicePrimaryCtxReset_(dev_);
+  api_->cuDevicePrimaryCtxRelease_(dev_);
+  ctx_ = nullptr;
+  return {};
+}
 
-  absl::string_view name() const override { return "cudnn"; }
-  const std::string& version() const override { return version_; }
-  const std::vector<LibraryMethod>& methods() const override {
-    return methods_;
+gpu::GpuResult CudaDriver::Launch(gpu::GpuFunction fn,
+                                  const gpu::LaunchGeometry& g, void** params) {
+  const auto f = static_cast<CUfunction>(fn);
+  // Dynamic shared memory over the default 48 KiB must be opted into.
+  if (g.shared_bytes > 48 * 1024) {
+    const CUresult r = api_->cuFuncSetAttribute_(
+        f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        static_cast<int>(g.shared_bytes));
+    if (r != CUDA_SUCCESS) return Result(r, "cuFuncSetAttribute");
   }
+  return Result(api_->cuLaunchKernel_(f, g.grid[0], g.grid[1], g.grid[2],
+                                      g.block[0], g.block[1], g.block[2],
+                                      g.shared_bytes, stream_, params, nullptr),
+                "cuLaunchKernel");
+}
 
-  absl::StatusOr<std::vector<std::vector<int64_t>>> Configs(
-      uint32_t solver_id, const ConvProblem& p) override {
-    RETURN_IF_ERROR(CheckMethod(solver_id));
-    absl::MutexLock lock(&impl_->mu_);
-    RETURN_IF_ERROR(impl_->Enter());
-    ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, impl_->Dnn());
-    ASSIGN_OR_RETURN(const std::vector<gpu::CudnnEngineConfig> configs,
-                     dnn->Configs(p));
-    std::vector<std::vector<int64_t>> out;
-    for (const gpu::CudnnEngineConfig& c : configs) {
-      out.push_back(gpu::EncodeEngineConfig(c));
+absl::Status CudaDriver::RunLibraryStep(const v1::KernelStep& step,
+                                        const std::vector<void*>& buffers) {
+  if (step.kernel() == gpu::kCudnnConvKernel) {
+    if (cudnn_version_.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("step ", step.kernel(), ": no cuDNN on ", device_key_));
     }
-    return out;
+    return RunCudnn(step, buffers);
   }
+  return RunBlas(step, buffers);
+}
 
-  absl::StatusOr<LibraryStep> Step(
-      uint32_t solver_id, const ConvProblem& p,
-      const std::vector<int64_t>& config) override {
-    RETURN_IF_ERROR(CheckMethod(solver_id));
-    ASSIGN_OR_RETURN(const gpu::CudnnEngineConfig c,
-                     gpu::DecodeEngineConfig(config));
-    absl::MutexLock lock(&impl_->mu_);
-    RETURN_IF_ERROR(impl_->Enter());
-    ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, impl_->Dnn());
-    LibraryStep out;
-    ASSIGN_OR_RETURN(out.workspace_bytes, dnn->WorkspaceBytes(p, c));
-    out.step = gpu::MakeCudnnConvStep(p, c, out.workspace_bytes);
-    return out;
+absl::Status CudaDriver::RunCudnn(const v1::KernelStep& step,
+                                  const std::vector<void*>& buffers) {
+  ASSIGN_OR_RETURN(const gpu::CudnnConvStep c, gpu::DecodeCudnnConvStep(step));
+  ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, Dnn());
+  // ExecutePlan has checked the buffer against the daemon's need, which
+  // the step carries; this process's cuDNN may need more for the config.
+  for (void* b : buffers) {
+    if (reinterpret_cast<uintptr_t>(b) % 16 != 0) {
+      return absl::InvalidArgumentError(
+          "cudnn.conv: tensors and workspace must be 16-byte aligned");
+    }
   }
+  const bool has_workspace = buffers.size() > 3;
+  return dnn->Run(c.problem, c.config, buffers[0], buffers[1], buffers[2],
+                  has_workspace ? buffers[3] : nullptr, c.workspace_bytes);
+}
 
- private:
-  static absl::Status CheckMethod(uint32_t solver_id) {
-    if (solver_id == gpu::kCudnnSolverId) return absl::OkStatus();
-    return absl::NotFoundError(absl::StrCat("cuDNN has no method ", solver_id));
-  }
-
-  Impl* const impl_;
-  const std::string version_;
-  std::vector<LibraryMethod> methods_;
-};
-
-absl::Status CudaDevice::Impl::RunBlas(const v1::KernelStep& step,
-                                       const std::vector<void*>& buffers) {
+absl::Status CudaDriver::RunBlas(const v1::KernelStep& step,
+                                 const std::vector<void*>& buffers) {
   if (blas_ == nullptr) {
     return absl::NotFoundError(absl::StrCat("step ", step.kernel(), ": ",
-                                            info_.Key(), " has no BLAS (",
+                                            device_key_, " has no BLAS (",
                                             no_blas_, ")"));
   }
   if (step.kernel() != gpu::kBlasGemmKernel) {
@@ -517,36 +512,75 @@ absl::Status CudaDevice::Impl::RunBlas(const v1::KernelStep& step,
                    c.k, ", batch ", c.batch, ")"));
 }
 
-namespace {
-
-class CudaBuffer final : public DeviceBuffer {
+// cuDNN as the device's convolution library: one method, whose configs are
+// the engine configs of cuDNN's heuristics for the problem's operation graph.
+// Every call runs under the device's lock, in its context.
+class CudnnLibrary final : public ConvLibrary {
  public:
-  CudaBuffer(CudaDevice::Impl* device, CUdeviceptr ptr, int64_t size,
-             uint64_t generation)
-      : device_(device), ptr_(ptr), size_(size), generation_(generation) {}
-  ~CudaBuffer() override {
-    absl::MutexLock lock(&device_->mu_);
-    if (device_->generation_ == generation_ && device_->ctx_ != nullptr) {
-      device_->api_->cuCtxSetCurrent_(device_->ctx_);
-      device_->api_->cuMemFree_(ptr_);
-    }
+  CudnnLibrary(GpuDevice* device, CudaDriver* driver, std::string version)
+      : device_(device), driver_(driver), version_(std::move(version)) {
+    methods_ = {{gpu::kCudnnSolverId, "cudnn", v1::IMPLICIT_GEMM}};
   }
-  void* data() override {
-    return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_));
+
+  absl::string_view name() const override { return "cudnn"; }
+  const std::string& version() const override { return version_; }
+  const std::vector<LibraryMethod>& methods() const override {
+    return methods_;
   }
-  int64_t size() const override { return size_; }
-  CUdeviceptr ptr() const { return ptr_; }
+
+  absl::StatusOr<std::vector<std::vector<int64_t>>> Configs(
+      uint32_t solver_id, const ConvProblem& p) override {
+    RETURN_IF_ERROR(CheckMethod(solver_id));
+    std::vector<std::vector<int64_t>> out;
+    const auto configs_of_p = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, driver_->Dnn());
+      ASSIGN_OR_RETURN(const std::vector<gpu::CudnnEngineConfig> configs,
+                       dnn->Configs(p));
+      for (const gpu::CudnnEngineConfig& c : configs) {
+        out.push_back(gpu::EncodeEngineConfig(c));
+      }
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(device_->RunInContext(configs_of_p));
+    return out;
+  }
+
+  absl::StatusOr<LibraryStep> Step(
+      uint32_t solver_id, const ConvProblem& p,
+      const std::vector<int64_t>& config) override {
+    RETURN_IF_ERROR(CheckMethod(solver_id));
+    ASSIGN_OR_RETURN(const gpu::CudnnEngineConfig c,
+                     gpu::DecodeEngineConfig(config));
+    LibraryStep out;
+    const auto plan = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(gpu::CudnnSession * dnn, driver_->Dnn());
+      ASSIGN_OR_RETURN(out.workspace_bytes, dnn->WorkspaceBytes(p, c));
+      out.step = gpu::MakeCudnnConvStep(p, c, out.workspace_bytes);
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(device_->RunInContext(plan));
+    return out;
+  }
 
  private:
-  CudaDevice::Impl* const device_;
-  const CUdeviceptr ptr_;
-  const int64_t size_;
-  const uint64_t generation_;
+  static absl::Status CheckMethod(uint32_t solver_id) {
+    if (solver_id == gpu::kCudnnSolverId) return absl::OkStatus();
+    return absl::NotFoundError(absl::StrCat("cuDNN has no method ", solver_id));
+  }
+
+  GpuDevice* const device_;
+  CudaDriver* const driver_;
+  const std::string version_;
+  std::vector<LibraryMethod> methods_;
 };
 
-CUdeviceptr DevicePtr(const DeviceBuffer& b) {
-  return static_cast<CUdeviceptr>(
-      reinterpret_cast<uintptr_t>(const_cast<DeviceBuffer&>(b).data()));
+std::vector<std::unique_ptr<ConvLibrary>> CudaDriver::MakeConvLibraries(
+    GpuDevice* device) {
+  std::vector<std::unique_ptr<ConvLibrary>> out;
+  if (!cudnn_version_.empty()) {
+    out.push_back(std::make_unique<CudnnLibrary>(device, this, cudnn_version_));
+  }
+  return out;
 }
 
 absl::StatusOr<DeviceInfo> QueryInfo(const CudaApi& api, CUdevice dev) {
@@ -586,7 +620,7 @@ absl::StatusOr<DeviceInfo> QueryInfo(const CudaApi& api, CUdevice dev) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
+absl::StatusOr<std::unique_ptr<GpuDevice>> CudaDevice::Open(int ordinal) {
   ASSIGN_OR_RETURN(const CudaApi* api, LoadDriver());
   if (CUresult r = api->cuInit_(0); r != CUDA_SUCCESS) {
     return absl::UnavailableError(absl::StrCat(
@@ -622,252 +656,24 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
   // Without cuDNN there is no "cudnn" solver; its version scopes the key.
   absl::StatusOr<std::string> dnn = gpu::CudnnSession::Version();
   if (dnn.ok()) info->libraries = *dnn;
-  auto impl = std::make_unique<Impl>(
-      api, dev, *std::move(info), blas.ok() ? *blas : nullptr,
-      blas.ok() ? "" : std::string(blas.status().message()));
-  {
-    absl::MutexLock lock(&impl->mu_);
-    if (absl::Status s = impl->CreateContext(); !s.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("CUDA device ", ordinal, ": ", s.message()));
-    }
+  auto driver = std::make_unique<CudaDriver>(
+      api, dev, info->Key(), blas.ok() ? *blas : nullptr,
+      blas.ok() ? "" : std::string(blas.status().message()),
+      dnn.ok() ? *dnn : "");
+  absl::StatusOr<std::unique_ptr<GpuDevice>> device =
+      GpuDevice::Create(*std::move(info), std::move(driver));
+  if (!device.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", ordinal, ": ", device.status().message()));
   }
-  Impl* raw = impl.get();
-  auto device = std::unique_ptr<CudaDevice>(new CudaDevice(std::move(impl)));
-  if (dnn.ok()) device->cudnn_ = std::make_unique<Cudnn>(raw, *dnn);
   return device;
-}
-
-std::vector<ConvLibrary*> CudaDevice::conv_libraries() {
-  if (cudnn_ == nullptr) return {};
-  return {cudnn_.get()};
-}
-
-CudaDevice::CudaDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CudaDevice::~CudaDevice() {
-  cudnn_.reset();
-  impl_.reset();
-}
-
-const DeviceInfo& CudaDevice::info() const { return impl_->info_; }
-
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaDevice::Allocate(
-    int64_t bytes) {
-  if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  CUdeviceptr ptr = 0;
-  // A zero-byte request still gets a distinct address.
-  const CUresult r = impl_->api_->cuMemAlloc_(
-      &ptr, bytes == 0 ? 1 : static_cast<size_t>(bytes));
-  if (r != CUDA_SUCCESS) {
-    return impl_->Check(
-        r, absl::StrCat("cuMemAlloc(", bytes, " bytes on ", info().Key(), ")"));
-  }
-  return std::make_unique<CudaBuffer>(impl_.get(), ptr, bytes,
-                                      impl_->generation_);
-}
-
-absl::Status CudaDevice::CopyToDevice(DeviceBuffer* dst, const void* src,
-                                      int64_t bytes) {
-  if (bytes < 0 || bytes > dst->size())
-    return absl::OutOfRangeError("copy larger than the buffer");
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(impl_->api_->cuMemcpyHtoD_(DevicePtr(*dst), src, bytes),
-                      "cuMemcpyHtoD");
-}
-
-absl::Status CudaDevice::CopyFromDevice(void* dst, const DeviceBuffer& src,
-                                        int64_t bytes) {
-  if (bytes < 0 || bytes > src.size())
-    return absl::OutOfRangeError("copy larger than the buffer");
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src), bytes),
-                      "cuMemcpyDtoH");
-}
-
-absl::Status CudaDevice::CopyFromDeviceAt(void* dst, const DeviceBuffer& src,
-                                          int64_t offset, int64_t bytes) {
-  if (offset < 0 || bytes < 0 || offset + bytes > src.size()) {
-    return absl::OutOfRangeError("copy past the end of the buffer");
-  }
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(
-      impl_->api_->cuMemcpyDtoH_(dst, DevicePtr(src) + offset, bytes),
-      "cuMemcpyDtoH");
-}
-
-absl::Status CudaDevice::Fill(DeviceBuffer* dst, uint32_t pattern,
-                              int element_bytes, int64_t count) {
-  if ((element_bytes != 2 && element_bytes != 4) || count < 0 ||
-      count * element_bytes > dst->size()) {
-    return absl::OutOfRangeError("fill past the end of the buffer");
-  }
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  // On the legacy stream, which the device's blocking stream waits for.
-  return element_bytes == 4
-             ? impl_->Check(
-                   impl_->api_->cuMemsetD32_(DevicePtr(*dst), pattern, count),
-                   "cuMemsetD32")
-             : impl_->Check(
-                   impl_->api_->cuMemsetD16_(
-                       DevicePtr(*dst), static_cast<uint16_t>(pattern), count),
-                   "cuMemsetD16");
-}
-
-absl::Status CudaDevice::Launch(const v1::KernelStep& step,
-                                const std::vector<void*>& buffers) {
-  if (gpu::IsLibraryStep(step)) {
-    absl::MutexLock lock(&impl_->mu_);
-    RETURN_IF_ERROR(impl_->Enter());
-    if (step.kernel() == gpu::kCudnnConvKernel) {
-      if (cudnn_ == nullptr) {
-        return absl::NotFoundError(absl::StrCat(
-            "step ", step.kernel(), ": no cuDNN on ", info().Key()));
-      }
-      return impl_->RunCudnn(step, buffers);
-    }
-    return impl_->RunBlas(step, buffers);
-  }
-  ASSIGN_OR_RETURN(gpu::LaunchGeometry g, gpu::StepGeometry(step));
-  gpu::KernelParams params(step, buffers);
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  ASSIGN_OR_RETURN(CUfunction fn,
-                   impl_->Function(step.code_object_hash(), step.kernel()));
-  // Dynamic shared memory over the default 48 KiB must be opted into.
-  if (g.shared_bytes > 48 * 1024) {
-    RETURN_IF_ERROR(
-        impl_->Check(impl_->api_->cuFuncSetAttribute_(
-                         fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                         static_cast<int>(g.shared_bytes)),
-                     absl::StrCat("step ", step.kernel(), ": ", g.shared_bytes,
-                                  " bytes of shared memory")));
-  }
-  return impl_->Check(
-      impl_->api_->cuLaunchKernel_(
-          fn, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
-          g.block[2], g.shared_bytes, impl_->stream_, params.data(), nullptr),
-      absl::StrCat("cuLaunchKernel(", step.kernel(), ")"));
-}
-
-absl::Status CudaDevice::Synchronize() {
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(impl_->api_->cuStreamSynchronize_(impl_->stream_),
-                      "kernel execution");
-}
-
-absl::StatusOr<double> CudaDevice::TimeMs(
-    const std::function<absl::Status()>& work) {
-  {
-    absl::MutexLock lock(&impl_->mu_);
-    RETURN_IF_ERROR(impl_->Enter());
-    RETURN_IF_ERROR(
-        impl_->Check(impl_->api_->cuEventRecord_(impl_->start_, impl_->stream_),
-                     "cuEventRecord"));
-  }
-  // `work` launches through this device, which takes the lock itself.
-  absl::Status s = work();
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  RETURN_IF_ERROR(
-      impl_->Check(impl_->api_->cuEventRecord_(impl_->stop_, impl_->stream_),
-                   "cuEventRecord"));
-  RETURN_IF_ERROR(impl_->Check(impl_->api_->cuEventSynchronize_(impl_->stop_),
-                               "kernel execution"));
-  if (!s.ok()) return s;
-  float ms = 0;
-  RETURN_IF_ERROR(impl_->Check(
-      impl_->api_->cuEventElapsedTime_(&ms, impl_->start_, impl_->stop_),
-      "cuEventElapsedTime"));
-  return static_cast<double>(ms);
-}
-
-absl::Status CudaDevice::LoadCodeObject(const std::string& hash,
-                                        const std::string& binary) {
-  if (hash.empty() || binary.empty()) {
-    return absl::InvalidArgumentError(
-        "LoadCodeObject: empty hash or code object");
-  }
-  absl::MutexLock lock(&impl_->mu_);
-  if (impl_->binaries_.contains(hash)) return absl::OkStatus();
-  RETURN_IF_ERROR(impl_->Enter());
-  // Loaded now, not lazily, so a bad binary is reported to the builder.
-  CUmodule m = nullptr;
-  RETURN_IF_ERROR(
-      impl_->Check(impl_->api_->cuModuleLoadData_(&m, binary.data()),
-                   absl::StrCat("cuModuleLoadData(", hash, ")")));
-  impl_->modules_.emplace(hash, m);
-  impl_->binaries_.emplace(hash, binary);
-  return absl::OkStatus();
-}
-
-bool CudaDevice::HasCodeObject(const std::string& hash) const {
-  absl::MutexLock lock(&impl_->mu_);
-  return impl_->binaries_.contains(hash);
-}
-
-absl::Status CudaDevice::Reset() {
-  absl::MutexLock lock(&impl_->mu_);
-  impl_->DestroyContext(/*reset=*/true);
-  return impl_->CreateContext();
 }
 
 #else  // !CONVTUNE_HAVE_CUDA_HEADERS
 
-class CudaDevice::Impl {};
-class CudaDevice::Cudnn {};
-std::vector<ConvLibrary*> CudaDevice::conv_libraries() { return {}; }
-
-absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
+absl::StatusOr<std::unique_ptr<GpuDevice>> CudaDevice::Open(int ordinal) {
   return absl::UnavailableError(
       "no CUDA support: convtune was built without the CUDA headers");
-}
-CudaDevice::CudaDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CudaDevice::~CudaDevice() = default;
-const DeviceInfo& CudaDevice::info() const {
-  static const DeviceInfo* const none = new DeviceInfo;
-  return *none;
-}
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaDevice::Allocate(int64_t) {
-  return absl::UnavailableError("no CUDA support");
-}
-absl::Status CudaDevice::CopyToDevice(DeviceBuffer*, const void*, int64_t) {
-  return absl::UnavailableError("no CUDA support");
-}
-absl::Status CudaDevice::CopyFromDevice(void*, const DeviceBuffer&, int64_t) {
-  return absl::UnavailableError("no CUDA support");
-}
-absl::Status CudaDevice::Launch(const v1::KernelStep&,
-                                const std::vector<void*>&) {
-  return absl::UnavailableError("no CUDA support");
-}
-absl::Status CudaDevice::CopyFromDeviceAt(void*, const DeviceBuffer&, int64_t,
-                                          int64_t) {
-  return absl::UnavailableError("no CUDA support");
-}
-absl::Status CudaDevice::Fill(DeviceBuffer*, uint32_t, int, int64_t) {
-  return absl::UnavailableError("no CUDA support");
-}
-absl::Status CudaDevice::Synchronize() {
-  return absl::UnavailableError("no CUDA support");
-}
-absl::StatusOr<double> CudaDevice::TimeMs(
-    const std::function<absl::Status()>&) {
-  return absl::UnavailableError("no CUDA support");
-}
-absl::Status CudaDevice::LoadCodeObject(const std::string&,
-                                        const std::string&) {
-  return absl::UnavailableError("no CUDA support");
-}
-bool CudaDevice::HasCodeObject(const std::string&) const { return false; }
-absl::Status CudaDevice::Reset() {
-  return absl::UnavailableError("no CUDA support");
 }
 
 #endif

@@ -2,19 +2,20 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "kernels/dynamic_library.h"
 #include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
+#include "kernels/gpu/gpu_driver.h"
 #include "kernels/gpu/launch_args.h"
+#include "kernels/gpu_device.h"
 
 #if CONVTUNE_HAVE_HIP_HEADERS
 #define __HIP_PLATFORM_AMD__ 1
@@ -50,6 +51,8 @@ namespace {
   X(hipEventRecord)          \
   X(hipEventSynchronize)     \
   X(hipEventElapsedTime)     \
+  X(hipMemsetD32Async)       \
+  X(hipMemsetD16Async)       \
   X(hipGetErrorName)
 // clang-format on
 
@@ -205,158 +208,171 @@ bool IsSticky(hipError_t r) {
   }
 }
 
-absl::Status HipStatus(const HipApi& api, hipError_t r,
-                       absl::string_view what) {
-  if (r == hipSuccess) return absl::OkStatus();
-  const std::string msg = absl::StrCat(what, ": ", ErrorName(api, r));
+absl::StatusCode StatusCodeOf(hipError_t r) {
   switch (r) {
     case hipErrorOutOfMemory:
-      return absl::ResourceExhaustedError(msg);
+      return absl::StatusCode::kResourceExhausted;
     case hipErrorNotFound:
-      return absl::NotFoundError(msg);
+      return absl::StatusCode::kNotFound;
     case hipErrorInvalidImage:
     case hipErrorNoBinaryForGpu:
     case hipErrorInvalidKernelFile:
     case hipErrorSharedObjectInitFailed:
     case hipErrorInvalidValue:
-      return absl::InvalidArgumentError(msg);
+      return absl::StatusCode::kInvalidArgument;
     default:
-      return absl::InternalError(msg);
+      return absl::StatusCode::kInternal;
   }
 }
 
-}  // namespace
+absl::Status HipStatus(const HipApi& api, hipError_t r,
+                       absl::string_view what) {
+  if (r == hipSuccess) return absl::OkStatus();
+  return absl::Status(StatusCodeOf(r),
+                      absl::StrCat(what, ": ", ErrorName(api, r)));
+}
 
-class HipDevice::Impl {
+gpu::GpuResult Result(hipError_t r, const char* call) {
+  return {static_cast<int>(r), call};
+}
+
+// The HIP runtime API on one device, which is its context.
+class HipDriver final : public gpu::GpuDriver {
  public:
-  Impl(const HipApi* api, int ordinal, DeviceInfo info, const RocblasApi* blas,
-       std::string no_blas)
+  HipDriver(const HipApi* api, int ordinal, std::string device_key,
+            const RocblasApi* blas, std::string no_blas)
       : api_(api),
         ordinal_(ordinal),
-        info_(std::move(info)),
+        device_key_(std::move(device_key)),
         blas_(blas),
         no_blas_(std::move(no_blas)) {}
-  ~Impl() {
-    absl::MutexLock lock(&mu_);
-    DestroyStream();
+
+  absl::string_view context_name() const override { return "HIP device"; }
+  gpu::GpuError DescribeError(int code) const override {
+    const auto r = static_cast<hipError_t>(code);
+    return {ErrorName(*api_, r), StatusCodeOf(r), IsSticky(r)};
   }
 
-  absl::Status CreateStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    RETURN_IF_ERROR(
-        HipStatus(*api_, api_->hipSetDevice_(ordinal_), "hipSetDevice"));
-    RETURN_IF_ERROR(
-        HipStatus(*api_, api_->hipStreamCreate_(&stream_), "hipStreamCreate"));
-    RETURN_IF_ERROR(
-        HipStatus(*api_, api_->hipEventCreate_(&start_), "hipEventCreate"));
-    RETURN_IF_ERROR(
-        HipStatus(*api_, api_->hipEventCreate_(&stop_), "hipEventCreate"));
-    ++generation_;
-    fault_.clear();
-    live_ = true;
-    return absl::OkStatus();
+  gpu::GpuResult CreateContext() override;
+  gpu::GpuResult DestroyContext(bool faulted, bool reset) override;
+  gpu::GpuResult MakeCurrent() override {
+    return Result(api_->hipSetDevice_(ordinal_), "hipSetDevice");
   }
 
-  // Errors are ignored: after a fault the objects may already be gone.
-  void DestroyStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!live_) return;
-    (void)api_->hipSetDevice_(ordinal_);
-    if (start_ != nullptr) (void)api_->hipEventDestroy_(start_);
-    if (stop_ != nullptr) (void)api_->hipEventDestroy_(stop_);
-    // After a fault the handle is dropped rather than destroyed on a broken
-    // device; the reset that follows frees its memory.
-    if (blas_handle_ != nullptr && fault_.empty())
-      (void)blas_->destroy_handle(blas_handle_);
-    blas_handle_ = nullptr;
-    if (stream_ != nullptr) (void)api_->hipStreamDestroy_(stream_);
-    start_ = stop_ = nullptr;
-    stream_ = nullptr;
-    modules_.clear();
-    functions_.clear();
-    live_ = false;
+  gpu::GpuResult Alloc(size_t bytes, void** ptr) override {
+    return Result(api_->hipMalloc_(ptr, bytes), "hipMalloc");
   }
-
-  absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!fault_.empty()) {
-      return absl::InternalError(absl::StrCat("HIP device ", info_.Key(),
-                                              " faulted (", fault_,
-                                              "); Reset() the device"));
+  gpu::GpuResult Free(void* ptr) override {
+    return Result(api_->hipFree_(ptr), "hipFree");
+  }
+  gpu::GpuResult CopyHtoD(void* dst, const void* src, size_t bytes) override {
+    return Result(api_->hipMemcpyHtoD_(dst, const_cast<void*>(src), bytes),
+                  "hipMemcpyHtoD");
+  }
+  gpu::GpuResult CopyDtoH(void* dst, const void* src, size_t bytes) override {
+    return Result(api_->hipMemcpyDtoH_(dst, const_cast<void*>(src), bytes),
+                  "hipMemcpyDtoH");
+  }
+  gpu::GpuResult Memset(void* dst, uint32_t pattern, int element_bytes,
+                        size_t count) override {
+    // On the stream, so ordered with the launches.
+    if (element_bytes == 4) {
+      return Result(api_->hipMemsetD32Async_(dst, static_cast<int>(pattern),
+                                             count, stream_),
+                    "hipMemsetD32Async");
     }
-    if (!live_)
-      return absl::InternalError(
-          "HIP device is not set up; Reset() the device");
-    return HipStatus(*api_, api_->hipSetDevice_(ordinal_), "hipSetDevice");
+    return Result(
+        api_->hipMemsetD16Async_(dst, static_cast<unsigned short>(pattern),
+                                 count, stream_),
+        "hipMemsetD16Async");
   }
 
-  absl::Status Check(hipError_t r, absl::string_view what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (IsSticky(r)) {
-      fault_ = ErrorName(*api_, r);
-      return absl::InternalError(absl::StrCat(
-          what, ": ", fault_, " (kernel fault; the HIP device must be Reset)"));
-    }
-    return HipStatus(*api_, r, what);
+  gpu::GpuResult LoadModule(const std::string& binary,
+                            gpu::GpuModule* module) override {
+    hipModule_t m = nullptr;
+    const hipError_t r = api_->hipModuleLoadData_(&m, binary.data());
+    *module = m;
+    return Result(r, "hipModuleLoadData");
+  }
+  gpu::GpuResult GetFunction(gpu::GpuModule module, const std::string& name,
+                             gpu::GpuFunction* fn) override {
+    hipFunction_t f = nullptr;
+    const hipError_t r = api_->hipModuleGetFunction_(
+        &f, static_cast<hipModule_t>(module), name.c_str());
+    *fn = f;
+    return Result(r, "hipModuleGetFunction");
+  }
+  gpu::GpuResult Launch(gpu::GpuFunction fn, const gpu::LaunchGeometry& g,
+                        void** params) override {
+    return Result(api_->hipModuleLaunchKernel_(
+                      static_cast<hipFunction_t>(fn), g.grid[0], g.grid[1],
+                      g.grid[2], g.block[0], g.block[1], g.block[2],
+                      g.shared_bytes, stream_, params, nullptr),
+                  "hipModuleLaunchKernel");
+  }
+  gpu::GpuResult Synchronize() override {
+    return Result(api_->hipStreamSynchronize_(stream_), "hipStreamSynchronize");
   }
 
-  absl::StatusOr<hipFunction_t> Function(const std::string& hash,
-                                         const std::string& entry)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  gpu::GpuResult RecordEvent(gpu::TimingEvent event) override {
+    hipEvent_t e = event == gpu::TimingEvent::kStart ? start_ : stop_;
+    return Result(api_->hipEventRecord_(e, stream_), "hipEventRecord");
+  }
+  gpu::GpuResult SynchronizeStop() override {
+    return Result(api_->hipEventSynchronize_(stop_), "hipEventSynchronize");
+  }
+  gpu::GpuResult ElapsedMs(float* ms) override {
+    return Result(api_->hipEventElapsedTime_(ms, start_, stop_),
+                  "hipEventElapsedTime");
+  }
 
-  // Runs a library step on the stream; the handle is created on first use.
-  absl::Status RunBlas(const v1::KernelStep& step,
-                       const std::vector<void*>& buffers)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs a "blas.gemm" step on the stream; the handle is created on first
+  // use.
+  absl::Status RunLibraryStep(const v1::KernelStep& step,
+                              const std::vector<void*>& buffers) override;
 
-  mutable absl::Mutex mu_;
+ private:
   const HipApi* const api_;
   const int ordinal_;
-  const DeviceInfo info_;
+  const std::string device_key_;
   const RocblasApi* const blas_;  // null when rocBLAS was not found
   const std::string no_blas_;     // why, then
-  RocblasHandle blas_handle_ ABSL_GUARDED_BY(mu_) = nullptr;
-  bool live_ ABSL_GUARDED_BY(mu_) = false;
-  hipStream_t stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  hipEvent_t start_ ABSL_GUARDED_BY(mu_) = nullptr;
-  hipEvent_t stop_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // Bumped per reset, so buffers from before are never freed after it.
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string fault_ ABSL_GUARDED_BY(mu_);
-  // Code objects by hash, kept across Reset so modules can be re-loaded.
-  absl::flat_hash_map<std::string, std::string> binaries_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, hipModule_t> modules_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, hipFunction_t> functions_
-      ABSL_GUARDED_BY(mu_);
+  RocblasHandle blas_handle_ = nullptr;
+  hipStream_t stream_ = nullptr;
+  hipEvent_t start_ = nullptr;
+  hipEvent_t stop_ = nullptr;
 };
 
-absl::StatusOr<hipFunction_t> HipDevice::Impl::Function(
-    const std::string& hash, const std::string& entry) {
-  const std::string key = absl::StrCat(hash, "/", entry);
-  if (auto it = functions_.find(key); it != functions_.end()) return it->second;
-  auto mod = modules_.find(hash);
-  if (mod == modules_.end()) {
-    auto bin = binaries_.find(hash);
-    if (bin == binaries_.end()) {
-      return absl::NotFoundError(absl::StrCat(
-          "step ", entry, ": code object ", hash.empty() ? "(none)" : hash,
-          " is not loaded on ", info_.Key()));
-    }
-    hipModule_t m = nullptr;
-    RETURN_IF_ERROR(Check(api_->hipModuleLoadData_(&m, bin->second.data()),
-                          "hipModuleLoadData"));
-    mod = modules_.emplace(hash, m).first;
-  }
-  hipFunction_t fn = nullptr;
-  RETURN_IF_ERROR(
-      Check(api_->hipModuleGetFunction_(&fn, mod->second, entry.c_str()),
-            absl::StrCat("hipModuleGetFunction(", entry, ")")));
-  functions_.emplace(key, fn);
-  return fn;
+gpu::GpuResult HipDriver::CreateContext() {
+  gpu::GpuResult r = Result(api_->hipSetDevice_(ordinal_), "hipSetDevice");
+  if (r.ok()) r = Result(api_->hipStreamCreate_(&stream_), "hipStreamCreate");
+  if (r.ok()) r = Result(api_->hipEventCreate_(&start_), "hipEventCreate");
+  if (r.ok()) r = Result(api_->hipEventCreate_(&stop_), "hipEventCreate");
+  return r;
 }
 
-absl::Status HipDevice::Impl::RunBlas(const v1::KernelStep& step,
-                                      const std::vector<void*>& buffers) {
+// Errors but the reset's are ignored.
+gpu::GpuResult HipDriver::DestroyContext(bool faulted, bool reset) {
+  (void)api_->hipSetDevice_(ordinal_);
+  if (start_ != nullptr) (void)api_->hipEventDestroy_(start_);
+  if (stop_ != nullptr) (void)api_->hipEventDestroy_(stop_);
+  // After a fault the handle is dropped rather than destroyed on a broken
+  // device; the reset that follows frees its memory.
+  if (blas_handle_ != nullptr && !faulted)
+    (void)blas_->destroy_handle(blas_handle_);
+  blas_handle_ = nullptr;
+  if (stream_ != nullptr) (void)api_->hipStreamDestroy_(stream_);
+  start_ = stop_ = nullptr;
+  stream_ = nullptr;
+  if (!reset) return {};
+  return Result(api_->hipDeviceReset_(), "hipDeviceReset");
+}
+
+absl::Status HipDriver::RunLibraryStep(const v1::KernelStep& step,
+                                       const std::vector<void*>& buffers) {
   if (blas_ == nullptr) {
     return absl::NotFoundError(absl::StrCat("step ", step.kernel(), ": ",
-                                            info_.Key(), " has no BLAS (",
+                                            device_key_, " has no BLAS (",
                                             no_blas_, ")"));
   }
   if (step.kernel() != gpu::kBlasGemmKernel) {
@@ -401,30 +417,6 @@ absl::Status HipDevice::Impl::RunBlas(const v1::KernelStep& step,
                    ", k ", c.k, ", batch ", c.batch, ")"));
 }
 
-namespace {
-
-class HipBuffer final : public DeviceBuffer {
- public:
-  HipBuffer(HipDevice::Impl* device, void* ptr, int64_t size,
-            uint64_t generation)
-      : device_(device), ptr_(ptr), size_(size), generation_(generation) {}
-  ~HipBuffer() override {
-    absl::MutexLock lock(&device_->mu_);
-    if (device_->generation_ == generation_ && device_->live_) {
-      (void)device_->api_->hipSetDevice_(device_->ordinal_);
-      (void)device_->api_->hipFree_(ptr_);
-    }
-  }
-  void* data() override { return ptr_; }
-  int64_t size() const override { return size_; }
-
- private:
-  HipDevice::Impl* const device_;
-  void* const ptr_;
-  const int64_t size_;
-  const uint64_t generation_;
-};
-
 absl::StatusOr<DeviceInfo> QueryInfo(const HipApi& api, int ordinal) {
   auto attr = [&](hipDeviceAttribute_t a) {
     int v = 0;
@@ -465,7 +457,7 @@ absl::StatusOr<DeviceInfo> QueryInfo(const HipApi& api, int ordinal) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HipDevice>> HipDevice::Open(int ordinal) {
+absl::StatusOr<std::unique_ptr<GpuDevice>> HipDevice::Open(int ordinal) {
   ASSIGN_OR_RETURN(const HipApi* api, LoadRuntime());
   if (hipError_t r = api->hipInit_(0); r != hipSuccess) {
     return absl::UnavailableError(absl::StrCat(
@@ -493,191 +485,23 @@ absl::StatusOr<std::unique_ptr<HipDevice>> HipDevice::Open(int ordinal) {
   // need the BLAS see an empty `blas` and stay away.
   absl::StatusOr<const RocblasApi*> blas = LoadRocblas();
   if (blas.ok()) info->blas = (*blas)->version;
-  auto impl = std::make_unique<Impl>(
-      api, ordinal, *std::move(info), blas.ok() ? *blas : nullptr,
+  auto driver = std::make_unique<HipDriver>(
+      api, ordinal, info->Key(), blas.ok() ? *blas : nullptr,
       blas.ok() ? "" : std::string(blas.status().message()));
-  {
-    absl::MutexLock lock(&impl->mu_);
-    if (absl::Status s = impl->CreateStream(); !s.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("HIP device ", ordinal, ": ", s.message()));
-    }
+  absl::StatusOr<std::unique_ptr<GpuDevice>> device =
+      GpuDevice::Create(*std::move(info), std::move(driver));
+  if (!device.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("HIP device ", ordinal, ": ", device.status().message()));
   }
-  return std::unique_ptr<HipDevice>(new HipDevice(std::move(impl)));
-}
-
-HipDevice::HipDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-HipDevice::~HipDevice() = default;
-
-const DeviceInfo& HipDevice::info() const { return impl_->info_; }
-
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> HipDevice::Allocate(
-    int64_t bytes) {
-  if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  void* ptr = nullptr;
-  const hipError_t r = impl_->api_->hipMalloc_(
-      &ptr, bytes == 0 ? 1 : static_cast<size_t>(bytes));
-  if (r != hipSuccess) {
-    return impl_->Check(
-        r, absl::StrCat("hipMalloc(", bytes, " bytes on ", info().Key(), ")"));
-  }
-  return std::make_unique<HipBuffer>(impl_.get(), ptr, bytes,
-                                     impl_->generation_);
-}
-
-absl::Status HipDevice::CopyToDevice(DeviceBuffer* dst, const void* src,
-                                     int64_t bytes) {
-  if (bytes < 0 || bytes > dst->size())
-    return absl::OutOfRangeError("copy larger than the buffer");
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  // Orders the copy after the kernels already launched on the stream.
-  RETURN_IF_ERROR(impl_->Check(
-      impl_->api_->hipStreamSynchronize_(impl_->stream_), "kernel execution"));
-  return impl_->Check(
-      impl_->api_->hipMemcpyHtoD_(dst->data(), const_cast<void*>(src), bytes),
-      "hipMemcpyHtoD");
-}
-
-absl::Status HipDevice::CopyFromDevice(void* dst, const DeviceBuffer& src,
-                                       int64_t bytes) {
-  if (bytes < 0 || bytes > src.size())
-    return absl::OutOfRangeError("copy larger than the buffer");
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  RETURN_IF_ERROR(impl_->Check(
-      impl_->api_->hipStreamSynchronize_(impl_->stream_), "kernel execution"));
-  return impl_->Check(impl_->api_->hipMemcpyDtoH_(
-                          dst, const_cast<DeviceBuffer&>(src).data(), bytes),
-                      "hipMemcpyDtoH");
-}
-
-absl::Status HipDevice::Launch(const v1::KernelStep& step,
-                               const std::vector<void*>& buffers) {
-  if (gpu::IsLibraryStep(step)) {
-    absl::MutexLock lock(&impl_->mu_);
-    RETURN_IF_ERROR(impl_->Enter());
-    return impl_->RunBlas(step, buffers);
-  }
-  ASSIGN_OR_RETURN(gpu::LaunchGeometry g, gpu::StepGeometry(step));
-  gpu::KernelParams params(step, buffers);
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  ASSIGN_OR_RETURN(hipFunction_t fn,
-                   impl_->Function(step.code_object_hash(), step.kernel()));
-  return impl_->Check(
-      impl_->api_->hipModuleLaunchKernel_(
-          fn, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
-          g.block[2], g.shared_bytes, impl_->stream_, params.data(), nullptr),
-      absl::StrCat("hipModuleLaunchKernel(", step.kernel(), ")"));
-}
-
-absl::Status HipDevice::Synchronize() {
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  return impl_->Check(impl_->api_->hipStreamSynchronize_(impl_->stream_),
-                      "kernel execution");
-}
-
-absl::StatusOr<double> HipDevice::TimeMs(
-    const std::function<absl::Status()>& work) {
-  {
-    absl::MutexLock lock(&impl_->mu_);
-    RETURN_IF_ERROR(impl_->Enter());
-    RETURN_IF_ERROR(impl_->Check(
-        impl_->api_->hipEventRecord_(impl_->start_, impl_->stream_),
-        "hipEventRecord"));
-  }
-  // `work` launches through this device, which takes the lock itself.
-  absl::Status s = work();
-  absl::MutexLock lock(&impl_->mu_);
-  RETURN_IF_ERROR(impl_->Enter());
-  RETURN_IF_ERROR(
-      impl_->Check(impl_->api_->hipEventRecord_(impl_->stop_, impl_->stream_),
-                   "hipEventRecord"));
-  RETURN_IF_ERROR(impl_->Check(impl_->api_->hipEventSynchronize_(impl_->stop_),
-                               "kernel execution"));
-  if (!s.ok()) return s;
-  float ms = 0;
-  RETURN_IF_ERROR(impl_->Check(
-      impl_->api_->hipEventElapsedTime_(&ms, impl_->start_, impl_->stop_),
-      "hipEventElapsedTime"));
-  return static_cast<double>(ms);
-}
-
-absl::Status HipDevice::LoadCodeObject(const std::string& hash,
-                                       const std::string& binary) {
-  if (hash.empty() || binary.empty()) {
-    return absl::InvalidArgumentError(
-        "LoadCodeObject: empty hash or code object");
-  }
-  absl::MutexLock lock(&impl_->mu_);
-  if (impl_->binaries_.contains(hash)) return absl::OkStatus();
-  RETURN_IF_ERROR(impl_->Enter());
-  hipModule_t m = nullptr;
-  RETURN_IF_ERROR(
-      impl_->Check(impl_->api_->hipModuleLoadData_(&m, binary.data()),
-                   absl::StrCat("hipModuleLoadData(", hash, ")")));
-  impl_->modules_.emplace(hash, m);
-  impl_->binaries_.emplace(hash, binary);
-  return absl::OkStatus();
-}
-
-bool HipDevice::HasCodeObject(const std::string& hash) const {
-  absl::MutexLock lock(&impl_->mu_);
-  return impl_->binaries_.contains(hash);
-}
-
-absl::Status HipDevice::Reset() {
-  absl::MutexLock lock(&impl_->mu_);
-  impl_->DestroyStream();
-  (void)impl_->api_->hipSetDevice_(impl_->ordinal_);
-  RETURN_IF_ERROR(HipStatus(*impl_->api_, impl_->api_->hipDeviceReset_(),
-                            "hipDeviceReset"));
-  return impl_->CreateStream();
+  return device;
 }
 
 #else  // !CONVTUNE_HAVE_HIP_HEADERS
 
-class HipDevice::Impl {};
-
-absl::StatusOr<std::unique_ptr<HipDevice>> HipDevice::Open(int ordinal) {
+absl::StatusOr<std::unique_ptr<GpuDevice>> HipDevice::Open(int ordinal) {
   return absl::UnavailableError(
       "no HIP support: convtune was built without the HIP headers");
-}
-HipDevice::HipDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-HipDevice::~HipDevice() = default;
-const DeviceInfo& HipDevice::info() const {
-  static const DeviceInfo* const none = new DeviceInfo;
-  return *none;
-}
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> HipDevice::Allocate(int64_t) {
-  return absl::UnavailableError("no HIP support");
-}
-absl::Status HipDevice::CopyToDevice(DeviceBuffer*, const void*, int64_t) {
-  return absl::UnavailableError("no HIP support");
-}
-absl::Status HipDevice::CopyFromDevice(void*, const DeviceBuffer&, int64_t) {
-  return absl::UnavailableError("no HIP support");
-}
-absl::Status HipDevice::Launch(const v1::KernelStep&,
-                               const std::vector<void*>&) {
-  return absl::UnavailableError("no HIP support");
-}
-absl::Status HipDevice::Synchronize() {
-  return absl::UnavailableError("no HIP support");
-}
-absl::StatusOr<double> HipDevice::TimeMs(const std::function<absl::Status()>&) {
-  return absl::UnavailableError("no HIP support");
-}
-absl::Status HipDevice::LoadCodeObject(const std::string&, const std::string&) {
-  return absl::UnavailableError("no HIP support");
-}
-bool HipDevice::HasCodeObject(const std::string&) const { return false; }
-absl::Status HipDevice::Reset() {
-  return absl::UnavailableError("no HIP support");
 }
 
 #endif

@@ -8,10 +8,11 @@
 namespace convtune {
 namespace {
 
-// Opens a GPU device and its compiler; Unavailable if either is missing.
+// Opens a GPU device through its backend (CudaDevice, HipDevice) and its
+// compiler; Unavailable if either is missing.
 template <typename DeviceT>
 absl::StatusOr<SelectedBackend> OpenGpu(v1::Backend backend, int ordinal) {
-  absl::StatusOr<std::unique_ptr<DeviceT>> device = DeviceT::Open(ordinal);
+  absl::StatusOr<std::unique_ptr<GpuDevice>> device = DeviceT::Open(ordinal);
   if (!device.ok()) return device.status();
   absl::StatusOr<std::unique_ptr<KernelCompiler>> compiler =
       MakeCompiler(backend);

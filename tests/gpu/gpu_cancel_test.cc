@@ -71,7 +71,7 @@ v1::ConvProblem Problem(int i) {
 }
 
 TEST(GpuCancelTest, AThousandCallersWhoLeaveMidTuningLeaveNoDeviceMemory) {
-  absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(0);
+  absl::StatusOr<std::unique_ptr<GpuDevice>> dev = CudaDevice::Open(0);
   if (!dev.ok()) {
     GTEST_SKIP() << "no CUDA device here: " << dev.status().message();
   }

@@ -34,7 +34,7 @@ std::string Convtuned() {
 class GpuDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(0);
+    absl::StatusOr<std::unique_ptr<GpuDevice>> dev = CudaDevice::Open(0);
     if (!dev.ok())
       GTEST_SKIP() << "no CUDA device here: " << dev.status().message();
     dir_ = testing::MakeTempDir("convtune-gpu-daemon");
@@ -116,7 +116,7 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
   ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(socket);
   ASSERT_TRUE(client.ok()) << client.status();
-  absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(0);
+  absl::StatusOr<std::unique_ptr<GpuDevice>> dev = CudaDevice::Open(0);
   ASSERT_TRUE(dev.ok()) << dev.status();
   std::mt19937_64 rng(20261129);
   int runs = 0, cudnn_runs = 0;
@@ -191,7 +191,7 @@ TEST_F(GpuDaemonTest, ClientRunsEverySolutionOnDeviceMemory) {
 
 // The C API runs the cuDNN solution on the caller's own device memory.
 TEST_F(GpuDaemonTest, CApiRunsTheCudnnSolutionOnDeviceMemory) {
-  absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(0);
+  absl::StatusOr<std::unique_ptr<GpuDevice>> dev = CudaDevice::Open(0);
   ASSERT_TRUE(dev.ok()) << dev.status();
   if ((*dev)->info().libraries.empty()) {
     GTEST_SKIP() << "no cuDNN 9 on " << (*dev)->info().Key();

@@ -60,7 +60,7 @@ class FaultingSolver final : public GpuSolver {
 };
 
 TEST(GpuFaultTest, FaultingSolverIsQuarantinedAndTheDeviceResetOrReportedLost) {
-  absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
+  absl::StatusOr<std::unique_ptr<GpuDevice>> device = CudaDevice::Open(0);
   if (!device.ok())
     GTEST_SKIP() << "no CUDA device here: " << device.status().message();
   absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();

@@ -28,7 +28,7 @@ namespace {
 class CudaDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
+    absl::StatusOr<std::unique_ptr<GpuDevice>> device = CudaDevice::Open(0);
     if (!device.ok()) {
       ASSERT_EQ(device.status().code(), absl::StatusCode::kUnavailable)
           << device.status();
@@ -89,7 +89,7 @@ class CudaDeviceTest : public ::testing::Test {
 
   storage::testing::TempDir dir_;
   std::mt19937 rng_{std::random_device{}()};
-  std::unique_ptr<CudaDevice> device_;
+  std::unique_ptr<GpuDevice> device_;
   std::unique_ptr<KernelCompiler> compiler_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<KernelBuilder> builder_;

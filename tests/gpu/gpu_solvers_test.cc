@@ -163,7 +163,7 @@ std::vector<Case> Cases() {
 class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
+    absl::StatusOr<std::unique_ptr<GpuDevice>> device = CudaDevice::Open(0);
     if (!device.ok()) {
       ASSERT_EQ(device.status().code(), absl::StatusCode::kUnavailable)
           << device.status();
@@ -194,7 +194,7 @@ class GpuSolverCorrectness : public ::testing::TestWithParam<Combo> {
                    const PerfConfig& config, std::mt19937_64& rng);
 
   storage::testing::TempDir dir_;
-  std::unique_ptr<CudaDevice> device_;
+  std::unique_ptr<GpuDevice> device_;
   std::unique_ptr<KernelCompiler> compiler_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<KernelBuilder> builder_;

@@ -163,12 +163,12 @@ TEST(HiprtcTest, CompilesEveryEmbeddedSourceForGfx90aWithoutADevice) {
 
 TEST(DeviceOpenTest, MissingGpuIsUnavailable) {
   // On a GPU machine Open succeeds; anywhere else it must fail cleanly.
-  absl::StatusOr<std::unique_ptr<CudaDevice>> cuda = CudaDevice::Open(0);
+  absl::StatusOr<std::unique_ptr<GpuDevice>> cuda = CudaDevice::Open(0);
   if (!cuda.ok()) {
     EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable)
         << cuda.status();
   }
-  absl::StatusOr<std::unique_ptr<HipDevice>> hip = HipDevice::Open(0);
+  absl::StatusOr<std::unique_ptr<GpuDevice>> hip = HipDevice::Open(0);
   if (!hip.ok()) {
     EXPECT_EQ(hip.status().code(), absl::StatusCode::kUnavailable)
         << hip.status();

@@ -131,12 +131,27 @@ bool ValidTenantName(const std::string& s) {
 }
 
 absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
-  if (absl::Status s = t.OnlyKeys(
-          {"socket", "socket_mode", "db", "db_min_free_mb", "db_recovery",
-           "system_db", "backend", "device", "find_mode", "background_tune",
-           "compile_threads", "tuning_threads", "listen_plaintext",
-           "listen_tls", "tls_cert", "tls_key", "tls_client_ca", "log_rpcs",
-           "metrics"});
+  if (absl::Status s = t.OnlyKeys({"socket",
+                                   "socket_mode",
+                                   "db",
+                                   "db_min_free_mb",
+                                   "db_recovery",
+                                   "system_db",
+                                   "backend",
+                                   "device",
+                                   "find_mode",
+                                   "background_tune",
+                                   "compile_threads",
+                                   "tuning_threads",
+                                   "listen_plaintext",
+                                   "listen_tls",
+                                   "tls_cert",
+                                   "tls_key",
+                                   "tls_client_ca",
+                                   "log_rpcs",
+                                   "metrics",
+                                   "measure_in_worker",
+                                   "measure_bound_ms"});
       !s.ok()) {
     return s;
   }
@@ -154,6 +169,7 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
         t.String("tls_key", &o->tls.key_file),
         t.String("tls_client_ca", &o->tls.client_ca_file),
         t.Bool("log_rpcs", &o->log_rpcs),
+        t.Bool("measure_in_worker", &o->measure_in_worker),
         t.String("metrics", &o->metrics_address)}) {
     if (!s.ok()) return s;
   }
@@ -199,6 +215,12 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
   if (t.Has("compile_threads")) o->compile_threads = static_cast<int>(n);
   if (absl::Status s = t.Int("tuning_threads", 0, 1024, &n); !s.ok()) return s;
   if (t.Has("tuning_threads")) o->tuning_threads = static_cast<int>(n);
+  if (absl::Status s = t.Int("measure_bound_ms", 100, 3600000, &n); !s.ok()) {
+    return s;
+  }
+  if (t.Has("measure_bound_ms")) {
+    o->core.bound_floor_ms = static_cast<double>(n);
+  }
   return absl::OkStatus();
 }
 

@@ -8,7 +8,8 @@ namespace convtune {
 Core::Core(Device& device, const SolverRegistry& registry,
            storage::Store& store, ThreadPool& compile_pool,
            ThreadPool& timing_queue, Options options,
-           const SystemFindDb* system_db, KernelBuilder* kernel_builder)
+           const SystemFindDb* system_db, KernelBuilder* kernel_builder,
+           Measurer* measurer)
     : device_key_(device.info().Key()),
       device_info_(device.info()),
       registry_(registry),
@@ -20,14 +21,20 @@ Core::Core(Device& device, const SolverRegistry& registry,
       quarantine_(store, device_key_),
       planner_(device.info(), registry, store, quarantine_, kernel_builder,
                compile_pool),
-      timing_(device, timing_queue, quarantine_, counters_, stop_,
+      own_measurer_(measurer == nullptr
+                        ? std::make_unique<InProcessMeasurer>(device)
+                        : nullptr),
+      timing_(measurer == nullptr ? *own_measurer_ : *measurer, device_info_,
+              timing_queue, quarantine_, counters_, stop_,
               TimingStage::Options{
                   .timing = options.timing,
                   .retiming = options.retiming,
                   .remeasure_top = options.remeasure_top,
                   .max_tuning_ms = options.max_tuning_ms,
                   .patience = options.patience,
-                  .report_slower_than_ms = options.report_slower_than_ms}),
+                  .report_slower_than_ms = options.report_slower_than_ms,
+                  .bound_floor_ms = options.bound_floor_ms,
+                  .bound_factor = options.bound_factor}),
       tuner_(planner_, timing_, records_, store, compile_pool, counters_, stop_,
              Tuner::Options{options.max_configs_per_solver}, &quotas_),
       immediate_(records_, planner_, heuristics_),

@@ -8,6 +8,7 @@
 #define CONVTUNE_SERVER_CORE_H_
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "server/heuristics/heuristics.h"
 #include "server/immediate.h"
 #include "server/kernel_builder.h"
+#include "server/measurer.h"
 #include "server/planner.h"
 #include "server/quarantine.h"
 #include "server/remote_execute.h"
@@ -58,6 +60,9 @@ class Core {
     // A solver whose configs took longer than this to time is reported on
     // stderr. 0: never.
     double report_slower_than_ms = 2000;
+    // Each measurement's wall-time bound (TimingStage::Options).
+    double bound_floor_ms = 20000;
+    double bound_factor = 50;
     // An immediate-mode call that misses both FindDbs queues a NORMAL find
     // of its problem at the lowest priority, unless the call says not to
     // (or, when this is false, unless it asks). At most this many wait or
@@ -72,10 +77,12 @@ class Core {
   // `timing_queue`, which must have exactly one thread; plans are built and
   // the heuristics trained on `compile_pool`. `system_db` may be null;
   // `kernel_builder` compiles GPU plans' sources, null on the CPU.
+  // Candidates are measured through `measurer` (a worker process, in
+  // convtuned); null: on `device`, in this process.
   Core(Device& device, const SolverRegistry& registry, storage::Store& store,
        ThreadPool& compile_pool, ThreadPool& timing_queue, Options options,
        const SystemFindDb* system_db = nullptr,
-       KernelBuilder* kernel_builder = nullptr);
+       KernelBuilder* kernel_builder = nullptr, Measurer* measurer = nullptr);
   // Shuts down and waits for the background and prefill finds still queued,
   // which the pools (still running) end as Unavailable.
   ~Core();
@@ -143,6 +150,8 @@ class Core {
   FindRecords records_;
   Quarantine quarantine_;
   Planner planner_;
+  // In-process measurement, when no measurer was given.
+  std::unique_ptr<Measurer> own_measurer_;
   TimingStage timing_;
   Tuner tuner_;
   Immediate immediate_;

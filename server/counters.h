@@ -40,6 +40,11 @@ struct EngineCounters {
   int64_t compile_stage_ms = 0;
   int64_t timing_stage_ms = 0;
   int64_t device_resets = 0;  // resets after a solver left the device unusable
+  // Candidates that left the device (or the worker measuring on it)
+  // unusable, and measurements whose worker was killed past their time
+  // bound: each is quarantined for its problem.
+  int64_t measure_faults = 0;
+  int64_t measure_timeouts = 0;
   // Finds queued by immediate-mode misses, and misses that queued none as
   // too many were waiting.
   int64_t background_tunings = 0;
@@ -69,6 +74,8 @@ inline std::vector<std::pair<const char*, int64_t>> NamedCounters(
           {"compile_stage_ms", c.compile_stage_ms},
           {"timing_stage_ms", c.timing_stage_ms},
           {"device_resets", c.device_resets},
+          {"measure_faults", c.measure_faults},
+          {"measure_timeouts", c.measure_timeouts},
           {"background_tunings", c.background_tunings},
           {"background_refused", c.background_refused},
           {"solvers_quarantined", c.solvers_quarantined}};

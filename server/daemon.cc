@@ -24,6 +24,7 @@
 #include "kernels/cpu/parallel.h"
 #include "server/backend.h"
 #include "server/solver_registry.h"
+#include "server/solvers/fault_injection.h"
 #include "storage/records.h"
 
 namespace convtune {
@@ -253,15 +254,38 @@ absl::Status Daemon::Init() {
       return system.status();
     }
   }
+  if (options_.measure_in_worker) {
+    WorkerOptions worker{
+        .exe = options_.measure_worker_exe,
+        .backend = std::string(BackendName(device_->info().backend)),
+        .ordinal = options_.device_ordinal,
+        .device_key = device_->info().Key(),
+        .threads = options_.tuning_threads,
+        .nice = options_.tuning_nice};
+    if (kernel_builder_ != nullptr) {
+      worker.code_object =
+          [builder = kernel_builder_.get()](const std::string& hash) {
+            return builder->CodeObjectFor(hash);
+          };
+    }
+    measurer_ = std::make_unique<WorkerMeasurer>(std::move(worker));
+    RETURN_IF_ERROR(measurer_->Start());
+  }
   compile_pool_ = std::make_unique<ThreadPool>(
       "ct-compile", options_.compile_threads, options_.tuning_nice);
   timing_queue_ =
       std::make_unique<ThreadPool>("ct-timing", 1, options_.tuning_nice);
   store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);
-  registry_ = SolverRegistry::WithLibraries(*device_);
-  core_ = std::make_unique<Core>(*device_, *registry_, *store_, *compile_pool_,
-                                 *timing_queue_, options_.core,
-                                 system_db_.get(), kernel_builder_.get());
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Solver>> faults,
+                   MakeFaultInjectionSolvers(device_->info().backend));
+  if (!faults.empty()) {
+    std::cerr << "convtuned: CONVTUNE_FAULT_SOLVER is set: solver "
+              << faults[0]->name() << " faults on purpose" << std::endl;
+  }
+  registry_ = SolverRegistry::WithLibraries(*device_, std::move(faults));
+  core_ = std::make_unique<Core>(
+      *device_, *registry_, *store_, *compile_pool_, *timing_queue_,
+      options_.core, system_db_.get(), kernel_builder_.get(), measurer_.get());
   core_->SetDeviceLostHandler([this](const std::string& why) {
     std::cerr
         << "convtuned: device lost: " << why

@@ -19,6 +19,7 @@
 #include "server/call_log.h"
 #include "server/core.h"
 #include "server/kernel_builder.h"
+#include "server/measure_worker.h"
 #include "server/service.h"
 #include "server/thread_pool.h"
 #include "server/unix_listener.h"
@@ -88,6 +89,13 @@ struct DaemonOptions {
   // Threads that build and compile plans. Default:
   // CONVTUNE_COMPILE_PARALLEL_LEVEL, else tuning_threads.
   int compile_threads = 0;
+  // Check and time candidate kernels in a worker process that owns the
+  // device (WorkerMeasurer), so that one that faults or hangs costs only the
+  // worker. Off: in this process, where a fault the device cannot be reset
+  // from stops convtuned. Default: on.
+  bool measure_in_worker = true;
+  // The worker's binary: convtuned itself. Default: /proc/self/exe.
+  std::string measure_worker_exe = "/proc/self/exe";
   Core::Options core;
   ServiceOptions service;
 };
@@ -150,6 +158,8 @@ class Daemon {
   std::unique_ptr<Device> device_;
   std::unique_ptr<KernelCompiler> compiler_;  // null on the CPU
   std::unique_ptr<KernelBuilder> kernel_builder_;
+  // The device's measurement worker; null when measuring in process.
+  std::unique_ptr<WorkerMeasurer> measurer_;
   std::string backend_note_;
   std::unique_ptr<SystemFindDb> system_db_;
   std::unique_ptr<ThreadPool> compile_pool_;

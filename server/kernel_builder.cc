@@ -81,6 +81,21 @@ absl::StatusOr<std::string> KernelBuilder::BuildSource(
   return hash;
 }
 
+absl::StatusOr<std::string> KernelBuilder::CodeObjectFor(
+    const std::string& hash) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = memory_.find(hash); it != memory_.end()) return *it->second;
+  }
+  absl::StatusOr<v1::KernelCacheRecord> stored = cache_.Get(hash);
+  if (stored.ok() && stored->backend() == BackendName(compiler_.backend()) &&
+      stored->arch() == arch_ && !stored->code_object().empty()) {
+    return std::move(*stored->mutable_code_object());
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no code object ", hash.substr(0, 16), " was built"));
+}
+
 absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(
     const std::string& hash, const CompileRequest& req, bool* compiled) {
   std::shared_ptr<InFlight> flight;

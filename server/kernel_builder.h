@@ -51,6 +51,10 @@ class KernelBuilder {
   absl::StatusOr<std::string> BuildSource(const v1::KernelSource& source,
                                           bool* compiled = nullptr);
 
+  // The code object a build made under `hash`: from memory, else the
+  // kernel cache. NotFound when neither holds it.
+  absl::StatusOr<std::string> CodeObjectFor(const std::string& hash);
+
   BuildStats stats() const;
   const std::string& arch() const { return arch_; }
   const KernelCompiler& compiler() const { return compiler_; }

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "common/quote.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "server/measure_worker.h"
 
 namespace {
 
@@ -94,6 +96,15 @@ flags:
                          least one)
   --compile-threads N    threads that build and compile kernels. default:
                          $CONVTUNE_COMPILE_PARALLEL_LEVEL, else --tuning-threads
+  --measure-in-worker on|off
+                         check and time candidate kernels in a worker process
+                         that owns the device: a kernel that faults or hangs
+                         costs that worker only (it is replaced, and the
+                         solver quarantined for the problem). off: in
+                         convtuned itself, where a fault stops it. default: on
+  --measure-bound-ms N   wall-time floor of each measurement's bound, which
+                         adds 50 times the plan's estimated time per run; a
+                         worker past its bound is killed. default: 20000
   --max-tensor-bytes N   largest tensor a request may describe. default: 16 GiB
   --max-execute-bytes N  largest total of inline tensors for Execute. default: 64 MiB
   --log-rpcs on|off      one line per RPC on stderr (rpc, tenant, role, code,
@@ -126,15 +137,30 @@ int UsageError(const std::string& msg) {
 }
 
 bool IsFlag(const std::string& name) {
-  for (const char* f :
-       {"--config",           "--socket",           "--socket-mode",
-        "--listen-plaintext", "--listen-tls",       "--tls-cert",
-        "--tls-key",          "--tls-client-ca",    "--db",
-        "--system-db",        "--find-mode",        "--backend",
-        "--background-tune",  "--device",           "--compile-threads",
-        "--tuning-threads",   "--max-tensor-bytes", "--max-execute-bytes",
-        "--log-rpcs",         "--metrics",          "--db-min-free-mb",
-        "--db-recovery"}) {
+  for (const char* f : {"--config",
+                        "--socket",
+                        "--socket-mode",
+                        "--listen-plaintext",
+                        "--listen-tls",
+                        "--tls-cert",
+                        "--tls-key",
+                        "--tls-client-ca",
+                        "--db",
+                        "--system-db",
+                        "--find-mode",
+                        "--backend",
+                        "--background-tune",
+                        "--device",
+                        "--compile-threads",
+                        "--tuning-threads",
+                        "--max-tensor-bytes",
+                        "--max-execute-bytes",
+                        "--log-rpcs",
+                        "--metrics",
+                        "--db-min-free-mb",
+                        "--db-recovery",
+                        "--measure-in-worker",
+                        "--measure-bound-ms"}) {
     if (name == f) return true;
   }
   return false;
@@ -174,6 +200,11 @@ bool OnOff(const std::string& value, bool* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A measurement worker, started by a daemon: nothing else of main runs.
+  if (argc >= 2 && std::string(argv[1]) == "--measure-worker") {
+    return convtune::MeasureWorkerMain(
+        std::vector<std::string>(argv + 2, argv + argc));
+  }
   convtune::DaemonOptions options;
   // The config first, so that the environment and the flags override it.
   if (const std::string config = ConfigPath(argc, argv); !config.empty()) {
@@ -267,6 +298,19 @@ int main(int argc, char** argv) {
       options.find_mode = value;
     } else if (flag == "--backend") {
       options.backend = value;
+    } else if (flag == "--measure-in-worker") {
+      if (!OnOff(value, &options.measure_in_worker)) {
+        return UsageError(
+            absl::StrCat("--measure-in-worker: expected on or off, got '",
+                         convtune::QuotePrefix(value), "'"));
+      }
+    } else if (flag == "--measure-bound-ms") {
+      if (!absl::SimpleAtoi(value, &n) || n < 100 || n > 3600000) {
+        return UsageError(
+            absl::StrCat("--measure-bound-ms: expected 100 to 3600000, got '",
+                         convtune::QuotePrefix(value), "'"));
+      }
+      options.core.bound_floor_ms = static_cast<double>(n);
     } else if (flag == "--background-tune") {
       if (!OnOff(value, &options.core.background_tuning)) {
         return UsageError(

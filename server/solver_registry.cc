@@ -20,9 +20,10 @@ const SolverRegistry& SolverRegistry::Default() {
   return *registry;
 }
 
-std::unique_ptr<SolverRegistry> SolverRegistry::WithLibraries(Device& device) {
-  return std::make_unique<SolverRegistry>(Default(),
-                                          MakeLibrarySolvers(device));
+std::unique_ptr<SolverRegistry> SolverRegistry::WithLibraries(
+    Device& device, std::vector<std::unique_ptr<Solver>> extra) {
+  for (auto& s : MakeLibrarySolvers(device)) extra.push_back(std::move(s));
+  return std::make_unique<SolverRegistry>(Default(), std::move(extra));
 }
 
 SolverRegistry::SolverRegistry(std::vector<std::unique_ptr<Solver>> solvers)

@@ -17,8 +17,9 @@ class SolverRegistry {
   static const SolverRegistry& Default();
 
   // The built-in solvers and the library solvers of `device` (oneDNN on the
-  // CPU, cuDNN on CUDA), which must outlive the registry.
-  static std::unique_ptr<SolverRegistry> WithLibraries(Device& device);
+  // CPU, cuDNN on CUDA), which must outlive the registry, and `extra`.
+  static std::unique_ptr<SolverRegistry> WithLibraries(
+      Device& device, std::vector<std::unique_ptr<Solver>> extra = {});
 
   explicit SolverRegistry(std::vector<std::unique_ptr<Solver>> solvers);
   // The solvers of `base`, which must outlive this, and `extra`.

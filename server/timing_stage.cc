@@ -41,16 +41,38 @@ struct TimingStage::Run {
   double check_ms = 0;
 };
 
-TimingStage::TimingStage(Device& device, ThreadPool& queue,
-                         Quarantine& quarantine, Counters& counters,
-                         StopFlag& stop, Options options)
-    : device_(device),
+TimingStage::TimingStage(Measurer& measurer, const DeviceInfo& info,
+                         ThreadPool& queue, Quarantine& quarantine,
+                         Counters& counters, StopFlag& stop, Options options)
+    : measurer_(measurer),
+      info_(info),
       queue_(queue),
       quarantine_(quarantine),
       counters_(counters),
       stop_(stop),
       options_(options),
-      device_key_(device.info().Key()) {}
+      device_key_(info.Key()) {}
+
+double TimingStage::BoundMs(const ConvProblem& p,
+                            const TimingCandidate& c) const {
+  if (info_.peak_gflops <= 0) return options_.bound_floor_ms;
+  // A candidate's own efficiency may be a ranking device (far above 1) or
+  // far too hopeful: the bound takes it as at most peak, at least 1/1000.
+  const double efficiency = std::clamp(c.solver->Efficiency(p), 1e-3, 1.0);
+  const double estimate_ms =
+      c.solver->EstimatedFlops(p) / (efficiency * info_.peak_gflops * 1e6);
+  const TimingOptions& t = options_.timing;
+  const int runs = 2 + std::max(0, t.warmup_runs) + std::max(1, t.max_repeats);
+  return options_.bound_floor_ms + options_.bound_factor * runs * estimate_ms;
+}
+
+double TimingStage::SideBySideBoundMs(const std::vector<double>& ms) const {
+  double round = 0;
+  for (double m : ms) round += m;
+  return options_.bound_floor_ms +
+         options_.bound_factor * std::max(1, options_.retiming.max_repeats) *
+             round;
+}
 
 void TimingStage::SetDeviceLostHandler(
     std::function<void(const std::string&)> handler) {
@@ -83,10 +105,11 @@ void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
   queue_.Schedule([this, p, plan = std::move(plan), done = std::move(done)] {
     auto measure = [&]() -> absl::StatusOr<double> {
       RETURN_IF_ERROR(stop_.Check());
-      ASSIGN_OR_RETURN(auto session, BenchmarkSession::Create(
-                                         &device_, p, plan.workspace_bytes(),
-                                         seed_.fetch_add(1)));
-      ASSIGN_OR_RETURN(Measurement m, session->Measure(plan, options_.timing));
+      RETURN_IF_ERROR(
+          measurer_.Open(p, plan.workspace_bytes(), seed_.fetch_add(1)));
+      ASSIGN_OR_RETURN(Measurement m,
+                       measurer_.Measure(plan, options_.timing, 0, false,
+                                         options_.bound_floor_ms));
       return m.median_ms;
     };
     counters_.Add(&EngineCounters::plans_timed);
@@ -95,8 +118,9 @@ void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
 }
 
 absl::StatusOr<std::vector<TimingStage::Timed>> TimingStage::TimeCandidate(
-    Run& run, BenchmarkSession& session, const TimingCandidate& c) {
+    Run& run, const TimingCandidate& c) {
   RETURN_IF_ERROR(c.status);
+  const double bound_ms = BoundMs(run.job.problem, c);
   std::vector<Timed> timed;
   absl::Status first_failure;
   std::string skipped;  // configs that failed while others ran
@@ -108,13 +132,13 @@ absl::StatusOr<std::vector<TimingStage::Timed>> TimingStage::TimeCandidate(
       break;
     }
     KillPoint("tune.measure");
-    absl::StatusOr<Measurement> measured = session.Measure(
-        c.plans[i], options_.timing, run.best_ms, !UsesLibrary(c, i));
+    absl::StatusOr<Measurement> measured = measurer_.Measure(
+        c.plans[i], options_.timing, run.best_ms, !UsesLibrary(c, i), bound_ms);
     if (!measured.ok()) {
       // One config that fails (its check, or its run) costs that config
       // only, unless it broke the device: a library offers many, and a bad
       // one must not hide the rest.
-      if (!device_.Synchronize().ok()) return measured.status();
+      if (!measurer_.Healthy().ok()) return measured.status();
       if (first_failure.ok()) first_failure = measured.status();
       absl::StrAppend(&skipped, " ", c.solver->name(), " [",
                       PerfConfigString(c.configs[i]).substr(0, 64),
@@ -145,7 +169,7 @@ absl::StatusOr<std::vector<TimingStage::Timed>> TimingStage::TimeCandidate(
   return timed;
 }
 
-absl::Status TimingStage::Remeasure(Run& run, BenchmarkSession& session) {
+absl::Status TimingStage::Remeasure(Run& run) {
   // Plans of every solver within reach of the best, fastest first.
   struct Entry {
     size_t solver;  // index into run.result.timed and run.configs
@@ -173,12 +197,15 @@ absl::Status TimingStage::Remeasure(Run& run, BenchmarkSession& session) {
   // One plan alone has nothing to be ranked against.
   if (near.size() < 2) return absl::OkStatus();
   std::vector<const v1::ExecutionPlan*> plans;
+  std::vector<double> first_ms;
   for (const Entry& e : near) {
     const TimingCandidate& c = *run.result.timed[e.solver].candidate;
     plans.push_back(&c.plans[run.configs[e.solver][e.rank].config]);
+    first_ms.push_back(e.ms);
   }
   ASSIGN_OR_RETURN(std::vector<Measurement> again,
-                   session.TimeSideBySide(plans, options_.retiming));
+                   measurer_.TimeSideBySide(plans, options_.retiming,
+                                            SideBySideBoundMs(first_ms)));
   counters_.Add(&EngineCounters::plans_retimed,
                 static_cast<int64_t>(near.size()));
   // The plans timed again were picked for their low first times, which
@@ -217,8 +244,7 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
       max_ws = std::max(max_ws, plan.workspace_bytes());
     }
   }
-  ASSIGN_OR_RETURN(auto session, BenchmarkSession::Create(&device_, p, max_ws,
-                                                          seed_.fetch_add(1)));
+  RETURN_IF_ERROR(measurer_.Open(p, max_ws, seed_.fetch_add(1)));
   // The likely fastest first, so that the slow-plan cutoff is set early.
   auto estimate = [&](const TimingCandidate& c) {
     return c.solver->EstimatedFlops(p) /
@@ -240,7 +266,7 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
     if (job.on_progress) job.on_progress(c.solver);
     const auto candidate_started = std::chrono::steady_clock::now();
     const double checks_before = run.check_ms;
-    absl::StatusOr<std::vector<Timed>> timed = TimeCandidate(run, *session, c);
+    absl::StatusOr<std::vector<Timed>> timed = TimeCandidate(run, c);
     if (job.on_progress) job.on_progress(nullptr);
     if (const double spent = MsSince(candidate_started);
         options_.report_slower_than_ms > 0 &&
@@ -269,23 +295,18 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
                     timed.status().ToString(), ";");
     ASSIGN_OR_RETURN(const bool reset,
                      Recover(job.problem_key, *c.solver, timed.status()));
-    if (reset) {
-      session.reset();
-      ASSIGN_OR_RETURN(session, BenchmarkSession::Create(&device_, p, max_ws,
-                                                         seed_.fetch_add(1)));
-    }
+    if (reset) RETURN_IF_ERROR(measurer_.Open(p, max_ws, seed_.fetch_add(1)));
   }
   RETURN_IF_ERROR(stop_.Check());
   const bool out_of_time =
       job.bounded && MsSince(run.started) > options_.max_tuning_ms;
-  if (absl::Status again =
-          out_of_time ? absl::OkStatus() : Remeasure(run, *session);
+  if (absl::Status again = out_of_time ? absl::OkStatus() : Remeasure(run);
       !again.ok()) {
     // The first measurements stand. Plans that ran before cannot be told
     // apart here: none is quarantined, but a device left unusable is reset.
     absl::StrAppend(&run.result.failures,
                     " side-by-side timing: ", again.ToString(), ";");
-    if (!device_.Synchronize().ok()) {
+    if (!measurer_.Healthy().ok()) {
       RETURN_IF_ERROR(ResetOrLose(absl::StrCat("side-by-side timing failed on ",
                                                job.problem_key, " (",
                                                again.message(), ")")));
@@ -297,10 +318,14 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
 absl::StatusOr<bool> TimingStage::Recover(const std::string& problem_key,
                                           const Solver& solver,
                                           const absl::Status& failure) {
-  if (device_.Synchronize().ok()) return false;
-  // The solver broke the device: it is not run on this problem again.
+  if (measurer_.Healthy().ok()) return false;
+  // The solver broke the device, or its worker, or never returned: it is
+  // not run on this problem again.
   const absl::Status put = quarantine_.Add(problem_key, solver.id());
   counters_.Add(&EngineCounters::solvers_quarantined);
+  counters_.Add(absl::IsDeadlineExceeded(failure)
+                    ? &EngineCounters::measure_timeouts
+                    : &EngineCounters::measure_faults);
   std::cerr << "convtuned: " << solver.name() << " left " << device_key_
             << " unusable on " << problem_key << " (" << failure.message()
             << "); quarantined for that problem"
@@ -315,7 +340,7 @@ absl::StatusOr<bool> TimingStage::Recover(const std::string& problem_key,
 
 absl::Status TimingStage::ResetOrLose(const std::string& what) {
   counters_.Add(&EngineCounters::device_resets);
-  const absl::Status reset = device_.Reset();
+  const absl::Status reset = measurer_.Reset();
   if (reset.ok()) return absl::OkStatus();
   const std::string why = absl::StrCat(
       what, " and the device could not be reset (", reset.message(), ")");

@@ -4,10 +4,13 @@
 // against the float64 reference first. Plans far slower than the best so far
 // are cut short, a bounded config search stops on its time budget or
 // patience, and the few plans nearest the best, whatever their solver, are
-// timed again side by side. When a
-// plan leaves the device unusable, the device is reset and the solver
-// quarantined for the problem; a device that cannot be reset is lost, and
-// convtuned stops. Thread-safe; callbacks run on the timing queue.
+// timed again side by side. Plans run through a Measurer: in convtuned, a
+// worker process that owns the device, with each measurement's wall time
+// bounded by its estimate. When a plan leaves the device unusable (or kills
+// its worker, or runs past its bound), the device is reset (a fresh worker
+// started) and the solver quarantined for the problem; a device that cannot
+// be reset is lost, and convtuned stops. Thread-safe; callbacks run on the
+// timing queue.
 #ifndef CONVTUNE_SERVER_TIMING_STAGE_H_
 #define CONVTUNE_SERVER_TIMING_STAGE_H_
 
@@ -24,6 +27,7 @@
 #include "kernels/problem.h"
 #include "server/benchmark.h"
 #include "server/counters.h"
+#include "server/measurer.h"
 #include "server/quarantine.h"
 #include "server/solver.h"
 #include "server/stop_flag.h"
@@ -91,12 +95,19 @@ class TimingStage {
     // A solver whose configs took longer than this to time is reported on
     // stderr. 0: never.
     double report_slower_than_ms = 2000;
+    // Each measurement's wall-time bound: this floor (loading code and
+    // libraries, the first reference) plus bound_factor times the plan's
+    // estimated time for every run it may make. Past it, the worker is
+    // killed and the solver quarantined.
+    double bound_floor_ms = 20000;
+    double bound_factor = 50;
   };
 
   // References must outlive the stage. `queue` must have exactly one thread:
-  // everything here runs on it.
-  TimingStage(Device& device, ThreadPool& queue, Quarantine& quarantine,
-              Counters& counters, StopFlag& stop, Options options);
+  // everything here runs on it. `info` describes the measurer's device.
+  TimingStage(Measurer& measurer, const DeviceInfo& info, ThreadPool& queue,
+              Quarantine& quarantine, Counters& counters, StopFlag& stop,
+              Options options);
 
   // Called once, from the timing queue, when the device is lost (a fault it
   // could not be reset from). Set before the first timing.
@@ -139,11 +150,10 @@ class TimingStage {
   absl::StatusOr<TimingResult> TimeAll(TimingJob& job);
   // The candidate's configs that measured, fastest first.
   absl::StatusOr<std::vector<Timed>> TimeCandidate(Run& run,
-                                                   BenchmarkSession& session,
                                                    const TimingCandidate& c);
   // Times the plans near the best again side by side and updates each
   // solver's answer.
-  absl::Status Remeasure(Run& run, BenchmarkSession& session);
+  absl::Status Remeasure(Run& run);
   // After a solver failed: false when the device still answers, true when
   // it was reset (buffers allocated before are gone) with the solver
   // quarantined, Unavailable when the device is lost.
@@ -153,8 +163,13 @@ class TimingStage {
   // Resets the device after `what` left it unusable; Unavailable (and
   // convtuned stopping) when it cannot be reset.
   absl::Status ResetOrLose(const std::string& what);
+  // The wall-time bound of measuring plan i of c (see Options).
+  double BoundMs(const ConvProblem& p, const TimingCandidate& c) const;
+  // The bound of timing `plans` side by side whose single times are `ms`.
+  double SideBySideBoundMs(const std::vector<double>& ms) const;
 
-  Device& device_;
+  Measurer& measurer_;
+  const DeviceInfo& info_;
   ThreadPool& queue_;
   Quarantine& quarantine_;
   Counters& counters_;

@@ -21,6 +21,7 @@ const absl::flat_hash_map<absl::string_view, CpuKernelFn>& Registry() {
           {kGemm1x1Kernel, &Gemm1x1Kernel},
           {kWinogradF2x3Kernel, &WinogradF2x3Kernel},
           {kOnednnConvKernel, &OnednnConvKernel},
+          {kFaultInjectionKernel, &FaultInjectionKernel},
       });
   return *registry;
 }

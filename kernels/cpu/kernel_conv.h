@@ -28,6 +28,11 @@ inline constexpr absl::string_view kGemm1x1Kernel = "cpu.gemm_1x1";
 // fp32 only; 2-D, 3x3 filter, stride 1, dilation 1, forward or backward
 // data. Workspace: WinogradWorkspaceBytes.
 inline constexpr absl::string_view kWinogradF2x3Kernel = "cpu.winograd_f2x3";
+// Faults on purpose, for tests of the measurement worker (kernel_fault.cc):
+// scalar 1 picks a null write or a hang. Runs only under
+// CONVTUNE_FAULT_SOLVER.
+inline constexpr absl::string_view kFaultInjectionKernel =
+    "cpu.fault_injection";
 
 // The blocks the tiled kernel is compiled for.
 inline constexpr int64_t kTiledBlocks[] = {4, 8, 16};
@@ -35,6 +40,8 @@ inline constexpr int64_t kTiledBlocks[] = {4, 8, 16};
 int64_t Im2colWorkspaceBytes(const ConvProblem& p);
 int64_t WinogradWorkspaceBytes(const ConvProblem& p);
 
+absl::Status FaultInjectionKernel(const v1::KernelStep& step,
+                                  const std::vector<void*>& buffers);
 absl::Status DirectNaiveKernel(const v1::KernelStep& step,
                                const std::vector<void*>& buffers);
 absl::Status DirectTiledKernel(const v1::KernelStep& step,

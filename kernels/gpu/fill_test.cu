@@ -1,5 +1,6 @@
 // Small kernels the runtime tests launch: a fill, a fp16/bf16 round trip and
-// a deliberate fault (a write through a null pointer).
+// deliberate faults (a write through a null pointer, a kernel that never
+// returns).
 
 CT_KERNEL void fill_i64(float* out, ct_i64 n, ct_i64 value) {
   const ct_i64 i = ct_global_index_x();
@@ -19,4 +20,11 @@ CT_KERNEL void fault_null_write(float* out, ct_i64 n) {
   float* volatile null_out = nullptr;
   const ct_i64 i = ct_global_index_x();
   if (i < n) null_out[i] = out[i];
+}
+
+// Never returns: a kernel that hangs, for the measurement worker's time
+// bound. The volatile counter keeps the loop from being removed.
+CT_KERNEL void spin_forever(float* out, ct_i64 n) {
+  volatile unsigned long long spins = 0;
+  for (;;) spins = spins + 1;
 }

@@ -11,12 +11,15 @@
 //
 // usage: bench_find_service [--file FILE] [--requests N] [--clients N]
 // [--seconds S] [--flood N] [--flood-tenant other|same] [--log-rpcs on|off]
+// [--backend auto|cpu|cuda] [--measure-in-worker on|off] [--cold-only]
+// --cold-only stops after (1), with no TLS listener.
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -64,8 +67,19 @@ int Main(int argc, char** argv) {
   std::string log_rpcs = "on";
   std::string flood_tenant = "other";
   double seconds = 5;
+  std::string backend = "auto", in_worker = "on";
+  bool cold_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--cold-only") cold_only = true;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--cold-only") {
+      --i;
+      continue;
+    }
+    if (a == "--backend") backend = argv[i + 1];
+    if (a == "--measure-in-worker") in_worker = argv[i + 1];
     if (a == "--file") file = argv[i + 1];
     if (a == "--requests") requests = std::atoi(argv[i + 1]);
     if (a == "--clients") clients = std::atoi(argv[i + 1]);
@@ -87,28 +101,39 @@ int Main(int argc, char** argv) {
   const std::string socket = dir + "/d.sock";
   // The flooding tenant comes over TLS with a certificate of its own.
   testing::TestPki pki;
-  std::string error;
-  if (!testing::MakeTestPki(dir, {"flood"}, &pki, &error)) {
-    std::cerr << error << "\n";
-    return 1;
+  std::vector<std::string> args = {
+      "--socket", socket,      "--db",  dir + "/db",           "--log-rpcs",
+      log_rpcs,   "--backend", backend, "--measure-in-worker", in_worker};
+  if (!cold_only) {
+    std::string error;
+    if (!testing::MakeTestPki(dir, {"flood"}, &pki, &error)) {
+      std::cerr << error << "\n";
+      return 1;
+    }
+    std::ofstream(dir + "/convtuned.toml")
+        << "[[tenant]]\nname = \"flood\"\ncert_names = [\"flood\"]\n";
+    for (const std::string& a :
+         {std::string("--config"), dir + "/convtuned.toml",
+          std::string("--listen-tls"), std::string("127.0.0.1:0"),
+          std::string("--tls-cert"), pki.server_cert(),
+          std::string("--tls-key"), pki.server_key(),
+          std::string("--tls-client-ca"), pki.ca()}) {
+      args.push_back(a);
+    }
   }
-  std::ofstream(dir + "/convtuned.toml")
-      << "[[tenant]]\nname = \"flood\"\ncert_names = [\"flood\"]\n";
   testing::DaemonProcess daemon;
+  // $CONVTUNED (a bundled copy) wins over the build tree's binary.
+  const char* bundled = std::getenv("CONVTUNED");
   if (!daemon.Start(
-          CONVTUNED_PATH,
-          {"--socket", socket, "--db", dir + "/db", "--log-rpcs", log_rpcs,
-           "--config", dir + "/convtuned.toml", "--listen-tls", "127.0.0.1:0",
-           "--tls-cert", pki.server_cert(), "--tls-key", pki.server_key(),
-           "--tls-client-ca", pki.ca()},
-          dir + "/log") ||
-      !daemon.WaitServing(socket)) {
+          bundled != nullptr && *bundled != '\0' ? bundled : CONVTUNED_PATH,
+          args, dir + "/log") ||
+      !daemon.WaitServing(socket, 120000)) {
     std::cerr << "convtuned did not start: " << daemon.log() << "\n";
     return 1;
   }
   std::string flood_address = socket;
   ClientOptions flood_options;
-  if (flood_tenant == "other") {
+  if (flood_tenant == "other" && !cold_only) {
     const std::string log = daemon.log();
     const size_t at = log.find("tls port ");
     if (at == std::string::npos) {
@@ -149,6 +174,11 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
   std::printf("| **total** | | | | %.1f |\n\n", cold_total);
+  if (cold_only) {
+    daemon.Stop(SIGTERM);
+    std::filesystem::remove_all(dir);
+    return 0;
+  }
 
   // Warm: one client, sequential, cycling through the layers.
   std::vector<double> lat;

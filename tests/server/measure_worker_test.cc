@@ -7,6 +7,7 @@
 #include "server/measure_worker.h"
 
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -16,16 +17,21 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/defaults.h"
+#include "convtune/v1/service.grpc.pb.h"
 #include "kernels/problem.h"
 #include "kernels/problem_proto.h"
 #include "server/counters.h"
 #include "server/solver_registry.h"
 #include "server/solvers/cpu_solvers.h"
 #include "server/solvers/fault_injection.h"
+#include "tests/server/daemon_process.h"
 #include "tests/server/worker_fault_scenario.h"
 
 namespace convtune {
@@ -71,7 +77,16 @@ v1::ExecutionPlan FaultPlan(const ConvProblem& p) {
   return *plan;
 }
 
-bool Alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+// Running, and not a zombie waiting for its parent.
+bool Alive(pid_t pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() ||
+         line[paren + 2] != 'Z';
+}
 
 TEST(MeasureWorkerTest, MeasuresAPlanAndChecksItAgainstTheReference) {
   WorkerMeasurer worker(CpuWorker());
@@ -172,6 +187,64 @@ TEST_P(WorkerFaultDaemonTest, FindCompletesAndOtherClientsAreServed) {
        .fault = GetParam(),
        .bound_ms = 1500,
        .problem = [](int i) { return SmallProblem(4 + i); }});
+}
+
+// The pids of `pid`'s children, from every thread's children list.
+std::vector<pid_t> Children(pid_t pid) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::ifstream in(task.path() / "children");
+    for (pid_t child; in >> child;) out.push_back(child);
+  }
+  return out;
+}
+
+TEST(WorkerShutdownTest, SigtermWhileAWorkerHangsExitsInTimeAndTakesTheWorker) {
+  const std::string dir = testing::MakeTempDir("convtune-workerterm");
+  ASSERT_FALSE(dir.empty());
+  const std::string socket = dir + "/d.sock";
+  testing::DaemonProcess d;
+  {
+    testing::FaultEnv env("hang");
+    ASSERT_TRUE(d.Start(CONVTUNED_PATH,
+                        {"--socket", socket, "--db", dir + "/db", "--backend",
+                         "cpu", "--measure-bound-ms", "600000"},
+                        dir + "/d.log"));
+  }
+  ASSERT_TRUE(d.WaitServing(socket)) << d.log();
+  const std::vector<pid_t> workers = Children(d.pid());
+  ASSERT_EQ(workers.size(), 1u) << d.log();
+  // A find whose first candidate hangs for as long as its bound allows.
+  std::thread find([&] {
+    auto stub = v1::ConvTune::NewStub(grpc::CreateChannel(
+        UnixTarget(socket), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::FindRequest req;
+    ProblemToProto(SmallProblem(4), req.mutable_problem());
+    v1::FindResponse resp;
+    const grpc::Status s = stub->Find(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << s.error_message();
+  });
+  // The plans of a small problem build in well under a second; the hanging
+  // candidate is timed first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = d.Stop(SIGTERM, 10000);
+  const double ms = MsSince(t0);
+  find.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_LT(ms, 2500) << d.log();
+  // The worker died with its daemon.
+  bool gone = false;
+  for (int i = 0; i < 40 && !gone; ++i) {
+    gone = !Alive(workers[0]);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << "worker " << workers[0] << " outlived convtuned";
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, WorkerFaultDaemonTest,

@@ -1,0 +1,2 @@
+# Writes IN to OUT with @CONVTUNE_VERSION@ replaced.
+configure_file(${IN} ${OUT} @ONLY)

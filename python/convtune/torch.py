@@ -1,0 +1,366 @@
+"""Convolutions of torch tensors through convtune: each direction (forward,
+backward data, backward weights) runs the solution the node's convtuned chose
+for it. Training never blocks or breaks on convtune: when the daemon is down,
+slow past its deadline, has no solution, or the tensors are not where a plan
+can run, the call falls back to torch's own convolution and counts it
+(`stats()`); `set_fallback(False)` makes those cases raise instead.
+
+Modes (`set_mode`, or CONVTUNE_TORCH_MODE): "immediate" (the default) takes
+the daemon's immediate answer, which queues a background find on a miss, and
+asks again later until the answer is measured; "find" waits for a tuned
+answer on the first call of each shape.
+"""
+
+import collections
+import os
+import threading
+import time
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from convtune import _problem
+from convtune.client import Client, ConvtuneError, default_socket
+
+_lock = threading.Lock()
+_stats = collections.Counter()
+_state = {
+    "mode": os.environ.get("CONVTUNE_TORCH_MODE", "immediate"),
+    "fallback": os.environ.get("CONVTUNE_TORCH_FALLBACK", "1") != "0",
+    "client": None,
+    "capi": None,
+    "down_until": 0.0,  # the daemon failed: torch only until then
+}
+# Seconds between immediate-mode questions about a shape whose answer was not
+# measured yet, and after a failed call before the daemon is asked again.
+RECHECK_S = 10.0
+RETRY_S = 1.0
+# Deadlines of the RPCs made on a training step's path.
+IMMEDIATE_DEADLINE_S = 2.0
+FIND_DEADLINE_S = 600.0
+
+
+def set_mode(mode: str):
+    if mode not in ("immediate", "find"):
+        raise ValueError(f"mode: expected immediate or find, got {mode[:40]!r}")
+    with _lock:
+        _state["mode"] = mode
+        _choices.clear()
+
+
+def set_fallback(on: bool):
+    """False: a call convtune cannot serve raises instead of using torch."""
+    _state["fallback"] = bool(on)
+
+
+def connect(address: Optional[str] = None):
+    """Uses the daemon at `address` (default: the default socket)."""
+    address = address or default_socket()
+    with _lock:
+        _state["client"] = Client(address)
+        _state["capi"] = None
+        _state["address"] = address
+        _choices.clear()
+        _calls.clear()
+        _state["down_until"] = 0.0
+
+
+def stats() -> dict:
+    """Calls served by convtune per direction, and fallbacks by reason."""
+    with _lock:
+        return dict(_stats)
+
+
+def reset_stats():
+    with _lock:
+        _stats.clear()
+
+
+def _count(name: str):
+    with _lock:
+        _stats[name] += 1
+
+
+def _client() -> Client:
+    with _lock:
+        if _state["client"] is None:
+            _state["client"] = Client(default_socket())
+            _state["address"] = default_socket()
+        return _state["client"]
+
+
+def _api():
+    from convtune import _capi
+    _client()
+    with _lock:
+        if _state["capi"] is None:
+            _state["capi"] = _capi.CApi(_state["address"])
+        return _state["capi"]
+
+
+# By call signature (direction, shapes, type, device, arguments, memory
+# format): the (solution id, workspace bytes, measured, asked at) chosen, and
+# the (problem, C API descriptors).
+_choices = {}
+_calls = {}
+
+
+class _NoPlan(RuntimeError):
+    """Why convtune cannot serve a call; the fallback's reason."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def _choose(key, p: _problem.Problem) -> Tuple[int, int]:
+    now = time.monotonic()
+    with _lock:
+        choice = _choices.get(key)
+        mode = _state["mode"]
+        if now < _state["down_until"] and choice is None:
+            raise _NoPlan("daemon_down")
+    if choice is not None and (choice[2] or now - choice[3] < RECHECK_S):
+        return choice[0], choice[1]
+    client = _client()
+    try:
+        if mode == "find":
+            r = client.find(p, mode="hybrid", timeout_s=FIND_DEADLINE_S)
+            if not r.results:
+                raise _NoPlan("no_solution", r.problem_key)
+            best = r.results[0]
+            choice = (best.solver_id, best.workspace_bytes, True, now)
+        else:
+            s = client.solutions(p, max_count=1, timeout_s=IMMEDIATE_DEADLINE_S)
+            if not s.solutions:
+                raise _NoPlan("no_solution", s.problem_key)
+            best = s.solutions[0]
+            choice = (best.solution_id, best.workspace_bytes, best.measured, now)
+    except ConvtuneError as e:
+        if choice is not None:  # keep what was chosen before
+            return choice[0], choice[1]
+        with _lock:
+            _state["down_until"] = time.monotonic() + RETRY_S
+        raise _NoPlan("daemon_down" if e.code.name in (
+            "UNAVAILABLE", "DEADLINE_EXCEEDED") else "daemon_error", str(e))
+    with _lock:
+        _choices[key] = choice
+    return choice[0], choice[1]
+
+
+def _run(key, p: _problem.Problem, desc, x, w, y):
+    """Runs direction p.direction of p on contiguous tensors x, w, y (the
+    output among them written) with descriptors `desc`."""
+    from convtune import _capi
+    solution, ws_bytes = _choose(key, p)
+    workspace = torch.empty(ws_bytes, dtype=torch.uint8) if ws_bytes else None
+    try:
+        desc.run(p.direction, solution, x.data_ptr(), w.data_ptr(),
+                 y.data_ptr(), workspace.data_ptr() if workspace is not None else None,
+                 ws_bytes)
+    except _capi.CApiError as e:
+        if e.status == _capi.UNAVAILABLE:
+            with _lock:
+                _state["down_until"] = time.monotonic() + RETRY_S
+            raise _NoPlan("daemon_down", str(e))
+        raise _NoPlan("run_failed", str(e))
+
+
+def _layout(x):
+    """The memory format a problem of x uses, and x in it."""
+    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+    if x.is_contiguous(memory_format=fmt) and not x.is_contiguous():
+        return fmt
+    return torch.contiguous_format
+
+
+def _torch_conv(x, w, stride, padding, dilation, groups):
+    conv = F.conv2d if x.dim() == 4 else F.conv3d
+    return conv(x, w, None, stride, padding, dilation, groups)
+
+
+def _torch_grad(direction, x, w, dy, stride, padding, dilation, groups):
+    """torch's own backward data (B) or weights (W), without autograd."""
+    grads = torch.nn.grad
+    if direction == "B":
+        fn = grads.conv2d_input if x.dim() == 4 else grads.conv3d_input
+        return fn(x.shape, w, dy, stride, padding, dilation, groups)
+    fn = grads.conv2d_weight if x.dim() == 4 else grads.conv3d_weight
+    return fn(x, w.shape, dy, stride, padding, dilation, groups)
+
+
+def _plan_of(key, direction, x, w, stride, padding, dilation, groups, fmt):
+    """The problem of a call and its descriptors, made once per signature."""
+    entry = _calls.get(key)
+    if entry is None:
+        if x.device.type != "cpu":
+            raise _NoPlan("device", f"{x.device.type} tensors run on torch for now")
+        layout = "NCHW" if fmt == torch.contiguous_format else "NHWC"
+        p = _problem.from_tensors(x, w, stride, padding, dilation, groups,
+                                  direction, layout)
+        from convtune import _capi
+        entry = (p, _capi.Descriptors(_api(), p), (p.n, p.k) + p.out_size())
+        with _lock:
+            _calls[key] = entry
+    return entry
+
+
+def _direction(direction, x, w, dy, stride, padding, dilation, groups):
+    """One direction of a convolution: convtune's plan, else torch's own."""
+    stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
+    fmt = _layout(x)
+    try:
+        key = (direction, x.shape, w.shape, x.dtype, x.device, stride, padding,
+               dilation, groups, fmt)
+        p, desc, y_shape = _plan_of(key, direction, x, w, stride, padding,
+                                    dilation, groups, fmt)
+        xc = x.detach().contiguous(memory_format=fmt)
+        wc = w.detach().contiguous(memory_format=fmt)
+        if direction == "F":
+            out = torch.empty(y_shape, dtype=x.dtype, device=x.device,
+                              memory_format=fmt)
+            _run(key, p, desc, xc, wc, out)
+        else:
+            dyc = dy.detach().contiguous(memory_format=fmt)
+            out = torch.empty_like(xc if direction == "B" else wc)
+            if direction == "B":
+                _run(key, p, desc, out, wc, dyc)
+            else:
+                _run(key, p, desc, xc, out, dyc)
+        _count(f"convtune_{direction}")
+        return out
+    except (_NoPlan, ValueError) as e:
+        reason = e.reason if isinstance(e, _NoPlan) else "unsupported"
+        if not _state["fallback"]:
+            raise RuntimeError(f"convtune cannot run this convolution: {e}") from None
+        _count(f"fallback_{reason}")
+    if direction == "F":
+        return _torch_conv(x, w, stride, padding, dilation, groups)
+    return _torch_grad(direction, x, w, dy, stride, padding, dilation, groups)
+
+
+# The three directions as operators of the dispatcher ("convtune::conv_*"),
+# so that tracing (torch.compile, CUDA graphs) sees single calls; their
+# Meta kernels give output shapes without running anything.
+_lib = torch.library.Library("convtune", "DEF")
+_ARGS = "int[] stride, int[] padding, int[] dilation, int groups"
+_lib.define(f"conv_forward(Tensor x, Tensor w, {_ARGS}) -> Tensor")
+_lib.define(f"conv_backward_data(Tensor x, Tensor w, Tensor dy, {_ARGS}) -> Tensor")
+_lib.define(f"conv_backward_weights(Tensor x, Tensor w, Tensor dy, {_ARGS}) -> Tensor")
+
+
+def _forward(x, w, stride, padding, dilation, groups):
+    return _direction("F", x, w, None, stride, padding, dilation, groups)
+
+
+def _backward_data(x, w, dy, stride, padding, dilation, groups):
+    return _direction("B", x, w, dy, stride, padding, dilation, groups)
+
+
+def _backward_weights(x, w, dy, stride, padding, dilation, groups):
+    return _direction("W", x, w, dy, stride, padding, dilation, groups)
+
+
+def _forward_meta(x, w, stride, padding, dilation, groups):
+    out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, p, s, d in
+           zip(x.shape[2:], w.shape[2:], padding, stride, dilation)]
+    return torch.empty([x.shape[0], w.shape[0]] + out, dtype=x.dtype,
+                       device=x.device, memory_format=_layout(x))
+
+
+def _backward_data_meta(x, w, dy, stride, padding, dilation, groups):
+    return torch.empty_like(x)
+
+
+def _backward_weights_meta(x, w, dy, stride, padding, dilation, groups):
+    return torch.empty_like(w)
+
+
+for _name, _fn, _meta in (
+        ("conv_forward", _forward, _forward_meta),
+        ("conv_backward_data", _backward_data, _backward_data_meta),
+        ("conv_backward_weights", _backward_weights, _backward_weights_meta)):
+    for _key in ("CPU", "CUDA"):
+        _lib.impl(_name, _fn, _key)
+    # Shapes need no autograd; torch 1.13 has no fallthrough for custom
+    # operators at AutogradMeta.
+    for _key in ("Meta", "AutogradMeta"):
+        _lib.impl(_name, _meta, _key)
+
+
+def _compile_check():
+    """A function telling whether torch.compile or the JIT traces the call
+    (looked up once: attribute lookups cost microseconds a call)."""
+    compiler = getattr(torch, "compiler", None)
+    dynamo = getattr(torch, "_dynamo", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        compiling = compiler.is_compiling
+    elif dynamo is not None and hasattr(dynamo, "is_compiling"):
+        compiling = dynamo.is_compiling
+    else:
+        compiling = lambda: False  # noqa: E731
+    tracing = torch.jit.is_tracing
+    return lambda: compiling() or tracing()
+
+
+_compiling = _compile_check()
+
+
+class _Conv(torch.autograd.Function):
+    """The three directions. A trace sees each as one dispatcher call; eager
+    calls skip the dispatcher's Python round trip."""
+
+    @staticmethod
+    def forward(ctx, x, w, stride, padding, dilation, groups):
+        ctx.save_for_backward(x, w)
+        ctx.args = (stride, padding, dilation, groups)
+        if _compiling():
+            return torch.ops.convtune.conv_forward(x, w, stride, padding,
+                                                   dilation, groups)
+        return _direction("F", x, w, None, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        args = ctx.args
+        traced = _compiling()
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dx = (torch.ops.convtune.conv_backward_data(x, w, dy, *args)
+                  if traced else _direction("B", x, w, dy, *args))
+        if ctx.needs_input_grad[1]:
+            dw = (torch.ops.convtune.conv_backward_weights(x, w, dy, *args)
+                  if traced else _direction("W", x, w, dy, *args))
+        return dx, dw, None, None, None, None
+
+
+def _tuple(v, n):
+    return (v,) * n if isinstance(v, int) else tuple(v)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv2d through convtune (zero padding, numbers)."""
+    y = _Conv.apply(x, weight, _tuple(stride, 2), _tuple(padding, 2),
+                    _tuple(dilation, 2), groups)
+    return y if bias is None else y + bias.view(1, -1, 1, 1)
+
+
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv3d through convtune (zero padding, numbers)."""
+    y = _Conv.apply(x, weight, _tuple(stride, 3), _tuple(padding, 3),
+                    _tuple(dilation, 3), groups)
+    return y if bias is None else y + bias.view(1, -1, 1, 1, 1)
+
+
+def patch(model: torch.nn.Module) -> torch.nn.Module:
+    """Swaps every Conv2d / Conv3d of `model` with zero padding for
+    convtune.nn's, sharing its parameters. Returns the model."""
+    from convtune import nn
+    for name, child in list(model.named_children()):
+        replaced = nn.from_torch(child)
+        if replaced is not None:
+            setattr(model, name, replaced)
+        else:
+            patch(child)
+    return model

@@ -198,6 +198,11 @@ void PendingCalls::Call::Answer(const std::function<absl::Status()>& fill) {
   registry_->Forget(id_);
 }
 
+bool PendingCalls::Call::Gone() {
+  absl::MutexLock lock(&mu_);
+  return answered_ || ctx_->IsCancelled();
+}
+
 void PendingCalls::Call::Cut(const absl::Status& why) {
   absl::MutexLock lock(&mu_);
   if (answered_) return;
@@ -287,9 +292,9 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(
   if (!in.ok()) return Finish(ctx, in.status());
   // A caller whose deadline passed, or who cancelled, no longer holds up
   // the tuning: when every caller of a run has gone, it stops.
-  in->params.gone = [ctx] { return ctx->IsCancelled(); };
-  in->params.tenant = caller.tenant;
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
+  in->params.gone = [call] { return call->Gone(); };
+  in->params.tenant = caller.tenant;
   core_.find().Find(
       in->problem, in->params,
       [this, call, resp, in = *in](absl::StatusOr<FindOutcome> outcome) {

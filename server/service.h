@@ -44,6 +44,11 @@ class PendingCalls {
       Answer([&] { return s; });
     }
     grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+    // Whether the caller stopped waiting: the call was answered (or cut),
+    // or the caller cancelled. From any thread, for as long as the Call
+    // lives: once answered, the server context (which gRPC frees after the
+    // call finishes) is not read again.
+    bool Gone();
 
    private:
     friend class PendingCalls;

@@ -120,6 +120,43 @@ const char* ThreadLastError() { return thread_last_error.c_str(); }
 using convtune::capi::Fail;
 using convtune::capi::Guard;
 
+namespace {
+
+// A handle on `address` whose GPU plans run on GPU `device` (-1:
+// CONVTUNE_DEVICE, else 0).
+convtuneStatus_t CreateHandle(convtuneHandle_t* handle, const char* address,
+                              int device) {
+  return Guard(nullptr, [&] {
+    if (handle == nullptr)
+      return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
+    *handle = nullptr;
+    convtune::ClientOptions options;
+    if (device >= 0) {
+      options.device_ordinal = device;
+    } else if (const char* ordinal = std::getenv("CONVTUNE_DEVICE");
+               ordinal != nullptr && *ordinal != '\0') {
+      if (!absl::SimpleAtoi(ordinal, &options.device_ordinal) ||
+          options.device_ordinal < 0) {
+        return Fail(nullptr, convtuneStatusBadParm,
+                    absl::StrCat("CONVTUNE_DEVICE: expected a GPU ordinal "
+                                 ">= 0, got '",
+                                 ordinal, "'"));
+      }
+    }
+    auto client =
+        convtune::Client::Connect(address == nullptr ? "" : address, options);
+    if (!client.ok()) return convtune::capi::FailWith(nullptr, client.status());
+    auto* h = new (std::nothrow) convtuneHandle;
+    if (h == nullptr)
+      return Fail(nullptr, convtuneStatusAllocFailed, "out of memory");
+    h->client = std::move(*client);
+    *handle = h;
+    return convtuneStatusSuccess;
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* convtuneGetErrorString(convtuneStatus_t error) {
@@ -161,31 +198,17 @@ const char* convtuneGetLastError(convtuneHandle_t handle) {
 
 convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle,
                                            const char* address) {
-  return Guard(nullptr, [&] {
-    if (handle == nullptr)
-      return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
-    *handle = nullptr;
-    convtune::ClientOptions options;
-    if (const char* ordinal = std::getenv("CONVTUNE_DEVICE");
-        ordinal != nullptr && *ordinal != '\0') {
-      if (!absl::SimpleAtoi(ordinal, &options.device_ordinal) ||
-          options.device_ordinal < 0) {
-        return Fail(nullptr, convtuneStatusBadParm,
-                    absl::StrCat("CONVTUNE_DEVICE: expected a GPU ordinal "
-                                 ">= 0, got '",
-                                 ordinal, "'"));
-      }
-    }
-    auto client =
-        convtune::Client::Connect(address == nullptr ? "" : address, options);
-    if (!client.ok()) return convtune::capi::FailWith(nullptr, client.status());
-    auto* h = new (std::nothrow) convtuneHandle;
-    if (h == nullptr)
-      return Fail(nullptr, convtuneStatusAllocFailed, "out of memory");
-    h->client = std::move(*client);
-    *handle = h;
-    return convtuneStatusSuccess;
-  });
+  return CreateHandle(handle, address, -1);
+}
+
+convtuneStatus_t convtuneCreateForDevice(convtuneHandle_t* handle,
+                                         const char* address, int device) {
+  if (device < 0) {
+    return Fail(
+        nullptr, convtuneStatusBadParm,
+        absl::StrCat("device: expected a GPU ordinal >= 0, got ", device));
+  }
+  return CreateHandle(handle, address, device);
 }
 
 convtuneStatus_t convtuneDestroy(convtuneHandle_t handle) {

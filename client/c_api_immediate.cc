@@ -181,6 +181,36 @@ convtuneStatus_t convtuneSetFindMode(convtuneHandle_t handle,
   return convtuneStatusSuccess;
 }
 
+convtuneStatus_t convtuneSetStream(convtuneHandle_t handle, void* stream) {
+  if (handle == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
+  handle->client->SetStream(stream);
+  return convtuneStatusSuccess;
+}
+
+convtuneStatus_t convtuneGetDeviceKey(convtuneHandle_t handle, char* key,
+                                      size_t size) {
+  if (handle == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
+  if (key == nullptr) return Fail(handle, convtuneStatusBadParm, "key is NULL");
+  return Guard(handle, [&] {
+    if (handle->device_key.empty()) {
+      absl::StatusOr<convtune::v1::GetStatusResponse> status =
+          handle->client->GetStatus();
+      if (!status.ok())
+        return convtune::capi::FailWith(handle, status.status());
+      handle->device_key = status->device_key();
+    }
+    if (handle->device_key.size() + 1 > size) {
+      return Fail(handle, convtuneStatusResourceExhausted,
+                  absl::StrCat("key: ", size, " bytes given, ",
+                               handle->device_key.size() + 1, " needed"));
+    }
+    std::memcpy(key, handle->device_key.c_str(), handle->device_key.size() + 1);
+    return convtuneStatusSuccess;
+  });
+}
+
 convtuneStatus_t convtuneGetFindMode(convtuneHandle_t handle,
                                      convtuneFindMode_t* findMode) {
   if (convtuneStatus_t s = CheckArgs(handle, {{findMode, "findMode"}}); s)

@@ -25,6 +25,8 @@ struct convtuneHandle {
   std::string last_error;
   // A convtuneFindMode_t; 0 leaves the mode to the daemon.
   int find_mode = 0;
+  // The daemon's device key, once asked.
+  std::string device_key;
   // Find results per problem key, fastest first.
   std::map<std::string, std::vector<convtune::v1::PerfResult>> found;
 };

@@ -43,6 +43,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string address,
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  // A daemon that restarts is back within a second or two: reconnect soon,
+  // not after gRPC's growing default backoff (up to two minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
   if (options.tls.has_value()) {
@@ -321,11 +326,18 @@ absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
         device.status().message()));
   }
   RETURN_IF_ERROR(LoadCodeObjects(plan, **device));
+  if (*device == &cpu_) return ExecutePlan(**device, plan, buffers);
+  absl::MutexLock lock(&run_mu_);
+  void* const stream = stream_.load();
+  RETURN_IF_ERROR((*device)->UseStream(stream));
   RETURN_IF_ERROR(ExecutePlan(**device, plan, buffers));
-  // GPU steps are queued on the device's stream: the output is the
-  // caller's once they are done.
-  if (*device != &cpu_) return (*device)->Synchronize();
-  return absl::OkStatus();
+  // GPU steps are queued on the stream: on the caller's, the caller orders
+  // what follows; on the device's own, the output is the caller's once
+  // they are done.
+  if (stream != nullptr) return absl::OkStatus();
+  return (*device)->Synchronize();
 }
+
+void Client::SetStream(void* stream) { stream_.store(stream); }
 
 }  // namespace convtune

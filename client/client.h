@@ -8,6 +8,7 @@
 
 #include <grpcpp/channel.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -165,6 +166,13 @@ class Client {
   absl::Status Run(const ConvProblem& problem, uint32_t solver_id,
                    const PlanBuffers& buffers);
 
+  // GPU plans run on `stream` (a CUstream / cudaStream_t or hipStream_t of
+  // the device's primary context, kept alive by the caller) from now on,
+  // and Run returns once they are queued there: the caller orders later
+  // work on that stream. Null (the default): the device's own stream, and
+  // Run returns once the output is written.
+  void SetStream(void* stream);
+
  private:
   Client(std::string target, ClientOptions options,
          std::shared_ptr<grpc::Channel> channel);
@@ -185,6 +193,10 @@ class Client {
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::ConvTune::Stub> stub_;
   CpuDevice cpu_;
+
+  // Runs on a GPU one at a time: the device's stream is chosen per run.
+  absl::Mutex run_mu_;
+  std::atomic<void*> stream_{nullptr};
 
   absl::Mutex device_mu_;
   // By backend name; a failed open is remembered, not retried per call.

@@ -156,6 +156,10 @@ const char* convtuneGetLastError(convtuneHandle_t handle);
  * up as convtuneStatusUnavailable on the first call that needs it. */
 convtuneStatus_t convtuneCreateWithAddress(convtuneHandle_t* handle,
                                            const char* address);
+/* As convtuneCreateWithAddress, with GPU plans run on GPU `device` (an
+ * ordinal >= 0) instead of CONVTUNE_DEVICE's. */
+convtuneStatus_t convtuneCreateForDevice(convtuneHandle_t* handle,
+                                         const char* address, int device);
 convtuneStatus_t convtuneDestroy(convtuneHandle_t handle);
 
 convtuneStatus_t convtuneCreateTensorDescriptor(
@@ -279,6 +283,21 @@ convtuneStatus_t convtuneSetFindMode(convtuneHandle_t handle,
                                      convtuneFindMode_t findMode);
 convtuneStatus_t convtuneGetFindMode(convtuneHandle_t handle,
                                      convtuneFindMode_t* findMode);
+
+/* GPU plans of this handle's convolution calls run on `stream` (a
+ * cudaStream_t / CUstream, or hipStream_t, of the device's primary context,
+ * which the caller keeps alive), and the calls return once the work is
+ * queued there, so that the caller orders what follows on that stream (a
+ * framework's current stream; CUDA graph capture works). NULL, the default:
+ * the library's own stream, and the calls return once the output is
+ * written. CPU plans ignore it. */
+convtuneStatus_t convtuneSetStream(convtuneHandle_t handle, void* stream);
+
+/* The daemon's device key ("cuda-sm_90-cu132-...", "cpu-x86-64-v4-..."),
+ * NUL-terminated in `key` (`size` bytes; ResourceExhausted when too short):
+ * which device its plans are for. Asked once per handle. */
+convtuneStatus_t convtuneGetDeviceKey(convtuneHandle_t handle, char* key,
+                                      size_t size);
 
 /* Immediate mode. These never time anything: solutions come from the
  * daemon's FindDb (measured) or, on a miss, a fallback ranking (estimated).

@@ -322,12 +322,12 @@ class CudaDriver final : public gpu::GpuDriver {
   gpu::GpuResult Launch(gpu::GpuFunction fn, const gpu::LaunchGeometry& g,
                         void** params) override;
   gpu::GpuResult Synchronize() override {
-    return Result(api_->cuStreamSynchronize_(stream_), "cuStreamSynchronize");
+    return Result(api_->cuStreamSynchronize_(active()), "cuStreamSynchronize");
   }
 
   gpu::GpuResult RecordEvent(gpu::TimingEvent event) override {
     CUevent e = event == gpu::TimingEvent::kStart ? start_ : stop_;
-    return Result(api_->cuEventRecord_(e, stream_), "cuEventRecord");
+    return Result(api_->cuEventRecord_(e, active()), "cuEventRecord");
   }
   gpu::GpuResult SynchronizeStop() override {
     return Result(api_->cuEventSynchronize_(stop_), "cuEventSynchronize");
@@ -342,10 +342,19 @@ class CudaDriver final : public gpu::GpuDriver {
   std::vector<std::unique_ptr<ConvLibrary>> MakeConvLibraries(
       GpuDevice* device) override;
 
-  // The cuDNN session of the current context, created on first use.
+  void SetStream(void* stream) override {
+    caller_stream_ = static_cast<CUstream>(stream);
+  }
+
+  // The cuDNN session of the current context, created on first use, bound
+  // to the active stream.
   absl::StatusOr<gpu::CudnnSession*> Dnn() {
     if (dnn_ == nullptr) {
-      ASSIGN_OR_RETURN(dnn_, gpu::CudnnSession::Create(stream_));
+      ASSIGN_OR_RETURN(dnn_, gpu::CudnnSession::Create(active()));
+      dnn_stream_ = active();
+    } else if (dnn_stream_ != active()) {
+      RETURN_IF_ERROR(dnn_->SetStream(active()));
+      dnn_stream_ = active();
     }
     return dnn_.get();
   }
@@ -365,8 +374,16 @@ class CudaDriver final : public gpu::GpuDriver {
   const CublasApi* const blas_;      // null when cuBLAS was not found
   const std::string no_blas_;        // why, then
   const std::string cudnn_version_;  // empty when cuDNN was not found
+  // The stream work goes on: the caller's (SetStream), else the driver's.
+  CUstream active() const {
+    return caller_stream_ != nullptr ? caller_stream_ : stream_;
+  }
+
   cublasHandle_t blas_handle_ = nullptr;
+  CUstream blas_stream_ = nullptr;  // the stream blas_handle_ is bound to
   std::unique_ptr<gpu::CudnnSession> dnn_;
+  CUstream dnn_stream_ = nullptr;  // the stream dnn_ is bound to
+  CUstream caller_stream_ = nullptr;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr;
@@ -426,9 +443,9 @@ gpu::GpuResult CudaDriver::Launch(gpu::GpuFunction fn,
         static_cast<int>(g.shared_bytes));
     if (r != CUDA_SUCCESS) return Result(r, "cuFuncSetAttribute");
   }
-  return Result(api_->cuLaunchKernel_(f, g.grid[0], g.grid[1], g.grid[2],
-                                      g.block[0], g.block[1], g.block[2],
-                                      g.shared_bytes, stream_, params, nullptr),
+  return Result(api_->cuLaunchKernel_(
+                    f, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
+                    g.block[2], g.shared_bytes, active(), params, nullptr),
                 "cuLaunchKernel");
 }
 
@@ -488,13 +505,18 @@ absl::Status CudaDriver::RunBlas(const v1::KernelStep& step,
     absl::Status s = CublasStatus(*blas_, blas_->set_math_mode(h, math),
                                   "cublasSetMathMode");
     if (s.ok())
-      s = CublasStatus(*blas_, blas_->set_stream(h, stream_),
+      s = CublasStatus(*blas_, blas_->set_stream(h, active()),
                        "cublasSetStream");
     if (!s.ok()) {
       blas_->destroy(h);
       return s;
     }
     blas_handle_ = h;
+    blas_stream_ = active();
+  } else if (blas_stream_ != active()) {
+    RETURN_IF_ERROR(CublasStatus(
+        *blas_, blas_->set_stream(blas_handle_, active()), "cublasSetStream"));
+    blas_stream_ = active();
   }
   const gpu::ColumnMajorGemm c = gpu::ToColumnMajor(g);
   const float alpha = 1.0f, beta = static_cast<float>(g.beta);

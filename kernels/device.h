@@ -108,6 +108,16 @@ class Device {
   // The vendor convolution libraries whose steps Launch runs (oneDNN on the
   // CPU, cuDNN on CUDA), owned by the device; empty when none was found.
   virtual std::vector<ConvLibrary*> conv_libraries() { return {}; }
+
+  // GPU backends: later launches, fills, timings, library steps and
+  // Synchronize go on `stream` (a CUstream / hipStream_t of the device's
+  // context, which the caller keeps alive), until called again; null: the
+  // device's own stream. Unimplemented for a non-null stream on the CPU.
+  virtual absl::Status UseStream(void* stream) {
+    if (stream == nullptr) return absl::OkStatus();
+    return absl::UnimplementedError(
+        absl::StrCat(BackendName(info().backend), " devices have no streams"));
+  }
 };
 
 // A Device that forwards every call to another, so that a test overrides only
@@ -159,6 +169,9 @@ class DeviceWrapper : public Device {
   absl::Status Reset() override { return target_->Reset(); }
   std::vector<ConvLibrary*> conv_libraries() override {
     return target_->conv_libraries();
+  }
+  absl::Status UseStream(void* stream) override {
+    return target_->UseStream(stream);
   }
 
  private:

@@ -265,6 +265,12 @@ absl::Status GpuDevice::Reset() {
   return CreateContext();
 }
 
+absl::Status GpuDevice::UseStream(void* stream) {
+  absl::MutexLock lock(&mu_);
+  driver_->SetStream(stream);
+  return absl::OkStatus();
+}
+
 std::vector<ConvLibrary*> GpuDevice::conv_libraries() {
   std::vector<ConvLibrary*> out;
   for (const std::unique_ptr<ConvLibrary>& library : libraries_) {

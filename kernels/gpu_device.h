@@ -68,6 +68,7 @@ class GpuDevice final : public Device {
 
   // The driver's conv libraries (cuDNN on CUDA, when it was found at Open).
   std::vector<ConvLibrary*> conv_libraries() override;
+  absl::Status UseStream(void* stream) override;
 
   // For the conv libraries: runs `fn` under the lock with the context
   // current, as every entry point does; the entry points' errors (a faulted

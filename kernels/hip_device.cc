@@ -278,12 +278,12 @@ class HipDriver final : public gpu::GpuDriver {
     // On the stream, so ordered with the launches.
     if (element_bytes == 4) {
       return Result(api_->hipMemsetD32Async_(dst, static_cast<int>(pattern),
-                                             count, stream_),
+                                             count, active()),
                     "hipMemsetD32Async");
     }
     return Result(
         api_->hipMemsetD16Async_(dst, static_cast<unsigned short>(pattern),
-                                 count, stream_),
+                                 count, active()),
         "hipMemsetD16Async");
   }
 
@@ -307,16 +307,20 @@ class HipDriver final : public gpu::GpuDriver {
     return Result(api_->hipModuleLaunchKernel_(
                       static_cast<hipFunction_t>(fn), g.grid[0], g.grid[1],
                       g.grid[2], g.block[0], g.block[1], g.block[2],
-                      g.shared_bytes, stream_, params, nullptr),
+                      g.shared_bytes, active(), params, nullptr),
                   "hipModuleLaunchKernel");
   }
   gpu::GpuResult Synchronize() override {
-    return Result(api_->hipStreamSynchronize_(stream_), "hipStreamSynchronize");
+    return Result(api_->hipStreamSynchronize_(active()),
+                  "hipStreamSynchronize");
+  }
+  void SetStream(void* stream) override {
+    caller_stream_ = static_cast<hipStream_t>(stream);
   }
 
   gpu::GpuResult RecordEvent(gpu::TimingEvent event) override {
     hipEvent_t e = event == gpu::TimingEvent::kStart ? start_ : stop_;
-    return Result(api_->hipEventRecord_(e, stream_), "hipEventRecord");
+    return Result(api_->hipEventRecord_(e, active()), "hipEventRecord");
   }
   gpu::GpuResult SynchronizeStop() override {
     return Result(api_->hipEventSynchronize_(stop_), "hipEventSynchronize");
@@ -337,7 +341,14 @@ class HipDriver final : public gpu::GpuDriver {
   const std::string device_key_;
   const RocblasApi* const blas_;  // null when rocBLAS was not found
   const std::string no_blas_;     // why, then
+  // The stream work goes on: the caller's (SetStream), else the driver's.
+  hipStream_t active() const {
+    return caller_stream_ != nullptr ? caller_stream_ : stream_;
+  }
+
   RocblasHandle blas_handle_ = nullptr;
+  hipStream_t blas_stream_ = nullptr;  // the stream blas_handle_ is bound to
+  hipStream_t caller_stream_ = nullptr;
   hipStream_t stream_ = nullptr;
   hipEvent_t start_ = nullptr;
   hipEvent_t stop_ = nullptr;
@@ -391,12 +402,17 @@ absl::Status HipDriver::RunLibraryStep(const v1::KernelStep& step,
         RocblasStatus(blas_->create_handle(&h), "rocblas_create_handle"));
     // The default math mode: fp32 products stay fp32 (no XF32).
     if (absl::Status s =
-            RocblasStatus(blas_->set_stream(h, stream_), "rocblas_set_stream");
+            RocblasStatus(blas_->set_stream(h, active()), "rocblas_set_stream");
         !s.ok()) {
       (void)blas_->destroy_handle(h);
       return s;
     }
     blas_handle_ = h;
+    blas_stream_ = active();
+  } else if (blas_stream_ != active()) {
+    RETURN_IF_ERROR(RocblasStatus(blas_->set_stream(blas_handle_, active()),
+                                  "rocblas_set_stream"));
+    blas_stream_ = active();
   }
   const gpu::ColumnMajorGemm c = gpu::ToColumnMajor(g);
   const float alpha = 1.0f, beta = static_cast<float>(g.beta);

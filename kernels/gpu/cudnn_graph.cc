@@ -874,6 +874,16 @@ absl::StatusOr<std::string> CudnnSession::Version() {
   return api->version;
 }
 
+absl::Status CudnnSession::SetStream(void* stream) {
+  if (state_->handle == nullptr) {
+    return absl::FailedPreconditionError("the cuDNN session was abandoned");
+  }
+  return CudnnStatus(*state_->api,
+                     state_->api->cudnnSetStream_(
+                         state_->handle, static_cast<cudaStream_t>(stream)),
+                     "cudnnSetStream");
+}
+
 void CudnnSession::Abandon() {
   for (auto& [key, plan] : state_->plans) plan->Forget();
   state_->plans.clear();
@@ -960,6 +970,7 @@ absl::StatusOr<std::unique_ptr<CudnnSession>> CudnnSession::Create(
   return NoHeaders();
 }
 absl::StatusOr<std::string> CudnnSession::Version() { return NoHeaders(); }
+absl::Status CudnnSession::SetStream(void* stream) { return NoHeaders(); }
 void CudnnSession::Abandon() {}
 absl::StatusOr<std::vector<CudnnEngineConfig>> CudnnSession::Configs(
     const ConvProblem& p) {

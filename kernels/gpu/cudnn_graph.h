@@ -85,6 +85,10 @@ class CudnnSession {
   // "cudnn9.19.0", from cudnnGetVersion(). Unavailable as for Create().
   static absl::StatusOr<std::string> Version();
 
+  // Binds the handle to `stream` (a CUstream / cudaStream_t): later Runs
+  // go there.
+  absl::Status SetStream(void* stream);
+
   // After the CUDA context was destroyed (a fault, a reset): forgets the
   // handle and plans without calling cuDNN on them (their host memory is
   // leaked on purpose).

@@ -94,6 +94,9 @@ class GpuDriver {
                            void** params) = 0;
   // Waits for the work on the stream.
   virtual GpuResult Synchronize() = 0;
+  // The stream the calls above and below use from now on: `stream` (the
+  // caller's, of this context), or the driver's own when null.
+  virtual void SetStream(void* stream) = 0;
 
   // Records `event` on the stream.
   virtual GpuResult RecordEvent(TimingEvent event) = 0;

@@ -6,9 +6,15 @@ run them on torch tensors (convtune.torch, convtune.nn).
     print(r.results[0].solver_name, r.results[0].time_ms)
 """
 
-from convtune.client import (Client, ConvtuneError, FindResult, PerfResult,
-                             Solution, Solutions, Status, default_client,
-                             default_socket)
+try:
+    from convtune.client import (Client, ConvtuneError, FindResult,
+                                 PerfResult, Solution, Solutions, Status,
+                                 default_client, default_socket)
+except ImportError as _missing:  # no grpcio: convtune.torch still works
+    _why = str(_missing)
+
+    def default_client():
+        raise ImportError(f"convtune's gRPC client needs grpcio and protobuf: {_why}")
 from convtune._problem import Problem, from_driver_line, from_tensors, from_torch
 
 __version__ = "@CONVTUNE_VERSION@"

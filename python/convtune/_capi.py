@@ -49,6 +49,26 @@ _P = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
 
 
+class Solution(ctypes.Structure):
+    """convtuneConvSolution_t."""
+    _fields_ = [("time", ctypes.c_float), ("workspace_size", _SIZE),
+                ("solution_id", ctypes.c_uint64), ("algorithm", ctypes.c_int),
+                ("measured", ctypes.c_int), ("solver_name", ctypes.c_char * 64),
+                ("provenance", ctypes.c_int), ("confidence", ctypes.c_float)]
+
+
+class AlgoPerf(ctypes.Structure):
+    """convtuneConvAlgoPerf_t (its union is one enum)."""
+    _fields_ = [("algo", ctypes.c_int), ("time", ctypes.c_float),
+                ("memory", _SIZE), ("solution_id", ctypes.c_uint64),
+                ("solver_name", ctypes.c_char * 64)]
+
+
+# Find's workspace limit: solutions needing more are left out (torch's cuDNN
+# path caps its workspace likewise).
+FIND_WORKSPACE_LIMIT = 4 << 30
+
+
 class CApi:
     """The loaded library and one handle per thread (a handle must not be used
     by two threads at once)."""
@@ -61,6 +81,19 @@ class CApi:
         lib.convtuneGetLastError.restype = ctypes.c_char_p
         lib.convtuneGetLastError.argtypes = [_P]
         lib.convtuneCreateWithAddress.argtypes = [ctypes.POINTER(_P), ctypes.c_char_p]
+        lib.convtuneCreateForDevice.argtypes = [
+            ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_int]
+        lib.convtuneSetStream.argtypes = [_P, _P]
+        lib.convtuneSetFindMode.argtypes = [_P, ctypes.c_int]
+        lib.convtuneGetDeviceKey.argtypes = [_P, ctypes.c_char_p, _SIZE]
+        solutions = [_P, _P, _P, _P, _P, _SIZE, ctypes.POINTER(_SIZE),
+                     ctypes.POINTER(Solution)]
+        find = [_P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_int,
+                ctypes.POINTER(ctypes.c_int), ctypes.POINTER(AlgoPerf), _P,
+                _SIZE, ctypes.c_bool]
+        for d in ("Forward", "BackwardData", "BackwardWeights"):
+            getattr(lib, f"convtuneConvolution{d}GetSolution").argtypes = solutions
+            getattr(lib, f"convtuneFindConvolution{d}Algorithm").argtypes = find
         lib.convtuneSetTensorDescriptorEx.argtypes = [
             _P, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         lib.convtuneInitConvolutionNdDescriptor.argtypes = [
@@ -78,15 +111,34 @@ class CApi:
             message = self.lib.convtuneGetLastError(handle).decode(errors="replace")
             raise CApiError(call, status, message)
 
-    def handle(self):
-        h = getattr(self._local, "handle", None)
+    def handle(self, device: Optional[int] = None):
+        """This thread's handle for host plans (device None) or for GPU
+        `device`'s."""
+        handles = getattr(self._local, "handles", None)
+        if handles is None:
+            handles = self._local.handles = {}
+        h = handles.get(device)
         if h is None:
             h = _P()
-            self._check("convtuneCreateWithAddress",
-                        self.lib.convtuneCreateWithAddress(
-                            ctypes.byref(h), self.address.encode()))
-            self._local.handle = h
+            if device is None:
+                status = self.lib.convtuneCreateWithAddress(
+                    ctypes.byref(h), self.address.encode())
+            else:
+                status = self.lib.convtuneCreateForDevice(
+                    ctypes.byref(h), self.address.encode(), device)
+            self._check("convtuneCreateWithAddress", status)
+            # Find calls take the FindDb's answer, else tune (HYBRID).
+            self._check("convtuneSetFindMode", self.lib.convtuneSetFindMode(h, 3), h)
+            handles[device] = h
         return h
+
+    def device_key(self, device: Optional[int] = None) -> str:
+        """The daemon's device key."""
+        h = self.handle(device)
+        buf = ctypes.create_string_buffer(256)
+        self._check("convtuneGetDeviceKey",
+                    self.lib.convtuneGetDeviceKey(h, buf, len(buf)), h)
+        return buf.value.decode()
 
     def tensor(self, dtype: str, layout: str, dims):
         d = _P()
@@ -132,12 +184,64 @@ class Descriptors:
             lib.convtuneDestroyTensorDescriptor(t)
         lib.convtuneDestroyConvolutionDescriptor(self.conv)
 
+    _NAMES = {"F": "Forward", "B": "BackwardData", "W": "BackwardWeights"}
+
+    def _roles(self, direction: str):
+        """The descriptors of `direction`'s C calls, in their order."""
+        if direction == "F":
+            return self.w, self.x, self.y  # GetSolution: w, x, y
+        if direction == "B":
+            return self.y, self.w, self.x  # dy, w, dx
+        return self.y, self.x, self.w      # dy, x, dw
+
+    def best_solution(self, direction: str, device: Optional[int] = None):
+        """Immediate mode's best solution: (solution id, workspace bytes,
+        measured). Never times anything."""
+        api, h = self.api, self.api.handle(device)
+        name = f"convtuneConvolution{self._NAMES[direction]}GetSolution"
+        count = _SIZE(0)
+        sol = Solution()
+        a, b, c = self._roles(direction)
+        api._check(name, getattr(api.lib, name)(
+            h, a, b, self.conv, c, 1, ctypes.byref(count), ctypes.byref(sol)), h)
+        if count.value == 0:
+            raise CApiError(name, 9, "no solution")
+        return sol.solution_id, sol.workspace_size, bool(sol.measured)
+
+    def find_best(self, direction: str, x: int, w: int, y: int,
+                  device: Optional[int] = None):
+        """A find (HYBRID: the FindDb, else tuned now): the fastest
+        solution's (id, workspace bytes). The daemon times on its own
+        buffers; the addresses are only checked for NULL."""
+        api, h = self.api, self.api.handle(device)
+        name = f"convtuneFind{self._NAMES[direction]}Algorithm"
+        name = name.replace("Find", "FindConvolution", 1)
+        returned = ctypes.c_int(0)
+        perf = AlgoPerf()
+        if direction == "F":
+            args = (self.x, x, self.w, w, self.conv, self.y, y)
+        elif direction == "B":
+            args = (self.y, y, self.w, w, self.conv, self.x, x)
+        else:
+            args = (self.y, y, self.x, x, self.conv, self.w, w)
+        # Find checks the workspace pointer for NULL only; x stands in.
+        api._check(name, getattr(api.lib, name)(
+            h, *args, 1, ctypes.byref(returned), ctypes.byref(perf), x,
+            FIND_WORKSPACE_LIMIT, False), h)
+        if returned.value == 0:
+            raise CApiError(name, 9, "no solution")
+        return perf.solution_id, perf.memory
+
     def run(self, direction: str, solution_id: int, x: int, w: int, y: int,
-            workspace: int, workspace_bytes: int):
+            workspace: int, workspace_bytes: int, device: Optional[int] = None,
+            stream: Optional[int] = None):
         """Runs the solution of `direction` on raw addresses: F writes y from
         x and w, B writes x (dx) from y (dy) and w, W writes w (dw) from y
-        (dy) and x."""
-        api, h = self.api, self.api.handle()
+        (dy) and x. On GPU `device`, the work is queued on `stream` (a
+        cudaStream_t as an int) and the call returns."""
+        api, h = self.api, self.api.handle(device)
+        if device is not None:
+            api._check("convtuneSetStream", api.lib.convtuneSetStream(h, stream), h)
         if direction == "F":
             name = "convtuneConvolutionForwardImmediate"
             args = (self.w, w, self.x, x, self.conv, self.y, y)

@@ -20,15 +20,14 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from convtune import _problem
-from convtune.client import Client, ConvtuneError, default_socket
+from convtune import _capi, _problem
 
 _lock = threading.Lock()
 _stats = collections.Counter()
 _state = {
     "mode": os.environ.get("CONVTUNE_TORCH_MODE", "immediate"),
     "fallback": os.environ.get("CONVTUNE_TORCH_FALLBACK", "1") != "0",
-    "client": None,
+    "address": None,  # None: the default socket
     "capi": None,
     "down_until": 0.0,  # the daemon failed: torch only until then
 }
@@ -36,9 +35,6 @@ _state = {
 # measured yet, and after a failed call before the daemon is asked again.
 RECHECK_S = 10.0
 RETRY_S = 1.0
-# Deadlines of the RPCs made on a training step's path.
-IMMEDIATE_DEADLINE_S = 2.0
-FIND_DEADLINE_S = 600.0
 
 
 def set_mode(mode: str):
@@ -56,13 +52,12 @@ def set_fallback(on: bool):
 
 def connect(address: Optional[str] = None):
     """Uses the daemon at `address` (default: the default socket)."""
-    address = address or default_socket()
     with _lock:
-        _state["client"] = Client(address)
-        _state["capi"] = None
         _state["address"] = address
+        _state["capi"] = None
         _choices.clear()
         _calls.clear()
+        _device_keys.clear()
         _state["down_until"] = 0.0
 
 
@@ -82,28 +77,21 @@ def _count(name: str):
         _stats[name] += 1
 
 
-def _client() -> Client:
-    with _lock:
-        if _state["client"] is None:
-            _state["client"] = Client(default_socket())
-            _state["address"] = default_socket()
-        return _state["client"]
-
-
-def _api():
-    from convtune import _capi
-    _client()
+def _api() -> _capi.CApi:
+    """libconvtune, whose C API does every call of this module: training
+    processes need no gRPC of their own."""
     with _lock:
         if _state["capi"] is None:
-            _state["capi"] = _capi.CApi(_state["address"])
+            _state["capi"] = _capi.CApi(_state["address"] or "")
         return _state["capi"]
 
 
 # By call signature (direction, shapes, type, device, arguments, memory
-# format): the (solution id, workspace bytes, measured, asked at) chosen, and
-# the (problem, C API descriptors).
+# format): the (solution id, workspace bytes, measured, asked at, daemon
+# device key) chosen, and the (problem, C API descriptors, output shape).
 _choices = {}
 _calls = {}
+_device_keys = {}  # GPU ordinal (None: host) -> the daemon's device key
 
 
 class _NoPlan(RuntimeError):
@@ -114,7 +102,8 @@ class _NoPlan(RuntimeError):
         self.reason = reason
 
 
-def _choose(key, p: _problem.Problem) -> Tuple[int, int]:
+def _choose(key, p: _problem.Problem, desc, device, x, w, y):
+    """(solution id, workspace bytes, daemon device key) for a call."""
     now = time.monotonic()
     with _lock:
         choice = _choices.get(key)
@@ -122,43 +111,52 @@ def _choose(key, p: _problem.Problem) -> Tuple[int, int]:
         if now < _state["down_until"] and choice is None:
             raise _NoPlan("daemon_down")
     if choice is not None and (choice[2] or now - choice[3] < RECHECK_S):
-        return choice[0], choice[1]
-    client = _client()
+        return choice[0], choice[1], choice[4]
     try:
+        device_key = _device_keys.get(device)
+        if device_key is None:
+            device_key = _device_keys[device] = _api().device_key(device)
         if mode == "find":
-            r = client.find(p, mode="hybrid", timeout_s=FIND_DEADLINE_S)
-            if not r.results:
-                raise _NoPlan("no_solution", r.problem_key)
-            best = r.results[0]
-            choice = (best.solver_id, best.workspace_bytes, True, now)
+            solution, ws = desc.find_best(p.direction, x, w, y, device)
+            choice = (solution, ws, True, now, device_key)
         else:
-            s = client.solutions(p, max_count=1, timeout_s=IMMEDIATE_DEADLINE_S)
-            if not s.solutions:
-                raise _NoPlan("no_solution", s.problem_key)
-            best = s.solutions[0]
-            choice = (best.solution_id, best.workspace_bytes, best.measured, now)
-    except ConvtuneError as e:
+            solution, ws, measured = desc.best_solution(p.direction, device)
+            choice = (solution, ws, measured, now, device_key)
+    except _capi.CApiError as e:
         if choice is not None:  # keep what was chosen before
-            return choice[0], choice[1]
-        with _lock:
-            _state["down_until"] = time.monotonic() + RETRY_S
-        raise _NoPlan("daemon_down" if e.code.name in (
-            "UNAVAILABLE", "DEADLINE_EXCEEDED") else "daemon_error", str(e))
+            return choice[0], choice[1], choice[4]
+        if e.status == _capi.UNAVAILABLE:
+            with _lock:
+                _state["down_until"] = time.monotonic() + RETRY_S
+            raise _NoPlan("daemon_down", str(e))
+        raise _NoPlan("no_solution" if e.status in (7, 9) else "daemon_error",
+                      str(e))
     with _lock:
         _choices[key] = choice
-    return choice[0], choice[1]
+    return choice[0], choice[1], choice[4]
 
 
 def _run(key, p: _problem.Problem, desc, x, w, y):
     """Runs direction p.direction of p on contiguous tensors x, w, y (the
     output among them written) with descriptors `desc`."""
-    from convtune import _capi
-    solution, ws_bytes = _choose(key, p)
-    workspace = torch.empty(ws_bytes, dtype=torch.uint8) if ws_bytes else None
+    on = x.device.type
+    device = x.device.index if on != "cpu" else None
+    solution, ws_bytes, device_key = _choose(key, p, desc, device,
+                                             x.data_ptr(), w.data_ptr(),
+                                             y.data_ptr())
+    # The daemon's plans run where its device is: host tensors on a CPU
+    # daemon's, CUDA tensors on a CUDA daemon's.
+    if not device_key.startswith(f"{on}-"):
+        raise _NoPlan("device", f"{on} tensors, daemon device {device_key}")
+    workspace = (torch.empty(ws_bytes, dtype=torch.uint8, device=x.device)
+                 if ws_bytes else None)
+    stream = (torch.cuda.current_stream(x.device).cuda_stream
+              if on != "cpu" else None)
     try:
         desc.run(p.direction, solution, x.data_ptr(), w.data_ptr(),
-                 y.data_ptr(), workspace.data_ptr() if workspace is not None else None,
-                 ws_bytes)
+                 y.data_ptr(),
+                 workspace.data_ptr() if workspace is not None else None,
+                 ws_bytes, device, stream)
     except _capi.CApiError as e:
         if e.status == _capi.UNAVAILABLE:
             with _lock:
@@ -194,12 +192,11 @@ def _plan_of(key, direction, x, w, stride, padding, dilation, groups, fmt):
     """The problem of a call and its descriptors, made once per signature."""
     entry = _calls.get(key)
     if entry is None:
-        if x.device.type != "cpu":
-            raise _NoPlan("device", f"{x.device.type} tensors run on torch for now")
+        if x.device.type not in ("cpu", "cuda"):
+            raise _NoPlan("device", f"{x.device.type} tensors run on torch")
         layout = "NCHW" if fmt == torch.contiguous_format else "NHWC"
         p = _problem.from_tensors(x, w, stride, padding, dilation, groups,
                                   direction, layout)
-        from convtune import _capi
         entry = (p, _capi.Descriptors(_api(), p), (p.n, p.k) + p.out_size())
         with _lock:
             _calls[key] = entry
@@ -339,8 +336,18 @@ def _tuple(v, n):
     return (v,) * n if isinstance(v, int) else tuple(v)
 
 
+def _autocast(x, weight, bias):
+    """Under CUDA autocast, the types torch's own convolution would take."""
+    if x.is_cuda and torch.is_autocast_enabled():
+        dtype = torch.get_autocast_gpu_dtype()
+        x, weight = x.to(dtype), weight.to(dtype)
+        bias = bias.to(dtype) if bias is not None else None
+    return x, weight, bias
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """torch.nn.functional.conv2d through convtune (zero padding, numbers)."""
+    x, weight, bias = _autocast(x, weight, bias)
     y = _Conv.apply(x, weight, _tuple(stride, 2), _tuple(padding, 2),
                     _tuple(dilation, 2), groups)
     return y if bias is None else y + bias.view(1, -1, 1, 1)
@@ -348,6 +355,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """torch.nn.functional.conv3d through convtune (zero padding, numbers)."""
+    x, weight, bias = _autocast(x, weight, bias)
     y = _Conv.apply(x, weight, _tuple(stride, 3), _tuple(padding, 3),
                     _tuple(dilation, 3), groups)
     return y if bias is None else y + bias.view(1, -1, 1, 1, 1)

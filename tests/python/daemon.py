@@ -8,11 +8,12 @@ import subprocess
 import tempfile
 import time
 
-import convtune
+from convtune import _capi
 
 
 class Daemon:
-    def __init__(self, *extra_args, db_dir=None):
+    def __init__(self, *extra_args, db_dir=None, backend="cpu"):
+        self.backend = backend
         self.dir = tempfile.mkdtemp(prefix="convtune-py-")
         self.socket = os.path.join(self.dir, "d.sock")
         self.db = db_dir or os.path.join(self.dir, "db")
@@ -24,19 +25,18 @@ class Daemon:
         self.log = open(os.path.join(self.dir, "log"), "ab")
         self.proc = subprocess.Popen(
             [binary, "--socket", self.socket, "--db", self.db, "--backend",
-             "cpu", "--log-rpcs", "off"] + self.extra,
+             self.backend, "--log-rpcs", "off"] + self.extra,
             stdout=self.log, stderr=self.log)
-        client = convtune.Client(self.socket, cache=False)
-        deadline = time.monotonic() + 30
+        # Serving once it answers through the C API (no gRPC of Python's).
+        deadline = time.monotonic() + 60
         while True:
             try:
-                client.status()
+                self.device_key = _capi.CApi(self.socket).device_key()
                 break
-            except convtune.ConvtuneError:
+            except _capi.CApiError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("convtuned did not start:\n" + self.read_log())
                 time.sleep(0.05)
-        client.close()
         return self
 
     def stop(self):

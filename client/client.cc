@@ -192,6 +192,12 @@ absl::StatusOr<v1::PrefillResponse> Client::Prefill(
 
 absl::StatusOr<v1::ExecutionPlan> Client::GetPlan(const ConvProblem& problem,
                                                   uint32_t solver_id) {
+  ASSIGN_OR_RETURN(const v1::ExecutionPlan* plan, PlanRef(problem, solver_id));
+  return *plan;
+}
+
+absl::StatusOr<const v1::ExecutionPlan*> Client::PlanRef(
+    const ConvProblem& problem, uint32_t solver_id) {
   RETURN_IF_ERROR(ValidateProblem(problem));
   std::pair<std::string, uint32_t> key(ProblemKey(problem), solver_id);
   {
@@ -199,7 +205,7 @@ absl::StatusOr<v1::ExecutionPlan> Client::GetPlan(const ConvProblem& problem,
     auto it = plans_.find(key);
     if (it != plans_.end()) {
       ++counters_.plan_cache_hits;
-      return it->second;
+      return &it->second;
     }
     ++counters_.plan_rpcs;
   }
@@ -213,8 +219,8 @@ absl::StatusOr<v1::ExecutionPlan> Client::GetPlan(const ConvProblem& problem,
   if (!status.ok()) return CallError(status);
   absl::MutexLock lock(&mu_);
   // Two threads may have fetched the same plan; either copy is the same.
-  return plans_.emplace(std::move(key), std::move(*response.mutable_plan()))
-      .first->second;
+  return &plans_.emplace(std::move(key), std::move(*response.mutable_plan()))
+              .first->second;
 }
 
 absl::StatusOr<v1::ListSolversResponse> Client::ListSolvers(
@@ -318,7 +324,10 @@ absl::StatusOr<Device*> Client::DeviceFor(v1::Backend backend) {
 
 absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
                          const PlanBuffers& buffers) {
-  ASSIGN_OR_RETURN(v1::ExecutionPlan plan, GetPlan(problem, solver_id));
+  // The cached plan itself: its entries are never removed.
+  ASSIGN_OR_RETURN(const v1::ExecutionPlan* cached,
+                   PlanRef(problem, solver_id));
+  const v1::ExecutionPlan& plan = *cached;
   absl::StatusOr<Device*> device = DeviceFor(plan.backend());
   if (!device.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(

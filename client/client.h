@@ -177,6 +177,10 @@ class Client {
   Client(std::string target, ClientOptions options,
          std::shared_ptr<grpc::Channel> channel);
 
+  // The plan of (problem, solver) in the plan cache, fetched on a miss.
+  // Cache entries are never removed, so the pointer stays valid.
+  absl::StatusOr<const v1::ExecutionPlan*> PlanRef(const ConvProblem& problem,
+                                                   uint32_t solver_id);
   // Converts a failed call's status, naming the target when unreachable; a
   // retry hint in `context`'s trailing metadata comes along (RetryAfter).
   absl::Status CallError(const grpc::Status& status,

@@ -43,6 +43,16 @@ def main():
     print("|---|---|---|---|")
     print(f"| forward | {ours_f:.1f} | {torch_f:.1f} | {ours_f - torch_f:.1f} |")
     print(f"| forward + backward | {ours_fb:.1f} | {torch_fb:.1f} | {ours_fb - torch_fb:.1f} |")
+    # The C API call alone (the forward's plan on the same tensors).
+    (key, (p, desc, y_shape)), = [(k, v) for k, v in ct._calls.items() if k[0] == "F"]
+    solution, ws, _, _, _ = ct._choices[key]
+    y = torch.empty(y_shape, device=args.device)
+    device = x.device.index if x.is_cuda else None
+    stream = torch.cuda.current_stream().cuda_stream if x.is_cuda else None
+    xd, wd = x.detach(), w.detach()
+    capi = per_call_us(lambda: desc.run("F", solution, xd.data_ptr(), wd.data_ptr(),
+                                        y.data_ptr(), None, 0, device, stream))
+    print(f"| the C API call alone (forward) | {capi:.1f} | | |")
     print("convtune:", ct.stats())
 
 

@@ -105,8 +105,10 @@ absl::StatusOr<v1::CompileSolutionResponse> Client::CompileSolution(
     RETURN_IF_ERROR(LoadCodeObjects(response.plan(), **device));
   }
   absl::MutexLock lock(&mu_);
-  plans_[{ProblemKey(problem), static_cast<uint32_t>(solution_id)}] =
-      response.plan();
+  // Never overwritten: Run reads a cached plan in place, unlocked. The
+  // daemon's plan of a (problem, solution) does not change.
+  plans_.try_emplace({ProblemKey(problem), static_cast<uint32_t>(solution_id)},
+                     response.plan());
   return response;
 }
 

@@ -286,7 +286,8 @@ convtuneStatus_t convtuneGetFindMode(convtuneHandle_t handle,
 
 /* GPU plans of this handle's convolution calls run on `stream` (a
  * cudaStream_t / CUstream, or hipStream_t, of the device's primary context,
- * which the caller keeps alive), and the calls return once the work is
+ * which the caller keeps alive; CU_STREAM_LEGACY, (void*)1, for CUDA's
+ * legacy default stream), and the calls return once the work is
  * queued there, so that the caller orders what follows on that stream (a
  * framework's current stream; CUDA graph capture works). NULL, the default:
  * the library's own stream, and the calls return once the output is

@@ -388,9 +388,16 @@ absl::Status WorkerMeasurer::EnsureRunning() {
 absl::StatusOr<v1::WorkerResponse> WorkerMeasurer::Call(
     v1::WorkerRequest& request, double bound_ms) {
   RETURN_IF_ERROR(broken_);
-  RETURN_IF_ERROR(EnsureRunning());
+  if (absl::Status started = EnsureRunning(); !started.ok()) {
+    // Unusable until Reset: the timing stage quarantines, or loses the
+    // device when a fresh worker cannot start either.
+    broken_ = started;
+    return started;
+  }
   const pid_t pid = pid_;
   absl::Status status = WriteFrame(fd_, request);
+  // A request too large to send is this side's error: the worker is fine.
+  if (absl::IsInvalidArgument(status)) return status;
   v1::WorkerResponse response;
   if (status.ok()) status = ReadFrame(fd_, &response, DeadlineAfter(bound_ms));
   if (absl::IsDeadlineExceeded(status)) {
@@ -415,8 +422,12 @@ absl::StatusOr<v1::WorkerResponse> WorkerMeasurer::Call(
                      ") died during the call: ", DescribeExit(exit_status)));
     return broken_;
   }
-  for (const v1::WorkerCodeObject& code : request.code_objects()) {
-    loaded_.insert(code.hash());
+  // The worker loads every code object before it serves, and stops at the
+  // first it cannot: only a served request loaded them all.
+  if (response.code() == 0) {
+    for (const v1::WorkerCodeObject& code : request.code_objects()) {
+      loaded_.insert(code.hash());
+    }
   }
   if (!response.device_ok()) {
     broken_ = absl::InternalError(

@@ -6,6 +6,8 @@ run them on torch tensors (convtune.torch, convtune.nn).
     print(r.results[0].solver_name, r.results[0].time_ms)
 """
 
+from __future__ import annotations
+
 try:
     from convtune.client import (Client, ConvtuneError, FindResult,
                                  PerfResult, Solution, Solutions, Status,

@@ -127,8 +127,10 @@ def from_driver_line(line: str) -> List[Problem]:
         got = args[0][:40] if args else "nothing"
         raise ValueError(f"command: expected conv, convfp16 or convbfp16, got {got!r}")
     dtype = _COMMANDS[args[0]]
-    v = {"n": 0, "c": 0, "k": 0, "groups": 1, "spatial_dim": 2, "forw": 0,
-         "layout": "NCHW", "in": [1, 0, 0], "fil": [1, 0, 0], "pad": [0, 0, 0],
+    # MIOpenDriver's defaults for what a line leaves out, as the daemon's
+    # parser has them.
+    v = {"n": 1, "c": 1, "k": 1, "groups": 1, "spatial_dim": 2, "forw": 0,
+         "layout": "NCHW", "in": [1, 1, 1], "fil": [1, 1, 1], "pad": [0, 0, 0],
          "stride": [1, 1, 1], "dilation": [1, 1, 1]}
     i = 1
     while i < len(args):

@@ -182,7 +182,13 @@ class Client:
                 from_db=r.from_db, source=r.source, device_key=r.device_key,
                 problem_key=r.problem_key, not_stored=r.not_stored)
 
-        return self._cached(("find", p.key(), mode, workspace_limit), fetch)
+        key = ("find", p.key(), mode, workspace_limit)
+        answer = self._cached(key, fetch)
+        # An estimate (FAST's fallback) is asked again: a find may follow.
+        if self._cache_on and answer.source == "fallback":
+            with self._lock:
+                self._cache.pop(key, None)
+        return answer
 
     def solutions(self, problem: ProblemLike, max_count: int = 8,
                   workspace_limit: Optional[int] = None,

@@ -150,8 +150,12 @@ def _run(key, p: _problem.Problem, desc, x, w, y):
         raise _NoPlan("device", f"{on} tensors, daemon device {device_key}")
     workspace = (torch.empty(ws_bytes, dtype=torch.uint8, device=x.device)
                  if ws_bytes else None)
-    stream = (torch.cuda.current_stream(x.device).cuda_stream
-              if on != "cpu" else None)
+    stream = None
+    if on != "cpu":
+        # torch's default stream is the legacy default stream, whose handle
+        # is 0; the C API takes 0 (NULL) for its own stream, and
+        # CU_STREAM_LEGACY (1) for that one.
+        stream = torch.cuda.current_stream(x.device).cuda_stream or 1
     try:
         desc.run(p.direction, solution, x.data_ptr(), w.data_ptr(),
                  y.data_ptr(),
@@ -188,10 +192,20 @@ def _torch_grad(direction, x, w, dy, stride, padding, dilation, groups):
     return fn(x, w.shape, dy, stride, padding, dilation, groups)
 
 
-def _plan_of(key, direction, x, w, stride, padding, dilation, groups, fmt):
-    """The problem of a call and its descriptors, made once per signature."""
+def _plan_of(key, direction, x, w, dy, stride, padding, dilation, groups,
+             fmt):
+    """The problem of a call and its descriptors, made once per signature
+    (which holds x's and w's shapes, types and devices)."""
+    # The plan reads w and dy as x's type on x's device, and w as
+    # (K, C / groups, ...): anything else is torch's to refuse.
+    if dy is not None and (dy.dtype != x.dtype or dy.device != x.device):
+        raise _NoPlan("unsupported", "dy differs from x in type or device")
     entry = _calls.get(key)
     if entry is None:
+        if (w.dtype != x.dtype or w.device != x.device or
+                w.shape[1] * groups != x.shape[1]):
+            raise _NoPlan("unsupported",
+                          "x and w differ in type, device or channels")
         if x.device.type not in ("cpu", "cuda"):
             raise _NoPlan("device", f"{x.device.type} tensors run on torch")
         layout = "NCHW" if fmt == torch.contiguous_format else "NHWC"
@@ -208,9 +222,9 @@ def _direction(direction, x, w, dy, stride, padding, dilation, groups):
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     fmt = _layout(x)
     try:
-        key = (direction, x.shape, w.shape, x.dtype, x.device, stride, padding,
-               dilation, groups, fmt)
-        p, desc, y_shape = _plan_of(key, direction, x, w, stride, padding,
+        key = (direction, x.shape, w.shape, x.dtype, w.dtype, x.device,
+               w.device, stride, padding, dilation, groups, fmt)
+        p, desc, y_shape = _plan_of(key, direction, x, w, dy, stride, padding,
                                     dilation, groups, fmt)
         xc = x.detach().contiguous(memory_format=fmt)
         wc = w.detach().contiguous(memory_format=fmt)

@@ -138,6 +138,15 @@ class TorchTest(unittest.TestCase):
         dw = torch.ops.convtune.conv_backward_weights(x, w, dy, [2, 2], [1, 1], [1, 1], 1)
         self.assertEqual((dx.shape, dw.shape), (x.shape, w.shape))
 
+    def test_mismatched_tensors_are_torchs_to_refuse(self):
+        x = torch.randn(1, 4, 6, 6)
+        with self.assertRaises(RuntimeError):  # torch's own error
+            ct.conv2d(x, torch.randn(8, 4, 3, 3, dtype=torch.float64))
+        with self.assertRaises(RuntimeError):
+            ct.conv2d(x, torch.randn(8, 3, 3, 3))  # 3 channels, not 4
+        self.assertEqual(ct.stats().get("fallback_unsupported"), 2)
+        self.assertNotIn("convtune_F", ct.stats())
+
     def test_fallback_off_raises(self):
         self.daemon.stop()
         ct.set_fallback(False)

@@ -87,13 +87,20 @@ absl::StatusOr<std::string> KernelBuilder::CodeObjectFor(
     absl::MutexLock lock(&mu_);
     if (auto it = memory_.find(hash); it != memory_.end()) return *it->second;
   }
-  absl::StatusOr<v1::KernelCacheRecord> stored = cache_.Get(hash);
-  if (stored.ok() && stored->backend() == BackendName(compiler_.backend()) &&
-      stored->arch() == arch_ && !stored->code_object().empty()) {
-    return std::move(*stored->mutable_code_object());
-  }
+  absl::StatusOr<std::string> stored = FromStore(hash);
+  if (stored.ok()) return stored;
   return absl::NotFoundError(
       absl::StrCat("no code object ", hash.substr(0, 16), " was built"));
+}
+
+absl::StatusOr<std::string> KernelBuilder::FromStore(const std::string& hash) {
+  absl::StatusOr<v1::KernelCacheRecord> stored = cache_.Get(hash);
+  if (!stored.ok()) return stored.status();
+  if (stored->backend() != BackendName(compiler_.backend()) ||
+      stored->arch() != arch_ || stored->code_object().empty()) {
+    return absl::NotFoundError("built for another backend or arch");
+  }
+  return std::move(*stored->mutable_code_object());
 }
 
 absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(
@@ -132,16 +139,14 @@ absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::Lookup(
 
 absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::FetchOrCompile(
     const std::string& hash, const CompileRequest& req, bool* compiled) {
-  absl::StatusOr<v1::KernelCacheRecord> stored = cache_.Get(hash);
-  if (stored.ok() && stored->backend() == BackendName(compiler_.backend()) &&
-      stored->arch() == arch_ && !stored->code_object().empty()) {
+  absl::StatusOr<std::string> stored = FromStore(hash);
+  if (stored.ok()) {
     absl::MutexLock lock(&mu_);
     ++stats_.store_hits;
-    return std::make_shared<const std::string>(
-        std::move(*stored->mutable_code_object()));
+    return std::make_shared<const std::string>(*std::move(stored));
   }
   // NotFound and DataLoss (the record was dropped) both mean: compile again.
-  if (!stored.ok() && !absl::IsNotFound(stored.status()) &&
+  if (!absl::IsNotFound(stored.status()) &&
       !absl::IsDataLoss(stored.status())) {
     return stored.status();
   }

@@ -63,6 +63,9 @@ class KernelBuilder {
   using CodeObject = std::shared_ptr<const std::string>;
   struct InFlight;
 
+  // The kernel cache's code object for `hash` when it was built for this
+  // backend and arch; NotFound / DataLoss as the cache says, else NotFound.
+  absl::StatusOr<std::string> FromStore(const std::string& hash);
   absl::StatusOr<CodeObject> Lookup(const std::string& hash,
                                     const CompileRequest& req, bool* compiled);
   absl::StatusOr<CodeObject> FetchOrCompile(const std::string& hash,

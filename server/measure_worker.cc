@@ -293,10 +293,10 @@ pid_t WorkerMeasurer::pid() const { return running_pid_.load(); }
 
 absl::Status WorkerMeasurer::Start() { return EnsureRunning(); }
 
-void WorkerMeasurer::Stop(int signal) {
+int WorkerMeasurer::Stop(int signal) {
+  int status = 0;
   if (pid_ > 0) {
     kill(pid_, signal);
-    int status = 0;
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
   }
@@ -305,6 +305,7 @@ void WorkerMeasurer::Stop(int signal) {
   pid_ = -1;
   running_pid_ = -1;
   loaded_.clear();
+  return status;
 }
 
 absl::Status WorkerMeasurer::EnsureRunning() {
@@ -409,13 +410,9 @@ absl::StatusOr<v1::WorkerResponse> WorkerMeasurer::Call(
     return broken_;
   }
   if (!status.ok()) {
-    // The worker went away mid-call: how it ended is the error.
-    kill(pid_, SIGKILL);
-    int exit_status = 0;
-    while (waitpid(pid_, &exit_status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    Stop(SIGKILL);
+    // The worker went away mid-call: how it ended is the error (a worker
+    // already dead is only reaped by the kill).
+    const int exit_status = Stop(SIGKILL);
     ++crashes_;
     broken_ = absl::InternalError(
         absl::StrCat("measurement worker (pid ", pid,

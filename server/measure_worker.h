@@ -86,7 +86,9 @@ class WorkerMeasurer final : public Measurer {
                                           double bound_ms);
   absl::Status AttachCodeObjects(const v1::ExecutionPlan& plan,
                                  v1::WorkerRequest& request);
-  void Stop(int signal);
+  // Signals and reaps the running worker (if any) and closes its socket;
+  // its wait status (0 when none ran).
+  int Stop(int signal);
 
   const WorkerOptions options_;
   int fd_ = -1;

@@ -1,8 +1,7 @@
 """Convolutions of torch tensors through convtune: each direction (forward,
 backward data, backward weights) runs the solution the node's convtuned chose
 for it. Training never blocks or breaks on convtune: when the daemon is down,
-slow past its deadline, has no solution, or the tensors are not where a plan
-can run, the call falls back to torch's own convolution and counts it
+has no solution, or runs on another kind of device than the tensors, the call falls back to torch's own convolution and counts it
 (`stats()`); `set_fallback(False)` makes those cases raise instead.
 
 Modes (`set_mode`, or CONVTUNE_TORCH_MODE): "immediate" (the default) takes

@@ -132,6 +132,16 @@ class CApi:
             handles[device] = h
         return h
 
+    def use_stream(self, h, stream: int):
+        """Queues h's GPU work on `stream` (told to the library only when it
+        changes)."""
+        streams = getattr(self._local, "streams", None)
+        if streams is None:
+            streams = self._local.streams = {}
+        if streams.get(h.value) != stream:
+            self._check("convtuneSetStream", self.lib.convtuneSetStream(h, stream), h)
+            streams[h.value] = stream
+
     def device_key(self, device: Optional[int] = None) -> str:
         """The daemon's device key."""
         h = self.handle(device)
@@ -194,18 +204,26 @@ class Descriptors:
             return self.y, self.w, self.x  # dy, w, dx
         return self.y, self.x, self.w      # dy, x, dw
 
-    def best_solution(self, direction: str, device: Optional[int] = None):
-        """Immediate mode's best solution: (solution id, workspace bytes,
-        measured). Never times anything."""
+    def solutions(self, direction: str, device: Optional[int] = None,
+                  max_count: int = 1):
+        """Immediate mode's solutions, best first (Solution structures).
+        Never times anything."""
         api, h = self.api, self.api.handle(device)
         name = f"convtuneConvolution{self._NAMES[direction]}GetSolution"
         count = _SIZE(0)
-        sol = Solution()
+        sols = (Solution * max_count)()
         a, b, c = self._roles(direction)
         api._check(name, getattr(api.lib, name)(
-            h, a, b, self.conv, c, 1, ctypes.byref(count), ctypes.byref(sol)), h)
-        if count.value == 0:
-            raise CApiError(name, 9, "no solution")
+            h, a, b, self.conv, c, max_count, ctypes.byref(count), sols), h)
+        return list(sols[:count.value])
+
+    def best_solution(self, direction: str, device: Optional[int] = None):
+        """Immediate mode's best solution: (solution id, workspace bytes,
+        measured)."""
+        found = self.solutions(direction, device)
+        if not found:
+            raise CApiError("GetSolution", 9, "no solution")
+        sol = found[0]
         return sol.solution_id, sol.workspace_size, bool(sol.measured)
 
     def find_best(self, direction: str, x: int, w: int, y: int,
@@ -241,16 +259,19 @@ class Descriptors:
         cudaStream_t as an int) and the call returns."""
         api, h = self.api, self.api.handle(device)
         if device is not None:
-            api._check("convtuneSetStream", api.lib.convtuneSetStream(h, stream), h)
+            api.use_stream(h, stream)
+        lib = api.lib
         if direction == "F":
-            name = "convtuneConvolutionForwardImmediate"
-            args = (self.w, w, self.x, x, self.conv, self.y, y)
+            status = lib.convtuneConvolutionForwardImmediate(
+                h, self.w, w, self.x, x, self.conv, self.y, y, workspace,
+                workspace_bytes, solution_id)
         elif direction == "B":
-            name = "convtuneConvolutionBackwardDataImmediate"
-            args = (self.y, y, self.w, w, self.conv, self.x, x)
+            status = lib.convtuneConvolutionBackwardDataImmediate(
+                h, self.y, y, self.w, w, self.conv, self.x, x, workspace,
+                workspace_bytes, solution_id)
         else:
-            name = "convtuneConvolutionBackwardWeightsImmediate"
-            args = (self.y, y, self.x, x, self.conv, self.w, w)
-        status = getattr(api.lib, name)(h, *args, workspace, workspace_bytes,
-                                        solution_id)
-        api._check(name, status, h)
+            status = lib.convtuneConvolutionBackwardWeightsImmediate(
+                h, self.y, y, self.x, x, self.conv, self.w, w, workspace,
+                workspace_bytes, solution_id)
+        if status != 0:
+            api._check(f"Convolution{self._NAMES[direction]}Immediate", status, h)

@@ -42,6 +42,7 @@ def set_mode(mode: str):
     with _lock:
         _state["mode"] = mode
         _choices.clear()
+        _ready.clear()
 
 
 def set_fallback(on: bool):
@@ -56,6 +57,7 @@ def connect(address: Optional[str] = None):
         _state["capi"] = None
         _choices.clear()
         _calls.clear()
+        _ready.clear()
         _device_keys.clear()
         _state["down_until"] = 0.0
 
@@ -91,6 +93,9 @@ def _api() -> _capi.CApi:
 _choices = {}
 _calls = {}
 _device_keys = {}  # GPU ordinal (None: host) -> the daemon's device key
+# By call signature, the _Ready call of a final choice (measured, or found):
+# later calls of the signature run without asking anything.
+_ready = {}
 
 
 class _NoPlan(RuntimeError):
@@ -102,7 +107,8 @@ class _NoPlan(RuntimeError):
 
 
 def _choose(key, p: _problem.Problem, desc, device, x, w, y):
-    """(solution id, workspace bytes, daemon device key) for a call."""
+    """(solution id, workspace bytes, daemon device key, final) for a call;
+    final when the answer was measured and will not be asked again."""
     now = time.monotonic()
     with _lock:
         choice = _choices.get(key)
@@ -110,7 +116,7 @@ def _choose(key, p: _problem.Problem, desc, device, x, w, y):
         if now < _state["down_until"] and choice is None:
             raise _NoPlan("daemon_down")
     if choice is not None and (choice[2] or now - choice[3] < RECHECK_S):
-        return choice[0], choice[1], choice[4]
+        return choice[0], choice[1], choice[4], choice[2]
     try:
         device_key = _device_keys.get(device)
         if device_key is None:
@@ -123,7 +129,7 @@ def _choose(key, p: _problem.Problem, desc, device, x, w, y):
             choice = (solution, ws, measured, now, device_key)
     except _capi.CApiError as e:
         if choice is not None:  # keep what was chosen before
-            return choice[0], choice[1], choice[4]
+            return choice[0], choice[1], choice[4], False
         if e.status == _capi.UNAVAILABLE:
             with _lock:
                 _state["down_until"] = time.monotonic() + RETRY_S
@@ -132,40 +138,7 @@ def _choose(key, p: _problem.Problem, desc, device, x, w, y):
                       str(e))
     with _lock:
         _choices[key] = choice
-    return choice[0], choice[1], choice[4]
-
-
-def _run(key, p: _problem.Problem, desc, x, w, y):
-    """Runs direction p.direction of p on contiguous tensors x, w, y (the
-    output among them written) with descriptors `desc`."""
-    on = x.device.type
-    device = x.device.index if on != "cpu" else None
-    solution, ws_bytes, device_key = _choose(key, p, desc, device,
-                                             x.data_ptr(), w.data_ptr(),
-                                             y.data_ptr())
-    # The daemon's plans run where its device is: host tensors on a CPU
-    # daemon's, CUDA tensors on a CUDA daemon's.
-    if not device_key.startswith(f"{on}-"):
-        raise _NoPlan("device", f"{on} tensors, daemon device {device_key}")
-    workspace = (torch.empty(ws_bytes, dtype=torch.uint8, device=x.device)
-                 if ws_bytes else None)
-    stream = None
-    if on != "cpu":
-        # torch's default stream is the legacy default stream, whose handle
-        # is 0; the C API takes 0 (NULL) for its own stream, and
-        # CU_STREAM_LEGACY (1) for that one.
-        stream = torch.cuda.current_stream(x.device).cuda_stream or 1
-    try:
-        desc.run(p.direction, solution, x.data_ptr(), w.data_ptr(),
-                 y.data_ptr(),
-                 workspace.data_ptr() if workspace is not None else None,
-                 ws_bytes, device, stream)
-    except _capi.CApiError as e:
-        if e.status == _capi.UNAVAILABLE:
-            with _lock:
-                _state["down_until"] = time.monotonic() + RETRY_S
-            raise _NoPlan("daemon_down", str(e))
-        raise _NoPlan("run_failed", str(e))
+    return choice[0], choice[1], choice[4], choice[2]
 
 
 def _layout(x):
@@ -195,10 +168,8 @@ def _plan_of(key, direction, x, w, dy, stride, padding, dilation, groups,
              fmt):
     """The problem of a call and its descriptors, made once per signature
     (which holds x's and w's shapes, types and devices)."""
-    # The plan reads w and dy as x's type on x's device, and w as
-    # (K, C / groups, ...): anything else is torch's to refuse.
-    if dy is not None and (dy.dtype != x.dtype or dy.device != x.device):
-        raise _NoPlan("unsupported", "dy differs from x in type or device")
+    # The plan reads w as x's type on x's device, and as (K, C / groups,
+    # ...): anything else is torch's to refuse.
     entry = _calls.get(key)
     if entry is None:
         if (w.dtype != x.dtype or w.device != x.device or
@@ -216,29 +187,107 @@ def _plan_of(key, direction, x, w, dy, stride, padding, dilation, groups,
     return entry
 
 
+# torch's current stream of a GPU as a raw handle, without a Stream object
+# (torch 2.x); torch's default stream is the legacy default stream, whose
+# handle is 0, and the C API takes 0 (NULL) for its own stream and
+# CU_STREAM_LEGACY (1) for that one.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream(index: int) -> int:
+    if _raw_stream is not None:
+        return _raw_stream(index) or 1
+    return torch.cuda.current_stream(index).cuda_stream or 1
+
+
+class _Ready:
+    """One call signature's solution, ready to run: the output allocated in
+    the problem's memory format, the operands made contiguous in it, and the
+    C API call on torch's current stream."""
+
+    __slots__ = ("direction", "desc", "solution", "ws_bytes", "y_shape", "fmt",
+                 "device", "served")
+
+    def __init__(self, direction, desc, solution, ws_bytes, y_shape, fmt,
+                 device):
+        self.direction, self.desc, self.solution = direction, desc, solution
+        self.ws_bytes, self.y_shape, self.fmt = ws_bytes, y_shape, fmt
+        self.device = device  # GPU ordinal, None for host tensors
+        self.served = f"convtune_{direction}"
+
+    def __call__(self, x, w, dy):
+        fmt, direction = self.fmt, self.direction
+        if direction == "F":
+            x, w = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
+            y = out = torch.empty(self.y_shape, dtype=x.dtype, device=x.device,
+                                  memory_format=fmt)
+        else:
+            y = dy.contiguous(memory_format=fmt)
+            if direction == "B":
+                w = w.contiguous(memory_format=fmt)
+                x = out = torch.empty(x.shape, dtype=x.dtype, device=x.device,
+                                      memory_format=fmt)
+            else:
+                x = x.contiguous(memory_format=fmt)
+                w = out = torch.empty(w.shape, dtype=w.dtype, device=w.device,
+                                      memory_format=fmt)
+        ws = self.ws_bytes
+        workspace = (torch.empty(ws, dtype=torch.uint8, device=x.device)
+                     if ws else None)
+        device = self.device
+        try:
+            self.desc.run(direction, self.solution, x.data_ptr(), w.data_ptr(),
+                          y.data_ptr(),
+                          workspace.data_ptr() if ws else None, ws, device,
+                          None if device is None else _stream(device))
+        except _capi.CApiError as e:
+            if e.status == _capi.UNAVAILABLE:
+                with _lock:
+                    _state["down_until"] = time.monotonic() + RETRY_S
+                raise _NoPlan("daemon_down", str(e))
+            raise _NoPlan("run_failed", str(e))
+        return out
+
+
+def _prepare(key, direction, x, w, dy, stride, padding, dilation, groups, fmt):
+    """The _Ready call of a signature met for the first time, or whose
+    answer was not final yet (kept in _ready once it is)."""
+    p, desc, y_shape = _plan_of(key, direction, x, w, dy, stride, padding,
+                                dilation, groups, fmt)
+    on = x.device.type
+    device = x.device.index if on != "cpu" else None
+    xc = x.contiguous(memory_format=fmt)
+    solution, ws_bytes, device_key, final = _choose(
+        key, p, desc, device, xc.data_ptr(), w.data_ptr(),
+        (dy if dy is not None else xc).data_ptr())
+    # The daemon's plans run where its device is: host tensors on a CPU
+    # daemon's, CUDA tensors on a CUDA daemon's.
+    if not device_key.startswith(f"{on}-"):
+        raise _NoPlan("device", f"{on} tensors, daemon device {device_key}")
+    ready = _Ready(direction, desc, solution, ws_bytes, y_shape, fmt, device)
+    if final:
+        with _lock:
+            _ready[key] = ready
+    return ready
+
+
 def _direction(direction, x, w, dy, stride, padding, dilation, groups):
     """One direction of a convolution: convtune's plan, else torch's own."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     fmt = _layout(x)
     try:
+        # The plan reads dy as x's type on x's device: anything else is
+        # torch's to refuse.
+        if dy is not None and (dy.dtype != x.dtype or dy.device != x.device):
+            raise _NoPlan("unsupported", "dy differs from x in type or device")
         key = (direction, x.shape, w.shape, x.dtype, w.dtype, x.device,
                w.device, stride, padding, dilation, groups, fmt)
-        p, desc, y_shape = _plan_of(key, direction, x, w, dy, stride, padding,
-                                    dilation, groups, fmt)
-        xc = x.detach().contiguous(memory_format=fmt)
-        wc = w.detach().contiguous(memory_format=fmt)
-        if direction == "F":
-            out = torch.empty(y_shape, dtype=x.dtype, device=x.device,
-                              memory_format=fmt)
-            _run(key, p, desc, xc, wc, out)
-        else:
-            dyc = dy.detach().contiguous(memory_format=fmt)
-            out = torch.empty_like(xc if direction == "B" else wc)
-            if direction == "B":
-                _run(key, p, desc, out, wc, dyc)
-            else:
-                _run(key, p, desc, xc, out, dyc)
-        _count(f"convtune_{direction}")
+        ready = _ready.get(key)
+        if ready is None:
+            ready = _prepare(key, direction, x, w, dy, stride, padding,
+                             dilation, groups, fmt)
+        out = ready(x, w, dy)
+        _count(ready.served)
         return out
     except (_NoPlan, ValueError) as e:
         reason = e.reason if isinstance(e, _NoPlan) else "unsupported"

@@ -2,6 +2,7 @@
 // solution, compile, immediate run) for the three directions, and the
 // handle's find mode.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -185,6 +186,30 @@ convtuneStatus_t convtuneSetStream(convtuneHandle_t handle, void* stream) {
   if (handle == nullptr)
     return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
   handle->client->SetStream(stream);
+  return convtuneStatusSuccess;
+}
+
+convtuneStatus_t convtuneSetTimeouts(convtuneHandle_t handle, double call,
+                                     double find) {
+  if (handle == nullptr)
+    return Fail(nullptr, convtuneStatusBadParm, "handle is NULL");
+  const convtune::ClientOptions defaults;
+  absl::Duration timeouts[2];
+  const double seconds[2] = {call, find};
+  const char* names[2] = {"call", "find"};
+  const absl::Duration fallback[2] = {defaults.call_timeout,
+                                      defaults.find_timeout};
+  for (int i = 0; i < 2; ++i) {
+    // Deadlines past a year are a mistake, and overflow microseconds.
+    if (!std::isfinite(seconds[i]) || seconds[i] < 0 || seconds[i] > 3.2e7) {
+      return Fail(
+          handle, convtuneStatusBadParm,
+          absl::StrCat(names[i], ": expected seconds in [0, 3.2e7], got ",
+                       seconds[i]));
+    }
+    timeouts[i] = seconds[i] == 0 ? fallback[i] : absl::Seconds(seconds[i]);
+  }
+  handle->client->SetTimeouts(timeouts[0], timeouts[1]);
   return convtuneStatusSuccess;
 }
 

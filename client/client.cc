@@ -35,7 +35,9 @@ Client::Client(std::string target, ClientOptions options,
     : target_(std::move(target)),
       options_(options),
       channel_(std::move(channel)),
-      stub_(v1::ConvTune::NewStub(channel_)) {}
+      stub_(v1::ConvTune::NewStub(channel_)),
+      call_timeout_us_(absl::ToInt64Microseconds(options.call_timeout)),
+      find_timeout_us_(absl::ToInt64Microseconds(options.find_timeout)) {}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string address,
                                                         ClientOptions options) {
@@ -115,7 +117,7 @@ absl::StatusOr<int64_t> Client::WorkspaceSize(const ConvProblem& problem) {
   ProblemToProto(problem, request.mutable_problem());
   v1::WorkspaceSizeResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->GetWorkspaceSize(&context, request, &response);
   if (!status.ok()) return CallError(status);
   return response.workspace_bytes();
@@ -132,7 +134,7 @@ absl::StatusOr<v1::FindResponse> Client::Find(const ConvProblem& problem,
   request.set_mode(options.mode);
   v1::FindResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.find_timeout);
+  SetDeadline(&context, FindTimeout());
   grpc::Status status = stub_->Find(&context, request, &response);
   if (!status.ok()) return CallError(status, &context);
   return response;
@@ -150,7 +152,7 @@ absl::StatusOr<v1::FindResponse> Client::Find(
   request.set_exhaustive(options.exhaustive);
   request.set_mode(options.mode);
   grpc::ClientContext context;
-  SetDeadline(&context, options_.find_timeout);
+  SetDeadline(&context, FindTimeout());
   std::unique_ptr<grpc::ClientReader<v1::FindEvent>> reader =
       stub_->FindStream(&context, request);
   v1::FindEvent event;
@@ -184,7 +186,7 @@ absl::StatusOr<v1::PrefillResponse> Client::Prefill(
   if (workspace_limit >= 0) request.set_workspace_limit(workspace_limit);
   v1::PrefillResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->Prefill(&context, request, &response);
   if (!status.ok()) return CallError(status, &context);
   return response;
@@ -214,7 +216,7 @@ absl::StatusOr<const v1::ExecutionPlan*> Client::PlanRef(
   request.set_solver_id(solver_id);
   v1::GetPlanResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->GetPlan(&context, request, &response);
   if (!status.ok()) return CallError(status);
   absl::MutexLock lock(&mu_);
@@ -229,7 +231,7 @@ absl::StatusOr<v1::ListSolversResponse> Client::ListSolvers(
   if (problem.has_value()) ProblemToProto(*problem, request.mutable_problem());
   v1::ListSolversResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->ListSolvers(&context, request, &response);
   if (!status.ok()) return CallError(status);
   return response;
@@ -246,7 +248,7 @@ absl::StatusOr<std::string> Client::Execute(const ConvProblem& problem,
   request.set_y(std::move(y));
   v1::ExecuteResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->Execute(&context, request, &response);
   if (!status.ok()) return CallError(status, &context);
   return std::move(*response.mutable_output());
@@ -255,7 +257,7 @@ absl::StatusOr<std::string> Client::Execute(const ConvProblem& problem,
 absl::StatusOr<v1::DbStatsResponse> Client::DbStats() {
   v1::DbStatsResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status =
       stub_->DbStats(&context, v1::DbStatsRequest(), &response);
   if (!status.ok()) return CallError(status);
@@ -265,7 +267,7 @@ absl::StatusOr<v1::DbStatsResponse> Client::DbStats() {
 absl::StatusOr<v1::GetStatusResponse> Client::GetStatus() {
   v1::GetStatusResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status =
       stub_->GetStatus(&context, v1::GetStatusRequest(), &response);
   if (!status.ok()) return CallError(status);
@@ -277,7 +279,7 @@ absl::StatusOr<v1::DbExportResponse> Client::DbExport(bool system) {
   request.set_system(system);
   v1::DbExportResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->DbExport(&context, request, &response);
   if (!status.ok()) return CallError(status);
   return response;
@@ -290,7 +292,7 @@ absl::StatusOr<v1::DbImportResponse> Client::DbImport(std::string file,
   request.set_overwrite(overwrite);
   v1::DbImportResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->DbImport(&context, request, &response);
   if (!status.ok()) return CallError(status);
   return response;
@@ -348,5 +350,10 @@ absl::Status Client::Run(const ConvProblem& problem, uint32_t solver_id,
 }
 
 void Client::SetStream(void* stream) { stream_.store(stream); }
+
+void Client::SetTimeouts(absl::Duration call, absl::Duration find) {
+  call_timeout_us_.store(absl::ToInt64Microseconds(call));
+  find_timeout_us_.store(absl::ToInt64Microseconds(find));
+}
 
 }  // namespace convtune

@@ -173,6 +173,10 @@ class Client {
   // Run returns once the output is written.
   void SetStream(void* stream);
 
+  // The deadlines of later calls: Find calls' and every other call's
+  // (ClientOptions' find_timeout and call_timeout).
+  void SetTimeouts(absl::Duration call, absl::Duration find);
+
  private:
   Client(std::string target, ClientOptions options,
          std::shared_ptr<grpc::Channel> channel);
@@ -201,6 +205,15 @@ class Client {
   // Runs on a GPU one at a time: the device's stream is chosen per run.
   absl::Mutex run_mu_;
   std::atomic<void*> stream_{nullptr};
+  // options_' timeouts as SetTimeouts left them, in microseconds.
+  std::atomic<int64_t> call_timeout_us_;
+  std::atomic<int64_t> find_timeout_us_;
+  absl::Duration CallTimeout() const {
+    return absl::Microseconds(call_timeout_us_.load());
+  }
+  absl::Duration FindTimeout() const {
+    return absl::Microseconds(find_timeout_us_.load());
+  }
 
   absl::Mutex device_mu_;
   // By backend name; a failed open is remembered, not retried per call.

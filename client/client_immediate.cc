@@ -59,7 +59,7 @@ absl::StatusOr<v1::GetSolutionsResponse> Client::GetSolutions(
   if (background_tune) request.set_background_tune(*background_tune);
   v1::GetSolutionsResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->GetSolutions(&context, request, &response);
   if (!status.ok()) return CallError(status);
   return response;
@@ -71,7 +71,7 @@ absl::StatusOr<int64_t> Client::GetSolutionWorkspaceSize(
   const v1::SolutionRequest request = MakeSolutionRequest(problem, solution_id);
   v1::WorkspaceSizeResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status =
       stub_->GetSolutionWorkspaceSize(&context, request, &response);
   if (!status.ok()) return AboutSolution(CallError(status), solution_id);
@@ -86,7 +86,7 @@ absl::StatusOr<v1::CompileSolutionResponse> Client::CompileSolution(
   v1::CompileSolutionResponse response;
   grpc::ClientContext context;
   // Compiling GPU kernels can take as long as a find.
-  SetDeadline(&context, options_.find_timeout);
+  SetDeadline(&context, FindTimeout());
   {
     absl::MutexLock lock(&mu_);
     ++counters_.compile_rpcs;
@@ -128,7 +128,7 @@ absl::StatusOr<v1::GetCodeObjectResponse> Client::GetCodeObject(
   request.set_hash(hash);
   v1::GetCodeObjectResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, options_.call_timeout);
+  SetDeadline(&context, CallTimeout());
   grpc::Status status = stub_->GetCodeObject(&context, request, &response);
   if (!status.ok()) return CallError(status);
   absl::MutexLock lock(&mu_);
@@ -150,7 +150,7 @@ absl::StatusOr<v1::TrainHeuristicResponse> Client::TrainHeuristic() {
   v1::TrainHeuristicResponse response;
   grpc::ClientContext context;
   // Training reads every FindDb record of the device.
-  SetDeadline(&context, options_.find_timeout);
+  SetDeadline(&context, FindTimeout());
   grpc::Status status =
       stub_->TrainHeuristic(&context, v1::TrainHeuristicRequest(), &response);
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {

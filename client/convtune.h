@@ -294,6 +294,15 @@ convtuneStatus_t convtuneGetFindMode(convtuneHandle_t handle,
  * written. CPU plans ignore it. */
 convtuneStatus_t convtuneSetStream(convtuneHandle_t handle, void* stream);
 
+/* Deadlines of this handle's questions to the daemon, in seconds: `call`
+ * for every call but finds (default 30), `find` for the find calls and the
+ * implicit find of a convolution call (default 600; tuning can take
+ * minutes). 0 keeps a deadline at its default. A call past its deadline
+ * fails with Unavailable, its message saying the daemon "did not answer in
+ * time". BadParm for a negative or non-finite value. */
+convtuneStatus_t convtuneSetTimeouts(convtuneHandle_t handle, double call,
+                                     double find);
+
 /* The daemon's device key ("cuda-sm_90-cu132-...", "cpu-x86-64-v4-..."),
  * NUL-terminated in `key` (`size` bytes; ResourceExhausted when too short):
  * which device its plans are for. Asked once per handle. */

@@ -73,9 +73,13 @@ class CApi:
     """The loaded library and one handle per thread (a handle must not be used
     by two threads at once)."""
 
-    def __init__(self, address: str, path: Optional[str] = None):
+    def __init__(self, address: str, path: Optional[str] = None,
+                 timeouts: Optional[tuple] = None):
+        """`timeouts`: (call, find) deadlines in seconds of every handle's
+        questions to the daemon (None: the library's defaults)."""
         self.lib = ctypes.CDLL(path or library_path())
         self.address = address
+        self.timeouts = timeouts
         self._local = threading.local()
         lib = self.lib
         lib.convtuneGetLastError.restype = ctypes.c_char_p
@@ -84,6 +88,7 @@ class CApi:
         lib.convtuneCreateForDevice.argtypes = [
             ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_int]
         lib.convtuneSetStream.argtypes = [_P, _P]
+        lib.convtuneSetTimeouts.argtypes = [_P, ctypes.c_double, ctypes.c_double]
         lib.convtuneSetFindMode.argtypes = [_P, ctypes.c_int]
         lib.convtuneGetDeviceKey.argtypes = [_P, ctypes.c_char_p, _SIZE]
         solutions = [_P, _P, _P, _P, _P, _SIZE, ctypes.POINTER(_SIZE),
@@ -129,6 +134,9 @@ class CApi:
             self._check("convtuneCreateWithAddress", status)
             # Find calls take the FindDb's answer, else tune (HYBRID).
             self._check("convtuneSetFindMode", self.lib.convtuneSetFindMode(h, 3), h)
+            if self.timeouts is not None:
+                self._check("convtuneSetTimeouts",
+                            self.lib.convtuneSetTimeouts(h, *self.timeouts), h)
             handles[device] = h
         return h
 

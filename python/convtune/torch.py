@@ -1,8 +1,10 @@
 """Convolutions of torch tensors through convtune: each direction (forward,
 backward data, backward weights) runs the solution the node's convtuned chose
 for it. Training never blocks or breaks on convtune: when the daemon is down,
-has no solution, or runs on another kind of device than the tensors, the call falls back to torch's own convolution and counts it
-(`stats()`); `set_fallback(False)` makes those cases raise instead.
+is slow past a deadline (`set_deadlines`), has no solution, or runs on
+another kind of device than the tensors, the call falls back to torch's own
+convolution and counts it (`stats()`); `set_fallback(False)` makes those cases
+raise instead.
 
 Modes (`set_mode`, or CONVTUNE_TORCH_MODE): "immediate" (the default) takes
 the daemon's immediate answer, which queues a background find on a miss, and
@@ -29,7 +31,28 @@ _state = {
     "address": None,  # None: the default socket
     "capi": None,
     "down_until": 0.0,  # the daemon failed: torch only until then
+    "down_reason": "daemon_down",  # or daemon_slow: past a deadline
+    # Seconds to wait for the daemon's answers: immediate answers, plans and
+    # code objects; finds (find mode's first call of a shape).
+    "deadlines": None,  # set below
 }
+
+
+def _env_seconds(name: str, default: float) -> float:
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 3.2e7:
+        raise ValueError(f"{name}: expected seconds in (0, 3.2e7], got {text[:40]!r}")
+    return value
+
+
+_state["deadlines"] = (_env_seconds("CONVTUNE_TORCH_DEADLINE_S", 2.0),
+                       _env_seconds("CONVTUNE_TORCH_FIND_DEADLINE_S", 600.0))
 # Seconds between immediate-mode questions about a shape whose answer was not
 # measured yet, and after a failed call before the daemon is asked again.
 RECHECK_S = 10.0
@@ -48,6 +71,22 @@ def set_mode(mode: str):
 def set_fallback(on: bool):
     """False: a call convtune cannot serve raises instead of using torch."""
     _state["fallback"] = bool(on)
+
+
+def set_deadlines(call: float = 2.0, find: float = 600.0):
+    """Seconds to wait for the daemon: `call` for immediate answers, plans
+    and code objects, `find` for a find (find mode's first call of a shape;
+    tuning takes seconds to minutes). A call past its deadline falls back to
+    torch (counted as daemon_slow). Also CONVTUNE_TORCH_DEADLINE_S and
+    CONVTUNE_TORCH_FIND_DEADLINE_S."""
+    for name, value in (("call", call), ("find", find)):
+        if not 0 < value <= 3.2e7:
+            raise ValueError(f"{name}: expected seconds in (0, 3.2e7], got {value!r:.40}")
+    with _lock:
+        _state["deadlines"] = (float(call), float(find))
+        _state["capi"] = None  # handles made from now on take them
+        _calls.clear()
+        _ready.clear()
 
 
 def connect(address: Optional[str] = None):
@@ -83,7 +122,8 @@ def _api() -> _capi.CApi:
     processes need no gRPC of their own."""
     with _lock:
         if _state["capi"] is None:
-            _state["capi"] = _capi.CApi(_state["address"] or "")
+            _state["capi"] = _capi.CApi(_state["address"] or "",
+                                        timeouts=_state["deadlines"])
         return _state["capi"]
 
 
@@ -106,6 +146,17 @@ class _NoPlan(RuntimeError):
         self.reason = reason
 
 
+def _unavailable(e: "_capi.CApiError") -> _NoPlan:
+    """The fallback of a daemon that is down or past a deadline; torch alone
+    runs new shapes for RETRY_S seconds."""
+    reason = ("daemon_slow" if "did not answer in time" in str(e)
+              else "daemon_down")
+    with _lock:
+        _state["down_until"] = time.monotonic() + RETRY_S
+        _state["down_reason"] = reason
+    return _NoPlan(reason, str(e))
+
+
 def _choose(key, p: _problem.Problem, desc, device, x, w, y):
     """(solution id, workspace bytes, daemon device key, final) for a call;
     final when the answer was measured and will not be asked again."""
@@ -114,7 +165,7 @@ def _choose(key, p: _problem.Problem, desc, device, x, w, y):
         choice = _choices.get(key)
         mode = _state["mode"]
         if now < _state["down_until"] and choice is None:
-            raise _NoPlan("daemon_down")
+            raise _NoPlan(_state["down_reason"])
     if choice is not None and (choice[2] or now - choice[3] < RECHECK_S):
         return choice[0], choice[1], choice[4], choice[2]
     try:
@@ -131,9 +182,7 @@ def _choose(key, p: _problem.Problem, desc, device, x, w, y):
         if choice is not None:  # keep what was chosen before
             return choice[0], choice[1], choice[4], False
         if e.status == _capi.UNAVAILABLE:
-            with _lock:
-                _state["down_until"] = time.monotonic() + RETRY_S
-            raise _NoPlan("daemon_down", str(e))
+            raise _unavailable(e)
         raise _NoPlan("no_solution" if e.status in (7, 9) else "daemon_error",
                       str(e))
     with _lock:
@@ -242,9 +291,7 @@ class _Ready:
                           None if device is None else _stream(device))
         except _capi.CApiError as e:
             if e.status == _capi.UNAVAILABLE:
-                with _lock:
-                    _state["down_until"] = time.monotonic() + RETRY_S
-                raise _NoPlan("daemon_down", str(e))
+                raise _unavailable(e)
             raise _NoPlan("run_failed", str(e))
         return out
 

@@ -2,6 +2,8 @@
 // on a miss, measured ones after a find, compile-then-run without a plan
 // round trip, solution workspace sizes, bad ids, the C API workflow in all
 // three directions, and the handle's find mode.
+#include <signal.h>
+
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "client/client.h"
 #include "client/convtune.h"
 #include "gmock/gmock.h"
@@ -314,6 +317,48 @@ TEST_F(ImmediateTest, MissGivesEstimatedSolutionsAndTheCWorkflowRuns) {
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_TRUE(IsFallbackSource(again->source())) << again->source();
   }
+}
+
+TEST_F(ImmediateTest, ADaemonPastTheCallDeadlineIsUnavailableUntilItAnswers) {
+  const ConvProblem p = RandomProblem(Direction::kForward);
+  const CDescriptors d(p);
+  ASSERT_TRUE(d.ok);
+  ASSERT_EQ(convtuneSetTimeouts(handle_, 0.3, 0), convtuneStatusSuccess);
+  size_t count = 0;
+  // Connected: the daemon has answered once.
+  ASSERT_EQ(convtuneConvolutionForwardGetSolutionCount(handle_, d.w, d.x,
+                                                       d.conv, d.y, &count),
+            convtuneStatusSuccess)
+      << convtuneGetLastError(handle_);
+  // The daemon stopped (SIGSTOP) still holds the connection: calls wait for
+  // an answer that does not come.
+  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  count = 0;
+  const absl::Time start = absl::Now();
+  const convtuneStatus_t stopped = convtuneConvolutionForwardGetSolutionCount(
+      handle_, d.w, d.x, d.conv, d.y, &count);
+  const absl::Duration waited = absl::Now() - start;
+  ASSERT_EQ(kill(daemon_->pid(), SIGCONT), 0);
+  EXPECT_EQ(stopped, convtuneStatusUnavailable);
+  EXPECT_THAT(convtuneGetLastError(handle_),
+              HasSubstr("did not answer in time"));
+  EXPECT_GE(waited, absl::Milliseconds(250));
+  EXPECT_LT(waited, absl::Seconds(10));
+  EXPECT_EQ(convtuneConvolutionForwardGetSolutionCount(handle_, d.w, d.x,
+                                                       d.conv, d.y, &count),
+            convtuneStatusSuccess)
+      << convtuneGetLastError(handle_);
+  EXPECT_GT(count, 0u);
+}
+
+TEST_F(ImmediateTest, TimeoutsOutOfRangeNameTheArgument) {
+  EXPECT_EQ(convtuneSetTimeouts(nullptr, 1, 1), convtuneStatusBadParm);
+  EXPECT_EQ(convtuneSetTimeouts(handle_, -1, 0), convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("call: "));
+  EXPECT_EQ(convtuneSetTimeouts(handle_, 0, std::nan("")),
+            convtuneStatusBadParm);
+  EXPECT_THAT(convtuneGetLastError(handle_), HasSubstr("find: "));
+  EXPECT_EQ(convtuneSetTimeouts(handle_, 5, 60), convtuneStatusSuccess);
 }
 
 TEST_F(ImmediateTest, AMissThatAsksForABackgroundFindIsLaterMeasured) {

@@ -58,6 +58,7 @@ class Daemon {
   absl::Status Stop();
 
   const std::string& socket_path() const { return socket_path_; }
+  pid_t pid() const { return pid_; }
   std::string address() const { return "unix:" + socket_path_; }
   std::string Log() const;
 

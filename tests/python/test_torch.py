@@ -4,6 +4,8 @@ matches torch's own convolution; a daemon restart mid-run falls back and
 recovers; the fallback counter is right."""
 
 import copy
+import os
+import signal
 import time
 import unittest
 
@@ -60,6 +62,7 @@ class TorchTest(unittest.TestCase):
 
     def tearDown(self):
         ct.set_fallback(True)
+        ct.set_deadlines()
         self.daemon.remove()
 
     def compare(self, memory_format):
@@ -127,6 +130,40 @@ class TorchTest(unittest.TestCase):
         s = ct.stats()
         self.assertEqual(s.get("convtune_F"), CONVS, s)
         self.assertFalse([k for k in s if k.startswith("fallback")], s)
+
+    def test_a_daemon_slow_past_the_deadline_falls_back_and_recovers(self):
+        ct.set_deadlines(call=0.3, find=0.5)
+        model = convtune.torch.patch(small_cnn())
+        x = torch.randn(2, 3, 16, 16)
+        step(model, x)  # connected; every shape chosen
+        # A stopped daemon keeps its connection and answers nothing.
+        os.kill(self.daemon.proc.pid, signal.SIGSTOP)
+        try:
+            ct.reset_stats()
+            start = time.monotonic()
+            y = torch.randn(2, 3, 20, 20)
+            step(model, y)
+            waited = time.monotonic() - start
+        finally:
+            os.kill(self.daemon.proc.pid, signal.SIGCONT)
+        s = ct.stats()
+        self.assertEqual(s.get("fallback_daemon_slow"), 3 * CONVS - 1, s)
+        self.assertNotIn("convtune_F", s)
+        # One call waited for its deadline; the others went to torch at once.
+        self.assertGreaterEqual(waited, 0.5)
+        self.assertLess(waited, 0.5 + ct.RETRY_S, s)
+        time.sleep(ct.RETRY_S + 0.2)
+        ct.reset_stats()
+        step(model, y)
+        s = ct.stats()
+        self.assertEqual(s.get("convtune_F"), CONVS, s)
+        self.assertFalse([k for k in s if k.startswith("fallback")], s)
+
+    def test_deadlines_out_of_range_name_the_argument(self):
+        with self.assertRaisesRegex(ValueError, "^call: "):
+            ct.set_deadlines(call=0)
+        with self.assertRaisesRegex(ValueError, "^find: "):
+            ct.set_deadlines(find=float("inf"))
 
     def test_operators_are_registered_with_meta_kernels(self):
         x = torch.empty(2, 3, 9, 9, device="meta")

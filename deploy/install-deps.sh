@@ -17,6 +17,8 @@ packages=(
   clang-format
   # The tests make TLS certificates with the openssl command.
   openssl
+  # The cluster tier: hiredis to build, a Redis server for its tests.
+  libhiredis-dev redis-server
   # The Python package and its tests (run with /usr/bin/python3).
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch
 )

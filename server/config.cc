@@ -28,6 +28,11 @@ class Table {
   std::string Name(const std::string& key) const {
     return name_.empty() ? key : absl::StrCat(name_, ".", key);
   }
+  // An error of the file as a whole (`what` names its key).
+  absl::Status FileError(absl::string_view what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config ", file_, ": ", what));
+  }
   // InvalidArgument naming the first key not in `known`.
   absl::Status OnlyKeys(std::initializer_list<const char*> known) const {
     std::set<std::string> names(known.begin(), known.end());
@@ -331,6 +336,37 @@ absl::Status LoadTenant(const Table& t, AccessPolicy* p) {
   return absl::OkStatus();
 }
 
+absl::Status LoadTier(const Table& t, DaemonOptions* o) {
+  if (absl::Status s =
+          t.OnlyKeys({"address", "user", "password_file", "fleet", "node",
+                      "deadline_ms", "breaker_failures", "breaker_open_ms"});
+      !s.ok()) {
+    return s;
+  }
+  FindTier::Options& tier = o->tier;
+  for (absl::Status s :
+       {t.String("address", &tier.address), t.String("user", &tier.user),
+        t.String("password_file", &o->tier_password_file),
+        t.String("fleet", &tier.fleet), t.String("node", &tier.node)}) {
+    if (!s.ok()) return s;
+  }
+  int64_t n = 0;
+  if (absl::Status s = t.Int("deadline_ms", 1, 10000, &n); !s.ok()) return s;
+  if (t.Has("deadline_ms")) tier.deadline = absl::Milliseconds(n);
+  if (absl::Status s = t.Int("breaker_failures", 1, 1000, &n); !s.ok()) {
+    return s;
+  }
+  if (t.Has("breaker_failures")) tier.breaker_failures = static_cast<int>(n);
+  if (absl::Status s = t.Int("breaker_open_ms", 0, 3600000, &n); !s.ok()) {
+    return s;
+  }
+  if (t.Has("breaker_open_ms")) tier.breaker_open = absl::Milliseconds(n);
+  if (absl::Status s = FindTier::Validate(tier); !s.ok()) {
+    return t.FileError(s.message());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status LoadConfig(const std::string& path, DaemonOptions* options) {
@@ -348,11 +384,12 @@ absl::Status LoadConfig(const std::string& path, DaemonOptions* options) {
         "config ", path, ": ", std::string(e.what()).substr(0, 400)));
   }
   const Table top(path, "", root);
-  if (absl::Status s = top.OnlyKeys({"daemon", "limits", "access", "tenant"});
+  if (absl::Status s =
+          top.OnlyKeys({"daemon", "limits", "access", "tenant", "tier"});
       !s.ok()) {
     return s;
   }
-  for (const char* name : {"daemon", "limits", "access"}) {
+  for (const char* name : {"daemon", "limits", "access", "tier"}) {
     if (top.Has(name) && !root.at(name).is_table()) {
       return top.Error(name, "expected a table ([" + std::string(name) + "])");
     }
@@ -367,6 +404,13 @@ absl::Status LoadConfig(const std::string& path, DaemonOptions* options) {
   if (top.Has("limits")) {
     if (absl::Status s =
             LoadLimits(Table(path, "limits", root.at("limits")), options);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (top.Has("tier")) {
+    if (absl::Status s =
+            LoadTier(Table(path, "tier", root.at("tier")), options);
         !s.ok()) {
       return s;
     }

@@ -51,6 +51,14 @@ Core::Core(Device& device, const SolverRegistry& registry,
   heuristics_.TrainIfMissing(compile_pool);
 }
 
+void Core::StartTier(FindTier::Options options, const std::string& scope_key,
+                     std::string version, FindTier::LocalRecords local) {
+  tier_ = std::make_unique<FindTier>(std::move(options), scope_key,
+                                     std::move(version), std::move(local),
+                                     counters_);
+  tuner_.SetTier(tier_.get());
+}
+
 Core::~Core() {
   Shutdown();
   absl::MutexLock lock(&background_mu_);

@@ -20,6 +20,7 @@
 #include "server/counters.h"
 #include "server/find_engine.h"
 #include "server/find_records.h"
+#include "server/find_tier.h"
 #include "server/heuristics/heuristics.h"
 #include "server/immediate.h"
 #include "server/kernel_builder.h"
@@ -134,6 +135,15 @@ class Core {
   // timed, finish with Unavailable. Idempotent.
   void Shutdown() { stop_.Stop(); }
 
+  // Shares find records with the fleet through the cluster tier: `scope_key`
+  // is the tier's device key, `local` lists this device's FindDb records
+  // (published again when the tier has lost its data). Call once, before
+  // the first find. REQUIRES: FindTier::Validate(options) is OK.
+  void StartTier(FindTier::Options options, const std::string& scope_key,
+                 std::string version, FindTier::LocalRecords local);
+  // Null without a tier.
+  FindTier* tier() { return tier_.get(); }
+
  private:
   // Immediate mode's miss handler: queues a background find of p.
   bool TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
@@ -145,6 +155,8 @@ class Core {
   ThreadPool& compile_pool_;
   StopFlag stop_;
   Counters counters_;
+  // Outlives the tuner, which publishes to it.
+  std::unique_ptr<FindTier> tier_;
   TuningQuotas quotas_;
   Heuristics heuristics_;
   FindRecords records_;

@@ -50,6 +50,19 @@ struct EngineCounters {
   int64_t background_tunings = 0;
   int64_t background_refused = 0;
   int64_t solvers_quarantined = 0;
+  // The cluster tier: records found there (valid), looked for and absent,
+  // found and refused by validation; lookups and writes that failed (the
+  // tier down, slow or refusing), lookups skipped while the circuit breaker
+  // was open; records published, published again after the tier lost its
+  // data, and dropped from a full publish queue.
+  int64_t tier_hits = 0;
+  int64_t tier_misses = 0;
+  int64_t tier_rejected = 0;
+  int64_t tier_errors = 0;
+  int64_t tier_skipped = 0;
+  int64_t tier_published = 0;
+  int64_t tier_republished = 0;
+  int64_t tier_dropped = 0;
 };
 
 // Every counter with its name (the field's), in declaration order: what
@@ -78,7 +91,15 @@ inline std::vector<std::pair<const char*, int64_t>> NamedCounters(
           {"measure_timeouts", c.measure_timeouts},
           {"background_tunings", c.background_tunings},
           {"background_refused", c.background_refused},
-          {"solvers_quarantined", c.solvers_quarantined}};
+          {"solvers_quarantined", c.solvers_quarantined},
+          {"tier_hits", c.tier_hits},
+          {"tier_misses", c.tier_misses},
+          {"tier_rejected", c.tier_rejected},
+          {"tier_errors", c.tier_errors},
+          {"tier_skipped", c.tier_skipped},
+          {"tier_published", c.tier_published},
+          {"tier_republished", c.tier_republished},
+          {"tier_dropped", c.tier_dropped}};
 }
 
 // Milliseconds since `t` on the steady clock: how stages are timed.

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -297,6 +298,7 @@ absl::Status Daemon::Init() {
     if (!lost_shutdown_.joinable())
       lost_shutdown_ = std::thread([this] { Shutdown(); });
   });
+  if (!options_.tier.address.empty()) RETURN_IF_ERROR(StartTier());
   access_ = std::make_unique<Access>(options_.access, &peers_);
   if (!options_.metrics_address.empty()) {
     MetricsSources sources;
@@ -328,6 +330,7 @@ absl::Status Daemon::Init() {
     resp->set_version(CONVTUNE_VERSION);
     resp->set_backend_note(backend_note_);
     resp->set_calls_in_flight(call_log_->in_flight());
+    if (core_->tier() != nullptr) resp->set_tier(core_->tier()->Describe());
     for (const auto& [name, pool] :
          {std::pair<const char*, ThreadPool*>{"compile", compile_pool_.get()},
           {"timing", timing_queue_.get()},
@@ -419,6 +422,43 @@ void Daemon::WatchStorage() {
                                                          health.writable);
     }
   }
+}
+
+absl::Status Daemon::StartTier() {
+  RETURN_IF_ERROR(FindTier::Validate(options_.tier));
+  if (!options_.tier_password_file.empty()) {
+    std::ifstream in(options_.tier_password_file);
+    std::string line;
+    if (!in || !std::getline(in, line) || line.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tier.password_file: cannot read a password from ",
+                       QuotePrefix(options_.tier_password_file)));
+    }
+    options_.tier.password = line;
+  }
+  // The BLAS's version is part of what library steps' timings depend on.
+  const DeviceInfo& info = device_->info();
+  const std::string scope =
+      info.blas.empty() ? info.Key() : absl::StrCat(info.Key(), "-", info.blas);
+  storage::Store* store = store_.get();
+  const std::string device_key = info.Key();
+  core_->StartTier(options_.tier, scope, CONVTUNE_VERSION,
+                   [store, device_key](
+                       const std::function<void(const v1::FindRecord&)>& each) {
+                     storage::FindDb db(store, device_key);
+                     absl::StatusOr<std::vector<std::string>> keys =
+                         db.ProblemKeys();
+                     if (!keys.ok()) return;
+                     for (const std::string& key : *keys) {
+                       absl::StatusOr<v1::FindRecord> r = db.Get(key);
+                       if (r.ok()) each(*r);
+                     }
+                   });
+  return absl::OkStatus();
+}
+
+std::string Daemon::TierSummary() {
+  return core_->tier() == nullptr ? "none" : core_->tier()->Describe();
 }
 
 std::string Daemon::SystemDbSummary() const {

@@ -18,6 +18,7 @@
 #include "server/access.h"
 #include "server/call_log.h"
 #include "server/core.h"
+#include "server/find_tier.h"
 #include "server/kernel_builder.h"
 #include "server/measure_worker.h"
 #include "server/service.h"
@@ -96,6 +97,11 @@ struct DaemonOptions {
   bool measure_in_worker = true;
   // The worker's binary: convtuned itself. Default: /proc/self/exe.
   std::string measure_worker_exe = "/proc/self/exe";
+  // The cluster tier shared with the fleet's other daemons (Redis).
+  // Default: none (tier.address empty). Its password is read from
+  // tier_password_file, never given on the command line.
+  FindTier::Options tier;
+  std::string tier_password_file;
   Core::Options core;
   ServiceOptions service;
 };
@@ -132,6 +138,8 @@ class Daemon {
   const std::string& backend_note() const { return backend_note_; }
   // A line about the system FindDb in use ("none" if there is none).
   std::string SystemDbSummary() const;
+  // The cluster tier: where it is and whether it answers ("none").
+  std::string TierSummary();
   // The TCP port bound for --listen-plaintext (useful with port 0), or 0
   // without TCP.
   int tcp_port() const { return tcp_port_; }
@@ -150,6 +158,7 @@ class Daemon {
  private:
   explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
   absl::Status Init();
+  absl::Status StartTier();
   void JoinLostShutdown();
   void WatchStorage();
 

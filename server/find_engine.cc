@@ -80,6 +80,8 @@ void FindEngine::Tune(const ConvProblem& p, const FindParams& params,
   request.search = params.exhaustive || policy.searches_configs;
   request.bounded = policy.bounded;
   request.background = params.background;
+  request.reads_tier =
+      (policy.reads_find_db && !params.exhaustive) || params.background;
   tuner_.Tune(p, request, std::move(done),
               TuneCaller{params.tenant, params.gone, params.progress});
 }

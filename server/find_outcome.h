@@ -39,7 +39,7 @@ struct FindParams {
 struct FindOutcome {
   v1::FindRecord record;
   bool from_db = false;
-  // "user_db", "system_db", "tuned" or "fallback".
+  // "user_db", "system_db", "tier", "tuned" or "fallback".
   std::string source;
   // Solvers whose plans this find timed (verification included), in order.
   std::vector<uint32_t> timed_solvers;

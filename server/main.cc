@@ -114,6 +114,24 @@ flags:
                          hits, tunings, compile and timing seconds, queue
                          depths, kernel cache. It names tenants: bind it
                          where only operators reach. default: off
+  --tier ADDRESS         share find records with the fleet's other daemons
+                         of this device through Redis: host:port,
+                         redis://host:port or unix:/path. Before tuning, a
+                         find that misses the local FindDbs asks the tier
+                         (25 ms deadline, circuit breaker); what it tunes is
+                         published. A record read from the tier is checked
+                         (device, problem, solvers, configs) and stored
+                         locally. The tier down or slow costs no errors.
+                         hiredis has no TLS: use a private network with ACL
+                         passwords, or stunnel. default: off ([tier] in the
+                         config sets the rest)
+  --tier-fleet NAME      daemons of one fleet share records. default: default
+  --tier-user USER       the Redis ACL user daemons write as.
+                         default: convtune-daemon
+  --tier-password-file FILE
+                         the file holding that user's password (first line)
+  --tier-node NAME       this daemon's name in what it publishes.
+                         default: the host name
   --help                 this text
   --version              the version, then exit
 
@@ -160,7 +178,12 @@ bool IsFlag(const std::string& name) {
                         "--db-min-free-mb",
                         "--db-recovery",
                         "--measure-in-worker",
-                        "--measure-bound-ms"}) {
+                        "--measure-bound-ms",
+                        "--tier",
+                        "--tier-fleet",
+                        "--tier-user",
+                        "--tier-password-file",
+                        "--tier-node"}) {
     if (name == f) return true;
   }
   return false;
@@ -337,6 +360,16 @@ int main(int argc, char** argv) {
                          convtune::QuotePrefix(value), "'"));
       }
       options.tuning_threads = static_cast<int>(n);
+    } else if (flag == "--tier") {
+      options.tier.address = value;
+    } else if (flag == "--tier-fleet") {
+      options.tier.fleet = value;
+    } else if (flag == "--tier-user") {
+      options.tier.user = value;
+    } else if (flag == "--tier-password-file") {
+      options.tier_password_file = value;
+    } else if (flag == "--tier-node") {
+      options.tier.node = value;
     } else if (flag == "--max-tensor-bytes") {
       if (!ParseInt64(value, &n)) {
         return UsageError(
@@ -381,6 +414,9 @@ int main(int argc, char** argv) {
   }
   const convtune::DaemonOptions& o = (*daemon)->options();
   std::cerr << "convtuned: " << (*daemon)->backend_note() << std::endl;
+  if (!o.tier.address.empty()) {
+    std::cerr << "convtuned: tier: " << (*daemon)->TierSummary() << std::endl;
+  }
   // The serving line comes last: it is the readiness signal that
   // supervisors and tests wait for.
   std::cerr << "convtuned: system FindDb: " << (*daemon)->SystemDbSummary()

@@ -90,7 +90,7 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
   run->dedup_key =
       absl::StrCat(run->job->problem_key, "|", request.workspace_limit, "|",
                    request.dynamic_only, request.search, request.bounded,
-                   request.background);
+                   request.background, request.reads_tier && tier_ != nullptr);
   std::function<void(const TuneProgress&)> follows = caller.progress;
   std::shared_ptr<Run> joined;
   absl::Status refused;
@@ -169,9 +169,124 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
             return;
           }
         }
+        // Another daemon of the fleet may have tuned it.
+        if (tier_ != nullptr && run->request.reads_tier &&
+            !run->request.search) {
+          absl::StatusOr<FindOutcome> hit =
+              FromTier(run->job->problem, run->request.workspace_limit);
+          if (hit.ok()) {
+            Complete(run->dedup_key, *std::move(hit));
+            return;
+          }
+        }
         Start(std::move(run));
       },
       priority, tenant);
+}
+
+absl::Status Tuner::ValidateTierRecord(const ConvProblem& p,
+                                       const std::string& stored_key,
+                                       int64_t workspace_limit,
+                                       const v1::FindRecord& record) const {
+  if (record.device_key() != records_.device_key()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_key \"", record.device_key().substr(0, 60),
+                     "\" is not this device's"));
+  }
+  if (record.problem_key() != stored_key) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("problem_key \"", record.problem_key().substr(0, 60),
+                     "\" is not the one asked for"));
+  }
+  const bool limited = stored_key != ProblemKey(p);
+  if (limited ? record.workspace_limit() != workspace_limit
+              : record.workspace_limit() != -1) {
+    return absl::InvalidArgumentError(absl::StrCat("workspace_limit ",
+                                                   record.workspace_limit(),
+                                                   " does not match its key"));
+  }
+  // Decodes as the local FindDb would take it: schema, key, times.
+  if (absl::Status s = storage::ValidateStoredPair(
+          storage::Column::kFindDb,
+          storage::FindDbKey(record.device_key(), stored_key),
+          record.SerializeAsString());
+      !s.ok()) {
+    return absl::InvalidArgumentError(s.message());
+  }
+  if (record.results_size() == 0) {
+    return absl::InvalidArgumentError("no results");
+  }
+  for (const v1::PerfResult& r : record.results()) {
+    absl::StatusOr<const Solver*> s = planner_.Applicable(p, r.solver_id());
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("solver ", r.solver_id(), ": ", s.status().message()));
+    }
+    if ((*s)->name() != r.solver_name()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("solver ", r.solver_id(), " is ", (*s)->name(),
+                       " here, not \"", r.solver_name().substr(0, 40), "\""));
+    }
+    const PerfConfig config(r.perf_config().begin(), r.perf_config().end());
+    if (absl::StatusOr<v1::ExecutionPlan> plan =
+            planner_.Plan(p, r.solver_id(), config);
+        !plan.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("solver ", (*s)->name(), ": ", plan.status().message()));
+    }
+    if (!r.measured() || r.workspace_bytes() < 0 ||
+        (limited && r.workspace_bytes() > workspace_limit)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "solver ", (*s)->name(), ": not measured, or its workspace of ",
+          r.workspace_bytes(), " bytes is out of range"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FindOutcome> Tuner::FromTier(const ConvProblem& p,
+                                            int64_t workspace_limit) {
+  const std::string key = ProblemKey(p);
+  std::vector<std::string> keys = {key};
+  if (workspace_limit >= 0) {
+    keys.push_back(storage::LimitedProblemKey(key, workspace_limit));
+  }
+  for (const std::string& stored_key : keys) {
+    absl::StatusOr<v1::FindRecord> record = tier_->Get(stored_key);
+    if (absl::IsNotFound(record.status())) continue;
+    if (!record.ok() && !absl::IsInvalidArgument(record.status())) {
+      return record.status();  // the tier cannot be asked now
+    }
+    absl::Status valid =
+        record.ok()
+            ? ValidateTierRecord(p, stored_key, workspace_limit, *record)
+            : record.status();
+    if (!valid.ok()) {
+      counters_.Add(&EngineCounters::tier_rejected);
+      std::cerr << "convtuned: refused the tier's record of " << stored_key
+                << ": " << valid.message() << "\n";
+      continue;
+    }
+    record->mutable_origin()->set_via("tier");
+    v1::FindRecord answer = *record;
+    if (stored_key == key && workspace_limit >= 0) {
+      answer.clear_results();
+      for (const v1::PerfResult& r : record->results()) {
+        if (r.workspace_bytes() <= workspace_limit) *answer.add_results() = r;
+      }
+      if (answer.results_size() == 0) continue;
+    }
+    answer.set_problem_key(key);
+    const absl::Status put = records_.Store(*record);
+    counters_.Add(&EngineCounters::tier_hits);
+    return FindOutcome{std::move(answer),
+                       true,
+                       "tier",
+                       {},
+                       put.ok(),
+                       put.ok() ? "" : std::string(put.message())};
+  }
+  return absl::NotFoundError(key);
 }
 
 ThreadPool::Priority Tuner::PriorityOf(const Run& run) {
@@ -347,6 +462,12 @@ void Tuner::Finish(std::shared_ptr<Run> run,
     return;
   }
   v1::FindRecord stored = *record;
+  // Published again only while the tier's generation is the one it was
+  // measured under.
+  if (tier_ != nullptr) {
+    stored.mutable_origin()->set_generation(
+        std::max<int64_t>(0, tier_->generation()));
+  }
   if (run->excluded_by_limit) {
     stored.set_problem_key(storage::LimitedProblemKey(
         run->job->problem_key, run->request.workspace_limit));
@@ -356,6 +477,8 @@ void Tuner::Finish(std::shared_ptr<Run> run,
     std::cerr << "convtuned: could not store find record "
               << stored.problem_key() << ": " << put << "\n";
   }
+  // A search's record is as good as any; a limited one stays under its key.
+  if (tier_ != nullptr) tier_->Publish(stored);
   Complete(run->dedup_key,
            FindOutcome{*std::move(record), false, "tuned",
                        std::move(timed->timed_solvers), put.ok(),

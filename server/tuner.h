@@ -21,6 +21,7 @@
 #include "server/counters.h"
 #include "server/find_outcome.h"
 #include "server/find_records.h"
+#include "server/find_tier.h"
 #include "server/planner.h"
 #include "server/stop_flag.h"
 #include "server/tenant_limits.h"
@@ -40,6 +41,9 @@ struct TuneRequest {
   // Nobody waits on it: it builds and times after all other work queued,
   // and does nothing when the FindDb has the problem by the time it starts.
   bool background = false;
+  // A record of the cluster tier answers it, when one is set and holds a
+  // valid record (the find mode reads FindDbs, or the run is background).
+  bool reads_tier = false;
 };
 
 // How far a run has got, as its callers see it.
@@ -111,6 +115,21 @@ class Tuner {
   // Runs started and not finished (a shared run counts once).
   int64_t runs_in_flight();
 
+  // The cluster tier: runs that read it ask it before they tune, and every
+  // record tuned is published to it. Null (the default): none. Set before
+  // the first Tune; must outlive the tuner's runs.
+  void SetTier(FindTier* tier) { tier_ = tier; }
+
+  // OK when `record`, read from the tier under `stored_key` for p (with the
+  // run's workspace limit), may be used here: this device's key and schema,
+  // the key asked for, times finite and sorted, and each result's solver
+  // known here by the same name, running on this device, applicable to p,
+  // taking its config, within the limit. InvalidArgument saying what is not.
+  absl::Status ValidateTierRecord(const ConvProblem& p,
+                                  const std::string& stored_key,
+                                  int64_t workspace_limit,
+                                  const v1::FindRecord& record) const;
+
   // Measures result `r` of a stored record of p again: its plan is built on
   // the compile pool and timed by the timing stage.
   void Remeasure(const ConvProblem& p, const v1::PerfResult& r,
@@ -122,6 +141,10 @@ class Tuner {
   std::vector<PerfConfig> SearchSpace(const Solver& s,
                                       const ConvProblem& p) const;
   void Start(std::shared_ptr<Run> run);
+  // The tier's valid record of p, stored locally as read from the tier;
+  // NotFound or Unavailable when there is none to use.
+  absl::StatusOr<FindOutcome> FromTier(const ConvProblem& p,
+                                       int64_t workspace_limit);
   // Background runs queue behind all other work.
   static ThreadPool::Priority PriorityOf(const Run& run);
   void BuildPlans(std::shared_ptr<Run> run, size_t candidate);
@@ -160,6 +183,7 @@ class Tuner {
   const StopFlag& stop_;
   const Options options_;
   TuningQuotas* const quotas_;
+  FindTier* tier_ = nullptr;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);

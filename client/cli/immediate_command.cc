@@ -236,6 +236,8 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
     std::cout << absl::StrFormat("queue %-8s %d thread(s), %d waiting\n",
                                  q.name(), q.threads(), q.queued());
   }
+  std::cout << "tier:       " << (s->tier().empty() ? "none" : s->tier())
+            << "\n";
   std::cout << "counters since start:\n";
   std::vector<std::pair<std::string, int64_t>> counters(s->counters().begin(),
                                                         s->counters().end());

@@ -60,6 +60,15 @@ TEST_F(ConfigTest, TheDeployExampleLoadsAsDocumented) {
   EXPECT_EQ(o.core.quotas.max_queued, defaults.max_queued);
   EXPECT_EQ(o.core.quotas.max_benchmark_seconds_per_minute,
             defaults.max_benchmark_seconds_per_minute);
+  // No tier unless an address is given; the rest as documented.
+  const FindTier::Options tier;
+  EXPECT_EQ(o.tier.address, "");
+  EXPECT_EQ(o.tier.user, tier.user);
+  EXPECT_EQ(o.tier.fleet, tier.fleet);
+  EXPECT_EQ(o.tier.deadline, tier.deadline);
+  EXPECT_EQ(o.tier.breaker_failures, tier.breaker_failures);
+  EXPECT_EQ(o.tier.breaker_open, tier.breaker_open);
+  EXPECT_EQ(o.tier_password_file, "/etc/convtune/tier.password");
 }
 
 TEST_F(ConfigTest, ReadsEveryKey) {
@@ -95,6 +104,15 @@ tenant_benchmark_seconds_per_minute = 7.5
 [access]
 unlisted_users = "refuse"
 owner_is_admin = false
+[tier]
+address = "redis.internal:6379"
+user = "daemon-7"
+password_file = "/etc/pw"
+fleet = "h200-east"
+node = "node-7"
+deadline_ms = 40
+breaker_failures = 5
+breaker_open_ms = 9000
 [[tenant]]
 name = "ci"
 cert_names = ["ci-runner", "ci.example.com"]
@@ -131,6 +149,14 @@ cert_names = ["ci-runner", "ci.example.com"]
   ASSERT_EQ(o.access.tenants.size(), 1u);
   EXPECT_EQ(o.access.tenants[0].cert_names,
             (std::vector<std::string>{"ci-runner", "ci.example.com"}));
+  EXPECT_EQ(o.tier.address, "redis.internal:6379");
+  EXPECT_EQ(o.tier.user, "daemon-7");
+  EXPECT_EQ(o.tier_password_file, "/etc/pw");
+  EXPECT_EQ(o.tier.fleet, "h200-east");
+  EXPECT_EQ(o.tier.node, "node-7");
+  EXPECT_EQ(o.tier.deadline, absl::Milliseconds(40));
+  EXPECT_EQ(o.tier.breaker_failures, 5);
+  EXPECT_EQ(o.tier.breaker_open, absl::Milliseconds(9000));
 }
 
 TEST_F(ConfigTest, ErrorsNameTheKeyAndQuoteAShortPrefix) {
@@ -168,6 +194,10 @@ TEST_F(ConfigTest, ErrorsNameTheKeyAndQuoteAShortPrefix) {
        "tenant[1].name: 'a' names two tenants"},
       {"[[tenant]]\nname = \"a\"\nuid = [1]\n", "tenant[0].uid: unknown key"},
       {"[daemon\n", "c.toml"},
+      {"[tier]\naddress = \"nowhere\"\n", "tier.address: expected host:port"},
+      {"[tier]\naddress = \"h:1\"\nfleet = \"a b\"\n", "tier.fleet"},
+      {"[tier]\ndeadline_ms = 0\n", "tier.deadline_ms: expected 1 to"},
+      {"[tier]\nadress = \"h:1\"\n", "tier.adress: unknown key"},
   };
   for (const Case& c : cases) {
     DaemonOptions o;

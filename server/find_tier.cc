@@ -1,0 +1,404 @@
+#include "server/find_tier.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/gpu/sha256.h"
+#include "storage/records.h"
+
+namespace convtune {
+namespace {
+
+constexpr size_t kQuoted = 40;
+
+int64_t UnixMsNow() { return absl::ToUnixMillis(absl::Now()); }
+
+std::string Hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
+    return "unknown";
+  }
+  return name;
+}
+
+std::string RandomToken() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
+                         absl::Uniform<uint64_t>(gen));
+}
+
+FindTier::Options WithNode(FindTier::Options o) {
+  if (o.node.empty()) o.node = Hostname();
+  return o;
+}
+
+bool IsName(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ReplyError(const storage::RedisReply& r) {
+  const std::string msg = absl::StrCat("redis: ", r.str.substr(0, 120));
+  if (r.str.rfind("NOPERM", 0) == 0 || r.str.rfind("NOAUTH", 0) == 0 ||
+      r.str.rfind("WRONGPASS", 0) == 0) {
+    return absl::PermissionDeniedError(msg);
+  }
+  return absl::FailedPreconditionError(msg);
+}
+
+}  // namespace
+
+absl::Status FindTier::Validate(const Options& o) {
+  if (o.address.empty()) return absl::OkStatus();
+  absl::StatusOr<storage::RedisEndpoint> e =
+      storage::ParseRedisAddress(o.address);
+  if (!e.ok()) return e.status();
+  if (!IsName(o.fleet)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tier.fleet: expected 1 to 64 letters, digits, '.', '_' or '-', got "
+        "\"",
+        o.fleet.substr(0, kQuoted), "\""));
+  }
+  if (!o.node.empty() && !IsName(o.node)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tier.node: expected 1 to 64 letters, digits, '.', '_' or '-', got \"",
+        o.node.substr(0, kQuoted), "\""));
+  }
+  if (o.deadline <= absl::ZeroDuration() || o.deadline > absl::Seconds(10)) {
+    return absl::InvalidArgumentError(
+        "tier.deadline_ms: expected 1 to 10000 milliseconds");
+  }
+  if (o.breaker_failures < 1) {
+    return absl::InvalidArgumentError(
+        "tier.breaker_failures: expected at least 1");
+  }
+  if (o.breaker_open < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("tier.breaker_open_ms: negative");
+  }
+  return absl::OkStatus();
+}
+
+FindTier::FindTier(Options options, const std::string& scope_key,
+                   std::string version, LocalRecords local, Counters& counters)
+    : options_(WithNode(std::move(options))),
+      prefix_(absl::StrCat("convtune:v1:", options_.fleet, ":",
+                           Sha256Hex(scope_key).substr(0, 24))),
+      version_(std::move(version)),
+      local_(std::move(local)),
+      counters_(counters) {
+  connect_.endpoint = *storage::ParseRedisAddress(options_.address);
+  connect_.user = options_.user;
+  connect_.password = options_.password;
+  connect_.deadline = options_.deadline;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+FindTier::~FindTier() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+std::string FindTier::RecordKey(int64_t generation,
+                                const std::string& problem_key) const {
+  return absl::StrCat(prefix_, ":g", generation,
+                      ":find:", Sha256Hex(problem_key));
+}
+
+bool FindTier::MayCall() {
+  absl::MutexLock lock(&mu_);
+  return absl::Now() >= open_until_;
+}
+
+void FindTier::Succeeded() {
+  absl::MutexLock lock(&mu_);
+  if (failures_ >= options_.breaker_failures) {
+    std::cerr << "convtuned: tier " << connect_.endpoint.ToString()
+              << " answers again" << std::endl;
+  }
+  failures_ = 0;
+  last_error_.clear();
+}
+
+void FindTier::Failed(const absl::Status& why) {
+  counters_.Add(&EngineCounters::tier_errors);
+  absl::MutexLock lock(&mu_);
+  last_error_ = std::string(why.message());
+  if (++failures_ == options_.breaker_failures) {
+    std::cerr << "convtuned: tier " << connect_.endpoint.ToString()
+              << " is not answering (" << last_error_
+              << "); finds go on without it" << std::endl;
+  }
+  if (failures_ >= options_.breaker_failures) {
+    open_until_ = absl::Now() + options_.breaker_open;
+  }
+}
+
+absl::StatusOr<storage::RedisReply> FindTier::Call(
+    std::unique_ptr<storage::RedisConnection>* conn,
+    const std::vector<std::string>& argv) {
+  if (*conn == nullptr || (*conn)->broken()) {
+    conn->reset();
+    absl::StatusOr<std::unique_ptr<storage::RedisConnection>> made =
+        storage::RedisConnection::Connect(connect_);
+    if (!made.ok()) return made.status();
+    *conn = *std::move(made);
+  }
+  absl::StatusOr<storage::RedisReply> r = (*conn)->Command(argv);
+  if (r.ok() && r->is_error()) return ReplyError(*r);
+  return r;
+}
+
+absl::StatusOr<v1::FindRecord> FindTier::Get(const std::string& problem_key) {
+  if (!MayCall()) {
+    counters_.Add(&EngineCounters::tier_skipped);
+    return absl::UnavailableError("tier: circuit breaker open");
+  }
+  int64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = generation_;
+  }
+  if (generation < 0) {
+    counters_.Add(&EngineCounters::tier_skipped);
+    return absl::UnavailableError("tier: generation not read yet");
+  }
+  absl::StatusOr<storage::RedisReply> r;
+  {
+    absl::MutexLock lock(&lookup_mu_);
+    r = Call(&lookup_conn_, {"GET", RecordKey(generation, problem_key)});
+  }
+  if (!r.ok()) {
+    Failed(r.status());
+    return absl::UnavailableError(r.status().message());
+  }
+  Succeeded();
+  if (r->type == storage::RedisReply::Type::kNil) {
+    counters_.Add(&EngineCounters::tier_misses);
+    return absl::NotFoundError(problem_key);
+  }
+  v1::FindRecord record;
+  if (r->type != storage::RedisReply::Type::kString ||
+      !record.ParseFromString(r->str)) {
+    return absl::InvalidArgumentError("tier record does not decode");
+  }
+  return record;
+}
+
+v1::FindRecord FindTier::Stamped(const v1::FindRecord& record) const {
+  v1::FindRecord out = record;
+  out.set_schema_version(storage::kSchemaVersion);
+  v1::RecordOrigin* origin = out.mutable_origin();
+  if (origin->via() == "tier" && !origin->node().empty()) {
+    origin->clear_via();  // someone else's measurement, as it was published
+    return out;
+  }
+  origin->clear_via();
+  origin->set_node(options_.node);
+  origin->set_daemon_version(version_);
+  origin->set_published_unix_ms(UnixMsNow());
+  return out;
+}
+
+void FindTier::Publish(const v1::FindRecord& record) {
+  v1::FindRecord stamped = Stamped(record);
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int>(queue_.size()) >= std::max(1, options_.max_queued)) {
+    queue_.pop_front();
+    counters_.Add(&EngineCounters::tier_dropped);
+  }
+  queue_.push_back(std::move(stamped));
+}
+
+bool FindTier::Write(std::unique_ptr<storage::RedisConnection>* conn,
+                     const v1::FindRecord& record, int64_t generation) {
+  absl::StatusOr<storage::RedisReply> r =
+      Call(conn, {"SET", RecordKey(generation, record.problem_key()),
+                  record.SerializeAsString(), "NX"});
+  if (!r.ok()) {
+    Failed(r.status());
+    return false;
+  }
+  Succeeded();
+  if (r->type == storage::RedisReply::Type::kStatus) {
+    counters_.Add(&EngineCounters::tier_published);
+  }
+  return true;
+}
+
+void FindTier::Poll(std::unique_ptr<storage::RedisConnection>* conn) {
+  absl::StatusOr<storage::RedisReply> g =
+      Call(conn, {"GET", absl::StrCat(prefix_, ":generation")});
+  if (!g.ok()) {
+    Failed(g.status());
+    return;
+  }
+  int64_t generation = 0;
+  if (g->type == storage::RedisReply::Type::kString &&
+      (!absl::SimpleAtoi(g->str, &generation) || generation < 0)) {
+    Failed(absl::FailedPreconditionError(
+        absl::StrCat(prefix_, ":generation is not a count: \"",
+                     g->str.substr(0, kQuoted), "\"")));
+    return;
+  }
+  int64_t highest;
+  {
+    absl::MutexLock lock(&mu_);
+    highest = highest_generation_;
+  }
+  if (generation < highest) {
+    // The tier lost its data (or the key): records of disowned generations
+    // must stay disowned.
+    absl::StatusOr<storage::RedisReply> set = Call(
+        conn,
+        {"SET", absl::StrCat(prefix_, ":generation"), absl::StrCat(highest)});
+    if (!set.ok()) {
+      Failed(set.status());
+      return;
+    }
+    generation = highest;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (generation_ >= 0 && generation != generation_) {
+      std::cerr << "convtuned: tier generation " << generation_ << " -> "
+                << generation << ": earlier records disowned" << std::endl;
+    }
+    generation_ = generation;
+    highest_generation_ = generation;
+  }
+  const std::string epoch_key =
+      absl::StrCat(prefix_, ":g", generation, ":epoch");
+  absl::StatusOr<storage::RedisReply> set =
+      Call(conn, {"SET", epoch_key, RandomToken(), "NX"});
+  absl::StatusOr<storage::RedisReply> epoch =
+      set.ok() ? Call(conn, {"GET", epoch_key}) : set;
+  if (!epoch.ok()) {
+    Failed(epoch.status());
+    return;
+  }
+  Succeeded();
+  {
+    absl::MutexLock lock(&mu_);
+    if (epoch->str == epoch_) return;
+  }
+  // A tier this daemon has not published to (new, restarted empty, flushed,
+  // or a new generation): its own records go again.
+  bool ok = true;
+  int64_t sent = 0;
+  local_([&](const v1::FindRecord& record) {
+    if (!ok || record.origin().generation() != generation) return;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) {
+        ok = false;
+        return;
+      }
+    }
+    ok = Write(conn, Stamped(record), generation);
+    if (ok) ++sent;
+  });
+  counters_.Add(&EngineCounters::tier_republished, sent);
+  if (ok) {
+    absl::MutexLock lock(&mu_);
+    epoch_ = epoch->str;
+  }
+}
+
+void FindTier::Loop() {
+  std::unique_ptr<storage::RedisConnection> conn;
+  absl::Time next_poll = absl::InfinitePast();
+  while (true) {
+    std::deque<v1::FindRecord> batch;
+    int64_t generation;
+    {
+      absl::MutexLock lock(&mu_);
+      const bool can_write = generation_ >= 0 && absl::Now() >= open_until_;
+      const absl::Time wake =
+          can_write ? next_poll : std::max(next_poll, open_until_);
+      if (can_write) {
+        mu_.AwaitWithDeadline(
+            absl::Condition(
+                +[](FindTier* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
+                  return t->stopping_ || !t->queue_.empty();
+                },
+                this),
+            wake);
+      } else {
+        mu_.AwaitWithDeadline(absl::Condition(&stopping_), wake);
+      }
+      if (stopping_) return;
+      generation = generation_;
+      if (generation >= 0 && absl::Now() >= open_until_) {
+        while (!queue_.empty() && batch.size() < 256) {
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+    }
+    if (absl::Now() >= next_poll) {
+      Poll(&conn);
+      next_poll = absl::Now() + options_.poll;
+    }
+    while (!batch.empty()) {
+      // Measured before the generation changed: disowned with the rest.
+      if (batch.front().origin().generation() == generation &&
+          !Write(&conn, batch.front(), generation)) {
+        break;
+      }
+      batch.pop_front();
+    }
+    if (!batch.empty()) {
+      // Back to the front, in order, for when the tier answers again.
+      absl::MutexLock lock(&mu_);
+      while (!batch.empty()) {
+        queue_.push_front(std::move(batch.back()));
+        batch.pop_back();
+      }
+      while (static_cast<int>(queue_.size()) >
+             std::max(1, options_.max_queued)) {
+        queue_.pop_front();
+        counters_.Add(&EngineCounters::tier_dropped);
+      }
+    }
+  }
+}
+
+int64_t FindTier::generation() {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+std::string FindTier::Describe() {
+  absl::MutexLock lock(&mu_);
+  std::string state;
+  if (absl::Now() < open_until_) {
+    state = absl::StrCat("not answering (", last_error_, ")");
+  } else if (failures_ > 0) {
+    state = absl::StrCat("failing (", last_error_, ")");
+  } else if (generation_ < 0) {
+    state = "not reached yet";
+  } else {
+    state = "answering";
+  }
+  return absl::StrCat("redis ", connect_.endpoint.ToString(), " as ",
+                      options_.user, ", fleet ", options_.fleet, ", node ",
+                      options_.node, ", generation ",
+                      std::max<int64_t>(generation_, 0), ", ", queue_.size(),
+                      " queued: ", state);
+}
+
+}  // namespace convtune

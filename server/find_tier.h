@@ -1,0 +1,145 @@
+// The cluster tier: find records shared through Redis by the daemons of one
+// fleet and device (storage/FORMAT.md names the keys). A find that misses the
+// local FindDbs asks the tier before it tunes (Tuner); a record the daemon
+// tuned is published to it. Only daemons hold the tier's credentials; what
+// comes back is validated by the caller before use (Tuner::FromTier).
+//
+// The tier is never on the path of an error: a lookup has a short deadline
+// and sits behind a circuit breaker, so a tier that is down, slow or
+// refusing costs a miss, and publishing is queued and done by one
+// background thread. When the tier comes back empty, each daemon publishes
+// its own records again. Thread-safe.
+#ifndef CONVTUNE_SERVER_FIND_TIER_H_
+#define CONVTUNE_SERVER_FIND_TIER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "convtune/v1/records.pb.h"
+#include "server/counters.h"
+#include "storage/redis.h"
+
+namespace convtune {
+
+class FindTier {
+ public:
+  struct Options {
+    // "host:port", "redis://host:port" or "unix:/path". Empty: no tier.
+    std::string address;
+    // The ACL user daemons write as, and its password (from a file).
+    std::string user = "convtune-daemon";
+    std::string password;
+    // Daemons of one fleet share records: letters, digits, '.', '_', '-'.
+    std::string fleet = "default";
+    // This daemon's name in the records it publishes. Default: hostname.
+    std::string node;
+    // Each lookup and write, connecting included.
+    absl::Duration deadline = absl::Milliseconds(25);
+    // Failures in a row that open the breaker, and how long it stays open
+    // (lookups are misses then, without asking).
+    int breaker_failures = 3;
+    absl::Duration breaker_open = absl::Seconds(5);
+    // How often the background thread reads the generation and checks that
+    // the tier still has its data.
+    absl::Duration poll = absl::Seconds(2);
+    // Records waiting to be published; beyond it the oldest are dropped
+    // (they stay local, and go again when the tier's epoch changes).
+    int max_queued = 10000;
+  };
+
+  // InvalidArgument naming the bad field.
+  static absl::Status Validate(const Options& options);
+
+  // Calls `each` with every record of this device's local FindDb: what is
+  // published again when the tier has lost its data.
+  using LocalRecords = std::function<void(
+      const std::function<void(const v1::FindRecord&)>& each)>;
+
+  // `scope_key` is the tier's device key (DeviceInfo::Key() and the vendor
+  // BLAS version); `version` is the daemon's. Starts the background thread,
+  // which connects: the tier being down at start is not an error.
+  // REQUIRES: Validate(options) is OK.
+  FindTier(Options options, const std::string& scope_key, std::string version,
+           LocalRecords local, Counters& counters);
+  // Stops the background thread; what is still queued is not published.
+  ~FindTier();
+  FindTier(const FindTier&) = delete;
+  FindTier& operator=(const FindTier&) = delete;
+
+  // The tier's record stored under `problem_key` (limited keys included),
+  // as it is there: NotFound when absent; Unavailable when the tier could
+  // not be asked (down, slow, breaker open, generation not known yet).
+  absl::StatusOr<v1::FindRecord> Get(const std::string& problem_key);
+
+  // Queues `record` (measured here, or read from the tier) to be written
+  // unless the tier has one under its key. Never blocks.
+  void Publish(const v1::FindRecord& record);
+
+  // One line for status: where the tier is, its generation, and whether it
+  // answers.
+  std::string Describe();
+  // The tier's generation as last read; -1 before it has been read.
+  int64_t generation();
+
+  // The key of `problem_key`'s record in generation `generation` (tests).
+  std::string RecordKey(int64_t generation,
+                        const std::string& problem_key) const;
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  // Breaker: whether a call may go out now; the call's outcome.
+  bool MayCall();
+  void Succeeded();
+  void Failed(const absl::Status& why);
+
+  // Runs `argv` on *conn, connecting first when needed.
+  absl::StatusOr<storage::RedisReply> Call(
+      std::unique_ptr<storage::RedisConnection>* conn,
+      const std::vector<std::string>& argv);
+
+  void Loop();
+  // Reads the generation, checks the epoch; publishes the local records
+  // again when the epoch is new to this daemon.
+  void Poll(std::unique_ptr<storage::RedisConnection>* conn);
+  // Writes `record` unless present. False when the tier could not be asked.
+  bool Write(std::unique_ptr<storage::RedisConnection>* conn,
+             const v1::FindRecord& record, int64_t generation);
+  v1::FindRecord Stamped(const v1::FindRecord& record) const;
+
+  const Options options_;
+  storage::RedisConnection::Options connect_;
+  const std::string prefix_;
+  const std::string version_;
+  const LocalRecords local_;
+  Counters& counters_;
+
+  absl::Mutex lookup_mu_;
+  std::unique_ptr<storage::RedisConnection> lookup_conn_
+      ABSL_GUARDED_BY(lookup_mu_);
+
+  absl::Mutex mu_;
+  int failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time open_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = -1;  // -1: not read yet
+  // The highest generation seen: a tier that lost its data gets it back.
+  int64_t highest_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string epoch_ ABSL_GUARDED_BY(mu_);  // the last one published to
+  std::deque<v1::FindRecord> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread thread_;
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_FIND_TIER_H_

@@ -1,0 +1,360 @@
+// The cluster tier with a real redis-server and real convtuned processes on
+// separate databases: a find on one node is a hit on another, with no
+// timing; a CI reader cannot write; forged records are misses; the tier
+// going away and coming back empty costs no errors and gets the records
+// published again; a generation bump disowns what came before.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/defaults.h"
+#include "convtune/v1/records.pb.h"
+#include "convtune/v1/service.grpc.pb.h"
+#include "kernels/gpu/sha256.h"
+#include "kernels/problem.h"
+#include "kernels/problem_proto.h"
+#include "storage/redis.h"
+#include "tests/server/daemon_process.h"
+#include "tests/server/redis_process.h"
+
+namespace convtune {
+namespace {
+
+using testing::DaemonProcess;
+using ::testing::HasSubstr;
+using testing::RedisProcess;
+
+ConvProblem Problem(int channels) {
+  ConvProblem p;
+  p.n = 1;
+  p.c = channels;
+  p.k = 16;
+  p.in = {1, 10, 10};
+  p.filter = {1, 3, 3};
+  p.pad = {0, 1, 1};
+  return p;
+}
+
+class TierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::RedisServerPath().empty()) {
+      GTEST_SKIP() << "no redis-server in this build (deploy/install-deps.sh "
+                      "installs it): the cluster tier is not tested";
+    }
+    dir_ = testing::MakeTempDir("convtune-tier");
+    ASSERT_FALSE(dir_.empty());
+    ASSERT_TRUE(redis_.Start(dir_)) << redis_.log();
+    std::ofstream(dir_ + "/writer.pw") << RedisProcess::kWriterPassword << "\n";
+  }
+  void TearDown() override {
+    nodes_.clear();
+    redis_.Stop();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  struct Node {
+    std::string name, socket;
+    std::unique_ptr<DaemonProcess> process;
+    std::unique_ptr<v1::ConvTune::Stub> stub;
+  };
+
+  Node& StartNode(const std::string& name, const std::string& address = "") {
+    Node& n = nodes_[name];
+    n.name = name;
+    n.socket = dir_ + "/" + name + ".sock";
+    n.process = std::make_unique<DaemonProcess>();
+    EXPECT_TRUE(n.process->Start(
+        CONVTUNED_PATH,
+        {"--socket", n.socket, "--db", dir_ + "/" + name + "-db", "--backend",
+         "cpu", "--log-rpcs", "off", "--tier",
+         address.empty() ? redis_.address() : address, "--tier-password-file",
+         dir_ + "/writer.pw", "--tier-node", name},
+        dir_ + "/" + name + ".log"));
+    EXPECT_TRUE(n.process->WaitServing(n.socket)) << n.process->log();
+    n.stub = v1::ConvTune::NewStub(grpc::CreateChannel(
+        UnixTarget(n.socket), grpc::InsecureChannelCredentials()));
+    // It has read the tier's generation.
+    for (int i = 0; i < 200 && redis_.running() &&
+                    Status(n).tier().find("answering") == std::string::npos;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return n;
+  }
+
+  v1::FindResponse Find(Node& n, const ConvProblem& p) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(120));
+    v1::FindRequest req;
+    ProblemToProto(p, req.mutable_problem());
+    v1::FindResponse resp;
+    grpc::Status s = n.stub->Find(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << n.name << ": " << s.error_message() << "\n"
+                        << n.process->log();
+    return resp;
+  }
+
+  v1::GetStatusResponse Status(Node& n) {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse resp;
+    EXPECT_TRUE(n.stub->GetStatus(&ctx, v1::GetStatusRequest(), &resp).ok());
+    return resp;
+  }
+  int64_t Counter(Node& n, const std::string& name) {
+    auto counters = Status(n).counters();
+    auto it = counters.find(name);
+    return it == counters.end() ? -1 : it->second;
+  }
+  // Waits up to 20 s for counter `name` of n to reach `at_least`.
+  bool WaitCounter(Node& n, const std::string& name, int64_t at_least) {
+    for (int i = 0; i < 400; ++i) {
+      if (Counter(n, name) >= at_least) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // The tier's key of p's record for node n (as the daemon computes it).
+  std::string RecordKey(Node& n, const ConvProblem& p, int generation = 0) {
+    return absl::StrCat(
+        "convtune:v1:default:", Sha256Hex(Status(n).device_key()).substr(0, 24),
+        ":g", generation, ":find:", Sha256Hex(ProblemKey(p)));
+  }
+  int CountFindKeys() {
+    absl::StatusOr<storage::RedisReply> keys =
+        redis_.Admin({"KEYS", "convtune:v1:*:find:*"});
+    return keys.ok() ? static_cast<int>(keys->elements.size()) : -1;
+  }
+
+  std::string dir_;
+  RedisProcess redis_;
+  std::map<std::string, Node> nodes_;
+};
+
+TEST_F(TierTest, AFindOnOneNodeIsATierHitOnAnotherWithNoTiming) {
+  Node& a = StartNode("node-a");
+  Node& b = StartNode("node-b");
+  const ConvProblem p = Problem(16);
+  v1::FindResponse first = Find(a, p);
+  EXPECT_EQ(first.source(), "tuned");
+  ASSERT_TRUE(WaitCounter(a, "tier_published", 1)) << a.process->log();
+
+  v1::FindResponse there = Find(b, p);
+  EXPECT_EQ(there.source(), "tier") << b.process->log();
+  ASSERT_GT(there.results_size(), 0);
+  EXPECT_EQ(there.results(0).solver_id(), first.results(0).solver_id());
+  EXPECT_EQ(there.results(0).time_ms(), first.results(0).time_ms());
+  EXPECT_EQ(Counter(b, "tier_hits"), 1);
+  EXPECT_EQ(Counter(b, "plans_timed"), 0);
+  // Stored on b: the next find is a local hit.
+  EXPECT_EQ(Find(b, p).source(), "user_db");
+  EXPECT_EQ(Counter(b, "tier_hits"), 1);
+
+  // What the tier holds names who measured it.
+  absl::StatusOr<storage::RedisReply> held =
+      redis_.Admin({"GET", RecordKey(a, p)});
+  ASSERT_TRUE(held.ok()) << held.status();
+  v1::FindRecord record;
+  ASSERT_TRUE(record.ParseFromString(held->str));
+  EXPECT_EQ(record.origin().node(), "node-a");
+  EXPECT_EQ(record.origin().daemon_version(), CONVTUNE_VERSION);
+  EXPECT_GT(record.origin().published_unix_ms(), 0);
+  EXPECT_THAT(Status(b).tier(), HasSubstr("answering"));
+}
+
+TEST_F(TierTest, OnlyTheWriterWritesACiReaderOnlyReads) {
+  const std::string key = "convtune:v1:default:0123:g0:find:00";
+  ASSERT_TRUE(redis_.Admin({"SET", key, "x"}).ok());
+  auto reader =
+      redis_.Connect(RedisProcess::kReader, RedisProcess::kReaderPassword);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<storage::RedisReply> got = (*reader)->Command({"GET", key});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->str, "x");
+  absl::StatusOr<storage::RedisReply> set =
+      (*reader)->Command({"SET", key, "forged"});
+  ASSERT_TRUE(set.ok());
+  EXPECT_TRUE(set->is_error());
+  EXPECT_THAT(set->str, HasSubstr("NOPERM"));
+  // The writer cannot disown generations or touch other keys.
+  auto writer =
+      redis_.Connect(RedisProcess::kWriter, RedisProcess::kWriterPassword);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  absl::StatusOr<storage::RedisReply> incr =
+      (*writer)->Command({"INCR", "convtune:v1:default:0123:generation"});
+  ASSERT_TRUE(incr.ok());
+  EXPECT_TRUE(incr->is_error());
+  absl::StatusOr<storage::RedisReply> other =
+      (*writer)->Command({"SET", "elsewhere", "x"});
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->is_error());
+  // Without credentials: nothing.
+  storage::RedisConnection::Options anonymous;
+  anonymous.endpoint.unix_path = dir_ + "/redis.sock";
+  anonymous.deadline = absl::Seconds(2);
+  auto anon = storage::RedisConnection::Connect(anonymous);
+  ASSERT_TRUE(anon.ok());
+  absl::StatusOr<storage::RedisReply> peek = (*anon)->Command({"GET", key});
+  ASSERT_TRUE(peek.ok());
+  EXPECT_TRUE(peek->is_error());
+  // A wrong password is refused at connect.
+  EXPECT_EQ(redis_.Connect(RedisProcess::kWriter, "guess").status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(TierTest, ForgedRecordsAreMissesNotErrors) {
+  Node& b = StartNode("node-b");
+  // A genuine record to forge from.
+  const ConvProblem genuine = Problem(16);
+  ASSERT_EQ(Find(b, genuine).source(), "tuned");
+  ASSERT_TRUE(WaitCounter(b, "tier_published", 1));
+  absl::StatusOr<storage::RedisReply> held =
+      redis_.Admin({"GET", RecordKey(b, genuine)});
+  ASSERT_TRUE(held.ok());
+  v1::FindRecord base;
+  ASSERT_TRUE(base.ParseFromString(held->str));
+  ASSERT_GT(base.results_size(), 0);
+  base.mutable_results()->DeleteSubrange(1, base.results_size() - 1);
+
+  // The control: the same record rewritten for another problem is taken.
+  const ConvProblem control = Problem(24);
+  v1::FindRecord copy = base;
+  copy.set_problem_key(ProblemKey(control));
+  ASSERT_TRUE(
+      redis_.Admin({"SET", RecordKey(b, control), copy.SerializeAsString()})
+          .ok());
+  EXPECT_EQ(Find(b, control).source(), "tier");
+
+  struct Forgery {
+    const char* what;
+    std::function<void(v1::FindRecord*)> change;
+    std::string raw;  // bytes instead of a record, when set
+  };
+  const std::vector<Forgery> forgeries = {
+      {"an unknown solver",
+       [](v1::FindRecord* r) { r->mutable_results(0)->set_solver_id(99999); }},
+      {"a solver under another name",
+       [](v1::FindRecord* r) {
+         r->mutable_results(0)->set_solver_name("fastest_ever");
+       }},
+      {"another device",
+       [](v1::FindRecord* r) { r->set_device_key("cuda-sm_90-cu132-x"); }},
+      {"a negative time",
+       [](v1::FindRecord* r) { r->mutable_results(0)->set_time_ms(-1); }},
+      {"a config the solver does not have",
+       [](v1::FindRecord* r) {
+         r->mutable_results(0)->clear_perf_config();
+         for (int i = 0; i < 9; ++i) r->mutable_results(0)->add_perf_config(-7);
+       }},
+      {"another schema", [](v1::FindRecord* r) { r->set_schema_version(99); }},
+      {"bytes that are no record", nullptr, "\xff\xff not a record"},
+  };
+  int channels = 32;
+  for (const Forgery& f : forgeries) {
+    const ConvProblem p = Problem(channels);
+    channels += 8;
+    std::string bytes = f.raw;
+    if (bytes.empty()) {
+      v1::FindRecord forged = base;
+      forged.set_problem_key(ProblemKey(p));
+      f.change(&forged);
+      bytes = forged.SerializeAsString();
+    }
+    ASSERT_TRUE(redis_.Admin({"SET", RecordKey(b, p), bytes}).ok());
+    v1::FindResponse r = Find(b, p);
+    EXPECT_EQ(r.source(), "tuned") << f.what;
+  }
+  EXPECT_EQ(Counter(b, "tier_rejected"),
+            static_cast<int64_t>(forgeries.size()));
+  EXPECT_EQ(Counter(b, "tier_hits"), 1);
+  EXPECT_THAT(b.process->log(), HasSubstr("refused the tier's record"));
+}
+
+TEST_F(TierTest,
+       TheTierGoneCostsNoErrorsAndComingBackEmptyGetsEverythingAgain) {
+  Node& a = StartNode("node-a");
+  ASSERT_EQ(Find(a, Problem(16)).source(), "tuned");
+  ASSERT_TRUE(WaitCounter(a, "tier_published", 1));
+  redis_.Stop(SIGKILL);
+  // Finds go on, tuned locally.
+  for (int c : {24, 32, 40}) {
+    EXPECT_EQ(Find(a, Problem(c)).source(), "tuned") << c;
+  }
+  EXPECT_GT(Counter(a, "tier_errors") + Counter(a, "tier_skipped"), 0);
+  EXPECT_THAT(Status(a).tier(), HasSubstr("not answering"));
+  // An empty tier where the old one was.
+  ASSERT_TRUE(redis_.Start(dir_)) << redis_.log();
+  for (int i = 0; i < 400 && CountFindKeys() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(CountFindKeys(), 4);
+  // A new node finds all four there.
+  Node& b = StartNode("node-b");
+  for (int c : {16, 24, 32, 40}) {
+    EXPECT_EQ(Find(b, Problem(c)).source(), "tier") << c;
+  }
+  EXPECT_EQ(Counter(b, "plans_timed"), 0);
+  EXPECT_EQ(Counter(b, "tier_hits"), 4);
+}
+
+TEST_F(TierTest, AGenerationBumpDisownsEarlierRecords) {
+  Node& a = StartNode("node-a");
+  ASSERT_EQ(Find(a, Problem(16)).source(), "tuned");
+  ASSERT_TRUE(WaitCounter(a, "tier_published", 1));
+  const std::string prefix =
+      RecordKey(a, Problem(16))
+          .substr(0, RecordKey(a, Problem(16)).find(":g0:"));
+  ASSERT_TRUE(redis_.Admin({"INCR", prefix + ":generation"}).ok());
+  // Within a poll (2 s) both nodes read generation 1; a's record of
+  // generation 0 is not published again.
+  Node& b = StartNode("node-b");
+  for (int i = 0;
+       i < 100 && Status(a).tier().find("generation 1") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_THAT(Status(a).tier(), HasSubstr("generation 1"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a poll
+  absl::StatusOr<storage::RedisReply> g1 =
+      redis_.Admin({"KEYS", prefix + ":g1:find:*"});
+  ASSERT_TRUE(g1.ok());
+  EXPECT_EQ(g1->elements.size(), 0u);
+  EXPECT_EQ(Find(b, Problem(16)).source(), "tuned");
+  EXPECT_EQ(Counter(b, "tier_hits"), 0);
+  // What b tunes now is generation 1's, and a takes it.
+  ASSERT_EQ(Find(b, Problem(24)).source(), "tuned");
+  ASSERT_TRUE(WaitCounter(b, "tier_published", 1));
+  EXPECT_EQ(Find(a, Problem(24)).source(), "tier");
+}
+
+TEST_F(TierTest, BadTierSettingsNameTheField) {
+  DaemonProcess d;
+  ASSERT_TRUE(d.Start(CONVTUNED_PATH,
+                      {"--socket", dir_ + "/x.sock", "--db", dir_ + "/x-db",
+                       "--backend", "cpu", "--tier", "no-port-here"},
+                      dir_ + "/x.log"));
+  EXPECT_NE(d.WaitExit(20000), 0);
+  EXPECT_THAT(d.log(), HasSubstr("tier.address"));
+  DaemonProcess e;
+  ASSERT_TRUE(e.Start(
+      CONVTUNED_PATH,
+      {"--socket", dir_ + "/y.sock", "--db", dir_ + "/y-db", "--backend", "cpu",
+       "--tier", redis_.address(), "--tier-fleet", "a fleet with spaces"},
+      dir_ + "/y.log"));
+  EXPECT_NE(e.WaitExit(20000), 0);
+  EXPECT_THAT(e.log(), HasSubstr("tier.fleet"));
+}
+
+}  // namespace
+}  // namespace convtune

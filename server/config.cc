@@ -337,9 +337,9 @@ absl::Status LoadTenant(const Table& t, AccessPolicy* p) {
 }
 
 absl::Status LoadTier(const Table& t, DaemonOptions* o) {
-  if (absl::Status s =
-          t.OnlyKeys({"address", "user", "password_file", "fleet", "node",
-                      "deadline_ms", "breaker_failures", "breaker_open_ms"});
+  if (absl::Status s = t.OnlyKeys(
+          {"address", "user", "password_file", "fleet", "node", "deadline_ms",
+           "breaker_failures", "breaker_open_ms", "lease_ms", "max_wait_ms"});
       !s.ok()) {
     return s;
   }
@@ -361,6 +361,12 @@ absl::Status LoadTier(const Table& t, DaemonOptions* o) {
     return s;
   }
   if (t.Has("breaker_open_ms")) tier.breaker_open = absl::Milliseconds(n);
+  if (absl::Status s = t.Int("lease_ms", 100, 3600000, &n); !s.ok()) return s;
+  if (t.Has("lease_ms")) tier.lease = absl::Milliseconds(n);
+  if (absl::Status s = t.Int("max_wait_ms", 0, 86400000, &n); !s.ok()) {
+    return s;
+  }
+  if (t.Has("max_wait_ms")) tier.max_wait = absl::Milliseconds(n);
   if (absl::Status s = FindTier::Validate(tier); !s.ok()) {
     return t.FileError(s.message());
   }

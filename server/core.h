@@ -133,7 +133,11 @@ class Core {
   }
   // Makes every later find, remeasure and execute, and every tuning not yet
   // timed, finish with Unavailable. Idempotent.
-  void Shutdown() { stop_.Stop(); }
+  void Shutdown() {
+    stop_.Stop();
+    // Runs waiting on another daemon's lease end now.
+    if (tier_ != nullptr) tier_->Shutdown();
+  }
 
   // Shares find records with the fleet through the cluster tier: `scope_key`
   // is the tier's device key, `local` lists this device's FindDb records

@@ -63,6 +63,8 @@ struct EngineCounters {
   int64_t tier_published = 0;
   int64_t tier_republished = 0;
   int64_t tier_dropped = 0;
+  // Runs that waited for another daemon's record (its lease held).
+  int64_t tier_waits = 0;
 };
 
 // Every counter with its name (the field's), in declaration order: what
@@ -99,7 +101,8 @@ inline std::vector<std::pair<const char*, int64_t>> NamedCounters(
           {"tier_skipped", c.tier_skipped},
           {"tier_published", c.tier_published},
           {"tier_republished", c.tier_republished},
-          {"tier_dropped", c.tier_dropped}};
+          {"tier_dropped", c.tier_dropped},
+          {"tier_waits", c.tier_waits}};
 }
 
 // Milliseconds since `t` on the steady clock: how stages are timed.

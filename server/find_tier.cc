@@ -17,6 +17,14 @@ namespace {
 
 constexpr size_t kQuoted = 40;
 
+// Compare-and-renew and compare-and-delete: only the holder's token acts.
+constexpr char kRenew[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+constexpr char kRelease[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('del', KEYS[1]) else return 0 end";
+
 int64_t UnixMsNow() { return absl::ToUnixMillis(absl::Now()); }
 
 std::string Hostname() {
@@ -83,6 +91,13 @@ absl::Status FindTier::Validate(const Options& o) {
     return absl::InvalidArgumentError(
         "tier.breaker_failures: expected at least 1");
   }
+  if (o.lease < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError(
+        "tier.lease_ms: expected at least 100 milliseconds");
+  }
+  if (o.max_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("tier.max_wait_ms: negative");
+  }
   if (o.breaker_open < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("tier.breaker_open_ms: negative");
   }
@@ -96,20 +111,34 @@ FindTier::FindTier(Options options, const std::string& scope_key,
                            Sha256Hex(scope_key).substr(0, 24))),
       version_(std::move(version)),
       local_(std::move(local)),
-      counters_(counters) {
+      counters_(counters),
+      token_(absl::StrCat(options_.node, ":", RandomToken())) {
   connect_.endpoint = *storage::ParseRedisAddress(options_.address);
   connect_.user = options_.user;
   connect_.password = options_.password;
   connect_.deadline = options_.deadline;
   thread_ = std::thread([this] { Loop(); });
+  lease_thread_ = std::thread([this] { LeaseLoop(); });
 }
 
 FindTier::~FindTier() {
+  Shutdown();
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   thread_.join();
+  lease_thread_.join();
+}
+
+void FindTier::Shutdown() {
+  std::vector<Wait> waits;
+  {
+    absl::MutexLock lock(&mu_);
+    waits_closed_ = true;
+    waits.swap(waits_);
+  }
+  for (Wait& w : waits) w.done(true);
 }
 
 std::string FindTier::RecordKey(int64_t generation,
@@ -213,14 +242,131 @@ v1::FindRecord FindTier::Stamped(const v1::FindRecord& record) const {
   return out;
 }
 
-void FindTier::Publish(const v1::FindRecord& record) {
-  v1::FindRecord stamped = Stamped(record);
+void FindTier::Publish(const v1::FindRecord& record, const std::string& lease) {
+  Job job{Stamped(record), true, lease};
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(queue_.size()) >= std::max(1, options_.max_queued)) {
-    queue_.pop_front();
+    queue_.pop_front();  // a lease it would release expires instead
     counters_.Add(&EngineCounters::tier_dropped);
   }
-  queue_.push_back(std::move(stamped));
+  queue_.push_back(std::move(job));
+}
+
+std::string FindTier::LeaseName(const std::string& problem_key,
+                                int64_t workspace_limit) {
+  return workspace_limit < 0
+             ? problem_key
+             : absl::StrCat(problem_key, "|ws=", workspace_limit);
+}
+
+std::string FindTier::LeaseKey(int64_t generation,
+                               const std::string& lease) const {
+  return absl::StrCat(prefix_, ":g", generation, ":lease:", Sha256Hex(lease));
+}
+
+FindTier::LeaseState FindTier::Acquire(const std::string& lease) {
+  int64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = generation_;
+  }
+  if (generation < 0 || !MayCall()) return LeaseState::kUnavailable;
+  absl::StatusOr<storage::RedisReply> r;
+  {
+    absl::MutexLock lock(&lookup_mu_);
+    r = Call(&lookup_conn_, {"SET", LeaseKey(generation, lease), token_, "PX",
+                             absl::StrCat(std::max<int64_t>(
+                                 1, absl::ToInt64Milliseconds(options_.lease))),
+                             "NX"});
+  }
+  if (!r.ok()) {
+    Failed(r.status());
+    return LeaseState::kUnavailable;
+  }
+  Succeeded();
+  if (r->type == storage::RedisReply::Type::kNil) return LeaseState::kHeld;
+  absl::MutexLock lock(&mu_);
+  held_[lease] = generation;
+  return LeaseState::kAcquired;
+}
+
+void FindTier::Release(const std::string& lease) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(Job{{}, false, lease});
+}
+
+void FindTier::AwaitFree(const std::string& lease, absl::Time deadline,
+                         std::function<void(bool)> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!waits_closed_ && generation_ >= 0) {
+      waits_.push_back(Wait{lease, generation_, deadline, std::move(done)});
+      return;
+    }
+  }
+  done(true);
+}
+
+void FindTier::LeaseLoop() {
+  std::unique_ptr<storage::RedisConnection> conn;
+  const absl::Duration renew_every = options_.lease / 3;
+  absl::Time next_renew = absl::Now() + renew_every;
+  while (true) {
+    std::vector<std::pair<std::string, int64_t>> held;
+    std::vector<Wait> waits;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(50));
+      if (stopping_) return;
+      if (absl::Now() >= next_renew) held.assign(held_.begin(), held_.end());
+      waits.swap(waits_);
+    }
+    if (!held.empty()) {
+      next_renew = absl::Now() + renew_every;
+      for (const auto& [lease, generation] : held) {
+        absl::StatusOr<storage::RedisReply> r = Call(
+            &conn, {"EVAL", kRenew, "1", LeaseKey(generation, lease), token_,
+                    absl::StrCat(absl::ToInt64Milliseconds(options_.lease))});
+        if (!r.ok()) {
+          Failed(r.status());
+          break;
+        }
+        if (r->type == storage::RedisReply::Type::kInteger && r->integer == 0) {
+          // Lost (it expired and another daemon took it): the record that
+          // is published first stays.
+          absl::MutexLock lock(&mu_);
+          held_.erase(lease);
+        }
+      }
+    }
+    std::vector<Wait> still, fired;
+    const absl::Time now = absl::Now();
+    for (Wait& w : waits) {
+      if (now >= w.deadline) {
+        w.done(false);
+        continue;
+      }
+      absl::StatusOr<storage::RedisReply> r =
+          Call(&conn, {"EXISTS", LeaseKey(w.generation, w.lease)});
+      if (!r.ok() || r->integer == 0) {
+        if (!r.ok()) Failed(r.status());
+        fired.push_back(std::move(w));
+      } else {
+        still.push_back(std::move(w));
+      }
+    }
+    for (Wait& w : fired) w.done(true);
+    if (!still.empty()) {
+      absl::MutexLock lock(&mu_);
+      if (waits_closed_) {
+        mu_.Unlock();
+        for (Wait& w : still) w.done(true);
+        mu_.Lock();
+      } else {
+        for (Wait& w : still) waits_.push_back(std::move(w));
+      }
+    }
+  }
 }
 
 bool FindTier::Write(std::unique_ptr<storage::RedisConnection>* conn,
@@ -237,6 +383,21 @@ bool FindTier::Write(std::unique_ptr<storage::RedisConnection>* conn,
     counters_.Add(&EngineCounters::tier_published);
   }
   return true;
+}
+
+void FindTier::ReleaseNow(std::unique_ptr<storage::RedisConnection>* conn,
+                          const std::string& lease) {
+  int64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = held_.find(lease);
+    if (it == held_.end()) return;  // lost, or never held
+    generation = it->second;
+    held_.erase(it);
+  }
+  absl::StatusOr<storage::RedisReply> r =
+      Call(conn, {"EVAL", kRelease, "1", LeaseKey(generation, lease), token_});
+  if (!r.ok()) Failed(r.status());  // it expires instead
 }
 
 void FindTier::Poll(std::unique_ptr<storage::RedisConnection>* conn) {
@@ -322,7 +483,7 @@ void FindTier::Loop() {
   std::unique_ptr<storage::RedisConnection> conn;
   absl::Time next_poll = absl::InfinitePast();
   while (true) {
-    std::deque<v1::FindRecord> batch;
+    std::deque<Job> batch;
     int64_t generation;
     {
       absl::MutexLock lock(&mu_);
@@ -354,11 +515,13 @@ void FindTier::Loop() {
       next_poll = absl::Now() + options_.poll;
     }
     while (!batch.empty()) {
+      Job& job = batch.front();
       // Measured before the generation changed: disowned with the rest.
-      if (batch.front().origin().generation() == generation &&
-          !Write(&conn, batch.front(), generation)) {
+      if (job.has_record && job.record.origin().generation() == generation &&
+          !Write(&conn, job.record, generation)) {
         break;
       }
+      if (!job.release.empty()) ReleaseNow(&conn, job.release);
       batch.pop_front();
     }
     if (!batch.empty()) {

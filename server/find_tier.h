@@ -18,8 +18,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -54,6 +56,11 @@ class FindTier {
     // Records waiting to be published; beyond it the oldest are dropped
     // (they stay local, and go again when the tier's epoch changes).
     int max_queued = 10000;
+    // Demand tuning: a daemon that tunes a problem the tier lacks holds a
+    // lease on it for this long, renewed while it tunes; the others wait
+    // for its record, up to max_wait, then tune themselves.
+    absl::Duration lease = absl::Seconds(10);
+    absl::Duration max_wait = absl::Seconds(120);
   };
 
   // InvalidArgument naming the bad field.
@@ -81,8 +88,31 @@ class FindTier {
   absl::StatusOr<v1::FindRecord> Get(const std::string& problem_key);
 
   // Queues `record` (measured here, or read from the tier) to be written
-  // unless the tier has one under its key. Never blocks.
-  void Publish(const v1::FindRecord& record);
+  // unless the tier has one under its key, then `lease` (if not empty) to
+  // be released. Never blocks.
+  void Publish(const v1::FindRecord& record, const std::string& lease = "");
+
+  // Leases on tuning a problem, named by the problem key and workspace
+  // limit of the request (LeaseName).
+  static std::string LeaseName(const std::string& problem_key,
+                               int64_t workspace_limit);
+  enum class LeaseState {
+    kAcquired,     // this daemon holds it now, renewed until released
+    kHeld,         // another daemon holds it
+    kUnavailable,  // the tier could not be asked
+  };
+  LeaseState Acquire(const std::string& lease);
+  // Queued behind what is being published, like Publish's.
+  void Release(const std::string& lease);
+  // Calls `done` (on the tier's lease thread: it must only queue work) once
+  // `lease` is free (released with its record published, or expired), or
+  // the tier cannot be asked (true), or at `deadline` (false).
+  void AwaitFree(const std::string& lease, absl::Time deadline,
+                 std::function<void(bool free)> done);
+
+  // Fires every wait (as if its lease were free) and takes no more: for a
+  // daemon shutting down, whose runs must end.
+  void Shutdown();
 
   // One line for status: where the tier is, its generation, and whether it
   // answers.
@@ -94,6 +124,7 @@ class FindTier {
   std::string RecordKey(int64_t generation,
                         const std::string& problem_key) const;
   const std::string& prefix() const { return prefix_; }
+  const Options& options() const { return options_; }
 
  private:
   // Breaker: whether a call may go out now; the call's outcome.
@@ -107,12 +138,18 @@ class FindTier {
       const std::vector<std::string>& argv);
 
   void Loop();
+  // Renews the leases held, and watches the awaited ones.
+  void LeaseLoop();
+  std::string LeaseKey(int64_t generation, const std::string& lease) const;
   // Reads the generation, checks the epoch; publishes the local records
   // again when the epoch is new to this daemon.
   void Poll(std::unique_ptr<storage::RedisConnection>* conn);
   // Writes `record` unless present. False when the tier could not be asked.
   bool Write(std::unique_ptr<storage::RedisConnection>* conn,
              const v1::FindRecord& record, int64_t generation);
+  // Deletes the lease if this daemon still holds it; forgets it anyway.
+  void ReleaseNow(std::unique_ptr<storage::RedisConnection>* conn,
+                  const std::string& lease);
   v1::FindRecord Stamped(const v1::FindRecord& record) const;
 
   const Options options_;
@@ -134,10 +171,30 @@ class FindTier {
   // The highest generation seen: a tier that lost its data gets it back.
   int64_t highest_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::string epoch_ ABSL_GUARDED_BY(mu_);  // the last one published to
-  std::deque<v1::FindRecord> queue_ ABSL_GUARDED_BY(mu_);
+  // What the publishing thread writes, in order: a record (unless empty),
+  // then a lease to release (unless empty).
+  struct Job {
+    v1::FindRecord record;
+    bool has_record = false;
+    std::string release;
+  };
+  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool waits_closed_ ABSL_GUARDED_BY(mu_) = false;
+  // This daemon's leases: the lease name and the generation it was taken
+  // in, and the token that marks them as this daemon's.
+  const std::string token_;
+  absl::flat_hash_map<std::string, int64_t> held_ ABSL_GUARDED_BY(mu_);
+  struct Wait {
+    std::string lease;
+    int64_t generation;
+    absl::Time deadline;
+    std::function<void(bool)> done;
+  };
+  std::vector<Wait> waits_ ABSL_GUARDED_BY(mu_);
 
   std::thread thread_;
+  std::thread lease_thread_;
 };
 
 }  // namespace convtune

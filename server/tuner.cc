@@ -44,6 +44,16 @@ struct Tuner::Run {
   // Held while callers are told of a change, so they hear them in order.
   absl::Mutex progress_mu;
   TuneProgress progress ABSL_GUARDED_BY(progress_mu);
+  // The cluster tier's lease on tuning this problem, while this run holds
+  // it: released with the record's publication, or when the run ends.
+  FindTier* tier = nullptr;
+  std::string lease;
+  // Until when it waits for another daemon's record.
+  absl::Time wait_until = absl::InfinitePast();
+
+  ~Run() {
+    if (tier != nullptr && !lease.empty()) tier->Release(lease);
+  }
 };
 
 Tuner::Tuner(const Planner& planner, TimingStage& timing, FindRecords& records,
@@ -149,39 +159,78 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
   const ThreadPool::Priority priority = PriorityOf(*run);
   compile_pool_.Schedule(
       [this, run = std::move(run)]() mutable {
-        if (absl::Status s = stop_.Check(); !s.ok()) {
-          Complete(run->dedup_key, s);
-          return;
-        }
-        if (Abandoned(run->dedup_key)) {
-          Complete(run->dedup_key,
-                   absl::CancelledError("every caller of the find left before "
-                                        "it started"));
-          return;
-        }
-        // A find that waited may have tuned a background run's problem
-        // meanwhile.
-        if (run->request.background) {
-          absl::StatusOr<FindOutcome> hit = records_.LookupUser(
-              run->job->problem, run->request.workspace_limit);
-          if (hit.ok()) {
-            Complete(run->dedup_key, *std::move(hit));
-            return;
-          }
-        }
-        // Another daemon of the fleet may have tuned it.
-        if (tier_ != nullptr && run->request.reads_tier &&
-            !run->request.search) {
-          absl::StatusOr<FindOutcome> hit =
-              FromTier(run->job->problem, run->request.workspace_limit);
-          if (hit.ok()) {
-            Complete(run->dedup_key, *std::move(hit));
-            return;
-          }
-        }
-        Start(std::move(run));
+        Begin(std::move(run), /*waited=*/false);
       },
       priority, tenant);
+}
+
+void Tuner::Begin(std::shared_ptr<Run> run, bool waited) {
+  if (absl::Status s = stop_.Check(); !s.ok()) {
+    Complete(run->dedup_key, s);
+    return;
+  }
+  if (Abandoned(run->dedup_key)) {
+    Complete(run->dedup_key,
+             absl::CancelledError("every caller of the find left before "
+                                  "it started"));
+    return;
+  }
+  // A find that waited may have tuned a background run's problem
+  // meanwhile.
+  if (run->request.background) {
+    absl::StatusOr<FindOutcome> hit =
+        records_.LookupUser(run->job->problem, run->request.workspace_limit);
+    if (hit.ok()) {
+      Complete(run->dedup_key, *std::move(hit));
+      return;
+    }
+  }
+  if (tier_ == nullptr || !run->request.reads_tier || run->request.search) {
+    Start(std::move(run));
+    return;
+  }
+  // Another daemon of the fleet may have tuned it.
+  absl::StatusOr<FindOutcome> hit =
+      FromTier(run->job->problem, run->request.workspace_limit);
+  if (hit.ok()) {
+    Complete(run->dedup_key, *std::move(hit));
+    return;
+  }
+  // Past the wait (or the tier away): tune here.
+  if (!absl::IsNotFound(hit.status()) ||
+      (waited && absl::Now() >= run->wait_until)) {
+    Start(std::move(run));
+    return;
+  }
+  // Or tuning it now: one daemon tunes, the others wait for its record.
+  const std::string lease =
+      FindTier::LeaseName(run->job->problem_key, run->request.workspace_limit);
+  switch (tier_->Acquire(lease)) {
+    case FindTier::LeaseState::kAcquired:
+      run->tier = tier_;
+      run->lease = lease;
+      Start(std::move(run));
+      return;
+    case FindTier::LeaseState::kUnavailable:
+      Start(std::move(run));
+      return;
+    case FindTier::LeaseState::kHeld:
+      break;
+  }
+  if (!waited) run->wait_until = absl::Now() + tier_->options().max_wait;
+  counters_.Add(&EngineCounters::tier_waits);
+  const ThreadPool::Priority priority = PriorityOf(*run);
+  const std::string tenant = run->tenant;
+  const absl::Time until = run->wait_until;
+  tier_->AwaitFree(
+      lease, until,
+      [this, run = std::move(run), priority, tenant](bool) mutable {
+        compile_pool_.Schedule(
+            [this, run = std::move(run)]() mutable {
+              Begin(std::move(run), /*waited=*/true);
+            },
+            priority, tenant);
+      });
 }
 
 absl::Status Tuner::ValidateTierRecord(const ConvProblem& p,
@@ -478,7 +527,11 @@ void Tuner::Finish(std::shared_ptr<Run> run,
               << stored.problem_key() << ": " << put << "\n";
   }
   // A search's record is as good as any; a limited one stays under its key.
-  if (tier_ != nullptr) tier_->Publish(stored);
+  // The lease (if this run holds one) goes once the record is there.
+  if (tier_ != nullptr) {
+    tier_->Publish(stored, run->lease);
+    run->lease.clear();
+  }
   Complete(run->dedup_key,
            FindOutcome{*std::move(record), false, "tuned",
                        std::move(timed->timed_solvers), put.ok(),

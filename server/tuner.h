@@ -140,6 +140,10 @@ class Tuner {
 
   std::vector<PerfConfig> SearchSpace(const Solver& s,
                                       const ConvProblem& p) const;
+  // On the compile pool: answers from the FindDb or the tier when they
+  // have the problem now, waits on another daemon's lease, or starts.
+  // `waited`: called again after a wait.
+  void Begin(std::shared_ptr<Run> run, bool waited);
   void Start(std::shared_ptr<Run> run);
   // The tier's valid record of p, stored locally as read from the tier;
   // NotFound or Unavailable when there is none to use.

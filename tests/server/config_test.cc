@@ -68,6 +68,8 @@ TEST_F(ConfigTest, TheDeployExampleLoadsAsDocumented) {
   EXPECT_EQ(o.tier.deadline, tier.deadline);
   EXPECT_EQ(o.tier.breaker_failures, tier.breaker_failures);
   EXPECT_EQ(o.tier.breaker_open, tier.breaker_open);
+  EXPECT_EQ(o.tier.lease, tier.lease);
+  EXPECT_EQ(o.tier.max_wait, tier.max_wait);
   EXPECT_EQ(o.tier_password_file, "/etc/convtune/tier.password");
 }
 
@@ -113,6 +115,8 @@ node = "node-7"
 deadline_ms = 40
 breaker_failures = 5
 breaker_open_ms = 9000
+lease_ms = 3000
+max_wait_ms = 60000
 [[tenant]]
 name = "ci"
 cert_names = ["ci-runner", "ci.example.com"]
@@ -157,6 +161,8 @@ cert_names = ["ci-runner", "ci.example.com"]
   EXPECT_EQ(o.tier.deadline, absl::Milliseconds(40));
   EXPECT_EQ(o.tier.breaker_failures, 5);
   EXPECT_EQ(o.tier.breaker_open, absl::Milliseconds(9000));
+  EXPECT_EQ(o.tier.lease, absl::Milliseconds(3000));
+  EXPECT_EQ(o.tier.max_wait, absl::Milliseconds(60000));
 }
 
 TEST_F(ConfigTest, ErrorsNameTheKeyAndQuoteAShortPrefix) {

@@ -55,7 +55,8 @@ bool RedisProcess::Start(const std::string& dir) {
         << " ~* &* +@all\n"
         // Daemons: read and write the tier's keys, nothing else.
         << "user " << kWriter << " on >" << kWriterPassword
-        << " ~convtune:* resetchannels -@all +get +set +ping +hello\n"
+        << " ~convtune:* resetchannels -@all +get +set +exists +pexpire +del "
+           "+eval +ping +hello\n"
         // CI readers: read-only key access.
         << "user " << kReader << " on >" << kReaderPassword
         << " %R~convtune:* resetchannels -@all +get +ping +hello\n";

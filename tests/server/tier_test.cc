@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -68,18 +69,29 @@ class TierTest : public ::testing::Test {
     std::unique_ptr<v1::ConvTune::Stub> stub;
   };
 
-  Node& StartNode(const std::string& name, const std::string& address = "") {
+  Node& StartNode(const std::string& name,
+                  std::vector<std::string> extra = {}) {
     Node& n = nodes_[name];
     n.name = name;
     n.socket = dir_ + "/" + name + ".sock";
     n.process = std::make_unique<DaemonProcess>();
-    EXPECT_TRUE(n.process->Start(
-        CONVTUNED_PATH,
-        {"--socket", n.socket, "--db", dir_ + "/" + name + "-db", "--backend",
-         "cpu", "--log-rpcs", "off", "--tier",
-         address.empty() ? redis_.address() : address, "--tier-password-file",
-         dir_ + "/writer.pw", "--tier-node", name},
-        dir_ + "/" + name + ".log"));
+    std::vector<std::string> args = {"--socket",
+                                     n.socket,
+                                     "--db",
+                                     dir_ + "/" + name + "-db",
+                                     "--backend",
+                                     "cpu",
+                                     "--log-rpcs",
+                                     "off",
+                                     "--tier",
+                                     redis_.address(),
+                                     "--tier-password-file",
+                                     dir_ + "/writer.pw",
+                                     "--tier-node",
+                                     name};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_TRUE(
+        n.process->Start(CONVTUNED_PATH, args, dir_ + "/" + name + ".log"));
     EXPECT_TRUE(n.process->WaitServing(n.socket)) << n.process->log();
     n.stub = v1::ConvTune::NewStub(grpc::CreateChannel(
         UnixTarget(n.socket), grpc::InsecureChannelCredentials()));
@@ -336,6 +348,72 @@ TEST_F(TierTest, AGenerationBumpDisownsEarlierRecords) {
   ASSERT_EQ(Find(b, Problem(24)).source(), "tuned");
   ASSERT_TRUE(WaitCounter(b, "tier_published", 1));
   EXPECT_EQ(Find(a, Problem(24)).source(), "tier");
+}
+
+// A problem that takes a while to tune on the CPU.
+ConvProblem SlowProblem() {
+  ConvProblem p = Problem(64);
+  p.k = 64;
+  p.in = {1, 28, 28};
+  return p;
+}
+
+TEST_F(TierTest, TwoNodesGivenTheSameColdProblemTuneItOnce) {
+  Node& a = StartNode("node-a");
+  Node& b = StartNode("node-b");
+  const ConvProblem p = SlowProblem();
+  v1::FindResponse ra, rb;
+  std::thread ta([&] { ra = Find(a, p); });
+  std::thread tb([&] { rb = Find(b, p); });
+  ta.join();
+  tb.join();
+  const int64_t timed_a = Counter(a, "plans_timed");
+  const int64_t timed_b = Counter(b, "plans_timed");
+  EXPECT_TRUE((timed_a > 0) != (timed_b > 0))
+      << "plans timed: a " << timed_a << ", b " << timed_b;
+  // The one that did not tune answered from the tier.
+  std::set<std::string> sources = {ra.source(), rb.source()};
+  EXPECT_EQ(sources, (std::set<std::string>{"tuned", "tier"}));
+  ASSERT_GT(ra.results_size(), 0);
+  ASSERT_GT(rb.results_size(), 0);
+  EXPECT_EQ(ra.results(0).solver_id(), rb.results(0).solver_id());
+  EXPECT_EQ(CountFindKeys(), 1);
+}
+
+TEST_F(TierTest, ATunerPausedPastItsLeaseIsTakenOverAndOneRecordRemains) {
+  std::ofstream(dir_ + "/lease.toml") << "[tier]\nlease_ms = 1000\n";
+  Node& a = StartNode("node-a", {"--config", dir_ + "/lease.toml"});
+  Node& b = StartNode("node-b", {"--config", dir_ + "/lease.toml"});
+  const ConvProblem p = SlowProblem();
+  const std::string record_key = RecordKey(a, p);
+  const std::string lease_key =
+      record_key.substr(0, record_key.find(":find:")) +
+      ":lease:" + Sha256Hex(ProblemKey(p));
+  v1::FindResponse ra;
+  std::thread ta([&] { ra = Find(a, p); });
+  // a takes the lease as it starts to tune; it stops there.
+  bool leased = false;
+  for (int i = 0; i < 20000 && !leased; ++i) {
+    absl::StatusOr<storage::RedisReply> r = redis_.Admin({"EXISTS", lease_key});
+    leased = r.ok() && r->integer == 1;
+  }
+  ASSERT_TRUE(leased);
+  ASSERT_EQ(kill(a.process->pid(), SIGSTOP), 0);
+  v1::FindResponse rb = Find(b, p);  // waits out the lease, then tunes
+  EXPECT_EQ(rb.source(), "tuned");
+  EXPECT_GE(Counter(b, "tier_waits"), 1);
+  ASSERT_TRUE(WaitCounter(b, "tier_published", 1));
+  ASSERT_EQ(kill(a.process->pid(), SIGCONT), 0);
+  ta.join();
+  EXPECT_EQ(ra.source(), "tuned");
+  // a's record came second: b's stays, the only one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(CountFindKeys(), 1);
+  absl::StatusOr<storage::RedisReply> held = redis_.Admin({"GET", record_key});
+  ASSERT_TRUE(held.ok());
+  v1::FindRecord record;
+  ASSERT_TRUE(record.ParseFromString(held->str));
+  EXPECT_EQ(record.origin().node(), "node-b");
 }
 
 TEST_F(TierTest, BadTierSettingsNameTheField) {

@@ -1,5 +1,6 @@
 #include "client/client.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/defaults.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
@@ -272,6 +274,59 @@ absl::StatusOr<v1::GetStatusResponse> Client::GetStatus() {
       stub_->GetStatus(&context, v1::GetStatusRequest(), &response);
   if (!status.ok()) return CallError(status);
   return response;
+}
+
+absl::StatusOr<std::string> Client::Health(const std::string& service) {
+  if (service.size() > 127) {
+    return absl::InvalidArgumentError("service: longer than 127 bytes");
+  }
+  // HealthCheckRequest {string service = 1;} by hand: the health service's
+  // C++ stubs are not part of the installed gRPC.
+  std::string wire;
+  if (!service.empty()) {
+    wire.push_back('\x0a');
+    wire.push_back(static_cast<char>(service.size()));
+    wire += service;
+  }
+  grpc::Slice slice(wire);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  SetDeadline(&context, CallTimeout());
+  absl::Mutex mu;
+  bool done = false;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
+                   absl::MutexLock lock(&mu);
+                   status = std::move(s);
+                   done = true;
+                 });
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&done));
+  }
+  if (!status.ok()) return CallError(status);
+  // HealthCheckResponse {ServingStatus status = 1;}: absent means UNKNOWN.
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  int value = 0;
+  if (bytes.size() >= 2 && bytes[0] == '\x08') value = bytes[1];
+  switch (value) {
+    case 1:
+      return std::string("SERVING");
+    case 2:
+      return std::string("NOT_SERVING");
+    case 3:
+      return std::string("SERVICE_UNKNOWN");
+    default:
+      return std::string("UNKNOWN");
+  }
 }
 
 absl::StatusOr<v1::DbExportResponse> Client::DbExport(bool system) {

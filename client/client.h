@@ -114,6 +114,10 @@ class Client {
   absl::StatusOr<v1::DbStatsResponse> DbStats();
   // The daemon's device, queues, counters, and who it takes this client for.
   absl::StatusOr<v1::GetStatusResponse> GetStatus();
+  // grpc.health.v1 Check of `service` ("" for the daemon as a whole,
+  // "convtune.storage" for whether its database takes writes): the serving
+  // status's name ("SERVING", "NOT_SERVING", ...). Anyone may ask.
+  absl::StatusOr<std::string> Health(const std::string& service);
   // A serialized ExportFile and its entry count. `system`: only this
   // daemon's device's find and perf records, as a system FindDb (the
   // response's device_key names the device).

@@ -43,6 +43,7 @@ int DbCommand(Context& context, const std::vector<std::string>& args);
 int ImmediateCommand(Context& context, const std::vector<std::string>& args);
 int HeuristicCommand(Context& context, const std::vector<std::string>& args);
 int StatusCommand(Context& context, const std::vector<std::string>& args);
+int HealthCommand(Context& context, const std::vector<std::string>& args);
 int PrefillCommand(Context& context, const std::vector<std::string>& args);
 
 // The longest line a problem file may have.
@@ -70,6 +71,7 @@ extern const char kDbHelp[];
 extern const char kImmediateHelp[];
 extern const char kHeuristicHelp[];
 extern const char kStatusHelp[];
+extern const char kHealthHelp[];
 extern const char kPrefillHelp[];
 
 }  // namespace convtune::cli

@@ -18,6 +18,7 @@ Usage:
   convtune [GLOBAL FLAGS] prefill [--follow] FILE
   convtune [GLOBAL FLAGS] heuristic train
   convtune [GLOBAL FLAGS] status
+  convtune [GLOBAL FLAGS] health [--service NAME]
   convtune help | --help          this text;  convtune SUBCOMMAND --help  its details
 
 Sub-commands:
@@ -34,6 +35,8 @@ Sub-commands:
   heuristic  Train the daemon's learned immediate-mode heuristic.
   status     What the daemon is doing: device, queues, tunings, counters, who
              it takes you for, and your usage (every tenant's for an admin).
+  health     Whether the daemon serves (gRPC health): exit 0 when it does,
+             for supervisors' and Kubernetes' probes.
 
 Global flags (before the sub-command):
   --socket PATH       Unix socket of convtuned. Default: $CONVTUNE_SOCKET, else
@@ -227,6 +230,23 @@ Usage:
 
 Examples:
   convtune find --file deploy/problems/resnet50_b1.txt && convtune heuristic train
+)";
+
+const char kHealthHelp[] =
+    R"(convtune health: whether the daemon serves, by its gRPC health service.
+
+Usage:
+  convtune health                   the daemon as a whole: prints SERVING
+                                    (exit 0), or NOT_SERVING while it shuts
+                                    down (exit 1); exit 1 when nobody
+                                    answers
+  convtune health --service convtune.storage
+                                    whether its database takes writes
+                                    (NOT_SERVING on a full disk: answers go
+                                    on, nothing new is stored)
+
+Anyone who can reach the socket may ask. Kubernetes' exec probes use it
+(deploy/k8s/convtuned.yaml).
 )";
 
 const char kStatusHelp[] =

@@ -282,4 +282,23 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int HealthCommand(Context& context, const std::vector<std::string>& args) {
+  std::string service;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--service" && i + 1 < args.size()) {
+      service = args[++i];
+    } else {
+      return UsageError(absl::StrCat("health: unknown argument '",
+                                     args[i].substr(0, 40), "'"));
+    }
+  }
+  absl::StatusOr<std::string> s = context.client->Health(service);
+  if (!s.ok()) {
+    ReportError(context, s.status());
+    return kExitFailed;
+  }
+  std::cout << *s << "\n";
+  return *s == "SERVING" ? kExitOk : kExitFailed;
+}
+
 }  // namespace convtune::cli

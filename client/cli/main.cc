@@ -87,7 +87,7 @@ int Main(const std::vector<std::string>& argv) {
   if (i >= argv.size())
     return UsageError(
         "missing sub-command (find, immediate, prefill, solvers, db, "
-        "heuristic or status)");
+        "heuristic, status or health)");
   const std::string command = argv[i];
   const std::vector<std::string> args(argv.begin() + i + 1, argv.end());
   if (command == "help") {
@@ -101,6 +101,7 @@ int Main(const std::vector<std::string>& argv) {
                      : command == "heuristic" ? kHeuristicHelp
                      : command == "status"    ? kStatusHelp
                      : command == "prefill"   ? kPrefillHelp
+                     : command == "health"    ? kHealthHelp
                                               : nullptr;
   if (help == nullptr) {
     return UsageError(absl::StrCat("unknown sub-command '", command, "'"));
@@ -166,6 +167,7 @@ int Main(const std::vector<std::string>& argv) {
   if (command == "solvers") return SolversCommand(context, args);
   if (command == "heuristic") return HeuristicCommand(context, args);
   if (command == "status") return StatusCommand(context, args);
+  if (command == "health") return HealthCommand(context, args);
   if (command == "prefill") return PrefillCommand(context, args);
   return DbCommand(context, args);
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -98,6 +99,7 @@ TEST(CliUsageTest, DaemonDownSaysHowToStartIt) {
   EXPECT_THAT(
       r.err,
       HasSubstr("is it running? (start it with convtuned --socket " + socket));
+  EXPECT_EQ(Cli({"--socket", socket, "health"}).exit_code, 1);
 }
 
 class CliDaemonTest : public ::testing::Test {
@@ -219,6 +221,17 @@ TEST_F(CliDaemonTest, FindWarnsWhenItsRecordCouldNotBeStored) {
   // A database that does take writes says nothing of it.
   ProcessResult fine = Run({"status"});
   EXPECT_THAT(fine.out, Not(HasSubstr("TAKES NO WRITES")));
+  // Its health says so within the storage watch's second.
+  ProcessResult health;
+  for (int i = 0; i < 40; ++i) {
+    health = Cli({"--socket", full.socket_path(), "health", "--service",
+                  "convtune.storage"});
+    if (health.exit_code != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(health.exit_code, 1);
+  EXPECT_EQ(health.out, "NOT_SERVING\n");
+  EXPECT_EQ(Cli({"--socket", full.socket_path(), "health"}).exit_code, 0);
   EXPECT_TRUE(full.Stop().ok()) << full.Log();
 }
 
@@ -238,6 +251,20 @@ TEST_F(CliDaemonTest, StatusSaysWhoYouAreAndWhatTheDaemonDid) {
               ::testing::ContainsRegex("database: +[0-9.]+ MiB on disk"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("tunings +1\n"));
   EXPECT_EQ(Run({"status", "extra"}).exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("tier:       none"));
+}
+
+TEST_F(CliDaemonTest, HealthSaysWhetherTheDaemonServes) {
+  ProcessResult r = Run({"health"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+  r = Run({"health", "--service", "convtune.storage"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+  r = Run({"health", "--service", "no.such.service"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Run({"health", "--bogus"}).exit_code, 2);
+  EXPECT_EQ(Run({"health", "--help"}).exit_code, 0);
 }
 
 TEST_F(CliDaemonTest, FileIsARegularFileOrStdinAndNothingElse) {

@@ -21,6 +21,8 @@ packages=(
   libhiredis-dev redis-server
   # The Python package and its tests (run with /usr/bin/python3).
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch
+  # The deployment files' test reads the Kubernetes manifests.
+  python3-yaml
 )
 
 missing=()

@@ -3,16 +3,22 @@
 // timing; a CI reader cannot write; forged records are misses; the tier
 // going away and coming back empty costs no errors and gets the records
 // published again; a generation bump disowns what came before.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -318,6 +324,103 @@ TEST_F(TierTest,
   }
   EXPECT_EQ(Counter(b, "plans_timed"), 0);
   EXPECT_EQ(Counter(b, "tier_hits"), 4);
+  // Flushed under running daemons: published again.
+  ASSERT_TRUE(redis_.Admin({"FLUSHALL"}).ok());
+  for (int i = 0; i < 400 && CountFindKeys() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(CountFindKeys(), 4);
+}
+
+// A loopback TCP proxy to Redis that holds each chunk for a settable delay.
+class DelayProxy {
+ public:
+  explicit DelayProxy(int target_port) : target_port_(target_port) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    listen(listen_fd_, 16);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    accept_ = std::thread([this] { Accept(); });
+  }
+  ~DelayProxy() {
+    stop_ = true;
+    shutdown(listen_fd_, SHUT_RDWR);
+    close(listen_fd_);
+    accept_.join();
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+    for (std::thread& t : pipes_) t.join();
+    for (int fd : fds_) close(fd);
+  }
+  int port() const { return port_; }
+  void set_delay_ms(int ms) { delay_ms_ = ms; }
+
+ private:
+  void Accept() {
+    while (!stop_) {
+      const int client = accept(listen_fd_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(target_port_);
+      if (connect(server, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+        close(client);
+        close(server);
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      fds_.push_back(client);
+      fds_.push_back(server);
+      pipes_.emplace_back([this, client, server] { Pipe(client, server); });
+      pipes_.emplace_back([this, client, server] { Pipe(server, client); });
+    }
+  }
+  void Pipe(int from, int to) {
+    char buf[16384];
+    while (true) {
+      const ssize_t n = read(from, buf, sizeof(buf));
+      if (n <= 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
+      if (write(to, buf, n) != n) break;
+    }
+    shutdown(to, SHUT_WR);
+  }
+
+  const int target_port_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> delay_ms_{0};
+  std::atomic<bool> stop_{false};
+  std::thread accept_;
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> pipes_;
+};
+
+TEST_F(TierTest, ASlowTierCostsNoErrorsAndIsUsedAgainOnceFast) {
+  DelayProxy proxy(redis_.port());
+  Node& a =
+      StartNode("node-a", {"--tier", absl::StrCat("127.0.0.1:", proxy.port())});
+  ASSERT_THAT(Status(a).tier(), HasSubstr("answering"));
+  // Slower than the 25 ms deadline: every lookup and write fails in time.
+  proxy.set_delay_ms(200);
+  for (int c : {16, 24, 32, 40}) {
+    EXPECT_EQ(Find(a, Problem(c)).source(), "tuned") << c;
+  }
+  EXPECT_GT(Counter(a, "tier_errors") + Counter(a, "tier_skipped"), 0);
+  // Fast again: the queued records go out.
+  proxy.set_delay_ms(0);
+  for (int i = 0; i < 400 && CountFindKeys() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(CountFindKeys(), 4);
+  EXPECT_THAT(Status(a).tier(), HasSubstr("answering"));
 }
 
 TEST_F(TierTest, AGenerationBumpDisownsEarlierRecords) {

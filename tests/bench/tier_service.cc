@@ -5,7 +5,12 @@
 // again (local FindDb hits). Prints the latency of both kinds of find, as
 // the client sees them over the Unix socket, in Markdown.
 //
+// With --prefill-nodes N, instead: the wall time of prefilling the list on
+// one node, against N nodes of one fleet prefilling it at once (sharing the
+// work through the tier's leases), on fresh databases and an empty tier.
+//
 // usage: bench_tier [--file FILE] [--rounds N] [--local-repeats N]
+//                   [--prefill-nodes N]
 #include <signal.h>
 
 #include <algorithm>
@@ -54,13 +59,13 @@ struct Node {
 };
 
 bool StartNode(Node& n, const std::string& dir, const std::string& name,
-               const std::string& tier) {
+               const std::string& tier, const std::string& fleet = "default") {
   const std::string socket = dir + "/" + name + ".sock";
   if (!n.process.Start(
           CONVTUNED_PATH,
           {"--socket", socket, "--db", dir + "/" + name + "-db", "--backend",
            "cpu", "--log-rpcs", "off", "--tier", tier, "--tier-password-file",
-           dir + "/writer.pw", "--tier-node", name},
+           dir + "/writer.pw", "--tier-node", name, "--tier-fleet", fleet},
           dir + "/" + name + ".log") ||
       !n.process.WaitServing(socket)) {
     std::cerr << n.process.log();
@@ -105,10 +110,59 @@ int64_t Counter(Node& n, const std::string& name) {
   return it == s.counters().end() ? -1 : it->second;
 }
 
+// Prefills `problems` on `nodes` fresh daemons of one fleet at once; the
+// seconds until every node has every problem (tuned or from the tier), and
+// the plans timed over all nodes in *timed.
+double Prefill(const std::string& dir, const std::string& tier,
+               const std::string& fleet, int nodes,
+               const std::vector<ConvProblem>& problems, int64_t* timed,
+               int64_t* waits) {
+  std::vector<std::unique_ptr<Node>> ns;
+  for (int i = 0; i < nodes; ++i) {
+    ns.push_back(std::make_unique<Node>());
+    if (!StartNode(*ns.back(), dir, absl::StrCat(fleet, "-", i), tier, fleet)) {
+      return -1;
+    }
+  }
+  v1::PrefillRequest req;
+  for (const ConvProblem& p : problems) ProblemToProto(p, req.add_problems());
+  const Clock::time_point t0 = Clock::now();
+  for (auto& n : ns) {
+    grpc::ClientContext ctx;
+    v1::PrefillResponse resp;
+    if (!n->stub->Prefill(&ctx, req, &resp).ok()) return -1;
+  }
+  const int64_t want = static_cast<int64_t>(problems.size());
+  for (auto& n : ns) {
+    while (true) {
+      grpc::ClientContext ctx;
+      v1::GetStatusResponse s;
+      if (!n->stub->GetStatus(&ctx, v1::GetStatusRequest(), &s).ok()) {
+        return -1;
+      }
+      int64_t done = 0;
+      for (const v1::TenantUsage& t : s.tenants()) {
+        done += t.prefill_done() + t.prefill_failed();
+      }
+      if (done >= want) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - t0).count();
+  *timed = *waits = 0;
+  for (auto& n : ns) {
+    *timed += Counter(*n, "plans_timed");
+    *waits += Counter(*n, "tier_waits");
+    n->process.Stop(SIGTERM);
+  }
+  return seconds;
+}
+
 int Main(int argc, char** argv) {
   std::string file =
       std::string(CONVTUNE_SOURCE_DIR) + "/deploy/problems/resnet50_b1.txt";
-  int rounds = 5, local_repeats = 20;
+  int rounds = 5, local_repeats = 20, prefill_nodes = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--file") {
@@ -117,9 +171,11 @@ int Main(int argc, char** argv) {
       rounds = std::max(1, std::atoi(argv[i + 1]));
     } else if (flag == "--local-repeats") {
       local_repeats = std::max(1, std::atoi(argv[i + 1]));
+    } else if (flag == "--prefill-nodes") {
+      prefill_nodes = std::max(1, std::atoi(argv[i + 1]));
     } else {
       std::cerr << "usage: bench_tier [--file FILE] [--rounds N] "
-                   "[--local-repeats N]\n";
+                   "[--local-repeats N] [--prefill-nodes N]\n";
       return 2;
     }
   }
@@ -139,6 +195,29 @@ int Main(int argc, char** argv) {
   if (!redis.Start(dir)) {
     std::cerr << redis.log();
     return 1;
+  }
+  if (prefill_nodes > 0) {
+    // The list prefilled by one node, then by N nodes sharing the work
+    // through leases (each fleet starts with an empty tier).
+    int64_t timed1 = 0, waits1 = 0, timedn = 0, waitsn = 0;
+    const double one =
+        Prefill(dir, redis.address(), "solo", 1, problems, &timed1, &waits1);
+    const double many = Prefill(dir, redis.address(), "shared", prefill_nodes,
+                                problems, &timedn, &waitsn);
+    redis.Stop();
+    std::filesystem::remove_all(dir);
+    if (one < 0 || many < 0) return 1;
+    std::printf(
+        "| prefill of %zu problems (%s) | wall s | plans timed, all "
+        "nodes | waits on another node's lease |\n",
+        problems.size(), file.c_str());
+    std::printf("|---|---|---|---|\n");
+    std::printf("| 1 node | %.1f | %lld | %lld |\n", one,
+                static_cast<long long>(timed1), static_cast<long long>(waits1));
+    std::printf("| %d nodes, one tier | %.1f | %lld | %lld |\n", prefill_nodes,
+                many, static_cast<long long>(timedn),
+                static_cast<long long>(waitsn));
+    return 0;
   }
   Node a;
   if (!StartNode(a, dir, "node-a", redis.address())) return 1;

@@ -139,6 +139,11 @@ void FindTier::Shutdown() {
     waits.swap(waits_);
   }
   for (Wait& w : waits) w.done(true);
+  // The lease thread may hold waits it took before: it fires them too, and
+  // returns before the pools their callbacks use go away.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](bool* busy) { return !*busy; }, &lease_busy_));
 }
 
 std::string FindTier::RecordKey(int64_t generation,
@@ -320,6 +325,7 @@ void FindTier::LeaseLoop() {
       if (stopping_) return;
       if (absl::Now() >= next_renew) held.assign(held_.begin(), held_.end());
       waits.swap(waits_);
+      lease_busy_ = true;
     }
     if (!held.empty()) {
       next_renew = absl::Now() + renew_every;
@@ -356,16 +362,19 @@ void FindTier::LeaseLoop() {
       }
     }
     for (Wait& w : fired) w.done(true);
-    if (!still.empty()) {
+    bool closed;
+    {
       absl::MutexLock lock(&mu_);
-      if (waits_closed_) {
-        mu_.Unlock();
-        for (Wait& w : still) w.done(true);
-        mu_.Lock();
-      } else {
+      closed = waits_closed_;
+      if (!closed) {
         for (Wait& w : still) waits_.push_back(std::move(w));
       }
     }
+    if (closed) {
+      for (Wait& w : still) w.done(true);
+    }
+    absl::MutexLock lock(&mu_);
+    lease_busy_ = false;
   }
 }
 

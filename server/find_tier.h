@@ -181,6 +181,8 @@ class FindTier {
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool waits_closed_ ABSL_GUARDED_BY(mu_) = false;
+  // The lease thread holds waits it has taken from waits_.
+  bool lease_busy_ ABSL_GUARDED_BY(mu_) = false;
   // This daemon's leases: the lease name and the generation it was taken
   // in, and the token that marks them as this daemon's.
   const std::string token_;

@@ -519,6 +519,41 @@ TEST_F(TierTest, ATunerPausedPastItsLeaseIsTakenOverAndOneRecordRemains) {
   EXPECT_EQ(record.origin().node(), "node-b");
 }
 
+TEST_F(TierTest, ADaemonStoppedWhileWaitingOnALeaseExitsCleanly) {
+  Node& a = StartNode("node-a");
+  Node& b = StartNode("node-b");
+  const ConvProblem p = SlowProblem();
+  const std::string record_key = RecordKey(a, p);
+  const std::string lease_key =
+      record_key.substr(0, record_key.find(":find:")) +
+      ":lease:" + Sha256Hex(ProblemKey(p));
+  std::thread ta([&] { Find(a, p); });
+  bool leased = false;
+  for (int i = 0; i < 20000 && !leased; ++i) {
+    absl::StatusOr<storage::RedisReply> r = redis_.Admin({"EXISTS", lease_key});
+    leased = r.ok() && r->integer == 1;
+  }
+  ASSERT_TRUE(leased);
+  ASSERT_EQ(kill(a.process->pid(), SIGSTOP), 0);
+  grpc::Status waited;
+  std::thread tb([&] {
+    grpc::ClientContext ctx;
+    v1::FindRequest req;
+    ProblemToProto(p, req.mutable_problem());
+    v1::FindResponse resp;
+    waited = b.stub->Find(&ctx, req, &resp);
+  });
+  ASSERT_TRUE(WaitCounter(b, "tier_waits", 1));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(b.process->Stop(SIGTERM), 0) << b.process->log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  tb.join();
+  EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << waited.error_message();
+  ASSERT_EQ(kill(a.process->pid(), SIGCONT), 0);
+  ta.join();
+}
+
 TEST_F(TierTest, BadTierSettingsNameTheField) {
   DaemonProcess d;
   ASSERT_TRUE(d.Start(CONVTUNED_PATH,

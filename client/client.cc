@@ -180,8 +180,10 @@ absl::StatusOr<v1::FindResponse> Client::Find(
 }
 
 absl::StatusOr<v1::PrefillResponse> Client::Prefill(
-    const std::vector<ConvProblem>& problems, int64_t workspace_limit) {
+    const std::vector<ConvProblem>& problems, int64_t workspace_limit,
+    bool cluster) {
   v1::PrefillRequest request;
+  request.set_cluster(cluster);
   for (const ConvProblem& p : problems) {
     ProblemToProto(p, request.add_problems());
   }
@@ -266,12 +268,13 @@ absl::StatusOr<v1::DbStatsResponse> Client::DbStats() {
   return response;
 }
 
-absl::StatusOr<v1::GetStatusResponse> Client::GetStatus() {
+absl::StatusOr<v1::GetStatusResponse> Client::GetStatus(bool cluster) {
   v1::GetStatusResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());
-  grpc::Status status =
-      stub_->GetStatus(&context, v1::GetStatusRequest(), &response);
+  v1::GetStatusRequest request;
+  request.set_cluster(cluster);
+  grpc::Status status = stub_->GetStatus(&context, request, &response);
   if (!status.ok()) return CallError(status);
   return response;
 }

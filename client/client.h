@@ -100,8 +100,11 @@ class Client {
   // Queues the problems to tune at background priority; returns at once.
   // The response says how many were taken (the rest: over the tenant's
   // limit on queued jobs; send them again later).
+  // `cluster`: onto the cluster tier's job stream instead, for every daemon
+  // of the fleet (an admin call).
   absl::StatusOr<v1::PrefillResponse> Prefill(
-      const std::vector<ConvProblem>& problems, int64_t workspace_limit = -1);
+      const std::vector<ConvProblem>& problems, int64_t workspace_limit = -1,
+      bool cluster = false);
   // Cached in-process per (problem key, solver id) after the first fetch.
   absl::StatusOr<v1::ExecutionPlan> GetPlan(const ConvProblem& problem,
                                             uint32_t solver_id);
@@ -113,7 +116,8 @@ class Client {
                                       std::string w, std::string y);
   absl::StatusOr<v1::DbStatsResponse> DbStats();
   // The daemon's device, queues, counters, and who it takes this client for.
-  absl::StatusOr<v1::GetStatusResponse> GetStatus();
+  // `cluster`: with the cluster tier's prefill jobs (cluster_jobs).
+  absl::StatusOr<v1::GetStatusResponse> GetStatus(bool cluster = false);
   // grpc.health.v1 Check of `service` ("" for the daemon as a whole,
   // "convtune.storage" for whether its database takes writes): the serving
   // status's name ("SERVING", "NOT_SERVING", ...). Anyone may ask.

@@ -337,9 +337,10 @@ absl::Status LoadTenant(const Table& t, AccessPolicy* p) {
 }
 
 absl::Status LoadTier(const Table& t, DaemonOptions* o) {
-  if (absl::Status s = t.OnlyKeys(
-          {"address", "user", "password_file", "fleet", "node", "deadline_ms",
-           "breaker_failures", "breaker_open_ms", "lease_ms", "max_wait_ms"});
+  if (absl::Status s = t.OnlyKeys({"address", "user", "password_file", "fleet",
+                                   "node", "deadline_ms", "breaker_failures",
+                                   "breaker_open_ms", "lease_ms", "max_wait_ms",
+                                   "job_claim_ms", "job_attempts"});
       !s.ok()) {
     return s;
   }
@@ -367,6 +368,12 @@ absl::Status LoadTier(const Table& t, DaemonOptions* o) {
     return s;
   }
   if (t.Has("max_wait_ms")) tier.max_wait = absl::Milliseconds(n);
+  if (absl::Status s = t.Int("job_claim_ms", 100, 86400000, &n); !s.ok()) {
+    return s;
+  }
+  if (t.Has("job_claim_ms")) tier.job_claim = absl::Milliseconds(n);
+  if (absl::Status s = t.Int("job_attempts", 1, 100, &n); !s.ok()) return s;
+  if (t.Has("job_attempts")) tier.job_attempts = static_cast<int>(n);
   if (absl::Status s = FindTier::Validate(tier); !s.ok()) {
     return t.FileError(s.message());
   }

@@ -57,6 +57,24 @@ void Core::StartTier(FindTier::Options options, const std::string& scope_key,
                                      std::move(version), std::move(local),
                                      counters_);
   tuner_.SetTier(tier_.get());
+  // Prefill jobs of the fleet: each a background find, whose record the
+  // tier gets as any other's.
+  tier_->StartJobs([this](const std::string& key, int64_t limit,
+                          std::function<void(absl::Status)> done) {
+    absl::StatusOr<ConvProblem> p = ParseProblemKey(key);
+    if (!p.ok()) return done(p.status());
+    if (absl::Status valid = ValidateProblem(*p); !valid.ok()) {
+      return done(valid);
+    }
+    find_.Find(*p,
+               {.mode = v1::NORMAL,
+                .workspace_limit = limit,
+                .background = true,
+                .tenant = ""},
+               [done = std::move(done)](absl::StatusOr<FindOutcome> found) {
+                 done(found.status());
+               });
+  });
 }
 
 Core::~Core() {

@@ -65,6 +65,13 @@ struct EngineCounters {
   int64_t tier_dropped = 0;
   // Runs that waited for another daemon's record (its lease held).
   int64_t tier_waits = 0;
+  // Prefill jobs of the tier's stream this daemon finished; failed and
+  // queued again; failed for the last time (dead-lettered); and took over
+  // from a daemon that had stopped.
+  int64_t tier_jobs_done = 0;
+  int64_t tier_jobs_failed = 0;
+  int64_t tier_jobs_dead = 0;
+  int64_t tier_jobs_claimed = 0;
 };
 
 // Every counter with its name (the field's), in declaration order: what
@@ -102,7 +109,11 @@ inline std::vector<std::pair<const char*, int64_t>> NamedCounters(
           {"tier_published", c.tier_published},
           {"tier_republished", c.tier_republished},
           {"tier_dropped", c.tier_dropped},
-          {"tier_waits", c.tier_waits}};
+          {"tier_waits", c.tier_waits},
+          {"tier_jobs_done", c.tier_jobs_done},
+          {"tier_jobs_failed", c.tier_jobs_failed},
+          {"tier_jobs_dead", c.tier_jobs_dead},
+          {"tier_jobs_claimed", c.tier_jobs_claimed}};
 }
 
 // Milliseconds since `t` on the steady clock: how stages are timed.

@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -98,6 +99,13 @@ absl::Status FindTier::Validate(const Options& o) {
   if (o.max_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("tier.max_wait_ms: negative");
   }
+  if (o.job_claim < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError(
+        "tier.job_claim_ms: expected at least 100 milliseconds");
+  }
+  if (o.job_attempts < 1) {
+    return absl::InvalidArgumentError("tier.job_attempts: expected at least 1");
+  }
   if (o.breaker_open < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("tier.breaker_open_ms: negative");
   }
@@ -129,6 +137,7 @@ FindTier::~FindTier() {
   }
   thread_.join();
   lease_thread_.join();
+  if (job_thread_.joinable()) job_thread_.join();
 }
 
 void FindTier::Shutdown() {
@@ -547,6 +556,253 @@ void FindTier::Loop() {
       }
     }
   }
+}
+
+namespace {
+
+constexpr char kGroup[] = "convtune";
+
+// A stream entry's fields ([field, value, ...]) as a map.
+absl::flat_hash_map<std::string, std::string> Fields(
+    const storage::RedisReply& r) {
+  absl::flat_hash_map<std::string, std::string> out;
+  for (size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+    out[r.elements[i].str] = r.elements[i + 1].str;
+  }
+  return out;
+}
+
+// XINFO's [name, value, ...] replies: the integer or string of `name`.
+const storage::RedisReply* Field(const storage::RedisReply& r,
+                                 absl::string_view name) {
+  for (size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+    if (r.elements[i].str == name) return &r.elements[i + 1];
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string FindTier::JobsKey(int64_t generation) const {
+  return absl::StrCat(prefix_, ":g", generation, ":jobs");
+}
+
+absl::StatusOr<int> FindTier::AddJobs(
+    const std::vector<std::string>& problem_keys, int64_t workspace_limit) {
+  int64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = generation_;
+  }
+  if (generation < 0 || !MayCall()) {
+    return absl::UnavailableError(
+        absl::StrCat("the cluster tier does not answer now: ", Describe()));
+  }
+  int added = 0;
+  absl::MutexLock lock(&lookup_mu_);
+  for (const std::string& key : problem_keys) {
+    absl::StatusOr<storage::RedisReply> r = Call(
+        &lookup_conn_, {"XADD", JobsKey(generation), "*", "problem", key, "ws",
+                        absl::StrCat(workspace_limit), "attempts", "0"});
+    if (!r.ok()) {
+      Failed(r.status());
+      return absl::UnavailableError(
+          absl::StrCat("the cluster tier took ", added, " of ",
+                       problem_keys.size(), " jobs: ", r.status().message()));
+    }
+    ++added;
+  }
+  Succeeded();
+  return added;
+}
+
+void FindTier::StartJobs(JobRunner run) {
+  {
+    absl::MutexLock lock(&mu_);
+    run_job_ = std::move(run);
+  }
+  job_thread_ = std::thread([this] { JobLoop(); });
+}
+
+void FindTier::JobLoop() {
+  std::unique_ptr<storage::RedisConnection> conn;
+  int64_t group_generation = -1;  // the generation whose group exists
+  std::string running_id;         // this daemon's job, while it runs
+  int64_t running_generation = 0;
+  absl::Time next_touch = absl::InfinitePast();
+  while (true) {
+    std::vector<StreamJob> finished;
+    int64_t generation;
+    bool running;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                           absl::Milliseconds(100));
+      if (stopping_) return;
+      generation = generation_;
+      running = job_running_;
+      // Finished jobs wait here while the tier cannot be asked.
+      if (generation < 0 || absl::Now() < open_until_) continue;
+      finished.swap(jobs_finished_);
+    }
+    for (StreamJob& job : finished) {
+      const std::string key = JobsKey(job.generation);
+      if (!job.result.ok()) {
+        const bool dead = job.attempts + 1 >= options_.job_attempts;
+        absl::StatusOr<storage::RedisReply> again =
+            dead ? Call(&conn,
+                        {"XADD", key + ":dead", "*", "problem", job.problem_key,
+                         "ws", absl::StrCat(job.workspace_limit), "attempts",
+                         absl::StrCat(job.attempts + 1), "error",
+                         std::string(job.result.message().substr(0, 200))})
+                 : Call(&conn, {"XADD", key, "*", "problem", job.problem_key,
+                                "ws", absl::StrCat(job.workspace_limit),
+                                "attempts", absl::StrCat(job.attempts + 1)});
+        if (!again.ok()) {
+          Failed(again.status());  // not acknowledged: another daemon retries
+          continue;
+        }
+        counters_.Add(dead ? &EngineCounters::tier_jobs_dead
+                           : &EngineCounters::tier_jobs_failed);
+      } else {
+        counters_.Add(&EngineCounters::tier_jobs_done);
+      }
+      absl::StatusOr<storage::RedisReply> ack =
+          Call(&conn, {"XACK", key, kGroup, job.id});
+      if (!ack.ok()) Failed(ack.status());
+      if (job.id == running_id) running_id.clear();
+    }
+    if (running) {
+      // Still at it: keep its idle time short, so that nobody takes it over.
+      if (!running_id.empty() && absl::Now() >= next_touch) {
+        absl::StatusOr<storage::RedisReply> r =
+            Call(&conn, {"XCLAIM", JobsKey(running_generation), kGroup,
+                         options_.node, "0", running_id, "JUSTID"});
+        if (!r.ok()) Failed(r.status());
+        next_touch = absl::Now() + options_.job_claim / 3;
+      }
+      continue;
+    }
+    const std::string key = JobsKey(generation);
+    if (group_generation != generation) {
+      absl::StatusOr<storage::RedisReply> made =
+          Call(&conn, {"XGROUP", "CREATE", key, kGroup, "0", "MKSTREAM"});
+      if (!made.ok() && made.status().message().find("BUSYGROUP") ==
+                            absl::string_view::npos) {
+        Failed(made.status());
+        continue;
+      }
+      group_generation = generation;
+    }
+    // A job another daemon left (it died), else a new one.
+    const storage::RedisReply* entry = nullptr;
+    bool claimed = false;
+    absl::StatusOr<storage::RedisReply> got = Call(
+        &conn, {"XAUTOCLAIM", key, kGroup, options_.node,
+                absl::StrCat(absl::ToInt64Milliseconds(options_.job_claim)),
+                "0-0", "COUNT", "1"});
+    if (!got.ok()) {
+      Failed(got.status());
+      continue;
+    }
+    if (got->elements.size() >= 2 && !got->elements[1].elements.empty()) {
+      entry = &got->elements[1].elements[0];
+      claimed = true;
+    } else {
+      got = Call(&conn, {"XREADGROUP", "GROUP", kGroup, options_.node, "COUNT",
+                         "1", "STREAMS", key, ">"});
+      if (!got.ok()) {
+        Failed(got.status());
+        continue;
+      }
+      if (got->type == storage::RedisReply::Type::kArray &&
+          !got->elements.empty() && got->elements[0].elements.size() >= 2 &&
+          !got->elements[0].elements[1].elements.empty()) {
+        entry = &got->elements[0].elements[1].elements[0];
+      }
+    }
+    Succeeded();
+    if (entry == nullptr || entry->elements.size() < 2) continue;
+    if (claimed) counters_.Add(&EngineCounters::tier_jobs_claimed);
+    StreamJob job;
+    job.id = entry->elements[0].str;
+    job.generation = generation;
+    auto fields = Fields(entry->elements[1]);
+    job.problem_key = fields["problem"];
+    if (!absl::SimpleAtoi(fields["ws"], &job.workspace_limit)) {
+      job.workspace_limit = -1;
+    }
+    if (!absl::SimpleAtoi(fields["attempts"], &job.attempts)) job.attempts = 0;
+    running_id = job.id;
+    running_generation = generation;
+    next_touch = absl::Now() + options_.job_claim / 3;
+    JobRunner run;
+    {
+      absl::MutexLock lock(&mu_);
+      job_running_ = true;
+      run = run_job_;
+    }
+    run(job.problem_key, job.workspace_limit,
+        [this, job](absl::Status result) mutable {
+          job.result = std::move(result);
+          absl::MutexLock lock(&mu_);
+          job_running_ = false;
+          jobs_finished_.push_back(std::move(job));
+        });
+  }
+}
+
+v1::ClusterJobs FindTier::Jobs() {
+  v1::ClusterJobs out;
+  int64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = generation_;
+  }
+  if (generation < 0 || !MayCall()) {
+    out.set_error(absl::StrCat("the cluster tier does not answer now"));
+    return out;
+  }
+  const std::string key = JobsKey(generation);
+  absl::MutexLock lock(&lookup_mu_);
+  absl::StatusOr<storage::RedisReply> groups =
+      Call(&lookup_conn_, {"XINFO", "GROUPS", key});
+  if (!groups.ok()) {
+    // No stream yet: nothing was ever queued.
+    if (groups.status().message().find("no such key") ==
+        absl::string_view::npos) {
+      out.set_error(std::string(groups.status().message()));
+    }
+    return out;
+  }
+  for (const storage::RedisReply& g : groups->elements) {
+    const storage::RedisReply* name = Field(g, "name");
+    if (name == nullptr || name->str != kGroup) continue;
+    const storage::RedisReply* pending = Field(g, "pending");
+    const storage::RedisReply* read = Field(g, "entries-read");
+    const storage::RedisReply* lag = Field(g, "lag");
+    const int64_t running = pending != nullptr ? pending->integer : 0;
+    out.set_running(running);
+    if (read != nullptr)
+      out.set_done(std::max<int64_t>(0, read->integer - running));
+    if (lag != nullptr && lag->type == storage::RedisReply::Type::kInteger) {
+      out.set_waiting(lag->integer);
+    }
+  }
+  absl::StatusOr<storage::RedisReply> consumers =
+      Call(&lookup_conn_, {"XINFO", "CONSUMERS", key, kGroup});
+  if (consumers.ok()) {
+    for (const storage::RedisReply& c : consumers->elements) {
+      v1::ClusterJobs::Node* n = out.add_nodes();
+      if (const auto* f = Field(c, "name")) n->set_node(f->str);
+      if (const auto* f = Field(c, "pending")) n->set_running(f->integer);
+      if (const auto* f = Field(c, "idle")) n->set_idle_ms(f->integer);
+    }
+  }
+  absl::StatusOr<storage::RedisReply> dead =
+      Call(&lookup_conn_, {"XLEN", key + ":dead"});
+  if (dead.ok()) out.set_dead(dead->integer);
+  return out;
 }
 
 int64_t FindTier::generation() {

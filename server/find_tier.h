@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "convtune/v1/records.pb.h"
+#include "convtune/v1/service.pb.h"
 #include "server/counters.h"
 #include "storage/redis.h"
 
@@ -61,6 +62,11 @@ class FindTier {
     // for its record, up to max_wait, then tune themselves.
     absl::Duration lease = absl::Seconds(10);
     absl::Duration max_wait = absl::Seconds(120);
+    // Prefill jobs: a job its daemon has not touched for this long (the
+    // daemon died) is taken over by another; a job that failed this many
+    // times goes to the dead-letter stream.
+    absl::Duration job_claim = absl::Minutes(2);
+    int job_attempts = 3;
   };
 
   // InvalidArgument naming the bad field.
@@ -114,6 +120,23 @@ class FindTier {
   // daemon shutting down, whose runs must end.
   void Shutdown();
 
+  // The job stream: prefill lists shared by the fleet's daemons (a Redis
+  // Stream with one consumer group; each daemon a consumer taking one job
+  // at a time). Adds a job per problem key: the number added; Unavailable
+  // when the tier cannot be asked.
+  absl::StatusOr<int> AddJobs(const std::vector<std::string>& problem_keys,
+                              int64_t workspace_limit);
+  // What this daemon does with a job: calls `done` once the problem's record
+  // is stored (OK), or with why it failed. Called on the job thread: it must
+  // only queue work.
+  using JobRunner = std::function<void(const std::string& problem_key,
+                                       int64_t workspace_limit,
+                                       std::function<void(absl::Status)> done)>;
+  // Starts taking jobs. Call once.
+  void StartJobs(JobRunner run);
+  // The stream's state: jobs waiting, running (per daemon), done, dead.
+  v1::ClusterJobs Jobs();
+
   // One line for status: where the tier is, its generation, and whether it
   // answers.
   std::string Describe();
@@ -138,6 +161,9 @@ class FindTier {
       const std::vector<std::string>& argv);
 
   void Loop();
+  // Takes jobs, acknowledges them, retries or buries the failed.
+  void JobLoop();
+  std::string JobsKey(int64_t generation) const;
   // Renews the leases held, and watches the awaited ones.
   void LeaseLoop();
   std::string LeaseKey(int64_t generation, const std::string& lease) const;
@@ -195,8 +221,22 @@ class FindTier {
   };
   std::vector<Wait> waits_ ABSL_GUARDED_BY(mu_);
 
+  // The job this daemon runs, and jobs finished and not yet acknowledged.
+  struct StreamJob {
+    std::string id;
+    std::string problem_key;
+    int64_t workspace_limit = -1;
+    int attempts = 0;
+    int64_t generation = 0;
+    absl::Status result;
+  };
+  JobRunner run_job_ ABSL_GUARDED_BY(mu_);
+  bool job_running_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<StreamJob> jobs_finished_ ABSL_GUARDED_BY(mu_);
+
   std::thread thread_;
   std::thread lease_thread_;
+  std::thread job_thread_;
 };
 
 }  // namespace convtune

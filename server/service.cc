@@ -349,12 +349,40 @@ grpc::ServerUnaryReactor* ConvTuneService::Prefill(
     grpc::CallbackServerContext* ctx, const v1::PrefillRequest* req,
     v1::PrefillResponse* resp) {
   Caller caller;
-  if (absl::Status s = Allowed(ctx, Right::kTune, "Prefill", &caller);
+  // Work for the whole fleet is an operator's to queue.
+  if (absl::Status s =
+          req->cluster()
+              ? Allowed(ctx, Right::kAdmin, "Prefill (cluster)", &caller)
+              : Allowed(ctx, Right::kTune, "Prefill", &caller);
       !s.ok()) {
     return Finish(ctx, s);
   }
   absl::StatusOr<PrefillInput> in = PrefillInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
+  if (req->cluster()) {
+    FindTier* tier = core_.tier();
+    if (tier == nullptr) {
+      return Finish(ctx, absl::FailedPreconditionError(
+                             "cluster: this daemon has no cluster tier "
+                             "(convtuned --tier)"));
+    }
+    std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
+    store_pool_.Schedule([this, call, resp, tier,
+                          in = std::make_shared<PrefillInput>(*std::move(in))] {
+      std::vector<std::string> keys;
+      keys.reserve(in->problems.size());
+      for (const ConvProblem& p : in->problems) keys.push_back(ProblemKey(p));
+      absl::StatusOr<int> added = tier->AddJobs(keys, in->workspace_limit);
+      call->Answer([&]() -> absl::Status {
+        if (!added.ok()) return added.status();
+        resp->set_queued(*added);
+        resp->set_taken(*added);
+        resp->set_device_key(core_.device_key());
+        return absl::OkStatus();
+      });
+    });
+    return call->reactor();
+  }
   // A list looks up every problem in the FindDb: on the store pool.
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   store_pool_.Schedule([this, call, resp, tenant = caller.tenant,
@@ -648,6 +676,9 @@ grpc::ServerUnaryReactor* ConvTuneService::GetStatus(
                     resp->add_tenants());
   }
   if (options_.status) options_.status(resp);
+  if (req->cluster() && core_.tier() != nullptr) {
+    *resp->mutable_cluster_jobs() = core_.tier()->Jobs();
+  }
   return Finish(ctx, absl::OkStatus());
 }
 

@@ -15,9 +15,9 @@ Usage:
   convtune [GLOBAL FLAGS] solvers [MIOPENDRIVER-LINE]
   convtune [GLOBAL FLAGS] db stats | db export FILE | db export --system DIR
                           | db import [--overwrite] FILE | db merge OUT IN...
-  convtune [GLOBAL FLAGS] prefill [--follow] FILE
+  convtune [GLOBAL FLAGS] prefill [--cluster] [--follow] FILE
   convtune [GLOBAL FLAGS] heuristic train
-  convtune [GLOBAL FLAGS] status
+  convtune [GLOBAL FLAGS] status [--cluster]
   convtune [GLOBAL FLAGS] health [--service NAME]
   convtune help | --help          this text;  convtune SUBCOMMAND --help  its details
 
@@ -262,7 +262,9 @@ Usage:
                              queued, device seconds of timing in the last
                              minute, Executes in flight, each with its limit
                              (an admin sees every tenant, and the database's
-                             size on disk)
+                             size on disk), and the cluster tier
+  convtune status --cluster  also the fleet's prefill jobs: waiting, running
+                             (per node), done and dead
 
 Examples:
   convtune status
@@ -286,7 +288,15 @@ daemon takes the list in order up to that limit; without --follow the rest
 is reported (exit status 1) to be sent again later, with --follow it is sent
 as earlier entries end.
 
+With --cluster (an admin's call, to a daemon with a cluster tier) the list
+goes onto the fleet's job stream instead: every daemon of the fleet and
+device takes jobs from it, one at a time, at background priority, and a
+problem is tuned once for the fleet. A job whose daemon stops is taken over
+by another; one that fails three times is set aside (dead). convtune status
+--cluster shows the stream.
+
 Options:
+  --cluster               Queue the list for the whole fleet (see above).
   --follow                Wait until every entry has been tuned, showing
                           progress on stderr.
   --progress auto|bar|lines|off

@@ -220,8 +220,11 @@ int HeuristicCommand(Context& context, const std::vector<std::string>& args) {
 }
 
 int StatusCommand(Context& context, const std::vector<std::string>& args) {
-  if (!args.empty()) return UsageError("status takes no arguments");
-  absl::StatusOr<v1::GetStatusResponse> s = context.client->GetStatus();
+  const bool cluster = args.size() == 1 && args[0] == "--cluster";
+  if (!args.empty() && !cluster) {
+    return UsageError("status takes no arguments but --cluster");
+  }
+  absl::StatusOr<v1::GetStatusResponse> s = context.client->GetStatus(cluster);
   if (!s.ok()) {
     ReportError(context, s.status());
     return kExitFailed;
@@ -238,6 +241,23 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
   }
   std::cout << "tier:       " << (s->tier().empty() ? "none" : s->tier())
             << "\n";
+  if (cluster) {
+    const v1::ClusterJobs& jobs = s->cluster_jobs();
+    if (s->tier().empty()) {
+      std::cout << "cluster:    this daemon has no tier\n";
+    } else if (!jobs.error().empty()) {
+      std::cout << "cluster:    " << jobs.error() << "\n";
+    } else {
+      std::cout << absl::StrFormat(
+          "cluster:    prefill jobs %d waiting, %d running, %d done, %d dead\n",
+          jobs.waiting(), jobs.running(), jobs.done(), jobs.dead());
+      for (const v1::ClusterJobs::Node& n : jobs.nodes()) {
+        std::cout << absl::StrFormat("  node %-24s %d running, idle %.1f s\n",
+                                     n.node(), n.running(),
+                                     n.idle_ms() / 1000.0);
+      }
+    }
+  }
   std::cout << "counters since start:\n";
   std::vector<std::pair<std::string, int64_t>> counters(s->counters().begin(),
                                                         s->counters().end());

@@ -23,6 +23,7 @@ constexpr size_t kChunk = 1000;
 struct PrefillFlags {
   std::string file;
   bool follow = false;
+  bool cluster = false;
   int64_t workspace_limit = -1;
   double poll_seconds = 0.5;
   ProgressDisplay::Style progress = ProgressDisplay::Style::kOff;
@@ -41,6 +42,8 @@ int ParsePrefillFlags(const std::vector<std::string>& args,
     std::string v;
     if (a == "--follow") {
       flags->follow = true;
+    } else if (a == "--cluster") {
+      flags->cluster = true;
     } else if (a == "--progress") {
       if (!value(&progress)) {
         return UsageError("--progress needs auto, bar, lines or off");
@@ -82,6 +85,67 @@ v1::TenantUsage OwnUsage(const v1::GetStatusResponse& s) {
 
 }  // namespace
 
+// The list onto the fleet's job stream; with --follow, until the stream
+// has no job waiting or running.
+int ClusterPrefill(Context& context, const PrefillFlags& flags,
+                   const std::vector<ConvProblem>& problems, bool input_ok) {
+  absl::StatusOr<v1::GetStatusResponse> before =
+      context.client->GetStatus(true);
+  if (!before.ok()) {
+    ReportError(context, before.status());
+    return kExitFailed;
+  }
+  const int64_t done_before =
+      before->cluster_jobs().done() + before->cluster_jobs().dead();
+  int queued = 0;
+  for (size_t sent = 0; sent < problems.size(); sent += kChunk) {
+    const size_t end = std::min(problems.size(), sent + kChunk);
+    absl::StatusOr<v1::PrefillResponse> r = context.client->Prefill(
+        std::vector<ConvProblem>(problems.begin() + sent,
+                                 problems.begin() + end),
+        flags.workspace_limit, /*cluster=*/true);
+    if (!r.ok()) {
+      ReportError(context, r.status());
+      return kExitFailed;
+    }
+    queued += r->queued();
+  }
+  std::cout << absl::StrFormat(
+      "%d problem(s): %d job(s) queued on the fleet's stream\n",
+      problems.size(), queued);
+  if (!flags.follow) {
+    std::cout << "follow it with: convtune status --cluster\n";
+    return input_ok ? kExitOk : kExitUsage;
+  }
+  ProgressDisplay display(flags.progress, "cluster prefill", queued);
+  const auto started = std::chrono::steady_clock::now();
+  for (;;) {
+    absl::StatusOr<v1::GetStatusResponse> s = context.client->GetStatus(true);
+    if (!s.ok()) {
+      display.Close();
+      ReportError(context, s.status());
+      return kExitFailed;
+    }
+    const v1::ClusterJobs& jobs = s->cluster_jobs();
+    const int64_t ended = jobs.done() + jobs.dead() - done_before;
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - started)
+                               .count();
+    const std::string detail = absl::StrFormat(
+        "%d waiting, %d running on %d node(s), %d dead; %.0f s", jobs.waiting(),
+        jobs.running(), jobs.nodes_size(), jobs.dead(), seconds);
+    display.Update(static_cast<int>(std::min<int64_t>(ended, queued)), detail);
+    if (jobs.waiting() == 0 && jobs.running() == 0 && ended >= queued) {
+      display.Close();
+      std::cout << "done: " << detail << "\n";
+      return jobs.dead() > before->cluster_jobs().dead() ? kExitFailed
+                                                         : kExitOk;
+    }
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(flags.poll_seconds));
+  }
+}
+
 int PrefillCommand(Context& context, const std::vector<std::string>& args) {
   PrefillFlags flags;
   if (int rc = ParsePrefillFlags(args, &flags); rc != kExitOk) return rc;
@@ -91,6 +155,7 @@ int PrefillCommand(Context& context, const std::vector<std::string>& args) {
     std::cerr << "convtune: " << flags.file << ": no problems\n";
     return kExitUsage;
   }
+  if (flags.cluster) return ClusterPrefill(context, flags, problems, input_ok);
   // How far the tenant's earlier prefills had got: this one counts from it.
   int64_t ended_before = 0;
   if (flags.follow) {

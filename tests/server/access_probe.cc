@@ -82,6 +82,13 @@ grpc::Status Call(v1::ConvTune::Stub& stub, const std::string& rpc,
     v1::TrainHeuristicResponse resp;
     return stub.TrainHeuristic(&ctx, req, &resp);
   }
+  if (rpc == "PrefillCluster") {
+    v1::PrefillRequest req;
+    *req.add_problems() = Problem();
+    req.set_cluster(true);
+    v1::PrefillResponse resp;
+    return stub.Prefill(&ctx, req, &resp);
+  }
   if (rpc == "Execute") {
     v1::ExecuteRequest req;
     *req.mutable_problem() = Problem();

@@ -198,13 +198,15 @@ admin = true
         {FindEntry(resp.device_key(), Conv(24), s.id(), s.name())});
   }
 
-  std::map<std::string, Answer> tenant = Probe(
-      4242, 4242, "Find GetSolutions DbImport DbExport DbStats TrainHeuristic",
-      forged);
+  std::map<std::string, Answer> tenant =
+      Probe(4242, 4242,
+            "Find GetSolutions DbImport DbExport DbStats TrainHeuristic "
+            "PrefillCluster",
+            forged);
   EXPECT_EQ(tenant["Find"].code, "OK") << tenant["Find"].message;
   EXPECT_EQ(tenant["GetSolutions"].code, "OK");
-  for (const char* rpc :
-       {"DbImport", "DbExport", "DbStats", "TrainHeuristic"}) {
+  for (const char* rpc : {"DbImport", "DbExport", "DbStats", "TrainHeuristic",
+                          "PrefillCluster"}) {
     EXPECT_EQ(tenant[rpc].code, "PERMISSION_DENIED") << rpc;
     EXPECT_THAT(tenant[rpc].message, HasSubstr("an admin call")) << rpc;
     EXPECT_THAT(tenant[rpc].message, HasSubstr("'ci'")) << rpc;
@@ -214,8 +216,12 @@ admin = true
 
   // An admin by group may import; a user the config does not name may do
   // nothing at all.
-  std::map<std::string, Answer> ops = Probe(4343, 4343, "DbStats");
+  std::map<std::string, Answer> ops =
+      Probe(4343, 4343, "DbStats PrefillCluster");
   EXPECT_EQ(ops["DbStats"].code, "OK") << ops["DbStats"].message;
+  // Past the check, a daemon without a tier says so.
+  EXPECT_EQ(ops["PrefillCluster"].code, "FAILED_PRECONDITION");
+  EXPECT_THAT(ops["PrefillCluster"].message, HasSubstr("no cluster tier"));
   std::map<std::string, Answer> stranger =
       Probe(4444, 4444, "GetSolutions Find");
   EXPECT_EQ(stranger["GetSolutions"].code, "PERMISSION_DENIED");

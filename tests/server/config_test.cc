@@ -70,6 +70,8 @@ TEST_F(ConfigTest, TheDeployExampleLoadsAsDocumented) {
   EXPECT_EQ(o.tier.breaker_open, tier.breaker_open);
   EXPECT_EQ(o.tier.lease, tier.lease);
   EXPECT_EQ(o.tier.max_wait, tier.max_wait);
+  EXPECT_EQ(o.tier.job_claim, tier.job_claim);
+  EXPECT_EQ(o.tier.job_attempts, tier.job_attempts);
   EXPECT_EQ(o.tier_password_file, "/etc/convtune/tier.password");
 }
 
@@ -117,6 +119,8 @@ breaker_failures = 5
 breaker_open_ms = 9000
 lease_ms = 3000
 max_wait_ms = 60000
+job_claim_ms = 5000
+job_attempts = 4
 [[tenant]]
 name = "ci"
 cert_names = ["ci-runner", "ci.example.com"]
@@ -163,6 +167,8 @@ cert_names = ["ci-runner", "ci.example.com"]
   EXPECT_EQ(o.tier.breaker_open, absl::Milliseconds(9000));
   EXPECT_EQ(o.tier.lease, absl::Milliseconds(3000));
   EXPECT_EQ(o.tier.max_wait, absl::Milliseconds(60000));
+  EXPECT_EQ(o.tier.job_claim, absl::Milliseconds(5000));
+  EXPECT_EQ(o.tier.job_attempts, 4);
 }
 
 TEST_F(ConfigTest, ErrorsNameTheKeyAndQuoteAShortPrefix) {

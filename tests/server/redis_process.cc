@@ -56,7 +56,8 @@ bool RedisProcess::Start(const std::string& dir) {
         // Daemons: read and write the tier's keys, nothing else.
         << "user " << kWriter << " on >" << kWriterPassword
         << " ~convtune:* resetchannels -@all +get +set +exists +pexpire +del "
-           "+eval +ping +hello\n"
+           "+eval +xadd +xreadgroup +xack +xautoclaim +xclaim +xgroup|create "
+           "+xinfo +xlen +ping +hello\n"
         // CI readers: read-only key access.
         << "user " << kReader << " on >" << kReaderPassword
         << " %R~convtune:* resetchannels -@all +get +ping +hello\n";

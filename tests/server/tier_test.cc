@@ -554,6 +554,145 @@ TEST_F(TierTest, ADaemonStoppedWhileWaitingOnALeaseExitsCleanly) {
   ta.join();
 }
 
+// Problems for a job list: small, each distinct.
+std::vector<ConvProblem> JobList(int n) {
+  std::vector<ConvProblem> out;
+  for (int i = 0; i < n; ++i) {
+    ConvProblem p = Problem(4 + 4 * (i % 10));
+    p.k = 4 + 4 * (i / 10);
+    p.in = {1, 8, 8};
+    out.push_back(p);
+  }
+  return out;
+}
+
+TEST_F(TierTest, ThreeNodesDrainASixtyProblemListTuningEachOnce) {
+  Node& a = StartNode("node-a");
+  Node& b = StartNode("node-b");
+  Node& c = StartNode("node-c");
+  const std::vector<ConvProblem> list = JobList(60);
+  v1::PrefillRequest req;
+  for (const ConvProblem& p : list) ProblemToProto(p, req.add_problems());
+  req.set_cluster(true);
+  {
+    grpc::ClientContext ctx;
+    v1::PrefillResponse resp;
+    grpc::Status s = a.stub->Prefill(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.queued(), 60);
+  }
+  v1::ClusterJobs jobs;
+  for (int i = 0; i < 1200; ++i) {
+    grpc::ClientContext ctx;
+    v1::GetStatusRequest sreq;
+    sreq.set_cluster(true);
+    v1::GetStatusResponse s;
+    ASSERT_TRUE(b.stub->GetStatus(&ctx, sreq, &s).ok());
+    jobs = s.cluster_jobs();
+    if (jobs.done() == 60 && jobs.waiting() == 0 && jobs.running() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(jobs.done(), 60) << jobs.DebugString();
+  EXPECT_EQ(jobs.dead(), 0);
+  EXPECT_EQ(jobs.nodes_size(), 3);
+  // Each problem was measured on one node: records stored minus those read
+  // from the tier, over the three nodes.
+  int64_t measured = 0, done = 0, nodes_with_jobs = 0;
+  for (Node* n : {&a, &b, &c}) {
+    measured += Counter(*n, "records_stored") - Counter(*n, "tier_hits");
+    const int64_t mine = Counter(*n, "tier_jobs_done");
+    done += mine;
+    if (mine > 0) ++nodes_with_jobs;
+  }
+  EXPECT_EQ(measured, 60);
+  EXPECT_EQ(done, 60);
+  EXPECT_GE(nodes_with_jobs, 2);
+  for (int i = 0; i < 200 && CountFindKeys() < 60; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(CountFindKeys(), 60);
+  // A tenant's daemon without a tier is told so; the CLI shows the stream.
+  EXPECT_THAT(Status(a).tier(), HasSubstr("answering"));
+}
+
+TEST_F(TierTest, AJobOfAKilledNodeIsTakenOverByAnother) {
+  std::ofstream(dir_ + "/jobs.toml")
+      << "[tier]\nlease_ms = 1000\njob_claim_ms = 1000\n";
+  Node& a = StartNode("node-a", {"--config", dir_ + "/jobs.toml"});
+  v1::PrefillRequest req;
+  ProblemToProto(SlowProblem(), req.add_problems());
+  req.set_cluster(true);
+  {
+    grpc::ClientContext ctx;
+    v1::PrefillResponse resp;
+    ASSERT_TRUE(a.stub->Prefill(&ctx, req, &resp).ok());
+  }
+  // a takes it, and dies at it.
+  auto running = [&](Node& n) {
+    grpc::ClientContext ctx;
+    v1::GetStatusRequest sreq;
+    sreq.set_cluster(true);
+    v1::GetStatusResponse s;
+    EXPECT_TRUE(n.stub->GetStatus(&ctx, sreq, &s).ok());
+    return s.cluster_jobs();
+  };
+  bool taken = false;
+  for (int i = 0; i < 2000 && !taken; ++i) {
+    taken = running(a).running() == 1;
+  }
+  ASSERT_TRUE(taken);
+  a.process->Stop(SIGKILL);
+  Node& b = StartNode("node-b", {"--config", dir_ + "/jobs.toml"});
+  v1::ClusterJobs jobs;
+  for (int i = 0; i < 600; ++i) {
+    jobs = running(b);
+    if (jobs.done() == 1 && jobs.running() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(jobs.done(), 1) << jobs.DebugString();
+  EXPECT_EQ(Counter(b, "tier_jobs_claimed"), 1);
+  EXPECT_EQ(Counter(b, "tier_jobs_done"), 1);
+  EXPECT_GT(Counter(b, "plans_timed"), 0);
+}
+
+TEST_F(TierTest, AJobThatFailsThreeTimesIsSetAside) {
+  Node& a = StartNode("node-a");
+  // A job no daemon can run, put there by hand.
+  const std::string record = RecordKey(a, Problem(16));
+  const std::string jobs_key =
+      record.substr(0, record.find(":find:")) + ":jobs";
+  ASSERT_TRUE(redis_
+                  .Admin({"XADD", jobs_key, "*", "problem", "not-a-problem",
+                          "ws", "-1", "attempts", "0"})
+                  .ok());
+  v1::ClusterJobs jobs;
+  for (int i = 0; i < 300; ++i) {
+    grpc::ClientContext ctx;
+    v1::GetStatusRequest sreq;
+    sreq.set_cluster(true);
+    v1::GetStatusResponse s;
+    ASSERT_TRUE(a.stub->GetStatus(&ctx, sreq, &s).ok());
+    jobs = s.cluster_jobs();
+    if (jobs.dead() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(jobs.dead(), 1) << jobs.DebugString();
+  EXPECT_EQ(Counter(a, "tier_jobs_failed"), 2);
+  EXPECT_EQ(Counter(a, "tier_jobs_dead"), 1);
+  absl::StatusOr<storage::RedisReply> dead =
+      redis_.Admin({"XRANGE", jobs_key + ":dead", "-", "+"});
+  ASSERT_TRUE(dead.ok());
+  ASSERT_EQ(dead->elements.size(), 1u);
+  const auto& fields = dead->elements[0].elements[1].elements;
+  std::map<std::string, std::string> f;
+  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+    f[fields[i].str] = fields[i + 1].str;
+  }
+  EXPECT_EQ(f["problem"], "not-a-problem");
+  EXPECT_EQ(f["attempts"], "3");
+  EXPECT_FALSE(f["error"].empty());
+}
+
 TEST_F(TierTest, BadTierSettingsNameTheField) {
   DaemonProcess d;
   ASSERT_TRUE(d.Start(CONVTUNED_PATH,

@@ -5,9 +5,9 @@
 // again (local FindDb hits). Prints the latency of both kinds of find, as
 // the client sees them over the Unix socket, in Markdown.
 //
-// With --prefill-nodes N, instead: the wall time of prefilling the list on
-// one node, against N nodes of one fleet prefilling it at once (sharing the
-// work through the tier's leases), on fresh databases and an empty tier.
+// With --prefill-nodes N, instead: the wall time of a cluster prefill of the
+// list (the tier's job stream) drained by one node, against N nodes of one
+// fleet, on fresh databases and an empty tier.
 //
 // usage: bench_tier [--file FILE] [--rounds N] [--local-repeats N]
 //                   [--prefill-nodes N]
@@ -110,13 +110,14 @@ int64_t Counter(Node& n, const std::string& name) {
   return it == s.counters().end() ? -1 : it->second;
 }
 
-// Prefills `problems` on `nodes` fresh daemons of one fleet at once; the
-// seconds until every node has every problem (tuned or from the tier), and
-// the plans timed over all nodes in *timed.
+// Prefills `problems` through the tier's job stream (convtune prefill
+// --cluster) with `nodes` fresh daemons of one fleet taking the jobs; the
+// seconds until the stream has every job done, the plans timed over all
+// nodes in *timed, and the jobs each node did in *per_node.
 double Prefill(const std::string& dir, const std::string& tier,
                const std::string& fleet, int nodes,
                const std::vector<ConvProblem>& problems, int64_t* timed,
-               int64_t* waits) {
+               std::vector<int64_t>* per_node) {
   std::vector<std::unique_ptr<Node>> ns;
   for (int i = 0; i < nodes; ++i) {
     ns.push_back(std::make_unique<Node>());
@@ -126,34 +127,37 @@ double Prefill(const std::string& dir, const std::string& tier,
   }
   v1::PrefillRequest req;
   for (const ConvProblem& p : problems) ProblemToProto(p, req.add_problems());
+  req.set_cluster(true);
   const Clock::time_point t0 = Clock::now();
-  for (auto& n : ns) {
+  {
     grpc::ClientContext ctx;
     v1::PrefillResponse resp;
-    if (!n->stub->Prefill(&ctx, req, &resp).ok()) return -1;
+    grpc::Status s = ns[0]->stub->Prefill(&ctx, req, &resp);
+    if (!s.ok()) {
+      std::cerr << s.error_message() << "\n";
+      return -1;
+    }
   }
   const int64_t want = static_cast<int64_t>(problems.size());
-  for (auto& n : ns) {
-    while (true) {
-      grpc::ClientContext ctx;
-      v1::GetStatusResponse s;
-      if (!n->stub->GetStatus(&ctx, v1::GetStatusRequest(), &s).ok()) {
-        return -1;
-      }
-      int64_t done = 0;
-      for (const v1::TenantUsage& t : s.tenants()) {
-        done += t.prefill_done() + t.prefill_failed();
-      }
-      if (done >= want) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (true) {
+    grpc::ClientContext ctx;
+    v1::GetStatusRequest sreq;
+    sreq.set_cluster(true);
+    v1::GetStatusResponse s;
+    if (!ns[0]->stub->GetStatus(&ctx, sreq, &s).ok()) return -1;
+    const v1::ClusterJobs& jobs = s.cluster_jobs();
+    if (jobs.done() >= want && jobs.waiting() == 0 && jobs.running() == 0) {
+      break;
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const double seconds =
       std::chrono::duration<double>(Clock::now() - t0).count();
-  *timed = *waits = 0;
+  *timed = 0;
+  per_node->clear();
   for (auto& n : ns) {
     *timed += Counter(*n, "plans_timed");
-    *waits += Counter(*n, "tier_waits");
+    per_node->push_back(Counter(*n, "tier_jobs_done"));
     n->process.Stop(SIGTERM);
   }
   return seconds;
@@ -197,26 +201,31 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (prefill_nodes > 0) {
-    // The list prefilled by one node, then by N nodes sharing the work
-    // through leases (each fleet starts with an empty tier).
-    int64_t timed1 = 0, waits1 = 0, timedn = 0, waitsn = 0;
+    // The list through the job stream with one node, then with N nodes of
+    // another fleet (each fleet starts with an empty tier).
+    int64_t timed1 = 0, timedn = 0;
+    std::vector<int64_t> jobs1, jobsn;
     const double one =
-        Prefill(dir, redis.address(), "solo", 1, problems, &timed1, &waits1);
+        Prefill(dir, redis.address(), "solo", 1, problems, &timed1, &jobs1);
     const double many = Prefill(dir, redis.address(), "shared", prefill_nodes,
-                                problems, &timedn, &waitsn);
+                                problems, &timedn, &jobsn);
     redis.Stop();
     std::filesystem::remove_all(dir);
     if (one < 0 || many < 0) return 1;
+    auto joined = [](const std::vector<int64_t>& v) {
+      std::string out;
+      for (int64_t x : v) absl::StrAppend(&out, out.empty() ? "" : " / ", x);
+      return out;
+    };
     std::printf(
-        "| prefill of %zu problems (%s) | wall s | plans timed, all "
-        "nodes | waits on another node's lease |\n",
-        problems.size(), file.c_str());
+        "| prefill --cluster of %zu problems | wall s | plans timed, "
+        "all nodes | jobs per node |\n",
+        problems.size());
     std::printf("|---|---|---|---|\n");
-    std::printf("| 1 node | %.1f | %lld | %lld |\n", one,
-                static_cast<long long>(timed1), static_cast<long long>(waits1));
-    std::printf("| %d nodes, one tier | %.1f | %lld | %lld |\n", prefill_nodes,
-                many, static_cast<long long>(timedn),
-                static_cast<long long>(waitsn));
+    std::printf("| 1 node | %.1f | %lld | %s |\n", one,
+                static_cast<long long>(timed1), joined(jobs1).c_str());
+    std::printf("| %d nodes | %.1f | %lld | %s |\n", prefill_nodes, many,
+                static_cast<long long>(timedn), joined(jobsn).c_str());
     return 0;
   }
   Node a;

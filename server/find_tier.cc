@@ -824,7 +824,7 @@ std::string FindTier::Describe() {
   }
   return absl::StrCat("redis ", connect_.endpoint.ToString(), " as ",
                       options_.user, ", fleet ", options_.fleet, ", node ",
-                      options_.node, ", generation ",
+                      options_.node, ", keys ", prefix_, ":*, generation ",
                       std::max<int64_t>(generation_, 0), ", ", queue_.size(),
                       " queued: ", state);
 }

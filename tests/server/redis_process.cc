@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -37,6 +38,9 @@ int FreePort() {
 }  // namespace
 
 std::string RedisServerPath() {
+  if (const char* env = std::getenv("REDIS_SERVER"); env != nullptr && *env) {
+    return env;
+  }
 #ifdef REDIS_SERVER_PATH
   return REDIS_SERVER_PATH;
 #else

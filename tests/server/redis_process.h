@@ -16,8 +16,8 @@
 
 namespace convtune::testing {
 
-// The redis-server binary this build found; empty when there is none (the
-// tests then skip, saying so).
+// $REDIS_SERVER, else the redis-server binary this build found; empty when
+// there is none (the tests then skip, saying so).
 std::string RedisServerPath();
 
 class RedisProcess {

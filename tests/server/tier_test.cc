@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -51,6 +52,18 @@ ConvProblem Problem(int channels) {
   return p;
 }
 
+// The daemon binary ($CONVTUNED, else this build's) and its backend
+// ($CONVTUNE_TIER_TEST_BACKEND, else cpu): on the GPU machine the same
+// tests run with CUDA daemons.
+std::string Convtuned() {
+  const char* env = std::getenv("CONVTUNED");
+  return env != nullptr && *env != '\0' ? env : CONVTUNED_PATH;
+}
+std::string Backend() {
+  const char* env = std::getenv("CONVTUNE_TIER_TEST_BACKEND");
+  return env != nullptr && *env != '\0' ? env : "cpu";
+}
+
 class TierTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -86,7 +99,7 @@ class TierTest : public ::testing::Test {
                                      "--db",
                                      dir_ + "/" + name + "-db",
                                      "--backend",
-                                     "cpu",
+                                     Backend(),
                                      "--log-rpcs",
                                      "off",
                                      "--tier",
@@ -97,7 +110,7 @@ class TierTest : public ::testing::Test {
                                      name};
     args.insert(args.end(), extra.begin(), extra.end());
     EXPECT_TRUE(
-        n.process->Start(CONVTUNED_PATH, args, dir_ + "/" + name + ".log"));
+        n.process->Start(Convtuned(), args, dir_ + "/" + name + ".log"));
     EXPECT_TRUE(n.process->WaitServing(n.socket)) << n.process->log();
     n.stub = v1::ConvTune::NewStub(grpc::CreateChannel(
         UnixTarget(n.socket), grpc::InsecureChannelCredentials()));
@@ -144,10 +157,17 @@ class TierTest : public ::testing::Test {
   }
 
   // The tier's key of p's record for node n (as the daemon computes it).
+  // The tier's key prefix of node n, as its status says ("keys P:*").
+  std::string Prefix(Node& n) {
+    const std::string tier = Status(n).tier();
+    const size_t at = tier.find("keys ");
+    const size_t end = tier.find(":*", at);
+    if (at == std::string::npos || end == std::string::npos) return "";
+    return tier.substr(at + 5, end - at - 5);
+  }
   std::string RecordKey(Node& n, const ConvProblem& p, int generation = 0) {
-    return absl::StrCat(
-        "convtune:v1:default:", Sha256Hex(Status(n).device_key()).substr(0, 24),
-        ":g", generation, ":find:", Sha256Hex(ProblemKey(p)));
+    return absl::StrCat(Prefix(n), ":g", generation,
+                        ":find:", Sha256Hex(ProblemKey(p)));
   }
   int CountFindKeys() {
     absl::StatusOr<storage::RedisReply> keys =
@@ -189,6 +209,10 @@ TEST_F(TierTest, AFindOnOneNodeIsATierHitOnAnotherWithNoTiming) {
   EXPECT_EQ(record.origin().daemon_version(), CONVTUNE_VERSION);
   EXPECT_GT(record.origin().published_unix_ms(), 0);
   EXPECT_THAT(Status(b).tier(), HasSubstr("answering"));
+  // The prefix is the fleet and a hash of the device's key (with the BLAS's
+  // version on a GPU).
+  EXPECT_THAT(Prefix(b),
+              ::testing::MatchesRegex("convtune:v1:default:[0-9a-f]{24}"));
 }
 
 TEST_F(TierTest, OnlyTheWriterWritesACiReaderOnlyReads) {
@@ -695,7 +719,7 @@ TEST_F(TierTest, AJobThatFailsThreeTimesIsSetAside) {
 
 TEST_F(TierTest, BadTierSettingsNameTheField) {
   DaemonProcess d;
-  ASSERT_TRUE(d.Start(CONVTUNED_PATH,
+  ASSERT_TRUE(d.Start(Convtuned(),
                       {"--socket", dir_ + "/x.sock", "--db", dir_ + "/x-db",
                        "--backend", "cpu", "--tier", "no-port-here"},
                       dir_ + "/x.log"));
@@ -703,7 +727,7 @@ TEST_F(TierTest, BadTierSettingsNameTheField) {
   EXPECT_THAT(d.log(), HasSubstr("tier.address"));
   DaemonProcess e;
   ASSERT_TRUE(e.Start(
-      CONVTUNED_PATH,
+      Convtuned(),
       {"--socket", dir_ + "/y.sock", "--db", dir_ + "/y-db", "--backend", "cpu",
        "--tier", redis_.address(), "--tier-fleet", "a fleet with spaces"},
       dir_ + "/y.log"));

@@ -358,7 +358,7 @@ absl::Status LoadTier(const Table& t, DaemonOptions* o) {
     return s;
   }
   if (t.Has("breaker_failures")) tier.breaker_failures = static_cast<int>(n);
-  if (absl::Status s = t.Int("breaker_open_ms", 0, 3600000, &n); !s.ok()) {
+  if (absl::Status s = t.Int("breaker_open_ms", 100, 3600000, &n); !s.ok()) {
     return s;
   }
   if (t.Has("breaker_open_ms")) tier.breaker_open = absl::Milliseconds(n);

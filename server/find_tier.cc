@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/container/flat_hash_map.h"
@@ -106,8 +107,9 @@ absl::Status FindTier::Validate(const Options& o) {
   if (o.job_attempts < 1) {
     return absl::InvalidArgumentError("tier.job_attempts: expected at least 1");
   }
-  if (o.breaker_open < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("tier.breaker_open_ms: negative");
+  if (o.breaker_open < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError(
+        "tier.breaker_open_ms: expected at least 100 milliseconds");
   }
   return absl::OkStatus();
 }
@@ -150,9 +152,14 @@ void FindTier::Shutdown() {
   for (Wait& w : waits) w.done(true);
   // The lease thread may hold waits it took before: it fires them too, and
   // returns before the pools their callbacks use go away.
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](bool* busy) { return !*busy; }, &lease_busy_));
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](bool* busy) { return !*busy; }, &lease_busy_));
+  }
+  // No more jobs: the one running stays pending, for another daemon (or
+  // this one, restarted) to take over.
+  if (job_thread_.joinable()) job_thread_.join();
 }
 
 std::string FindTier::RecordKey(int64_t generation,
@@ -180,6 +187,9 @@ void FindTier::Failed(const absl::Status& why) {
   counters_.Add(&EngineCounters::tier_errors);
   absl::MutexLock lock(&mu_);
   last_error_ = std::string(why.message());
+  // The server answered (a refused command, out of memory, read-only):
+  // other commands, lookups among them, may still work.
+  if (!absl::IsUnavailable(why)) return;
   if (++failures_ == options_.breaker_failures) {
     std::cerr << "convtuned: tier " << connect_.endpoint.ToString()
               << " is not answering (" << last_error_
@@ -310,11 +320,13 @@ void FindTier::Release(const std::string& lease) {
 }
 
 void FindTier::AwaitFree(const std::string& lease, absl::Time deadline,
+                         std::function<bool()> gone,
                          std::function<void(bool)> done) {
   {
     absl::MutexLock lock(&mu_);
     if (!waits_closed_ && generation_ >= 0) {
-      waits_.push_back(Wait{lease, generation_, deadline, std::move(done)});
+      waits_.push_back(
+          Wait{lease, generation_, deadline, std::move(gone), std::move(done)});
       return;
     }
   }
@@ -359,6 +371,10 @@ void FindTier::LeaseLoop() {
     for (Wait& w : waits) {
       if (now >= w.deadline) {
         w.done(false);
+        continue;
+      }
+      if (w.gone && w.gone()) {  // nobody waits for it any more
+        fired.push_back(std::move(w));
         continue;
       }
       absl::StatusOr<storage::RedisReply> r =
@@ -638,7 +654,7 @@ void FindTier::JobLoop() {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(&stopping_),
                            absl::Milliseconds(100));
-      if (stopping_) return;
+      if (stopping_ || waits_closed_) return;
       generation = generation_;
       running = job_running_;
       // Finished jobs wait here while the tier cannot be asked.
@@ -647,6 +663,11 @@ void FindTier::JobLoop() {
     }
     for (StreamJob& job : finished) {
       const std::string key = JobsKey(job.generation);
+      if (job.id == running_id) running_id.clear();
+      // Cut short (this daemon stopping): left pending, to be taken over.
+      if (absl::IsUnavailable(job.result) || absl::IsCancelled(job.result)) {
+        continue;
+      }
       if (!job.result.ok()) {
         const bool dead = job.attempts + 1 >= options_.job_attempts;
         absl::StatusOr<storage::RedisReply> again =
@@ -670,7 +691,6 @@ void FindTier::JobLoop() {
       absl::StatusOr<storage::RedisReply> ack =
           Call(&conn, {"XACK", key, kGroup, job.id});
       if (!ack.ok()) Failed(ack.status());
-      if (job.id == running_id) running_id.clear();
     }
     if (running) {
       // Still at it: keep its idle time short, so that nobody takes it over.
@@ -702,7 +722,13 @@ void FindTier::JobLoop() {
                 absl::StrCat(absl::ToInt64Milliseconds(options_.job_claim)),
                 "0-0", "COUNT", "1"});
     if (!got.ok()) {
-      Failed(got.status());
+      // The tier lost its data (restarted empty, flushed): the group goes
+      // with the stream, and is made again.
+      if (got.status().message().find("NOGROUP") != absl::string_view::npos) {
+        group_generation = -1;
+      } else {
+        Failed(got.status());
+      }
       continue;
     }
     if (got->elements.size() >= 2 && !got->elements[1].elements.empty()) {
@@ -712,7 +738,11 @@ void FindTier::JobLoop() {
       got = Call(&conn, {"XREADGROUP", "GROUP", kGroup, options_.node, "COUNT",
                          "1", "STREAMS", key, ">"});
       if (!got.ok()) {
-        Failed(got.status());
+        if (got.status().message().find("NOGROUP") != absl::string_view::npos) {
+          group_generation = -1;
+        } else {
+          Failed(got.status());
+        }
         continue;
       }
       if (got->type == storage::RedisReply::Type::kArray &&
@@ -733,6 +763,7 @@ void FindTier::JobLoop() {
       job.workspace_limit = -1;
     }
     if (!absl::SimpleAtoi(fields["attempts"], &job.attempts)) job.attempts = 0;
+    job.attempts = std::clamp(job.attempts, 0, options_.job_attempts);
     running_id = job.id;
     running_generation = generation;
     next_touch = absl::Now() + options_.job_claim / 3;

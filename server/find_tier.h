@@ -113,11 +113,14 @@ class FindTier {
   // Calls `done` (on the tier's lease thread: it must only queue work) once
   // `lease` is free (released with its record published, or expired), or
   // the tier cannot be asked (true), or at `deadline` (false).
+  // `gone` (may be empty) says when nobody waits any more: `done` then
+  // fires early.
   void AwaitFree(const std::string& lease, absl::Time deadline,
+                 std::function<bool()> gone,
                  std::function<void(bool free)> done);
 
-  // Fires every wait (as if its lease were free) and takes no more: for a
-  // daemon shutting down, whose runs must end.
+  // Fires every wait (as if its lease were free) and takes no more, and
+  // stops taking jobs: for a daemon shutting down, whose runs must end.
   void Shutdown();
 
   // The job stream: prefill lists shared by the fleet's daemons (a Redis
@@ -217,6 +220,7 @@ class FindTier {
     std::string lease;
     int64_t generation;
     absl::Time deadline;
+    std::function<bool()> gone;
     std::function<void(bool)> done;
   };
   std::vector<Wait> waits_ ABSL_GUARDED_BY(mu_);

@@ -222,8 +222,9 @@ void Tuner::Begin(std::shared_ptr<Run> run, bool waited) {
   const ThreadPool::Priority priority = PriorityOf(*run);
   const std::string tenant = run->tenant;
   const absl::Time until = run->wait_until;
+  const std::string dedup_key = run->dedup_key;
   tier_->AwaitFree(
-      lease, until,
+      lease, until, [this, dedup_key] { return Abandoned(dedup_key); },
       [this, run = std::move(run), priority, tenant](bool) mutable {
         compile_pool_.Schedule(
             [this, run = std::move(run)]() mutable {
@@ -277,13 +278,14 @@ absl::Status Tuner::ValidateTierRecord(const ConvProblem& p,
                        " here, not \"", r.solver_name().substr(0, 40), "\""));
     }
     const PerfConfig config(r.perf_config().begin(), r.perf_config().end());
-    if (absl::StatusOr<v1::ExecutionPlan> plan =
-            planner_.Plan(p, r.solver_id(), config);
-        !plan.ok()) {
+    absl::StatusOr<v1::ExecutionPlan> plan =
+        planner_.Plan(p, r.solver_id(), config);
+    if (!plan.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("solver ", (*s)->name(), ": ", plan.status().message()));
     }
-    if (!r.measured() || r.workspace_bytes() < 0 ||
+    // A record may not claim less workspace than its plan takes here.
+    if (!r.measured() || r.workspace_bytes() < plan->workspace_bytes() ||
         (limited && r.workspace_bytes() > workspace_limit)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "solver ", (*s)->name(), ": not measured, or its workspace of ",

@@ -267,7 +267,18 @@ TEST_F(TierTest, ForgedRecordsAreMissesNotErrors) {
   v1::FindRecord base;
   ASSERT_TRUE(base.ParseFromString(held->str));
   ASSERT_GT(base.results_size(), 0);
+  // A solver of the genuine record that takes workspace, to under-claim it.
+  v1::FindRecord needs_workspace = base;
+  needs_workspace.clear_results();
+  for (const v1::PerfResult& r : base.results()) {
+    if (r.workspace_bytes() > 0 && needs_workspace.results_size() == 0) {
+      *needs_workspace.add_results() = r;
+    }
+  }
   base.mutable_results()->DeleteSubrange(1, base.results_size() - 1);
+  // Rewritten for other problems below: enough workspace for any of them
+  // (a record may claim more than its plan takes, never less).
+  base.mutable_results(0)->set_workspace_bytes(int64_t{1} << 30);
 
   // The control: the same record rewritten for another problem is taken.
   const ConvProblem control = Problem(24);
@@ -317,8 +328,21 @@ TEST_F(TierTest, ForgedRecordsAreMissesNotErrors) {
     v1::FindResponse r = Find(b, p);
     EXPECT_EQ(r.source(), "tuned") << f.what;
   }
-  EXPECT_EQ(Counter(b, "tier_rejected"),
-            static_cast<int64_t>(forgeries.size()));
+  int64_t rejected = static_cast<int64_t>(forgeries.size());
+  // Less workspace than the plan takes: tenants would get plans that do
+  // not fit what they offer.
+  if (needs_workspace.results_size() > 0) {
+    const ConvProblem p = Problem(channels);
+    v1::FindRecord forged = needs_workspace;
+    forged.set_problem_key(ProblemKey(p));
+    forged.mutable_results(0)->set_workspace_bytes(0);
+    ASSERT_TRUE(
+        redis_.Admin({"SET", RecordKey(b, p), forged.SerializeAsString()})
+            .ok());
+    EXPECT_EQ(Find(b, p).source(), "tuned") << "workspace under-claimed";
+    ++rejected;
+  }
+  EXPECT_EQ(Counter(b, "tier_rejected"), rejected);
   EXPECT_EQ(Counter(b, "tier_hits"), 1);
   EXPECT_THAT(b.process->log(), HasSubstr("refused the tier's record"));
 }

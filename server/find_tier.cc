@@ -232,6 +232,11 @@ absl::StatusOr<v1::FindRecord> FindTier::Get(const std::string& problem_key) {
   absl::StatusOr<storage::RedisReply> r;
   {
     absl::MutexLock lock(&lookup_mu_);
+    // The breaker may have opened while this lookup waited its turn.
+    if (!MayCall()) {
+      counters_.Add(&EngineCounters::tier_skipped);
+      return absl::UnavailableError("tier: circuit breaker open");
+    }
     r = Call(&lookup_conn_, {"GET", RecordKey(generation, problem_key)});
   }
   if (!r.ok()) {
@@ -615,11 +620,11 @@ absl::StatusOr<int> FindTier::AddJobs(
         absl::StrCat("the cluster tier does not answer now: ", Describe()));
   }
   int added = 0;
-  absl::MutexLock lock(&lookup_mu_);
+  absl::MutexLock lock(&admin_mu_);
   for (const std::string& key : problem_keys) {
     absl::StatusOr<storage::RedisReply> r = Call(
-        &lookup_conn_, {"XADD", JobsKey(generation), "*", "problem", key, "ws",
-                        absl::StrCat(workspace_limit), "attempts", "0"});
+        &admin_conn_, {"XADD", JobsKey(generation), "*", "problem", key, "ws",
+                       absl::StrCat(workspace_limit), "attempts", "0"});
     if (!r.ok()) {
       Failed(r.status());
       return absl::UnavailableError(
@@ -795,9 +800,9 @@ v1::ClusterJobs FindTier::Jobs() {
     return out;
   }
   const std::string key = JobsKey(generation);
-  absl::MutexLock lock(&lookup_mu_);
+  absl::MutexLock lock(&admin_mu_);
   absl::StatusOr<storage::RedisReply> groups =
-      Call(&lookup_conn_, {"XINFO", "GROUPS", key});
+      Call(&admin_conn_, {"XINFO", "GROUPS", key});
   if (!groups.ok()) {
     // No stream yet: nothing was ever queued.
     if (groups.status().message().find("no such key") ==
@@ -821,7 +826,7 @@ v1::ClusterJobs FindTier::Jobs() {
     }
   }
   absl::StatusOr<storage::RedisReply> consumers =
-      Call(&lookup_conn_, {"XINFO", "CONSUMERS", key, kGroup});
+      Call(&admin_conn_, {"XINFO", "CONSUMERS", key, kGroup});
   if (consumers.ok()) {
     for (const storage::RedisReply& c : consumers->elements) {
       v1::ClusterJobs::Node* n = out.add_nodes();
@@ -831,7 +836,7 @@ v1::ClusterJobs FindTier::Jobs() {
     }
   }
   absl::StatusOr<storage::RedisReply> dead =
-      Call(&lookup_conn_, {"XLEN", key + ":dead"});
+      Call(&admin_conn_, {"XLEN", key + ":dead"});
   if (dead.ok()) out.set_dead(dead->integer);
   return out;
 }

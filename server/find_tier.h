@@ -191,6 +191,11 @@ class FindTier {
   absl::Mutex lookup_mu_;
   std::unique_ptr<storage::RedisConnection> lookup_conn_
       ABSL_GUARDED_BY(lookup_mu_);
+  // Queueing jobs and reading the stream's state (operators' calls) on a
+  // connection of their own: finds' lookups never wait behind them.
+  absl::Mutex admin_mu_;
+  std::unique_ptr<storage::RedisConnection> admin_conn_
+      ABSL_GUARDED_BY(admin_mu_);
 
   absl::Mutex mu_;
   int failures_ ABSL_GUARDED_BY(mu_) = 0;

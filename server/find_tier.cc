@@ -521,14 +521,18 @@ void FindTier::Poll(std::unique_ptr<storage::RedisConnection>* conn) {
 void FindTier::Loop() {
   std::unique_ptr<storage::RedisConnection> conn;
   absl::Time next_poll = absl::InfinitePast();
+  // After a batch the tier refused: not before this.
+  absl::Time retry_at = absl::InfinitePast();
   while (true) {
     std::deque<Job> batch;
     int64_t generation;
     {
       absl::MutexLock lock(&mu_);
-      const bool can_write = generation_ >= 0 && absl::Now() >= open_until_;
+      const bool can_write = generation_ >= 0 && absl::Now() >= open_until_ &&
+                             absl::Now() >= retry_at;
       const absl::Time wake =
-          can_write ? next_poll : std::max(next_poll, open_until_);
+          can_write ? next_poll
+                    : std::max(next_poll, std::max(open_until_, retry_at));
       if (can_write) {
         mu_.AwaitWithDeadline(
             absl::Condition(
@@ -542,7 +546,8 @@ void FindTier::Loop() {
       }
       if (stopping_) return;
       generation = generation_;
-      if (generation >= 0 && absl::Now() >= open_until_) {
+      if (generation >= 0 && absl::Now() >= open_until_ &&
+          absl::Now() >= retry_at) {
         while (!queue_.empty() && batch.size() < 256) {
           batch.push_back(std::move(queue_.front()));
           queue_.pop_front();
@@ -564,7 +569,9 @@ void FindTier::Loop() {
       batch.pop_front();
     }
     if (!batch.empty()) {
-      // Back to the front, in order, for when the tier answers again.
+      // Back to the front, in order, for when the tier answers again (or
+      // takes writes again: a refusal opens no breaker, so wait a second).
+      retry_at = absl::Now() + absl::Seconds(1);
       absl::MutexLock lock(&mu_);
       while (!batch.empty()) {
         queue_.push_front(std::move(batch.back()));

@@ -471,6 +471,29 @@ TEST_F(TierTest, ASlowTierCostsNoErrorsAndIsUsedAgainOnceFast) {
   EXPECT_THAT(Status(a).tier(), HasSubstr("answering"));
 }
 
+TEST_F(TierTest, ATierRefusingWritesCostsNoErrorsAndNoBusyRetrying) {
+  Node& a = StartNode("node-a");
+  // Out of memory for writes: every SET is refused (OOM), reads still work.
+  ASSERT_TRUE(redis_.Admin({"CONFIG", "SET", "maxmemory", "1"}).ok());
+  ASSERT_TRUE(
+      redis_.Admin({"CONFIG", "SET", "maxmemory-policy", "noeviction"}).ok());
+  for (int c : {16, 24}) {
+    EXPECT_EQ(Find(a, Problem(c)).source(), "tuned") << c;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const int64_t errors = Counter(a, "tier_errors");
+  EXPECT_GT(errors, 0);
+  // Retried about once a second, not in a loop.
+  EXPECT_LT(errors, 30);
+  EXPECT_EQ(CountFindKeys(), 0);
+  // Memory again: the queued records go out.
+  ASSERT_TRUE(redis_.Admin({"CONFIG", "SET", "maxmemory", "0"}).ok());
+  for (int i = 0; i < 200 && CountFindKeys() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(CountFindKeys(), 2);
+}
+
 TEST_F(TierTest, AGenerationBumpDisownsEarlierRecords) {
   Node& a = StartNode("node-a");
   ASSERT_EQ(Find(a, Problem(16)).source(), "tuned");

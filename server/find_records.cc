@@ -8,9 +8,7 @@
 #include "storage/keys.h"
 
 namespace convtune {
-namespace {
 
-// The results of `record` that fit the workspace limit (all when negative).
 v1::FindRecord Fitting(const v1::FindRecord& record, int64_t workspace_limit) {
   if (workspace_limit < 0) return record;
   v1::FindRecord out = record;
@@ -20,8 +18,6 @@ v1::FindRecord Fitting(const v1::FindRecord& record, int64_t workspace_limit) {
   }
   return out;
 }
-
-}  // namespace
 
 FindRecords::FindRecords(storage::Store& store, std::string device_key,
                          const SystemFindDb* system_db, Heuristics& heuristics,

@@ -19,6 +19,9 @@
 
 namespace convtune {
 
+// The results of `record` that fit the workspace limit (all when negative).
+v1::FindRecord Fitting(const v1::FindRecord& record, int64_t workspace_limit);
+
 class FindRecords {
  public:
   // References must outlive this object; `system_db` may be null. Background

@@ -726,6 +726,16 @@ void FindTier::JobLoop() {
       }
       group_generation = generation;
     }
+    // A stream call that failed: the tier lost its data (restarted empty,
+    // flushed), so the group, gone with the stream, is made again; or the
+    // tier failed.
+    auto failed = [&](const absl::Status& why) {
+      if (why.message().find("NOGROUP") != absl::string_view::npos) {
+        group_generation = -1;
+      } else {
+        Failed(why);
+      }
+    };
     // A job another daemon left (it died), else a new one.
     const storage::RedisReply* entry = nullptr;
     bool claimed = false;
@@ -734,13 +744,7 @@ void FindTier::JobLoop() {
                 absl::StrCat(absl::ToInt64Milliseconds(options_.job_claim)),
                 "0-0", "COUNT", "1"});
     if (!got.ok()) {
-      // The tier lost its data (restarted empty, flushed): the group goes
-      // with the stream, and is made again.
-      if (got.status().message().find("NOGROUP") != absl::string_view::npos) {
-        group_generation = -1;
-      } else {
-        Failed(got.status());
-      }
+      failed(got.status());
       continue;
     }
     if (got->elements.size() >= 2 && !got->elements[1].elements.empty()) {
@@ -750,11 +754,7 @@ void FindTier::JobLoop() {
       got = Call(&conn, {"XREADGROUP", "GROUP", kGroup, options_.node, "COUNT",
                          "1", "STREAMS", key, ">"});
       if (!got.ok()) {
-        if (got.status().message().find("NOGROUP") != absl::string_view::npos) {
-          group_generation = -1;
-        } else {
-          Failed(got.status());
-        }
+        failed(got.status());
         continue;
       }
       if (got->type == storage::RedisReply::Type::kArray &&

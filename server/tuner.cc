@@ -319,14 +319,11 @@ absl::StatusOr<FindOutcome> Tuner::FromTier(const ConvProblem& p,
       continue;
     }
     record->mutable_origin()->set_via("tier");
-    v1::FindRecord answer = *record;
-    if (stored_key == key && workspace_limit >= 0) {
-      answer.clear_results();
-      for (const v1::PerfResult& r : record->results()) {
-        if (r.workspace_bytes() <= workspace_limit) *answer.add_results() = r;
-      }
-      if (answer.results_size() == 0) continue;
-    }
+    // A limited record is the limit's whole answer; an unlimited one
+    // answers with what fits, as a local record would.
+    v1::FindRecord answer =
+        stored_key == key ? Fitting(*record, workspace_limit) : *record;
+    if (answer.results_size() == 0) continue;
     answer.set_problem_key(key);
     const absl::Status put = records_.Store(*record);
     counters_.Add(&EngineCounters::tier_hits);

@@ -169,6 +169,26 @@ class TierTest : public ::testing::Test {
     return absl::StrCat(Prefix(n), ":g", generation,
                         ":find:", Sha256Hex(ProblemKey(p)));
   }
+  // Whether p's lease (node n's prefix) appears within the polls: a node
+  // takes it as it starts to tune.
+  bool WaitLeased(Node& n, const ConvProblem& p) {
+    const std::string key =
+        absl::StrCat(Prefix(n), ":g0:lease:", Sha256Hex(ProblemKey(p)));
+    for (int i = 0; i < 20000; ++i) {
+      absl::StatusOr<storage::RedisReply> r = redis_.Admin({"EXISTS", key});
+      if (r.ok() && r->integer == 1) return true;
+    }
+    return false;
+  }
+  // The job stream's state as node n reads it.
+  v1::ClusterJobs Jobs(Node& n) {
+    grpc::ClientContext ctx;
+    v1::GetStatusRequest req;
+    req.set_cluster(true);
+    v1::GetStatusResponse s;
+    EXPECT_TRUE(n.stub->GetStatus(&ctx, req, &s).ok());
+    return s.cluster_jobs();
+  }
   int CountFindKeys() {
     absl::StatusOr<storage::RedisReply> keys =
         redis_.Admin({"KEYS", "convtune:v1:*:find:*"});
@@ -560,18 +580,10 @@ TEST_F(TierTest, ATunerPausedPastItsLeaseIsTakenOverAndOneRecordRemains) {
   Node& b = StartNode("node-b", {"--config", dir_ + "/lease.toml"});
   const ConvProblem p = SlowProblem();
   const std::string record_key = RecordKey(a, p);
-  const std::string lease_key =
-      record_key.substr(0, record_key.find(":find:")) +
-      ":lease:" + Sha256Hex(ProblemKey(p));
   v1::FindResponse ra;
   std::thread ta([&] { ra = Find(a, p); });
   // a takes the lease as it starts to tune; it stops there.
-  bool leased = false;
-  for (int i = 0; i < 20000 && !leased; ++i) {
-    absl::StatusOr<storage::RedisReply> r = redis_.Admin({"EXISTS", lease_key});
-    leased = r.ok() && r->integer == 1;
-  }
-  ASSERT_TRUE(leased);
+  ASSERT_TRUE(WaitLeased(a, p));
   ASSERT_EQ(kill(a.process->pid(), SIGSTOP), 0);
   v1::FindResponse rb = Find(b, p);  // waits out the lease, then tunes
   EXPECT_EQ(rb.source(), "tuned");
@@ -594,17 +606,8 @@ TEST_F(TierTest, ADaemonStoppedWhileWaitingOnALeaseExitsCleanly) {
   Node& a = StartNode("node-a");
   Node& b = StartNode("node-b");
   const ConvProblem p = SlowProblem();
-  const std::string record_key = RecordKey(a, p);
-  const std::string lease_key =
-      record_key.substr(0, record_key.find(":find:")) +
-      ":lease:" + Sha256Hex(ProblemKey(p));
   std::thread ta([&] { Find(a, p); });
-  bool leased = false;
-  for (int i = 0; i < 20000 && !leased; ++i) {
-    absl::StatusOr<storage::RedisReply> r = redis_.Admin({"EXISTS", lease_key});
-    leased = r.ok() && r->integer == 1;
-  }
-  ASSERT_TRUE(leased);
+  ASSERT_TRUE(WaitLeased(a, p));
   ASSERT_EQ(kill(a.process->pid(), SIGSTOP), 0);
   grpc::Status waited;
   std::thread tb([&] {
@@ -654,12 +657,7 @@ TEST_F(TierTest, ThreeNodesDrainASixtyProblemListTuningEachOnce) {
   }
   v1::ClusterJobs jobs;
   for (int i = 0; i < 1200; ++i) {
-    grpc::ClientContext ctx;
-    v1::GetStatusRequest sreq;
-    sreq.set_cluster(true);
-    v1::GetStatusResponse s;
-    ASSERT_TRUE(b.stub->GetStatus(&ctx, sreq, &s).ok());
-    jobs = s.cluster_jobs();
+    jobs = Jobs(b);
     if (jobs.done() == 60 && jobs.waiting() == 0 && jobs.running() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -699,24 +697,16 @@ TEST_F(TierTest, AJobOfAKilledNodeIsTakenOverByAnother) {
     ASSERT_TRUE(a.stub->Prefill(&ctx, req, &resp).ok());
   }
   // a takes it, and dies at it.
-  auto running = [&](Node& n) {
-    grpc::ClientContext ctx;
-    v1::GetStatusRequest sreq;
-    sreq.set_cluster(true);
-    v1::GetStatusResponse s;
-    EXPECT_TRUE(n.stub->GetStatus(&ctx, sreq, &s).ok());
-    return s.cluster_jobs();
-  };
   bool taken = false;
   for (int i = 0; i < 2000 && !taken; ++i) {
-    taken = running(a).running() == 1;
+    taken = Jobs(a).running() == 1;
   }
   ASSERT_TRUE(taken);
   a.process->Stop(SIGKILL);
   Node& b = StartNode("node-b", {"--config", dir_ + "/jobs.toml"});
   v1::ClusterJobs jobs;
   for (int i = 0; i < 600; ++i) {
-    jobs = running(b);
+    jobs = Jobs(b);
     if (jobs.done() == 1 && jobs.running() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -738,12 +728,7 @@ TEST_F(TierTest, AJobThatFailsThreeTimesIsSetAside) {
                   .ok());
   v1::ClusterJobs jobs;
   for (int i = 0; i < 300; ++i) {
-    grpc::ClientContext ctx;
-    v1::GetStatusRequest sreq;
-    sreq.set_cluster(true);
-    v1::GetStatusResponse s;
-    ASSERT_TRUE(a.stub->GetStatus(&ctx, sreq, &s).ok());
-    jobs = s.cluster_jobs();
+    jobs = Jobs(a);
     if (jobs.dead() == 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

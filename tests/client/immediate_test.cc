@@ -20,6 +20,7 @@
 #include "kernels/reference.h"
 #include "tests/client/c_descriptors.h"
 #include "tests/client/process_util.h"
+#include "tests/server/daemon_process.h"
 
 namespace convtune {
 namespace {
@@ -332,7 +333,7 @@ TEST_F(ImmediateTest, ADaemonPastTheCallDeadlineIsUnavailableUntilItAnswers) {
       << convtuneGetLastError(handle_);
   // The daemon stopped (SIGSTOP) still holds the connection: calls wait for
   // an answer that does not come.
-  ASSERT_EQ(kill(daemon_->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(testing::PauseProcess(daemon_->pid()));
   count = 0;
   const absl::Time start = absl::Now();
   const convtuneStatus_t stopped = convtuneConvolutionForwardGetSolutionCount(

@@ -48,6 +48,28 @@ class Daemon:
             self.log.close()
             self.log = None
 
+    def pause(self, timeout=5.0):
+        """SIGSTOP, then waits until every thread has stopped: kill()
+        returns before threads running on other cores do."""
+        self.proc.send_signal(signal.SIGSTOP)
+        task = "/proc/%d/task" % self.proc.pid
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = []
+            for tid in os.listdir(task):
+                try:
+                    with open(os.path.join(task, tid, "stat")) as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except (OSError, IndexError):
+                    pass
+            if states and all(s in ("T", "t") for s in states):
+                return
+            time.sleep(0.001)
+        raise RuntimeError("convtuned did not stop within %.1f s" % timeout)
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+
     def read_log(self):
         with open(os.path.join(self.dir, "log"), errors="replace") as f:
             return f.read()

@@ -4,8 +4,6 @@ matches torch's own convolution; a daemon restart mid-run falls back and
 recovers; the fallback counter is right."""
 
 import copy
-import os
-import signal
 import time
 import unittest
 
@@ -137,7 +135,7 @@ class TorchTest(unittest.TestCase):
         x = torch.randn(2, 3, 16, 16)
         step(model, x)  # connected; every shape chosen
         # A stopped daemon keeps its connection and answers nothing.
-        os.kill(self.daemon.proc.pid, signal.SIGSTOP)
+        self.daemon.pause()
         try:
             ct.reset_stats()
             start = time.monotonic()
@@ -145,7 +143,7 @@ class TorchTest(unittest.TestCase):
             step(model, y)
             waited = time.monotonic() - start
         finally:
-            os.kill(self.daemon.proc.pid, signal.SIGCONT)
+            self.daemon.resume()
         s = ct.stats()
         self.assertEqual(s.get("fallback_daemon_slow"), 3 * CONVS - 1, s)
         self.assertNotIn("convtune_F", s)

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -137,6 +138,41 @@ int DaemonProcess::Stop(int sig, int timeout_ms) {
     pid_ = -1;
   }
   return code;
+}
+
+namespace {
+
+// Every thread of `pid` is stopped ('T', or 't' under a tracer).
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(
+      "/proc/" + std::to_string(pid) + "/task", ec);
+  if (ec) return false;
+  int threads = 0;
+  for (const std::filesystem::directory_entry& task : it) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= line.size()) continue;
+    const char state = line[paren + 2];
+    if (state != 'T' && state != 't') return false;
+    ++threads;
+  }
+  return threads > 0;
+}
+
+}  // namespace
+
+bool PauseProcess(pid_t pid, int timeout_ms) {
+  if (pid <= 0 || kill(pid, SIGSTOP) != 0) return false;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (AllThreadsStopped(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 std::string DaemonProcess::log() const {

@@ -38,6 +38,11 @@ class DaemonProcess {
   std::string log_path_;
 };
 
+// SIGSTOP to `pid`, then waits until every thread of it has stopped (kill()
+// returns before threads running on other cores do). False if they have not
+// within `timeout_ms`.
+bool PauseProcess(pid_t pid, int timeout_ms = 5000);
+
 // The bytes of a ByteBuffer ("" if they cannot be read).
 std::string Bytes(const grpc::ByteBuffer& b);
 

@@ -584,7 +584,7 @@ TEST_F(TierTest, ATunerPausedPastItsLeaseIsTakenOverAndOneRecordRemains) {
   std::thread ta([&] { ra = Find(a, p); });
   // a takes the lease as it starts to tune; it stops there.
   ASSERT_TRUE(WaitLeased(a, p));
-  ASSERT_EQ(kill(a.process->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(testing::PauseProcess(a.process->pid()));
   v1::FindResponse rb = Find(b, p);  // waits out the lease, then tunes
   EXPECT_EQ(rb.source(), "tuned");
   EXPECT_GE(Counter(b, "tier_waits"), 1);
@@ -608,7 +608,7 @@ TEST_F(TierTest, ADaemonStoppedWhileWaitingOnALeaseExitsCleanly) {
   const ConvProblem p = SlowProblem();
   std::thread ta([&] { Find(a, p); });
   ASSERT_TRUE(WaitLeased(a, p));
-  ASSERT_EQ(kill(a.process->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(testing::PauseProcess(a.process->pid()));
   grpc::Status waited;
   std::thread tb([&] {
     grpc::ClientContext ctx;

@@ -48,7 +48,10 @@ What is compiled:
                    (repeatable).
 
 flags:
-  --target ARCH    sm_XY (NVRTC) or gfxNNN (hiprtc)
+  --target ARCH    sm_XY (NVRTC) or gfxNNN (hiprtc). sm_90a is the same
+                   device as sm_90: the kernels that use its architecture-
+                   specific instructions (warpgroup MMA) are compiled for
+                   sm_90a either way, the rest for sm_90
   --db DIR         database folder (RocksDB), e.g. the daemon's --db
   --problems FILE  see above
   --all-configs    with --problems: every config of each tunable solver's
@@ -177,6 +180,9 @@ int Main(const Flags& flags) {
     return UsageError(absl::StrCat("--target: '", flags.target,
                                    "' is neither sm_XY nor gfxNNN"));
   }
+  // A daemon names its device sm_90 and asks for sm_90a per source.
+  std::string target = flags.target;
+  if (backend == v1::CUDA && absl::EndsWith(target, "a")) target.pop_back();
   std::vector<ConvProblem> problems;
   if (!flags.problems.empty()) {
     absl::StatusOr<std::vector<ConvProblem>> read =
@@ -204,7 +210,7 @@ int Main(const Flags& flags) {
     std::cerr << "convtune-compile: " << s.message() << "\n";
     return 1;
   }
-  KernelBuilder builder(nullptr, **compiler, **store, flags.target);
+  KernelBuilder builder(nullptr, **compiler, **store, target);
 
   std::vector<Job> jobs;
   for (const std::string& file : flags.files) {
@@ -217,7 +223,7 @@ int Main(const Flags& flags) {
   if (flags.files.empty()) {
     DeviceInfo device;
     device.backend = backend;
-    device.arch = flags.target;
+    device.arch = target;
     // The BLAS is found at run time on the GPU node; the kernels that
     // accompany its calls (im2col, col2im) are compiled here all the same.
     device.blas = "vendor";

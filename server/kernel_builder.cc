@@ -69,8 +69,8 @@ absl::StatusOr<std::string> KernelBuilder::BuildSource(
   ASSIGN_OR_RETURN(req.source,
                    KernelSourceText(source.file(), compiler_.backend()));
   req.options.assign(source.options().begin(), source.options().end());
-  req.arch = arch_;
-  std::string hash = CodeObjectHash(compiler_.backend(), arch_, req.source,
+  ASSIGN_OR_RETURN(req.arch, SourceArch(arch_, source.arch_suffix()));
+  std::string hash = CodeObjectHash(compiler_.backend(), req.arch, req.source,
                                     req.options, compiler_.version());
   ASSIGN_OR_RETURN(CodeObject code, Lookup(hash, req, compiled));
   if (device_ != nullptr && !device_->HasCodeObject(hash)) {
@@ -97,7 +97,8 @@ absl::StatusOr<std::string> KernelBuilder::FromStore(const std::string& hash) {
   absl::StatusOr<v1::KernelCacheRecord> stored = cache_.Get(hash);
   if (!stored.ok()) return stored.status();
   if (stored->backend() != BackendName(compiler_.backend()) ||
-      stored->arch() != arch_ || stored->code_object().empty()) {
+      (stored->arch() != arch_ && stored->arch() != arch_ + "a") ||
+      stored->code_object().empty()) {
     return absl::NotFoundError("built for another backend or arch");
   }
   return std::move(*stored->mutable_code_object());
@@ -153,7 +154,7 @@ absl::StatusOr<KernelBuilder::CodeObject> KernelBuilder::FetchOrCompile(
   ASSIGN_OR_RETURN(std::string code, compiler_.Compile(req));
   v1::KernelCacheRecord record;
   record.set_backend(std::string(BackendName(compiler_.backend())));
-  record.set_arch(arch_);
+  record.set_arch(req.arch);
   record.set_code_object(code);
   RETURN_IF_ERROR(cache_.Put(hash, record));
   if (compiled != nullptr) *compiled = true;

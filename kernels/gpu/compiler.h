@@ -44,6 +44,14 @@ absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeHiprtcCompiler();
 absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(
     v1::Backend backend);
 
+// The arch a source with `arch_suffix` (KernelSource.arch_suffix) is compiled
+// for on a device of `device_arch`: the device's arch for "", its
+// architecture-specific target for "a" ("sm_90" -> "sm_90a"; CUDA only).
+// InvalidArgument naming the field for any other suffix or a device without
+// such a target.
+absl::StatusOr<std::string> SourceArch(absl::string_view device_arch,
+                                       absl::string_view arch_suffix);
+
 // The kernel cache key: a hex digest of everything a code object depends on.
 std::string CodeObjectHash(v1::Backend backend, absl::string_view arch,
                            absl::string_view source,

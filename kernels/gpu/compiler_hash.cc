@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/vocabulary.h"
 #include "kernels/gpu/compiler.h"
@@ -111,6 +112,23 @@ std::string CodeObjectHash(v1::Backend backend, absl::string_view arch,
   AppendField(&message, absl::StrCat(options.size()));
   for (const std::string& option : options) AppendField(&message, option);
   return Sha256Hex(message);
+}
+
+absl::StatusOr<std::string> SourceArch(absl::string_view device_arch,
+                                       absl::string_view arch_suffix) {
+  if (arch_suffix.empty()) return std::string(device_arch);
+  if (arch_suffix != "a") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("arch_suffix: expected \"\" or \"a\", got '",
+                     arch_suffix.substr(0, 16), "'"));
+  }
+  if (!absl::StartsWith(device_arch, "sm_") || device_arch.size() < 5) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("arch_suffix: 'a' needs a CUDA sm_XY device, not '",
+                     device_arch.substr(0, 16), "'"));
+  }
+  if (absl::EndsWith(device_arch, "a")) return std::string(device_arch);
+  return absl::StrCat(device_arch, "a");
 }
 
 absl::StatusOr<std::unique_ptr<KernelCompiler>> MakeCompiler(

@@ -30,8 +30,12 @@
 // for BK 64 (eight), which keeps the eight rows an ldmatrix reads on
 // distinct banks.
 //
+// CT_WGMMA 1 (sm_90a, F and B): the products run as Hopper's warpgroup MMA
+// instead, described at tc_wgmma_mainloop; the tiles, the copies and the
+// store are the same.
+//
 // Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
-// (warps), CT_STAGES. Scalars:
+// (warps), CT_STAGES, CT_WGMMA. Scalars:
 //   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk)
 //   tc_pack_act     n0 nb G CG CP HW: images [n0, n0 + nb) of a tensor with
 //                   G*CG channels into [nb][HW][G][CP]
@@ -61,6 +65,9 @@
 #ifndef BK
 #define BK 32
 #endif
+#ifndef CT_WGMMA
+#define CT_WGMMA 0
+#endif
 
 #define CT_CHUNKS (BK / 8)  // 16-byte chunks per tile row
 #define CT_ROW_BYTES (BK * 2)
@@ -85,6 +92,13 @@ static_assert(CT_AL >= 1 && CT_BL >= 1 &&
                   CT_BL * CT_THREADS == BN * CT_CHUNKS,
               "tile chunks must divide evenly among the threads");
 static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
+#endif
+#if CT_WGMMA
+static_assert(CT_DIR != 3, "CT_WGMMA: forward-shaped passes only");
+static_assert(BM % 64 == 0 && WM * 16 == BM && WN == 1,
+              "CT_WGMMA: a warpgroup per 64 rows, each warp 16 rows of it");
+static_assert(BN == 64 || BN == 128 || BN == 256, "CT_WGMMA: BN 64, 128, 256");
+static_assert(CT_STAGES >= 3, "CT_WGMMA: at least three stages");
 #endif
 
 // The byte offset of 16-byte chunk j of row r in a shared tile.
@@ -297,6 +311,143 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
   tc_wait<0>();
 }
 
+#if CT_WGMMA
+// Hopper's warpgroup MMA (sm_90a). Each warpgroup (four consecutive warps)
+// multiplies its 64 rows of the A tile by the whole B tile straight from
+// shared memory: wgmma.mma_async m64nBNk16, fp32 sums in registers laid out
+// as mma.sync's m16n8 fragments (warp i of the group holds rows 16i to
+// 16i + 15), so that acc[0][n8][v] is the same element in both paths.
+//
+// Both tiles are K-major: rows of BK channels, 16-byte chunks swizzled by
+// tc_swizzle. For BK 64 (128-byte rows) that is the 128-byte swizzle of the
+// MMA's shared-memory descriptor, for BK 32 (64-byte rows) the 64-byte one,
+// given tiles aligned to 1024 bytes; eight rows make one swizzle atom, the
+// descriptor's stride between 8-row groups. A k16 slice starts 32 bytes
+// further along the row.
+
+#define CT_F2(i) "+f"(d[i]), "+f"(d[i + 1])
+#define CT_F8(i) CT_F2(i), CT_F2(i + 2), CT_F2(i + 4), CT_F2(i + 6)
+#if CT_TYPE == 3
+#define CT_WGMMA_TYPE ".f32.bf16.bf16"
+#else
+#define CT_WGMMA_TYPE ".f32.f16.f16"
+#endif
+#if BN == 64
+#define CT_WGMMA_SHAPE "m64n64k16"
+#define CT_WGMMA_D                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "  \
+  "%30, %31}"
+#define CT_WGMMA_A "%32"
+#define CT_WGMMA_B "%33"
+#define CT_WGMMA_P "%34"
+#define CT_WGMMA_OUTS CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24)
+#elif BN == 128
+#define CT_WGMMA_SHAPE "m64n128k16"
+#define CT_WGMMA_D                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "  \
+  "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "  \
+  "%58, %59, %60, %61, %62, %63}"
+#define CT_WGMMA_A "%64"
+#define CT_WGMMA_B "%65"
+#define CT_WGMMA_P "%66"
+#define CT_WGMMA_OUTS                                                        \
+  CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
+      CT_F8(56)
+#elif BN == 256
+#define CT_WGMMA_SHAPE "m64n256k16"
+#define CT_WGMMA_D                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "   \
+  "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "   \
+  "%58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, "   \
+  "%72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "   \
+  "%86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, "   \
+  "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
+  "%124, %125, %126, %127}"
+#define CT_WGMMA_A "%128"
+#define CT_WGMMA_B "%129"
+#define CT_WGMMA_P "%130"
+#define CT_WGMMA_OUTS                                                        \
+  CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
+      CT_F8(56), CT_F8(64), CT_F8(72), CT_F8(80), CT_F8(88), CT_F8(96),      \
+      CT_F8(104), CT_F8(112), CT_F8(120)
+#endif
+
+// The shared-memory matrix descriptor of a K-major tile at `addr`.
+CT_DEVICE unsigned long long tc_wgmma_desc(ct_u32 addr) {
+#if BK == 64
+  constexpr unsigned long long kSwizzle = 1, kGroupBytes = 1024;
+#else
+  constexpr unsigned long long kSwizzle = 2, kGroupBytes = 512;
+#endif
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
+         ((kGroupBytes >> 4) << 32) | (kSwizzle << 62);
+}
+
+// d = A B (+ d when `accumulate`) for one k16 slice; d: this thread's BN / 2
+// sums.
+CT_DEVICE void tc_wgmma(float* d, unsigned long long a, unsigned long long b,
+                        int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " CT_WGMMA_P
+               ", 0;\n"
+               "wgmma.mma_async.sync.aligned." CT_WGMMA_SHAPE CT_WGMMA_TYPE
+               " " CT_WGMMA_D ", " CT_WGMMA_A ", " CT_WGMMA_B
+               ", p, 1, 1, 0, 0;\n}\n"
+               : CT_WGMMA_OUTS
+               : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// Keeps the compiler from moving reads or writes of v across the MMAs.
+CT_DEVICE void tc_hold(float& v) { asm volatile("" : "+f"(v)::"memory"); }
+
+// The stage ring of the warpgroup MMA: as tc_mainloop, with copies issued
+// CT_STAGES - 2 steps ahead, so that the slot being filled is two steps
+// behind the one being multiplied: each warpgroup keeps one step's MMAs in
+// flight while it issues the next, and waits for the step before, whose
+// slot the copies after the next barrier reuse. cp.async writes through the
+// generic proxy and the MMA reads through the async one: each thread fences
+// its landed copies before the barrier.
+template <typename Load>
+CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
+                                 ct_u32 smem, Load& load) {
+  // The first slice overwrites the sums (steps is at least 1): zeroing
+  // them first would be reads of the MMA's registers in its pipeline.
+  float* d = &acc[0][0][0];
+#pragma unroll
+  for (int st = 0; st < CT_STAGES - 2; ++st) {
+    if (st < steps) load(st, st);
+    tc_commit();
+  }
+  const ct_u32 rows = (threadIdx.x / 128) * 64 * CT_ROW_BYTES;
+  for (int kt = 0; kt < steps; ++kt) {
+    tc_wait<CT_STAGES - 3>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    const int next = kt + CT_STAGES - 2;
+    if (next < steps) load(next, next % CT_STAGES);
+    tc_commit();
+    const ct_u32 stage = smem + (kt % CT_STAGES) * CT_STAGE_BYTES;
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      tc_wgmma(d, tc_wgmma_desc(stage + rows + kk * 32),
+               tc_wgmma_desc(stage + CT_A_BYTES + kk * 32), kt > 0 || kk > 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
+  tc_wait<0>();
+}
+#endif  // CT_WGMMA
+
 #if CT_DIR != 3
 // Grid: x = row tiles * column tiles (column tiles fastest, so that blocks
 // running together share their source rows), y = groups. Block: CT_THREADS.
@@ -353,7 +504,16 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     b_at[i] = ((g * ko + (b_ok[i] ? o0 + r : 0)) * taps) * cp + chunk * 8;
   }
 
+#if CT_WGMMA
+  // The MMA's swizzle repeats every 1024 bytes: tiles start on such a
+  // boundary (the launch asks for 1024 bytes more).
+  const ct_u32 raw = tc_shared_address(tc_smem);
+  const ct_u32 smem = (raw + 1023u) & ~1023u;
+  unsigned char* tile_base = tc_smem + (smem - raw);
+#else
   const ct_u32 smem = tc_shared_address(tc_smem);
+  unsigned char* tile_base = tc_smem;
+#endif
   const int cblocks = cp / BK;
   const int steps = taps * cblocks;
   const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
@@ -380,6 +540,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     }
   };
 
+#if !CT_WGMMA
   // Slice kk of a stage: A rows m (ldmatrix matrices (m 0-7, k 0-7), (m 8-15,
   // k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)), B rows o likewise in pairs of
   // 8-column fragments.
@@ -400,13 +561,18 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       bf[2 * nj + 1][0] = t[2], bf[2 * nj + 1][1] = t[3];
     }
   };
+#endif
   float acc[CT_MI][CT_NI][4];
+#if CT_WGMMA
+  tc_wgmma_mainloop(acc, steps, smem, load);
+#else
   tc_mainloop<CT_STAGE_BYTES>(acc, steps, smem, load, fragments);
+#endif
   __syncthreads();
 
   // The tile in the tensor type through shared memory: [BN][BM + 8] for
   // NCHW (positions contiguous), [BM][BN + 8] for NHWC (channels contiguous).
-  ct_u16* out = reinterpret_cast<ct_u16*>(tc_smem);
+  ct_u16* out = reinterpret_cast<ct_u16*>(tile_base);
 #if CT_NHWC
   constexpr int kLd = BN + 8;
 #else

@@ -15,6 +15,7 @@ std::vector<std::unique_ptr<Solver>> MakeGpuSolvers() {
   all.push_back(NewGpuDirectTiledSolver());
   all.push_back(NewGpuWinogradBlasSolver());
   all.push_back(NewGpuTensorCorePipelinedSolver());
+  all.push_back(NewGpuTensorCoreWgmmaSolver());
   return all;
 }
 

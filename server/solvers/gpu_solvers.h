@@ -22,6 +22,7 @@ inline constexpr uint32_t kGpuWinogradF2x3Id = 108;
 inline constexpr uint32_t kGpuDirectTiledId = 109;
 inline constexpr uint32_t kGpuWinogradBlasId = 110;
 inline constexpr uint32_t kGpuTensorCorePipelinedId = 111;
+inline constexpr uint32_t kGpuTensorCoreWgmmaId = 112;
 
 // One factory per solver above, each defined in its solver's file.
 std::unique_ptr<Solver> NewGpuDirectNaiveSolver();
@@ -35,6 +36,7 @@ std::unique_ptr<Solver> NewGpuWinogradF2x3Solver();
 std::unique_ptr<Solver> NewGpuDirectTiledSolver();
 std::unique_ptr<Solver> NewGpuWinogradBlasSolver();
 std::unique_ptr<Solver> NewGpuTensorCorePipelinedSolver();
+std::unique_ptr<Solver> NewGpuTensorCoreWgmmaSolver();
 
 std::vector<std::unique_ptr<Solver>> MakeGpuSolvers();
 

@@ -15,6 +15,11 @@
 // the start of the workspace; then tc_wrw_reduce writes dw.
 // A config is {BM, BN, BK, WM, WN, stages}; BK 64 where the padded channels
 // allow it (F and B; W steps over 32 positions).
+// gpu_tensor_core_wgmma is the same solver for NVIDIA sm_90 (F and B): its
+// products run as Hopper's warpgroup MMA, compiled for sm_90a, each
+// warpgroup multiplying 64 rows of the block tile by all BN columns straight
+// from the swizzled shared-memory tiles; a config is {BM, BN, BK, BM / 16,
+// 1, stages}.
 #include <algorithm>
 #include <array>
 
@@ -43,6 +48,15 @@ constexpr std::array<int64_t, 6> kConfigs[] = {
     {256, 128, 64, 4, 2, 3}, {256, 128, 32, 4, 2, 3}, {128, 256, 64, 2, 4, 3},
     {128, 256, 32, 2, 4, 3}, {128, 128, 64, 2, 2, 3}, {128, 128, 32, 2, 2, 4},
     {128, 64, 32, 2, 2, 4},  {64, 128, 32, 2, 2, 4},  {64, 64, 32, 2, 2, 4}};
+
+// The warpgroup-MMA variant: {BM, BN, BK, BM / 16 warps, 1, stages}, at
+// most 227 KiB of shared memory with the 1 KiB the tiles' alignment takes.
+// The last has BK 32, the fallback for every channel count.
+constexpr std::array<int64_t, 6> kWgmmaConfigs[] = {
+    {128, 256, 64, 8, 1, 4}, {128, 256, 32, 8, 1, 6}, {128, 128, 64, 8, 1, 4},
+    {128, 128, 64, 8, 1, 3}, {128, 128, 32, 8, 1, 6}, {64, 256, 64, 4, 1, 4},
+    {128, 64, 64, 8, 1, 4},  {128, 64, 32, 8, 1, 6},  {64, 128, 64, 4, 1, 4},
+    {64, 128, 32, 4, 1, 6},  {64, 64, 64, 4, 1, 4},   {64, 64, 32, 4, 1, 6}};
 
 // W: {BM (output channels), BN (filter columns), 32 positions, WM, WN, stages}.
 constexpr std::array<int64_t, 6> kWrwConfigs[] = {{128, 128, 32, 2, 2, 4},
@@ -160,12 +174,13 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
 
 int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 
-int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c) {
+// `wgmma`: 1 KiB more, for aligning the tiles to 1024 bytes.
+int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
   const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
   if (p.direction == Direction::kBackwardWeights) return ring;
   const int64_t tile =
       p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * 2 : c[1] * (c[0] + 8) * 2;
-  return std::max(ring, tile);
+  return std::max(ring, tile) + (wgmma ? 1024 : 0);
 }
 
 int64_t Blocks(const Geometry& g, int64_t n, const PerfConfig& c) {
@@ -213,18 +228,30 @@ PerfConfig LargestFilling(const std::array<int64_t, 6> (&configs)[kCount],
 
 class GpuTensorCorePipelined final : public GpuSolver {
  public:
-  uint32_t id() const override { return kGpuTensorCorePipelinedId; }
+  // `wgmma`: the sm_90a variant, gpu_tensor_core_wgmma.
+  explicit GpuTensorCorePipelined(bool wgmma) : wgmma_(wgmma) {}
+
+  uint32_t id() const override {
+    return wgmma_ ? kGpuTensorCoreWgmmaId : kGpuTensorCorePipelinedId;
+  }
   absl::string_view name() const override {
-    return "gpu_tensor_core_pipelined";
+    return wgmma_ ? "gpu_tensor_core_wgmma" : "gpu_tensor_core_pipelined";
   }
   v1::AlgorithmFamily family() const override { return v1::IMPLICIT_GEMM; }
   bool dynamic() const override { return true; }
 
+  // The warpgroup MMA is sm_90a code: it runs on compute capability 9.0 only.
   bool SupportsDevice(const DeviceInfo& device) const override {
-    return CudaSmAtLeast(device, kMinSm);
+    if (!wgmma_) return CudaSmAtLeast(device, kMinSm);
+    return device.backend == v1::CUDA &&
+           (device.arch == "sm_90" || device.arch == "sm_90a");
   }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
+    if (wgmma_ && p.direction == Direction::kBackwardWeights) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "direction: ", name(), " runs forward and backward data, not W"));
+    }
     if (p.type == DataType::kFp32) {
       return absl::FailedPreconditionError(absl::StrCat(
           "type: ", name(), " needs fp16 or bf16 data (got FP32)"));
@@ -284,8 +311,15 @@ class GpuTensorCorePipelined final : public GpuSolver {
       return space;
     }
     const int64_t cp = MakeGeometry(p).cp;
-    for (const auto& c : kConfigs) {
-      if (cp % c[2] == 0) space.push_back(PerfConfig(c.begin(), c.end()));
+    auto add = [&](const auto& configs) {
+      for (const auto& c : configs) {
+        if (cp % c[2] == 0) space.push_back(PerfConfig(c.begin(), c.end()));
+      }
+    };
+    if (wgmma_) {
+      add(kWgmmaConfigs);
+    } else {
+      add(kConfigs);
     }
     return space;
   }
@@ -300,9 +334,10 @@ class GpuTensorCorePipelined final : public GpuSolver {
           });
     }
     const Geometry g = MakeGeometry(p);
-    return LargestFilling(
-        kConfigs, g.cp, g.chunk * g.dst_h * g.dst_w, g.co,
-        [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); });
+    auto blocks = [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); };
+    const int64_t rows = g.chunk * g.dst_h * g.dst_w;
+    return wgmma_ ? LargestFilling(kWgmmaConfigs, g.cp, rows, g.co, blocks)
+                  : LargestFilling(kConfigs, g.cp, rows, g.co, blocks);
   }
 
   // The products of the padded channels; relative to the fp32 peak, tensor
@@ -317,7 +352,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
     return Solver::EstimatedFlops(p) * static_cast<double>(padded) /
            static_cast<double>(reduced);
   }
-  double Efficiency(const ConvProblem& p) const override { return 3.0; }
+  double Efficiency(const ConvProblem& p) const override {
+    return wgmma_ ? 5.0 : 3.0;
+  }
 
   absl::StatusOr<v1::ExecutionPlan> MakePlan(
       const ConvProblem& p, const PerfConfig& config) const override {
@@ -327,7 +364,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const char* names[] = {"BM", "BN", "BK", "WM", "WN", "CT_STAGES"};
     for (int i = 0; i < 6; ++i)
       options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
+    if (wgmma_) options.push_back("-DCT_WGMMA=1");
     const int source = AddSource(&plan, "conv_tc.cu", options);
+    if (wgmma_) plan.mutable_sources(source)->set_arch_suffix("a");
     if (p.direction == Direction::kBackwardWeights) {
       AddWrwSteps(p, config, source, &plan);
     } else {
@@ -364,7 +403,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
       v1::KernelStep* step = AddGpuStep(plan, "conv_tc", source,
                                         {Blocks(g, nb, config), g.groups, 1},
                                         static_cast<uint32_t>(Threads(config)));
-      step->set_shared_bytes(static_cast<uint32_t>(SharedBytes(p, config)));
+      step->set_shared_bytes(
+          static_cast<uint32_t>(SharedBytes(p, config, wgmma_)));
       if (g.pack_src) {
         AddBuffer(step, v1::BUFFER_WORKSPACE, g.src_at);
       } else {
@@ -403,7 +443,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
                      {CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]),
                       g.groups, g.splits},
                      static_cast<uint32_t>(Threads(config)));
-      step->set_shared_bytes(static_cast<uint32_t>(SharedBytes(p, config)));
+      step->set_shared_bytes(
+          static_cast<uint32_t>(SharedBytes(p, config, false)));
       if (g.pack_x) {
         AddBuffer(step, v1::BUFFER_WORKSPACE, g.x_at);
       } else {
@@ -430,12 +471,18 @@ class GpuTensorCorePipelined final : public GpuSolver {
     for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits})
       reduce->add_scalars(v);
   }
+
+  const bool wgmma_;
 };
 
 }  // namespace
 
 std::unique_ptr<Solver> NewGpuTensorCorePipelinedSolver() {
-  return std::make_unique<GpuTensorCorePipelined>();
+  return std::make_unique<GpuTensorCorePipelined>(false);
+}
+
+std::unique_ptr<Solver> NewGpuTensorCoreWgmmaSolver() {
+  return std::make_unique<GpuTensorCorePipelined>(true);
 }
 
 }  // namespace convtune

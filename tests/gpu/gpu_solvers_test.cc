@@ -272,10 +272,13 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
     std::mt19937_64 rng(seed);
     SCOPED_TRACE(
         absl::StrCat(c.name, ": ", DescribeProblem(p), " seed ", seed));
-    // The default, and the first, middle and last configs of dynamic solvers.
+    // The default, and the first, middle and last configs of dynamic solvers;
+    // every config of the warpgroup-MMA one.
     std::vector<PerfConfig> configs = {solver->DefaultConfig(p)};
     const std::vector<PerfConfig> space = solver->ConfigSpace(p);
-    if (solver->dynamic()) {
+    if (solver->id() == kGpuTensorCoreWgmmaId) {
+      configs = space;
+    } else if (solver->dynamic()) {
       for (const PerfConfig& extra :
            {space.front(), space[space.size() / 2], space.back()}) {
         if (std::find(configs.begin(), configs.end(), extra) == configs.end()) {
@@ -295,18 +298,23 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
 }
 
 std::vector<Combo> AllCombos() {
-  std::vector<Combo> combos = CombosOf(
-      {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
-       kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
-       kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-       kGpuWinogradBlasId, kGpuTensorCorePipelinedId, gpu::kCudnnSolverId});
-  // The tensor-core solvers take 16-bit types only.
+  std::vector<Combo> combos =
+      CombosOf({kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
+                kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
+                kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
+                kGpuWinogradBlasId, kGpuTensorCorePipelinedId,
+                kGpuTensorCoreWgmmaId, gpu::kCudnnSolverId});
+  // The tensor-core solvers take 16-bit types only; the warpgroup-MMA one
+  // runs F and B.
   combos.erase(
       std::remove_if(combos.begin(), combos.end(),
                      [](const Combo& c) {
-                       return c.type == DataType::kFp32 &&
-                              (c.solver_id == kGpuTensorCoreIgemmId ||
-                               c.solver_id == kGpuTensorCorePipelinedId);
+                       return (c.type == DataType::kFp32 &&
+                               (c.solver_id == kGpuTensorCoreIgemmId ||
+                                c.solver_id == kGpuTensorCorePipelinedId ||
+                                c.solver_id == kGpuTensorCoreWgmmaId)) ||
+                              (c.solver_id == kGpuTensorCoreWgmmaId &&
+                               c.direction == Direction::kBackwardWeights);
                      }),
       combos.end());
   return combos;

@@ -82,6 +82,22 @@ TEST(CodeObjectHashTest, EveryFieldCounts) {
             CodeObjectHash(v1::CUDA, "sm_90", "s", {}, "v"));
 }
 
+TEST(SourceArchTest, SuffixAOnlyOnCudaDevices) {
+  EXPECT_EQ(SourceArch("sm_90", "").value_or(""), "sm_90");
+  EXPECT_EQ(SourceArch("gfx90a", "").value_or(""), "gfx90a");
+  EXPECT_EQ(SourceArch("sm_90", "a").value_or(""), "sm_90a");
+  EXPECT_EQ(SourceArch("sm_90a", "a").value_or(""), "sm_90a");
+  const absl::StatusOr<std::string> hip = SourceArch("gfx90a", "a");
+  EXPECT_EQ(hip.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(hip.status().message(), "arch_suffix: "))
+      << hip.status();
+  const absl::StatusOr<std::string> other =
+      SourceArch("sm_90", std::string(100, 'f'));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(other.status().message(), "arch_suffix: "));
+  EXPECT_LT(other.status().message().size(), 60u) << "quotes a prefix only";
+}
+
 TEST(KernelSourcesTest, PreludePerBackend) {
   const std::vector<std::string> files = KernelSourceFiles();
   ASSERT_NE(std::find(files.begin(), files.end(), "fill_test.cu"), files.end());

@@ -62,7 +62,9 @@ std::vector<ConvProblem> Problems() {
 
 // The sources a solver's plans need, each with the problem that first
 // needed it (for messages).
-using SourceKey = std::pair<std::string, std::vector<std::string>>;
+// File, options, arch suffix.
+using SourceKey =
+    std::tuple<std::string, std::vector<std::string>, std::string>;
 using SourceSet = std::map<SourceKey, std::string>;
 
 void CheckPlan(const Solver& solver, const ConvProblem& p,
@@ -137,7 +139,9 @@ int CollectSources(const Solver& solver, SourceSet* sources) {
             ++plans;
             CheckPlan(solver, p, *plan);
             for (const v1::KernelSource& s : plan->sources()) {
-              SourceKey key{s.file(), {s.options().begin(), s.options().end()}};
+              SourceKey key{s.file(),
+                            {s.options().begin(), s.options().end()},
+                            s.arch_suffix()};
               sources->emplace(key, DescribeProblem(p));
             }
           }
@@ -161,11 +165,14 @@ std::vector<std::string> CompileAll(const KernelCompiler& compiler,
     for (size_t i = next++; i < work.size(); i = next++) {
       const auto& [key, problem] = work[i];
       CompileRequest req;
-      req.file = key.first;
-      req.options = key.second;
-      req.arch = arch;
+      const auto& [file, options, suffix] = key;
+      req.file = file;
+      req.options = options;
+      absl::StatusOr<std::string> target = SourceArch(arch, suffix);
+      EXPECT_TRUE(target.ok()) << target.status();
+      req.arch = target.value_or(arch);
       absl::StatusOr<std::string> text =
-          KernelSourceText(key.first, compiler.backend());
+          KernelSourceText(file, compiler.backend());
       absl::StatusOr<std::string> binary = absl::UnknownError("not compiled");
       if (text.ok()) {
         req.source = *std::move(text);
@@ -175,9 +182,9 @@ std::vector<std::string> CompileAll(const KernelCompiler& compiler,
       }
       if (!binary.ok() || binary->empty()) {
         std::lock_guard<std::mutex> lock(mu);
-        failures.push_back(
-            absl::StrCat(key.first, " ", absl::StrJoin(key.second, " "),
-                         " (for ", problem, "): ", binary.status().ToString()));
+        failures.push_back(absl::StrCat(file, " ", absl::StrJoin(options, " "),
+                                        " ", req.arch, " (for ", problem,
+                                        "): ", binary.status().ToString()));
       }
     }
   };
@@ -231,19 +238,20 @@ INSTANTIATE_TEST_SUITE_P(
                       kGpuImplicitGemmStaticId, kGpuDepthwiseId,
                       kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                       kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-                      kGpuWinogradBlasId, kGpuTensorCorePipelinedId),
+                      kGpuWinogradBlasId, kGpuTensorCorePipelinedId,
+                      kGpuTensorCoreWgmmaId),
     [](const ::testing::TestParamInfo<uint32_t>& info) {
       return absl::StrCat("solver", info.param);
     });
 
 TEST(GpuSolvers, IdsNamesAndDevices) {
   const std::map<uint32_t, std::string> want = {
-      {101, "gpu_direct_naive"},         {102, "gpu_implicit_gemm"},
-      {103, "gpu_implicit_gemm_static"}, {104, "gpu_depthwise"},
-      {105, "gpu_tensor_core_igemm"},    {106, "gpu_im2col_gemm_blas"},
-      {107, "gpu_gemm_1x1_blas"},        {108, "gpu_winograd_f2x3"},
-      {109, "gpu_direct_tiled"},         {110, "gpu_winograd_blas"},
-      {111, "gpu_tensor_core_pipelined"}};
+      {101, "gpu_direct_naive"},          {102, "gpu_implicit_gemm"},
+      {103, "gpu_implicit_gemm_static"},  {104, "gpu_depthwise"},
+      {105, "gpu_tensor_core_igemm"},     {106, "gpu_im2col_gemm_blas"},
+      {107, "gpu_gemm_1x1_blas"},         {108, "gpu_winograd_f2x3"},
+      {109, "gpu_direct_tiled"},          {110, "gpu_winograd_blas"},
+      {111, "gpu_tensor_core_pipelined"}, {112, "gpu_tensor_core_wgmma"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
@@ -257,6 +265,12 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
   EXPECT_TRUE(tc->SupportsDevice({.backend = v1::CUDA, .arch = "sm_80"}));
   EXPECT_FALSE(tc->SupportsDevice({.backend = v1::CUDA, .arch = "sm_75"}));
   EXPECT_FALSE(tc->SupportsDevice({.backend = v1::HIP, .arch = "gfx90a"}));
+  // sm_90a code runs on compute capability 9.0 alone.
+  const Solver* wg = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  EXPECT_TRUE(wg->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90"}));
+  EXPECT_FALSE(wg->SupportsDevice({.backend = v1::CUDA, .arch = "sm_80"}));
+  EXPECT_FALSE(wg->SupportsDevice({.backend = v1::CUDA, .arch = "sm_100"}));
+  EXPECT_FALSE(wg->SupportsDevice({.backend = v1::HIP, .arch = "gfx90a"}));
 }
 
 TEST(GpuSolvers, ConstraintsAreNamed) {

@@ -1,0 +1,61 @@
+#!/bin/bash
+# The own kernels on the GPU machine in one go: the correctness suite for
+# chosen solvers, then for each list and layout convtune's find beside
+# PyTorch's cuDNN on the same layers, in the same call.
+#
+#   tests/gpu/kernel_round.sh BUNDLE OUTDIR
+#
+# BUNDLE is a device-bundle of build/tests/gpu/gpu_solvers_test and
+# build/tests/bench/bench_gpu_vs_cudnn, with the shared problem lists copied
+# in as BUNDLE/shared/problems. The environment chooses what runs:
+#   FILTER       gtest filter for gpu_solvers_test (empty: no tests)
+#   LISTS        "LIST:LAYOUT ..." (LIST a file of the perf-model lists,
+#                LAYOUT NCHW or NHWC; empty: no benchmark)
+#   MAX_SECONDS  each side's time per list (default 60)
+#   NCU          a kernel name: ncu's summary of its launches in the first
+#                list's find (empty: none)
+# Logs, JSON and the comparison tables land in OUTDIR.
+set -uo pipefail
+bundle=$(cd "$1" && pwd)
+out=$2
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")/../.." && pwd)
+export CONVTUNE_SHARED_DIR="$bundle/shared"
+lists="$bundle/shared/problems/miopen-perf-models"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
+python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())' >> "$out/gpu.txt" 2>&1
+
+if [ -n "${FILTER:-}" ]; then
+  echo "== gpu_solvers_test $FILTER"
+  timeout 400 "$bundle/run" gpu_solvers_test --gtest_filter="$FILTER" > "$out/tests.log" 2>&1
+  echo "rc=$?" >> "$out/tests.log"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |rc=" "$out/tests.log" | tail -20
+fi
+
+for item in ${LISTS:-}; do
+  list=${item%%:*}
+  layout=${item##*:}
+  name="${list%.txt}-$layout"
+  echo "== $name"
+  timeout 500 "$bundle/run" bench_gpu_vs_cudnn --repeats 5 --max-seconds "${MAX_SECONDS:-60}" \
+    --layout "$layout" --json "$out/$name-ours.json" "$lists/$list" > "$out/$name-ours.log" 2>&1
+  echo "rc=$?" >> "$out/$name-ours.log"
+  timeout 300 python3 "$here/tests/bench/torch_peer.py" --repeats 5 --warmup 2 \
+    --max-seconds "${MAX_SECONDS:-60}" --layout "$layout" --json "$out/$name-torch.json" \
+    "$lists/$list" > "$out/$name-torch.log" 2>&1
+  echo "rc=$?" >> "$out/$name-torch.log"
+  python3 "$here/tests/bench/compare_peers.py" --ours "$out/$name-ours.json" \
+    --torch "$out/$name-torch.json" --markdown > "$out/$name.md" 2>&1
+  grep -E "^\| (F|B|W) " "$out/$name.md" | head -6
+done
+
+if [ -n "${NCU:-}" ] && [ -n "${LISTS:-}" ]; then
+  first=${LISTS%% *}
+  list=${first%%:*}
+  layout=${first##*:}
+  echo "== ncu $NCU"
+  timeout 300 ncu --clock-control none -k "regex:$NCU" -c 12 \
+    --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
+    "$bundle/bin/bench_gpu_vs_cudnn" --repeats 1 --max-layers 4 --layout "$layout" "$lists/$list" > "$out/ncu.log" 2>&1
+  tail -40 "$out/ncu.log"
+fi

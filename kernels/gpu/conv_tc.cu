@@ -45,6 +45,8 @@
 //   conv_tc_wrw     N H W G CP KG KP OH OW R S PH PW SH SW DH DW splits
 //                   accumulate (N: the chunk)
 //   tc_wrw_reduce   G KG CG CP R S splits
+//   tc_pack_rows    n0 nb C H W OW S SW PW DW CP (described there)
+//   tc_pack_filter_rows  K C R S CP
 // The solver keeps every offset within a chunk under 2^31 elements.
 
 #ifndef BM
@@ -212,6 +214,67 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
     tc_filter_strides(st, cg, fr, fs);
     v = reinterpret_cast<const ct_u16*>(
         pw)[k * st[0] + ci * st[1] + r * st[3] + s * st[4]];
+  }
+  reinterpret_cast<ct_u16*>(pdst)[i] = v;
+}
+
+// Small channel counts (the first layer's 3): the filter width folds into
+// the channels, so that a reduction step covers a whole filter row instead
+// of one tap padded from C to 32 channels. Forward only, one group:
+//   src'[n][ih][ow][s*C + c] = x[n][ih][ow*SW + s*DW - PW][c] (0 outside,
+//                              and for s*C + c >= S*C up to CP)
+//   filt'[k][r][0][s*C + c]  = w[k][c][r][s]
+// and conv_tc runs src' with filt' as an R x 1 filter, stride (SH, 1), no
+// width padding, over a source OW wide.
+// tc_pack_rows: images [n0, n0 + nb) of x (C channels, H x W) into src'
+// [nb][H][OW][CP]; one element per thread of a 1-D launch.
+CT_KERNEL void tc_pack_rows(const ct_t* px, ct_t* pdst, ct_i64 a_n0,
+                            ct_i64 a_nb, ct_i64 a_c, ct_i64 a_h, ct_i64 a_w,
+                            ct_i64 a_ow, ct_i64 a_s, ct_i64 a_sw, ct_i64 a_pw,
+                            ct_i64 a_dw, ct_i64 a_cp) {
+  const ct_i64 count = a_nb * a_h * a_ow * a_cp;
+  const ct_i64 i = ct_global_index_x();
+  if (i >= count) return;
+  const int c_count = static_cast<int>(a_c), cp = static_cast<int>(a_cp);
+  const int f = static_cast<int>(i % cp);
+  ct_i64 rest = i / cp;
+  const int ow = static_cast<int>(rest % a_ow);
+  rest /= a_ow;
+  const int ih = static_cast<int>(rest % a_h);
+  const ct_i64 n = a_n0 + rest / a_h;
+  ct_u16 v = 0;
+  if (f < c_count * static_cast<int>(a_s)) {
+    const int fs = f / c_count, c = f - fs * c_count;
+    const ct_i64 iw = ow * a_sw + fs * a_dw - a_pw;
+    if (iw >= 0 && iw < a_w) {
+      ct_i64 st[5];
+      const ct_i64 sp[3] = {1, a_h, a_w};
+      ct_strides<ct_i64>(st, a_c, sp);
+      v = reinterpret_cast<const ct_u16*>(
+          px)[n * st[0] + c * st[1] + ih * st[3] + iw * st[4]];
+    }
+  }
+  reinterpret_cast<ct_u16*>(pdst)[i] = v;
+}
+
+// filt' [K][R][CP] from w (K x C x R x S); one element per thread.
+CT_KERNEL void tc_pack_filter_rows(const ct_t* pw, ct_t* pdst, ct_i64 a_k,
+                                   ct_i64 a_c, ct_i64 a_r, ct_i64 a_s,
+                                   ct_i64 a_cp) {
+  const ct_i64 count = a_k * a_r * a_cp;
+  const ct_i64 i = ct_global_index_x();
+  if (i >= count) return;
+  const int c_count = static_cast<int>(a_c);
+  const int f = static_cast<int>(i % a_cp);
+  const ct_i64 rest = i / a_cp;
+  const ct_i64 r = rest % a_r, k = rest / a_r;
+  ct_u16 v = 0;
+  if (f < c_count * static_cast<int>(a_s)) {
+    const int fs = f / c_count, c = f - fs * c_count;
+    ct_i64 st[5];
+    tc_filter_strides(st, a_c, a_r, a_s);
+    v = reinterpret_cast<const ct_u16*>(
+        pw)[k * st[0] + c * st[1] + r * st[3] + fs * st[4]];
   }
   reinterpret_cast<ct_u16*>(pdst)[i] = v;
 }
@@ -569,7 +632,69 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   tc_mainloop<CT_STAGE_BYTES>(acc, steps, smem, load, fragments);
 #endif
   __syncthreads();
+  ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
+  const ct_i64 channels = static_cast<ct_i64>(groups) * ko;
 
+#if CT_WGMMA
+  // The tile through shared memory in fp32, converted on its way out
+  // (conversions of the MMA's own registers would serialise its pipeline):
+  // [BM][BN + 8] for NHWC (channels contiguous), [BN][BM + 8] for NCHW.
+  float* tile = reinterpret_cast<float*>(tile_base);
+#if CT_NHWC
+  constexpr int kLd = BN + 8;
+#else
+  constexpr int kLd = BM + 8;
+#endif
+#pragma unroll
+  for (int ni = 0; ni < CT_NI; ++ni) {
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const int r = wm * 16 + (lane >> 2) + (v >> 1) * 8;
+      const int c = ni * 8 + (lane & 3) * 2 + (v & 1);
+#if CT_NHWC
+      tile[r * kLd + c] = acc[0][ni][v];
+#else
+      tile[c * kLd + r] = acc[0][ni][v];
+#endif
+    }
+  }
+  __syncthreads();
+#if CT_NHWC
+  // Eight channels a thread, stored as one 16-byte vector where aligned.
+  const bool vector = channels % 8 == 0 && ko % 8 == 0;
+  for (int e = tid; e < BM * (BN / 8); e += CT_THREADS) {
+    const int r = e / (BN / 8), c = (e - r * (BN / 8)) * 8;
+    if (m0 + r >= rows || o0 + c >= ko) continue;
+    const float* from = tile + r * kLd + c;
+    ct_u16* at = dst + static_cast<ct_i64>(m0 + r) * channels + g * ko + o0 + c;
+    if (vector) {
+      uint4 packed;
+      ct_u32* word = reinterpret_cast<ct_u32*>(&packed);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        word[j] =
+            ct_from_float<ct_t>(from[2 * j]).bits |
+            (static_cast<ct_u32>(ct_from_float<ct_t>(from[2 * j + 1]).bits)
+             << 16);
+      }
+      *reinterpret_cast<uint4*>(at) = packed;
+    } else {
+      for (int j = 0; j < 8 && o0 + c + j < ko; ++j)
+        at[j] = ct_from_float<ct_t>(from[j]).bits;
+    }
+  }
+#else
+  const int r = tid % BM, m = m0 + r;
+  if (m < rows) {
+    const int n = m / ohw, pos = m - n * ohw;
+    ct_u16* at = dst + (static_cast<ct_i64>(n) * channels + g * ko) * ohw + pos;
+    for (int c = tid / BM; c < BN && o0 + c < ko; c += CT_THREADS / BM) {
+      at[static_cast<ct_i64>(o0 + c) * ohw] =
+          ct_from_float<ct_t>(tile[c * kLd + r]).bits;
+    }
+  }
+#endif
+#else  // !CT_WGMMA
   // The tile in the tensor type through shared memory: [BN][BM + 8] for
   // NCHW (positions contiguous), [BM][BN + 8] for NHWC (channels contiguous).
   ct_u16* out = reinterpret_cast<ct_u16*>(tile_base);
@@ -596,8 +721,6 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     }
   }
   __syncthreads();
-  ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
-  const ct_i64 channels = static_cast<ct_i64>(groups) * ko;
 #if CT_NHWC
   for (int e = tid; e < BM * BN; e += CT_THREADS) {
     const int r = e / BN, c = e - r * BN;
@@ -616,6 +739,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     }
   }
 #endif
+#endif  // CT_WGMMA
 }
 
 #else  // CT_DIR == 3

@@ -73,19 +73,33 @@ int64_t Pad32(int64_t channels) {
 }
 
 // The pass as conv_tc sees it, and the workspace: the packed filter at 0
-// (when packed), a chunk's packed source at src_at (when packed).
+// (when packed), a chunk's packed source at src_at (when packed). `fold`:
+// the filter width folded into the channels (tc_pack_rows), the problem's
+// own width, filter width, stride, padding and dilation then in the w_*
+// fields.
 struct Geometry {
   int64_t groups, ci, co,
       cp;  // per group: source, destination, padded source channels
   int64_t src_h, src_w, dst_h, dst_w;
   int64_t fh, fw, ph, pw, sh, sw, dh, dw;
+  bool fold = false;
+  int64_t w_in = 0, w_fs = 0, w_sw = 0, w_pw = 0, w_dw = 0;
   bool pack_src, pack_filter;
   int64_t src_at;
   int64_t chunk;  // images per chunk; 0 when one image does not fit
   int64_t bytes;
 };
 
-Geometry MakeGeometry(const ConvProblem& p) {
+// Folding pays where padding each tap's channels to 32 at least doubles the
+// reduction: forward, one group, few channels (the first layer's 3).
+bool FoldsWidth(const ConvProblem& p) {
+  const int64_t folded = Pad32(p.c_per_group() * p.filter[2]);
+  return p.direction == Direction::kForward && p.groups == 1 &&
+         p.filter[2] > 1 && 2 * folded <= p.filter[2] * Pad32(p.c_per_group());
+}
+
+// `fold_width`: fold where FoldsWidth says it pays.
+Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
   const bool bwd = p.direction == Direction::kBackwardData;
   Geometry g;
   g.groups = p.groups;
@@ -106,6 +120,15 @@ Geometry MakeGeometry(const ConvProblem& p) {
   const bool nhwc = p.layout == Layout::kNHWC;
   g.pack_src = !(nhwc && g.cp == g.ci);
   g.pack_filter = bwd || g.pack_src;
+  if (fold_width && FoldsWidth(p)) {
+    g.fold = true;
+    g.w_in = p.in[2], g.w_fs = g.fw, g.w_sw = g.sw, g.w_pw = g.pw,
+    g.w_dw = g.dw;
+    g.cp = Pad32(g.ci * g.fw);
+    g.src_w = g.dst_w;
+    g.fw = 1, g.sw = 1, g.pw = 0, g.dw = 1;
+    g.pack_src = g.pack_filter = true;
+  }
   const int64_t es = ElementBytes(p.type);
   const int64_t filter_bytes =
       g.pack_filter ? g.groups * g.co * g.fh * g.fw * g.cp * es : 0;
@@ -174,12 +197,14 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
 
 int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 
-// `wgmma`: 1 KiB more, for aligning the tiles to 1024 bytes.
+// `wgmma`: the output tile in fp32, and 1 KiB more for aligning the tiles to
+// 1024 bytes.
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
   const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
   if (p.direction == Direction::kBackwardWeights) return ring;
-  const int64_t tile =
-      p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * 2 : c[1] * (c[0] + 8) * 2;
+  const int64_t es = wgmma ? 4 : 2;
+  const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * es
+                                                 : c[1] * (c[0] + 8) * es;
   return std::max(ring, tile) + (wgmma ? 1024 : 0);
 }
 
@@ -274,7 +299,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
       largest = std::max({g.pack_x ? 0 : p.x_elements(),
                           g.pack_dy ? 0 : p.y_elements(), g.kg * g.cols});
     } else {
-      const Geometry g = MakeGeometry(p);
+      const Geometry g = MakeGeometry(p, wgmma_);
       chunk = g.chunk;
       const bool fwd = p.direction == Direction::kForward;
       largest = std::max(
@@ -299,8 +324,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
   }
 
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
-    return p.direction == Direction::kBackwardWeights ? MakeWrwGeometry(p).bytes
-                                                      : MakeGeometry(p).bytes;
+    return p.direction == Direction::kBackwardWeights
+               ? MakeWrwGeometry(p).bytes
+               : MakeGeometry(p, wgmma_).bytes;
   }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
@@ -310,7 +336,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
         space.push_back(PerfConfig(c.begin(), c.end()));
       return space;
     }
-    const int64_t cp = MakeGeometry(p).cp;
+    const int64_t cp = MakeGeometry(p, wgmma_).cp;
     auto add = [&](const auto& configs) {
       for (const auto& c : configs) {
         if (cp % c[2] == 0) space.push_back(PerfConfig(c.begin(), c.end()));
@@ -333,7 +359,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
                    g.splits;
           });
     }
-    const Geometry g = MakeGeometry(p);
+    const Geometry g = MakeGeometry(p, wgmma_);
     auto blocks = [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); };
     const int64_t rows = g.chunk * g.dst_h * g.dst_w;
     return wgmma_ ? LargestFilling(kWgmmaConfigs, g.cp, rows, g.co, blocks)
@@ -343,9 +369,17 @@ class GpuTensorCorePipelined final : public GpuSolver {
   // The products of the padded channels; relative to the fp32 peak, tensor
   // cores run them several times faster.
   double EstimatedFlops(const ConvProblem& p) const override {
+    if (p.direction != Direction::kBackwardWeights) {
+      // A folded pass reduces over CP per filter row, not per tap.
+      const Geometry g = MakeGeometry(p, wgmma_);
+      if (g.fold) {
+        return Solver::EstimatedFlops(p) * static_cast<double>(g.cp) /
+               static_cast<double>(p.c_per_group() * p.filter[2]);
+      }
+    }
     const int64_t padded = p.direction == Direction::kBackwardWeights
                                ? MakeWrwGeometry(p).cp
-                               : MakeGeometry(p).cp;
+                               : MakeGeometry(p, wgmma_).cp;
     const int64_t reduced = p.direction == Direction::kBackwardData
                                 ? p.k_per_group()
                                 : p.c_per_group();
@@ -378,10 +412,18 @@ class GpuTensorCorePipelined final : public GpuSolver {
  private:
   void AddSteps(const ConvProblem& p, const PerfConfig& config, int source,
                 v1::ExecutionPlan* plan) const {
-    const Geometry g = MakeGeometry(p);
+    const Geometry g = MakeGeometry(p, wgmma_);
     const bool fwd = p.direction == Direction::kForward;
     const int64_t es = ElementBytes(p.type);
-    if (g.pack_filter) {
+    if (g.fold) {
+      const int64_t count = g.co * g.fh * g.cp;
+      v1::KernelStep* step =
+          AddGpuStep(plan, "tc_pack_filter_rows", source,
+                     {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
+      AddBuffer(step, v1::BUFFER_W);
+      AddBuffer(step, v1::BUFFER_WORKSPACE);
+      for (int64_t v : {g.co, g.ci, g.fh, g.w_fs, g.cp}) step->add_scalars(v);
+    } else if (g.pack_filter) {
       const int64_t count = g.groups * g.co * g.fh * g.fw * g.cp;
       v1::KernelStep* step =
           AddGpuStep(plan, "tc_pack_filter", source,
@@ -398,8 +440,19 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int64_t src_hw = g.src_h * g.src_w, dst_hw = g.dst_h * g.dst_w;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
-      if (g.pack_src)
+      if (g.fold) {
+        v1::KernelStep* pack = AddGpuStep(
+            plan, "tc_pack_rows", source,
+            {CeilDiv(nb * src_hw * g.cp, kPackBlock), 1, 1}, kPackBlock);
+        AddBuffer(pack, v1::BUFFER_X);
+        AddBuffer(pack, v1::BUFFER_WORKSPACE, g.src_at);
+        for (int64_t v : {n0, nb, g.ci, g.src_h, g.w_in, g.src_w, g.w_fs,
+                          g.w_sw, g.w_pw, g.w_dw, g.cp}) {
+          pack->add_scalars(v);
+        }
+      } else if (g.pack_src) {
         AddPackStep(p, source, src, g.src_at, n0, nb, g.ci, g.cp, src_hw, plan);
+      }
       v1::KernelStep* step = AddGpuStep(plan, "conv_tc", source,
                                         {Blocks(g, nb, config), g.groups, 1},
                                         static_cast<uint32_t>(Threads(config)));

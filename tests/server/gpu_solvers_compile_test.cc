@@ -639,6 +639,56 @@ TEST(GpuSolvers, DirectTiledNamesAPatchTooLargeForSharedMemory) {
   EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st;
 }
 
+TEST(GpuSolvers, TensorCoreWgmmaFoldsTheFilterWidthOfFewChannels) {
+  const Solver* wg = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  const Solver* tc = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
+  // The first layer: 3 channels, 7x7, stride 2.
+  ConvProblem p;
+  p.n = 2, p.c = 3, p.k = 64, p.in = {1, 230, 230}, p.filter = {1, 7, 7},
+  p.stride = {1, 2, 2};
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  ASSERT_EQ(wg->IsApplicable(p), absl::OkStatus());
+  absl::StatusOr<v1::ExecutionPlan> plan =
+      wg->MakePlan(p, wg->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan),
+            (std::vector<std::string>{"tc_pack_filter_rows", "tc_pack_rows",
+                                      "conv_tc"}));
+  // A row of 7 taps x 3 channels padded to 32, over a source 112 wide.
+  const v1::KernelStep& conv = plan->steps(2);
+  EXPECT_EQ(conv.scalars(2), 112);  // source width
+  EXPECT_EQ(conv.scalars(4), 32);   // channels
+  EXPECT_EQ(conv.scalars(8), 7);    // filter height
+  EXPECT_EQ(conv.scalars(9), 1);    // filter width
+  EXPECT_EQ(conv.scalars(11), 0);   // width padding
+  EXPECT_EQ(conv.scalars(13), 1);   // width stride
+  EXPECT_EQ(plan->workspace_bytes(),
+            AlignWorkspace(64 * 7 * 32 * 2) + 2 * 230 * 112 * 32 * 2);
+  EXPECT_LT(wg->EstimatedFlops(p), tc->EstimatedFlops(p) / 4);
+  // Each tap's channels padded on their own where that costs little, and in
+  // the other directions.
+  plan = tc->MakePlan(p, tc->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), (std::vector<std::string>{
+                                "tc_pack_filter", "tc_pack_act", "conv_tc"}));
+  p.c = 8;  // 56 folded into 64, against 7 x 32
+  plan = wg->MakePlan(p, wg->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan).front(), "tc_pack_filter_rows");
+  p.c = 16;  // 112 folded into 128: not half of 7 x 32
+  plan = wg->MakePlan(p, wg->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan).front(), "tc_pack_filter");
+  p.c = 32;
+  plan = wg->MakePlan(p, wg->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan), std::vector<std::string>{"conv_tc"});
+  p.c = 3, p.stride = {1, 1, 1}, p.direction = Direction::kBackwardData;
+  plan = wg->MakePlan(p, wg->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan).front(), "tc_pack_filter");
+}
+
 TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
   ConvProblem p;

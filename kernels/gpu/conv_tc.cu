@@ -47,6 +47,7 @@
 //   tc_wrw_reduce   G KG CG CP R S splits
 //   tc_pack_rows    n0 nb C H W OW S SW PW DW CP (described there)
 //   tc_pack_filter_rows  K C R S CP
+//   tc_wrw_reduce_rows   K C CP R S splits
 // The solver keeps every offset within a chunk under 2^31 elements.
 
 #ifndef BM
@@ -220,12 +221,13 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
 
 // Small channel counts (the first layer's 3): the filter width folds into
 // the channels, so that a reduction step covers a whole filter row instead
-// of one tap padded from C to 32 channels. Forward only, one group:
+// of one tap padded from C to 32 channels. F and W, one group:
 //   src'[n][ih][ow][s*C + c] = x[n][ih][ow*SW + s*DW - PW][c] (0 outside,
 //                              and for s*C + c >= S*C up to CP)
 //   filt'[k][r][0][s*C + c]  = w[k][c][r][s]
 // and conv_tc runs src' with filt' as an R x 1 filter, stride (SH, 1), no
-// width padding, over a source OW wide.
+// width padding, over a source OW wide; conv_tc_wrw likewise sums the
+// partials of filt', which tc_wrw_reduce_rows unfolds into dw.
 // tc_pack_rows: images [n0, n0 + nb) of x (C channels, H x W) into src'
 // [nb][H][OW][CP]; one element per thread of a 1-D launch.
 CT_KERNEL void tc_pack_rows(const ct_t* px, ct_t* pdst, ct_i64 a_n0,
@@ -925,5 +927,29 @@ CT_KERNEL void tc_wrw_reduce(const float* part, ct_t* pdw, ct_i64 a_g,
   ct_i64 st[5];
   tc_filter_strides(st, a_cg, a_r, a_s);
   pdw[k * st[0] + c * st[1] + (tap / a_s) * st[3] + (tap % a_s) * st[4]] =
+      ct_from_float<ct_t>(sum);
+}
+
+// dw from the partial sums of a folded pass ([split][K][R*CP], column
+// r*CP + s*C + c): one element of dw per thread of a 1-D launch.
+CT_KERNEL void tc_wrw_reduce_rows(const float* part, ct_t* pdw, ct_i64 a_k,
+                                  ct_i64 a_c, ct_i64 a_cp, ct_i64 a_r,
+                                  ct_i64 a_s, ct_i64 a_splits) {
+  const ct_i64 count = a_k * a_c * a_r * a_s;
+  const ct_i64 i = ct_global_index_x();
+  if (i >= count) return;
+  // i in (k, r, s, c) order.
+  const ct_i64 c = i % a_c;
+  ct_i64 rest = i / a_c;
+  const ct_i64 fs = rest % a_s;
+  rest /= a_s;
+  const ct_i64 r = rest % a_r, k = rest / a_r;
+  const ct_i64 cols = a_r * a_cp, slice = a_k * cols;
+  const ct_i64 at = k * cols + r * a_cp + fs * a_c + c;
+  float sum = 0.0f;
+  for (ct_i64 z = 0; z < a_splits; ++z) sum += part[z * slice + at];
+  ct_i64 st[5];
+  tc_filter_strides(st, a_c, a_r, a_s);
+  pdw[k * st[0] + c * st[1] + r * st[3] + fs * st[4]] =
       ct_from_float<ct_t>(sum);
 }

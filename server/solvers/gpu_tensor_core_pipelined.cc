@@ -92,9 +92,10 @@ struct Geometry {
 
 // Folding pays where padding each tap's channels to 32 at least doubles the
 // reduction: forward, one group, few channels (the first layer's 3).
+// Forward and backward weights.
 bool FoldsWidth(const ConvProblem& p) {
   const int64_t folded = Pad32(p.c_per_group() * p.filter[2]);
-  return p.direction == Direction::kForward && p.groups == 1 &&
+  return p.direction != Direction::kBackwardData && p.groups == 1 &&
          p.filter[2] > 1 && 2 * folded <= p.filter[2] * Pad32(p.c_per_group());
 }
 
@@ -150,6 +151,11 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
 struct WrwGeometry {
   int64_t groups, cg, kg, cp, kp;  // per group; cp, kp padded
   int64_t h, w, oh, ow, fh, fw;
+  int64_t ph, pw, sh, sw, dh, dw;
+  // The filter width folded into the channels (x packed by tc_pack_rows),
+  // as for F; the problem's own then in the w_* fields.
+  bool fold = false;
+  int64_t w_in = 0, w_fs = 0, w_sw = 0, w_pw = 0, w_dw = 0;
   bool pack_x, pack_dy;
   int64_t cols;  // of a group's GEMM: taps * cp
   int64_t splits;
@@ -164,9 +170,19 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
   g.cp = Pad32(g.cg), g.kp = Pad32(g.kg);
   g.h = p.in[1], g.w = p.in[2], g.oh = p.out(1), g.ow = p.out(2);
   g.fh = p.filter[1], g.fw = p.filter[2];
+  g.ph = p.pad[1], g.pw = p.pad[2], g.sh = p.stride[1], g.sw = p.stride[2];
+  g.dh = p.dilation[1], g.dw = p.dilation[2];
   const bool nhwc = p.layout == Layout::kNHWC;
   g.pack_x = !(nhwc && g.cp == g.cg);
   g.pack_dy = !(nhwc && g.kp == g.kg);
+  if (FoldsWidth(p)) {
+    g.fold = true;
+    g.w_in = g.w, g.w_fs = g.fw, g.w_sw = g.sw, g.w_pw = g.pw, g.w_dw = g.dw;
+    g.cp = Pad32(g.cg * g.fw);
+    g.w = g.ow;
+    g.fw = 1, g.sw = 1, g.pw = 0, g.dw = 1;
+    g.pack_x = true;
+  }
   g.cols = g.fh * g.fw * g.cp;
   // Enough blocks of the largest tile for two waves on a large GPU.
   const int64_t blocks = CeilDiv(g.kg, 128) * CeilDiv(g.cols, 128) * g.groups;
@@ -369,13 +385,12 @@ class GpuTensorCorePipelined final : public GpuSolver {
   // The products of the padded channels; relative to the fp32 peak, tensor
   // cores run them several times faster.
   double EstimatedFlops(const ConvProblem& p) const override {
-    if (p.direction != Direction::kBackwardWeights) {
-      // A folded pass reduces over CP per filter row, not per tap.
-      const Geometry g = MakeGeometry(p, wgmma_);
-      if (g.fold) {
-        return Solver::EstimatedFlops(p) * static_cast<double>(g.cp) /
-               static_cast<double>(p.c_per_group() * p.filter[2]);
-      }
+    // A folded pass reduces over CP per filter row, not per tap.
+    const bool w = p.direction == Direction::kBackwardWeights;
+    if (w ? MakeWrwGeometry(p).fold : MakeGeometry(p, wgmma_).fold) {
+      const int64_t cp = w ? MakeWrwGeometry(p).cp : MakeGeometry(p, wgmma_).cp;
+      return Solver::EstimatedFlops(p) * static_cast<double>(cp) /
+             static_cast<double>(p.c_per_group() * p.filter[2]);
     }
     const int64_t padded = p.direction == Direction::kBackwardWeights
                                ? MakeWrwGeometry(p).cp
@@ -484,9 +499,20 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
-      if (g.pack_x)
+      if (g.fold) {
+        v1::KernelStep* pack =
+            AddGpuStep(plan, "tc_pack_rows", source,
+                       {CeilDiv(nb * hw * g.cp, kPackBlock), 1, 1}, kPackBlock);
+        AddBuffer(pack, v1::BUFFER_X);
+        AddBuffer(pack, v1::BUFFER_WORKSPACE, g.x_at);
+        for (int64_t v : {n0, nb, g.cg, g.h, g.w_in, g.w, g.w_fs, g.w_sw,
+                          g.w_pw, g.w_dw, g.cp}) {
+          pack->add_scalars(v);
+        }
+      } else if (g.pack_x) {
         AddPackStep(p, source, v1::BUFFER_X, g.x_at, n0, nb, g.cg, g.cp, hw,
                     plan);
+      }
       if (g.pack_dy) {
         AddPackStep(p, source, v1::BUFFER_Y, g.dy_at, n0, nb, g.kg, g.kp, ohw,
                     plan);
@@ -511,18 +537,22 @@ class GpuTensorCorePipelined final : public GpuSolver {
       AddBuffer(step, v1::BUFFER_WORKSPACE);
       for (int64_t v :
            {nb, g.h, g.w, g.groups, g.cp, g.kg, g.kp, g.oh, g.ow, g.fh, g.fw,
-            p.pad[1], p.pad[2], p.stride[1], p.stride[2], p.dilation[1],
-            p.dilation[2], g.splits, int64_t{n0 > 0}}) {
+            g.ph, g.pw, g.sh, g.sw, g.dh, g.dw, g.splits, int64_t{n0 > 0}}) {
         step->add_scalars(v);
       }
     }
-    v1::KernelStep* reduce =
-        AddGpuStep(plan, "tc_wrw_reduce", source,
-                   {CeilDiv(p.w_elements(), kPackBlock), 1, 1}, kPackBlock);
+    v1::KernelStep* reduce = AddGpuStep(
+        plan, g.fold ? "tc_wrw_reduce_rows" : "tc_wrw_reduce", source,
+        {CeilDiv(p.w_elements(), kPackBlock), 1, 1}, kPackBlock);
     AddBuffer(reduce, v1::BUFFER_WORKSPACE);
     AddBuffer(reduce, v1::BUFFER_W);
-    for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits})
-      reduce->add_scalars(v);
+    if (g.fold) {
+      for (int64_t v : {g.kg, g.cg, g.cp, g.fh, g.w_fs, g.splits})
+        reduce->add_scalars(v);
+    } else {
+      for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits})
+        reduce->add_scalars(v);
+    }
   }
 
   const bool wgmma_;

@@ -153,6 +153,10 @@ std::vector<Case> Cases() {
     // which backward data turns into 0 and 2.
     cases.push_back(
         {"grouped 3x3" + suffix, Small(2, 16, {1, 9, 11}, 24, 3, 1, 4, l)});
+    // A first layer: 3 channels, 7x7 stride 2 (the tensor-core solvers fold
+    // its filter width into the channels).
+    cases.push_back({"3 channels 7x7 stride 2" + suffix,
+                     Small(2, 3, {1, 37, 35}, 16, 7, 2, 1, l)});
     ConvProblem pads = Small(2, 6, {1, 7, 9}, 10, 3, 1, 1, l);
     pads.pad = {0, 2, 0};
     cases.push_back({"3x3 pads 2,0" + suffix, pads});

@@ -687,6 +687,19 @@ TEST(GpuSolvers, TensorCoreWgmmaFoldsTheFilterWidthOfFewChannels) {
   plan = wg->MakePlan(p, wg->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Kernels(*plan).front(), "tc_pack_filter");
+  // Backward weights (the pipelined solver's): x folded the same way, the
+  // partial sums of R x 32 columns unfolded into dw.
+  p.stride = {1, 2, 2}, p.direction = Direction::kBackwardWeights;
+  plan = tc->MakePlan(p, tc->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(Kernels(*plan),
+            (std::vector<std::string>{"tc_pack_rows", "conv_tc_wrw",
+                                      "tc_wrw_reduce_rows"}));
+  EXPECT_EQ(plan->steps(1).scalars(2), 112);  // x width
+  EXPECT_EQ(plan->steps(1).scalars(4), 32);   // channels
+  EXPECT_EQ(plan->steps(1).scalars(10), 1);   // filter width
+  EXPECT_EQ(plan->steps(1).scalars(14), 1);   // width stride
+  EXPECT_EQ(plan->steps(2).scalars(0), 64);   // K
 }
 
 TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_device.h"
+#include "kernels/driver_line.h"
 #include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/cudnn_graph.h"
@@ -27,6 +28,8 @@
 #include "kernels/plan_args.h"
 #include "server/backend.h"
 #include "server/kernel_builder.h"
+#include "server/solver_registry.h"
+#include "server/solvers/gpu_solvers.h"
 #include "storage/store.h"
 #include "tests/storage/storage_test_util.h"
 
@@ -422,6 +425,48 @@ std::pair<int, std::string> RunToolOutput(const std::string& args) {
   for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
   const int rc = pclose(pipe);
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+TEST(CompileToolTest, Sm90aFillsTheCacheThatAnSm90DaemonReads) {
+  TempDir dir;
+  const std::string list = dir.path() + "/problems.txt";
+  std::ofstream(list) << "convfp16 -n 2 -c 64 -H 14 -W 14 -k 64 -y 3 -x 3 "
+                         "-p 1 -q 1 -u 1 -v 1 -F 1\n";
+  auto [rc, out] = RunToolOutput(
+      absl::StrCat("--target sm_90a --db ", dir.db(), " --problems ", list));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "gpu_tensor_core_wgmma")) << out;
+  absl::StatusOr<std::vector<ConvProblem>> problems = ParseDriverLine(
+      "convfp16 -n 2 -c 64 -H 14 -W 14 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 "
+      "-F 1");
+  ASSERT_TRUE(problems.ok()) << problems.status();
+  const ConvProblem& p = problems->front();
+  const Solver* wgmma = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  ASSERT_NE(wgmma, nullptr);
+  absl::StatusOr<v1::ExecutionPlan> plan =
+      wgmma->MakePlan(p, wgmma->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  plan->set_backend(v1::CUDA);
+  ASSERT_EQ(plan->sources(0).arch_suffix(), "a");
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(dir.db());
+  ASSERT_TRUE(store.ok()) << store.status();
+  // A device that names itself sm_90 finds the sm_90a kernel compiled.
+  KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
+  ASSERT_EQ(builder.BuildPlan(&*plan), absl::OkStatus());
+  EXPECT_EQ(builder.stats().compiled, 0);
+  EXPECT_GE(builder.stats().store_hits, 1);
+  absl::StatusOr<v1::KernelCacheRecord> record =
+      storage::KernelCache(store->get()).Get(plan->steps(0).code_object_hash());
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->arch(), "sm_90a");
+  // Any other suffix is refused by name.
+  plan->mutable_sources(0)->set_arch_suffix("zz");
+  const absl::Status bad = builder.BuildPlan(&*plan);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.message(), "arch_suffix")) << bad;
 }
 
 TEST(CompileToolTest, CompilesTheSolversOfAProblemListOnce) {

@@ -116,6 +116,56 @@ class Pair(object):
         return self.layers[i], self.ratios[i]
 
 
+# The H200's ceilings as measured on the device machine (KINDS.md): a
+# 16-bit matrix product through PyTorch, and a device-to-device copy
+# (bytes read plus written).
+PEAK_TFLOPS = 788.0
+PEAK_TBPS = 4.3
+
+
+def work(rec):
+    """(FLOP, fewest bytes moved) of a layer from its problem key:
+    C-H-W-RxS-K-OH-OW-N-pads-strides-dilations-G-layout-type-dir (2-D), or
+    None where the key does not read so."""
+    parts = str(rec.get("problem_key", "")).split("-")
+    try:
+        if len(parts) != 15:
+            return None
+        c, h, w = int(parts[0]), int(parts[1]), int(parts[2])
+        r, s = (int(v) for v in parts[3].split("x"))
+        k, oh, ow, n = int(parts[4]), int(parts[5]), int(parts[6]), \
+            int(parts[7])
+        g = int(parts[11])
+    except ValueError:
+        return None
+    es = 4 if parts[13] == "FP32" else 2
+    flop = 2.0 * n * k * oh * ow * (c // g) * r * s
+    elements = n * c * h * w + k * (c // g) * r * s + n * k * oh * ow
+    return flop, float(elements * es)
+
+
+def layer_rows(layers):
+    """Per-layer table: the own kernels' pick, its rate and bandwidth beside
+    the floor that the ceilings give, and PyTorch."""
+    rows = []
+    for l in layers:
+        r = l.ours
+        amount = work(r)
+        rate = bw = floor = "-"
+        if amount is not None and l.own is not None:
+            flop, nbytes = amount
+            rate = "%.0f" % (flop / (l.own * 1e-3) / 1e12)
+            bw = "%.2f" % (nbytes / (l.own * 1e-3) / 1e12)
+            floor = f3(max(flop / (PEAK_TFLOPS * 1e12),
+                           nbytes / (PEAK_TBPS * 1e12)) * 1e3)
+        rows.append([r["list"], r["direction"], r["type"], r["layout"],
+                     str(r["line_no"]), l.describe(),
+                     str(r.get("own_solver") or "-"), f3(l.own), rate, bw,
+                     floor, f3(l.find), f3(l.torch),
+                     f3(l.torch / l.own) if l.torch and l.own else "-"])
+    return rows
+
+
 def f3(v):
     return "-" if v is None else "%.3f" % v
 
@@ -182,6 +232,11 @@ def main(argv=None):
                     help="torch_peer.py --json output(s)")
     ap.add_argument("--markdown", action="store_true",
                     help="print Markdown tables (default: aligned text)")
+    ap.add_argument("--layers", action="store_true",
+                    help="also print every layer: the own kernels' pick, its "
+                    "TFLOP/s and TB/s (fewest bytes) beside the floor of the "
+                    "H200's measured ceilings (%.0f TFLOP/s, %.1f TB/s), and "
+                    "PyTorch's time" % (PEAK_TFLOPS, PEAK_TBPS))
     args = ap.parse_args(argv)
 
     notes = []
@@ -290,6 +345,16 @@ def main(argv=None):
     print()
     print(render(worst_headers, worst_rows, args.markdown))
     print()
+    if args.layers:
+        print(("### " if args.markdown else "") + "Every layer")
+        print()
+        print(render(["list", "dir", "type", "layout", "line", "problem",
+                      "own pick", "own ms", "own TFLOP/s", "own TB/s",
+                      "floor ms", "find ms", "torch ms", "torch / own"],
+                     layer_rows(sorted(layers, key=lambda l: (
+                         l.ours["direction"], l.ours["line_no"]))),
+                     args.markdown))
+        print()
     left_out = ["%d %s" % (v, k) for k, v in counts.items() if v]
     if unmatched_torch:
         left_out.append("%d torch records with no record of ours"

@@ -683,8 +683,10 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   }
   __syncthreads();
 #if CT_NHWC
-  // Eight channels a thread, stored as one 16-byte vector where aligned.
-  const bool vector = channels % 8 == 0 && ko % 8 == 0;
+  // Eight channels a thread, stored as one 16-byte vector where aligned (the
+  // caller's tensor may start anywhere).
+  const bool vector = channels % 8 == 0 && ko % 8 == 0 &&
+                      (reinterpret_cast<ct_u64>(pdst) & 15u) == 0;
   for (int e = tid; e < BM * (BN / 8); e += CT_THREADS) {
     const int r = e / (BN / 8), c = (e - r * (BN / 8)) * 8;
     if (m0 + r >= rows || o0 + c >= ko) continue;

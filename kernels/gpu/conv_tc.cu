@@ -229,55 +229,34 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
 // width padding, over a source OW wide; conv_tc_wrw likewise sums the
 // partials of filt', which tc_wrw_reduce_rows unfolds into dw.
 // tc_pack_rows: images [n0, n0 + nb) of x (C channels, H x W) into src'
-// [nb][H][OW][CP]. Grid: x = blocks of 128 output columns, y = nb * H
-// source rows; a thread builds one position's CP values (eight at a time,
-// stored as 16-byte vectors), walking (s, c) without dividing. The solver
-// keeps a chunk under 2^31 elements.
+// [nb][H][OW][CP]; one element per thread of a 1-D launch.
 CT_KERNEL void tc_pack_rows(const ct_t* px, ct_t* pdst, ct_i64 a_n0,
                             ct_i64 a_nb, ct_i64 a_c, ct_i64 a_h, ct_i64 a_w,
                             ct_i64 a_ow, ct_i64 a_s, ct_i64 a_sw, ct_i64 a_pw,
                             ct_i64 a_dw, ct_i64 a_cp) {
-  const int ow = blockIdx.x * 128 + threadIdx.x;
-  const int out_w = static_cast<int>(a_ow);
-  if (ow >= out_w) return;
-  const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
-  const int c_count = static_cast<int>(a_c), taps = static_cast<int>(a_s);
-  const int cp = static_cast<int>(a_cp), row = blockIdx.y;  // i*H + ih
-  const int ih = row % h;
-  const ct_i64 n = a_n0 + row / h;
-  ct_i64 st[5];
-  const ct_i64 sp[3] = {1, a_h, a_w};
-  ct_strides<ct_i64>(st, a_c, sp);
-  const ct_u16* src =
-      reinterpret_cast<const ct_u16*>(px) + n * st[0] + ih * st[3];
-  const int iw0 = ow * static_cast<int>(a_sw) - static_cast<int>(a_pw);
-  const int dw = static_cast<int>(a_dw);
-  uint4* out =
-      reinterpret_cast<uint4*>(reinterpret_cast<ct_u16*>(pdst) +
-                               (static_cast<ct_i64>(row) * out_w + ow) * cp);
-  int fs = 0, c = 0;  // the (s, c) of the next value
-  for (int f0 = 0; f0 < cp; f0 += 8) {
-    ct_u32 word[4];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      ct_u32 v = 0;
-      if (fs < taps) {
-        const int iw = iw0 + fs * dw;
-        if (static_cast<unsigned>(iw) < static_cast<unsigned>(w))
-          v = src[c * st[1] + iw * st[4]];
-        if (++c == c_count) c = 0, ++fs;
-      }
-      if (j % 2 == 0) {
-        word[j / 2] = v;
-      } else {
-        word[j / 2] |= v << 16;
-      }
+  const ct_i64 count = a_nb * a_h * a_ow * a_cp;
+  const ct_i64 i = ct_global_index_x();
+  if (i >= count) return;
+  const int c_count = static_cast<int>(a_c), cp = static_cast<int>(a_cp);
+  const int f = static_cast<int>(i % cp);
+  ct_i64 rest = i / cp;
+  const int ow = static_cast<int>(rest % a_ow);
+  rest /= a_ow;
+  const int ih = static_cast<int>(rest % a_h);
+  const ct_i64 n = a_n0 + rest / a_h;
+  ct_u16 v = 0;
+  if (f < c_count * static_cast<int>(a_s)) {
+    const int fs = f / c_count, c = f - fs * c_count;
+    const ct_i64 iw = ow * a_sw + fs * a_dw - a_pw;
+    if (iw >= 0 && iw < a_w) {
+      ct_i64 st[5];
+      const ct_i64 sp[3] = {1, a_h, a_w};
+      ct_strides<ct_i64>(st, a_c, sp);
+      v = reinterpret_cast<const ct_u16*>(
+          px)[n * st[0] + c * st[1] + ih * st[3] + iw * st[4]];
     }
-    uint4 packed;
-    packed.x = word[0], packed.y = word[1], packed.z = word[2],
-    packed.w = word[3];
-    out[f0 / 8] = packed;
   }
+  reinterpret_cast<ct_u16*>(pdst)[i] = v;
 }
 
 // filt' [K][R][CP] from w (K x C x R x S); one element per thread.

@@ -39,8 +39,6 @@ constexpr int kMinSm = 80;
 constexpr int64_t kChannelBlock = 32;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPackBlock = 256;
-// tc_pack_rows: output columns a block.
-constexpr int64_t kRowsBlock = 128;
 constexpr int64_t kFloatBytes = sizeof(float);
 // The blocks a default config aims for: two waves on a large GPU.
 constexpr int64_t kTargetBlocks = 264;
@@ -142,8 +140,6 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
     // NCHW packing launches a chunk's images on a 16-bit grid axis.
     g.chunk = std::min({p.n, (kWorkspaceBudget - g.src_at) / (image * es),
                         kMaxIndex32 / image, kMaxGridY});
-    // tc_pack_rows launches a chunk's source rows on a 16-bit grid axis.
-    if (g.fold) g.chunk = std::min(g.chunk, kMaxGridY / g.src_h);
   }
   g.chunk = std::max<int64_t>(g.chunk, 0);
   g.bytes = g.pack_src ? g.src_at + g.chunk * image * es : filter_bytes;
@@ -205,7 +201,6 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
     // Leaves room for aligning the dy region.
     const int64_t room = kWorkspaceBudget - g.x_at - kWorkspaceAlign;
     g.chunk = std::min({p.n, room / ((x_image + dy_image) * es), kMaxGridY});
-    if (g.fold) g.chunk = std::min(g.chunk, kMaxGridY / g.h);
     for (int64_t image : {x_image, dy_image}) {
       if (image > 0) g.chunk = std::min(g.chunk, kMaxIndex32 / image);
     }
@@ -463,7 +458,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
       if (g.fold) {
         v1::KernelStep* pack = AddGpuStep(
             plan, "tc_pack_rows", source,
-            {CeilDiv(g.src_w, kRowsBlock), nb * g.src_h, 1}, kRowsBlock);
+            {CeilDiv(nb * src_hw * g.cp, kPackBlock), 1, 1}, kPackBlock);
         AddBuffer(pack, v1::BUFFER_X);
         AddBuffer(pack, v1::BUFFER_WORKSPACE, g.src_at);
         for (int64_t v : {n0, nb, g.ci, g.src_h, g.w_in, g.src_w, g.w_fs,
@@ -507,7 +502,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
       if (g.fold) {
         v1::KernelStep* pack =
             AddGpuStep(plan, "tc_pack_rows", source,
-                       {CeilDiv(g.w, kRowsBlock), nb * g.h, 1}, kRowsBlock);
+                       {CeilDiv(nb * hw * g.cp, kPackBlock), 1, 1}, kPackBlock);
         AddBuffer(pack, v1::BUFFER_X);
         AddBuffer(pack, v1::BUFFER_WORKSPACE, g.x_at);
         for (int64_t v : {n0, nb, g.cg, g.h, g.w_in, g.w, g.w_fs, g.w_sw,

@@ -12,7 +12,6 @@
 #   LISTS        "LIST:LAYOUT ..." (LIST a file of the perf-model lists,
 #                LAYOUT NCHW or NHWC; empty: no benchmark)
 #   MAX_SECONDS  each side's time per list (default 60)
-#   BENCH_ARGS   more flags for bench_gpu_vs_cudnn (e.g. --steps)
 #   NCU          a kernel name: ncu's summary of its launches in the first
 #                list's find (empty: none)
 # Logs, JSON and the comparison tables land in OUTDIR.
@@ -38,9 +37,8 @@ for item in ${LISTS:-}; do
   layout=${item##*:}
   name="${list%.txt}-$layout"
   echo "== $name"
-  # shellcheck disable=SC2086
   timeout 500 "$bundle/run" bench_gpu_vs_cudnn --repeats 5 --max-seconds "${MAX_SECONDS:-60}" \
-    --layout "$layout" --json "$out/$name-ours.json" ${BENCH_ARGS:-} "$lists/$list" > "$out/$name-ours.log" 2>&1
+    --layout "$layout" --json "$out/$name-ours.json" "$lists/$list" > "$out/$name-ours.log" 2>&1
   echo "rc=$?" >> "$out/$name-ours.log"
   timeout 300 python3 "$here/tests/bench/torch_peer.py" --repeats 5 --warmup 2 \
     --max-seconds "${MAX_SECONDS:-60}" --layout "$layout" --json "$out/$name-torch.json" \

@@ -513,6 +513,15 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 }
 #endif  // CT_WGMMA
 
+// The output tile's element as stored in shared memory (tc_put) and as
+// written to the tensor (tc_bits): 16-bit bits, or fp32 converted on the way.
+CT_DEVICE void tc_put(ct_u16* at, float v) {
+  *at = ct_from_float<ct_t>(v).bits;
+}
+CT_DEVICE void tc_put(float* at, float v) { *at = v; }
+CT_DEVICE ct_u16 tc_bits(ct_u16 v) { return v; }
+CT_DEVICE ct_u16 tc_bits(float v) { return ct_from_float<ct_t>(v).bits; }
+
 #if CT_DIR != 3
 // Grid: x = row tiles * column tiles (column tiles fastest, so that blocks
 // running together share their source rows), y = groups. Block: CT_THREADS.
@@ -637,31 +646,38 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
   const ct_i64 channels = static_cast<ct_i64>(groups) * ko;
 
+  // The tile through shared memory: [BN][BM + 8] for NCHW (positions
+  // contiguous), [BM][BN + 8] for NHWC (channels contiguous). In the tensor
+  // type, or in fp32 after the warpgroup MMA, converted on the way out
+  // (conversions of the MMA's own registers would serialise its pipeline).
 #if CT_WGMMA
-  // The tile through shared memory in fp32, converted on its way out
-  // (conversions of the MMA's own registers would serialise its pipeline):
-  // [BM][BN + 8] for NHWC (channels contiguous), [BN][BM + 8] for NCHW.
   float* tile = reinterpret_cast<float*>(tile_base);
+#else
+  ct_u16* tile = reinterpret_cast<ct_u16*>(tile_base);
+#endif
 #if CT_NHWC
   constexpr int kLd = BN + 8;
 #else
   constexpr int kLd = BM + 8;
 #endif
 #pragma unroll
-  for (int ni = 0; ni < CT_NI; ++ni) {
+  for (int mi = 0; mi < CT_MI; ++mi) {
 #pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int r = wm * 16 + (lane >> 2) + (v >> 1) * 8;
-      const int c = ni * 8 + (lane & 3) * 2 + (v & 1);
+    for (int ni = 0; ni < CT_NI; ++ni) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int r = wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
+        const int c = wn * CT_WTN + ni * 8 + (lane & 3) * 2 + (v & 1);
 #if CT_NHWC
-      tile[r * kLd + c] = acc[0][ni][v];
+        tc_put(&tile[r * kLd + c], acc[mi][ni][v]);
 #else
-      tile[c * kLd + r] = acc[0][ni][v];
+        tc_put(&tile[c * kLd + r], acc[mi][ni][v]);
 #endif
+      }
     }
   }
   __syncthreads();
-#if CT_NHWC
+#if CT_NHWC && CT_WGMMA
   // Eight channels a thread, stored as one 16-byte vector where aligned (the
   // caller's tensor may start anywhere).
   const bool vector = channels % 8 == 0 && ko % 8 == 0 &&
@@ -676,61 +692,20 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       ct_u32* word = reinterpret_cast<ct_u32*>(&packed);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        word[j] =
-            ct_from_float<ct_t>(from[2 * j]).bits |
-            (static_cast<ct_u32>(ct_from_float<ct_t>(from[2 * j + 1]).bits)
-             << 16);
+        word[j] = tc_bits(from[2 * j]) |
+                  (static_cast<ct_u32>(tc_bits(from[2 * j + 1])) << 16);
       }
       *reinterpret_cast<uint4*>(at) = packed;
     } else {
-      for (int j = 0; j < 8 && o0 + c + j < ko; ++j)
-        at[j] = ct_from_float<ct_t>(from[j]).bits;
+      for (int j = 0; j < 8 && o0 + c + j < ko; ++j) at[j] = tc_bits(from[j]);
     }
   }
-#else
-  const int r = tid % BM, m = m0 + r;
-  if (m < rows) {
-    const int n = m / ohw, pos = m - n * ohw;
-    ct_u16* at = dst + (static_cast<ct_i64>(n) * channels + g * ko) * ohw + pos;
-    for (int c = tid / BM; c < BN && o0 + c < ko; c += CT_THREADS / BM) {
-      at[static_cast<ct_i64>(o0 + c) * ohw] =
-          ct_from_float<ct_t>(tile[c * kLd + r]).bits;
-    }
-  }
-#endif
-#else  // !CT_WGMMA
-  // The tile in the tensor type through shared memory: [BN][BM + 8] for
-  // NCHW (positions contiguous), [BM][BN + 8] for NHWC (channels contiguous).
-  ct_u16* out = reinterpret_cast<ct_u16*>(tile_base);
-#if CT_NHWC
-  constexpr int kLd = BN + 8;
-#else
-  constexpr int kLd = BM + 8;
-#endif
-#pragma unroll
-  for (int mi = 0; mi < CT_MI; ++mi) {
-#pragma unroll
-    for (int ni = 0; ni < CT_NI; ++ni) {
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const int r = wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
-        const int c = wn * CT_WTN + ni * 8 + (lane & 3) * 2 + (v & 1);
-        const ct_u16 bits = ct_from_float<ct_t>(acc[mi][ni][v]).bits;
-#if CT_NHWC
-        out[r * kLd + c] = bits;
-#else
-        out[c * kLd + r] = bits;
-#endif
-      }
-    }
-  }
-  __syncthreads();
-#if CT_NHWC
+#elif CT_NHWC
   for (int e = tid; e < BM * BN; e += CT_THREADS) {
     const int r = e / BN, c = e - r * BN;
     if (m0 + r < rows && o0 + c < ko) {
       dst[static_cast<ct_i64>(m0 + r) * channels + g * ko + o0 + c] =
-          out[r * kLd + c];
+          tile[r * kLd + c];
     }
   }
 #else
@@ -739,11 +714,10 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     const int n = m / ohw, pos = m - n * ohw;
     ct_u16* at = dst + (static_cast<ct_i64>(n) * channels + g * ko) * ohw + pos;
     for (int c = tid / BM; c < BN && o0 + c < ko; c += CT_THREADS / BM) {
-      at[static_cast<ct_i64>(o0 + c) * ohw] = out[c * kLd + r];
+      at[static_cast<ct_i64>(o0 + c) * ohw] = tc_bits(tile[c * kLd + r]);
     }
   }
 #endif
-#endif  // CT_WGMMA
 }
 
 #else  // CT_DIR == 3

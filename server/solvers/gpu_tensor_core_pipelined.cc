@@ -72,34 +72,44 @@ int64_t Pad32(int64_t channels) {
   return CeilDiv(channels, kChannelBlock) * kChannelBlock;
 }
 
+// The filter width folded into the channels (tc_pack_rows): `on`, and then
+// the problem's own width, filter width, stride, padding and dilation, which
+// the pass itself sees as OW, 1, 1, 0 and 1.
+struct WidthFold {
+  bool on = false;
+  int64_t w = 0, fs = 0, sw = 0, pw = 0, dw = 0;
+};
+
+// Folding pays where padding each tap's channels to 32 at least doubles the
+// reduction: F and W, one group, few channels (the first layer's 3).
+WidthFold FoldWidth(const ConvProblem& p) {
+  WidthFold fold;
+  const int64_t folded = Pad32(p.c_per_group() * p.filter[2]);
+  fold.on = p.direction != Direction::kBackwardData && p.groups == 1 &&
+            p.filter[2] > 1 &&
+            2 * folded <= p.filter[2] * Pad32(p.c_per_group());
+  if (fold.on) {
+    fold.w = p.in[2], fold.fs = p.filter[2], fold.sw = p.stride[2];
+    fold.pw = p.pad[2], fold.dw = p.dilation[2];
+  }
+  return fold;
+}
+
 // The pass as conv_tc sees it, and the workspace: the packed filter at 0
-// (when packed), a chunk's packed source at src_at (when packed). `fold`:
-// the filter width folded into the channels (tc_pack_rows), the problem's
-// own width, filter width, stride, padding and dilation then in the w_*
-// fields.
+// (when packed), a chunk's packed source at src_at (when packed).
 struct Geometry {
   int64_t groups, ci, co,
       cp;  // per group: source, destination, padded source channels
   int64_t src_h, src_w, dst_h, dst_w;
   int64_t fh, fw, ph, pw, sh, sw, dh, dw;
-  bool fold = false;
-  int64_t w_in = 0, w_fs = 0, w_sw = 0, w_pw = 0, w_dw = 0;
+  WidthFold fold;
   bool pack_src, pack_filter;
   int64_t src_at;
   int64_t chunk;  // images per chunk; 0 when one image does not fit
   int64_t bytes;
 };
 
-// Folding pays where padding each tap's channels to 32 at least doubles the
-// reduction: forward, one group, few channels (the first layer's 3).
-// Forward and backward weights.
-bool FoldsWidth(const ConvProblem& p) {
-  const int64_t folded = Pad32(p.c_per_group() * p.filter[2]);
-  return p.direction != Direction::kBackwardData && p.groups == 1 &&
-         p.filter[2] > 1 && 2 * folded <= p.filter[2] * Pad32(p.c_per_group());
-}
-
-// `fold_width`: fold where FoldsWidth says it pays.
+// `fold_width`: fold where FoldWidth says it pays.
 Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
   const bool bwd = p.direction == Direction::kBackwardData;
   Geometry g;
@@ -121,10 +131,8 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
   const bool nhwc = p.layout == Layout::kNHWC;
   g.pack_src = !(nhwc && g.cp == g.ci);
   g.pack_filter = bwd || g.pack_src;
-  if (fold_width && FoldsWidth(p)) {
-    g.fold = true;
-    g.w_in = p.in[2], g.w_fs = g.fw, g.w_sw = g.sw, g.w_pw = g.pw,
-    g.w_dw = g.dw;
+  if (fold_width) g.fold = FoldWidth(p);
+  if (g.fold.on) {
     g.cp = Pad32(g.ci * g.fw);
     g.src_w = g.dst_w;
     g.fw = 1, g.sw = 1, g.pw = 0, g.dw = 1;
@@ -152,10 +160,7 @@ struct WrwGeometry {
   int64_t groups, cg, kg, cp, kp;  // per group; cp, kp padded
   int64_t h, w, oh, ow, fh, fw;
   int64_t ph, pw, sh, sw, dh, dw;
-  // The filter width folded into the channels (x packed by tc_pack_rows),
-  // as for F; the problem's own then in the w_* fields.
-  bool fold = false;
-  int64_t w_in = 0, w_fs = 0, w_sw = 0, w_pw = 0, w_dw = 0;
+  WidthFold fold;  // x packed by tc_pack_rows, as for F
   bool pack_x, pack_dy;
   int64_t cols;  // of a group's GEMM: taps * cp
   int64_t splits;
@@ -175,9 +180,8 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
   const bool nhwc = p.layout == Layout::kNHWC;
   g.pack_x = !(nhwc && g.cp == g.cg);
   g.pack_dy = !(nhwc && g.kp == g.kg);
-  if (FoldsWidth(p)) {
-    g.fold = true;
-    g.w_in = g.w, g.w_fs = g.fw, g.w_sw = g.sw, g.w_pw = g.pw, g.w_dw = g.dw;
+  g.fold = FoldWidth(p);
+  if (g.fold.on) {
     g.cp = Pad32(g.cg * g.fw);
     g.w = g.ow;
     g.fw = 1, g.sw = 1, g.pw = 0, g.dw = 1;
@@ -244,6 +248,23 @@ void AddPackStep(const ConvProblem& p, int source, v1::BufferRole src,
   AddBuffer(pack, src);
   AddBuffer(pack, v1::BUFFER_WORKSPACE, at);
   for (int64_t v : {n0, nb, p.groups, c, cp, hw}) pack->add_scalars(v);
+}
+
+// Appends tc_pack_rows: images [n0, n0 + nb) of x (`c` channels, `h` rows)
+// into the workspace at `at`, the filter width folded into `cp` channels
+// over `ow` output columns.
+void AddPackRowsStep(const WidthFold& fold, int source, int64_t at, int64_t n0,
+                     int64_t nb, int64_t c, int64_t h, int64_t ow, int64_t cp,
+                     v1::ExecutionPlan* plan) {
+  v1::KernelStep* pack =
+      AddGpuStep(plan, "tc_pack_rows", source,
+                 {CeilDiv(nb * h * ow * cp, kPackBlock), 1, 1}, kPackBlock);
+  AddBuffer(pack, v1::BUFFER_X);
+  AddBuffer(pack, v1::BUFFER_WORKSPACE, at);
+  for (int64_t v :
+       {n0, nb, c, h, fold.w, ow, fold.fs, fold.sw, fold.pw, fold.dw, cp}) {
+    pack->add_scalars(v);
+  }
 }
 
 // The largest tile that still gives kTargetBlocks, among those not mostly
@@ -384,18 +405,19 @@ class GpuTensorCorePipelined final : public GpuSolver {
 
   // The products of the padded channels; relative to the fp32 peak, tensor
   // cores run them several times faster.
+  // A folded pass reduces over CP per filter row, not per tap.
   double EstimatedFlops(const ConvProblem& p) const override {
-    // A folded pass reduces over CP per filter row, not per tap.
-    const bool w = p.direction == Direction::kBackwardWeights;
-    if (w ? MakeWrwGeometry(p).fold : MakeGeometry(p, wgmma_).fold) {
-      const int64_t cp = w ? MakeWrwGeometry(p).cp : MakeGeometry(p, wgmma_).cp;
-      return Solver::EstimatedFlops(p) * static_cast<double>(cp) /
-             static_cast<double>(p.c_per_group() * p.filter[2]);
+    bool folded;
+    int64_t padded;
+    if (p.direction == Direction::kBackwardWeights) {
+      const WrwGeometry g = MakeWrwGeometry(p);
+      folded = g.fold.on, padded = g.cp;
+    } else {
+      const Geometry g = MakeGeometry(p, wgmma_);
+      folded = g.fold.on, padded = g.cp;
     }
-    const int64_t padded = p.direction == Direction::kBackwardWeights
-                               ? MakeWrwGeometry(p).cp
-                               : MakeGeometry(p, wgmma_).cp;
-    const int64_t reduced = p.direction == Direction::kBackwardData
+    const int64_t reduced = folded ? p.c_per_group() * p.filter[2]
+                            : p.direction == Direction::kBackwardData
                                 ? p.k_per_group()
                                 : p.c_per_group();
     return Solver::EstimatedFlops(p) * static_cast<double>(padded) /
@@ -430,14 +452,15 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const Geometry g = MakeGeometry(p, wgmma_);
     const bool fwd = p.direction == Direction::kForward;
     const int64_t es = ElementBytes(p.type);
-    if (g.fold) {
+    if (g.fold.on) {
       const int64_t count = g.co * g.fh * g.cp;
       v1::KernelStep* step =
           AddGpuStep(plan, "tc_pack_filter_rows", source,
                      {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
       AddBuffer(step, v1::BUFFER_W);
       AddBuffer(step, v1::BUFFER_WORKSPACE);
-      for (int64_t v : {g.co, g.ci, g.fh, g.w_fs, g.cp}) step->add_scalars(v);
+      for (int64_t v : {g.co, g.ci, g.fh, g.fold.fs, g.cp})
+        step->add_scalars(v);
     } else if (g.pack_filter) {
       const int64_t count = g.groups * g.co * g.fh * g.fw * g.cp;
       v1::KernelStep* step =
@@ -455,16 +478,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int64_t src_hw = g.src_h * g.src_w, dst_hw = g.dst_h * g.dst_w;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
-      if (g.fold) {
-        v1::KernelStep* pack = AddGpuStep(
-            plan, "tc_pack_rows", source,
-            {CeilDiv(nb * src_hw * g.cp, kPackBlock), 1, 1}, kPackBlock);
-        AddBuffer(pack, v1::BUFFER_X);
-        AddBuffer(pack, v1::BUFFER_WORKSPACE, g.src_at);
-        for (int64_t v : {n0, nb, g.ci, g.src_h, g.w_in, g.src_w, g.w_fs,
-                          g.w_sw, g.w_pw, g.w_dw, g.cp}) {
-          pack->add_scalars(v);
-        }
+      if (g.fold.on) {
+        AddPackRowsStep(g.fold, source, g.src_at, n0, nb, g.ci, g.src_h,
+                        g.src_w, g.cp, plan);
       } else if (g.pack_src) {
         AddPackStep(p, source, src, g.src_at, n0, nb, g.ci, g.cp, src_hw, plan);
       }
@@ -499,16 +515,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
       const int64_t nb = std::min(g.chunk, p.n - n0);
-      if (g.fold) {
-        v1::KernelStep* pack =
-            AddGpuStep(plan, "tc_pack_rows", source,
-                       {CeilDiv(nb * hw * g.cp, kPackBlock), 1, 1}, kPackBlock);
-        AddBuffer(pack, v1::BUFFER_X);
-        AddBuffer(pack, v1::BUFFER_WORKSPACE, g.x_at);
-        for (int64_t v : {n0, nb, g.cg, g.h, g.w_in, g.w, g.w_fs, g.w_sw,
-                          g.w_pw, g.w_dw, g.cp}) {
-          pack->add_scalars(v);
-        }
+      if (g.fold.on) {
+        AddPackRowsStep(g.fold, source, g.x_at, n0, nb, g.cg, g.h, g.w, g.cp,
+                        plan);
       } else if (g.pack_x) {
         AddPackStep(p, source, v1::BUFFER_X, g.x_at, n0, nb, g.cg, g.cp, hw,
                     plan);
@@ -542,12 +551,12 @@ class GpuTensorCorePipelined final : public GpuSolver {
       }
     }
     v1::KernelStep* reduce = AddGpuStep(
-        plan, g.fold ? "tc_wrw_reduce_rows" : "tc_wrw_reduce", source,
+        plan, g.fold.on ? "tc_wrw_reduce_rows" : "tc_wrw_reduce", source,
         {CeilDiv(p.w_elements(), kPackBlock), 1, 1}, kPackBlock);
     AddBuffer(reduce, v1::BUFFER_WORKSPACE);
     AddBuffer(reduce, v1::BUFFER_W);
-    if (g.fold) {
-      for (int64_t v : {g.kg, g.cg, g.cp, g.fh, g.w_fs, g.splits})
+    if (g.fold.on) {
+      for (int64_t v : {g.kg, g.cg, g.cp, g.fh, g.fold.fs, g.splits})
         reduce->add_scalars(v);
     } else {
       for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits})

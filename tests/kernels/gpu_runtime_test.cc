@@ -430,15 +430,15 @@ std::pair<int, std::string> RunToolOutput(const std::string& args) {
 TEST(CompileToolTest, Sm90aFillsTheCacheThatAnSm90DaemonReads) {
   TempDir dir;
   const std::string list = dir.path() + "/problems.txt";
-  std::ofstream(list) << "convfp16 -n 2 -c 64 -H 14 -W 14 -k 64 -y 3 -x 3 "
-                         "-p 1 -q 1 -u 1 -v 1 -F 1\n";
+  constexpr char kLine[] =
+      "convfp16 -n 2 -c 64 -H 14 -W 14 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 "
+      "-F 1";
+  std::ofstream(list) << kLine << "\n";
   auto [rc, out] = RunToolOutput(
       absl::StrCat("--target sm_90a --db ", dir.db(), " --problems ", list));
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "gpu_tensor_core_wgmma")) << out;
-  absl::StatusOr<std::vector<ConvProblem>> problems = ParseDriverLine(
-      "convfp16 -n 2 -c 64 -H 14 -W 14 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 "
-      "-F 1");
+  absl::StatusOr<std::vector<ConvProblem>> problems = ParseDriverLine(kLine);
   ASSERT_TRUE(problems.ok()) << problems.status();
   const ConvProblem& p = problems->front();
   const Solver* wgmma = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);

@@ -464,16 +464,20 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
       executes_.Acquire(caller.tenant, req->ByteSizeLong() + p.x_bytes() +
                                            p.w_bytes() + p.y_bytes());
   if (!ticket.ok()) return Finish(ctx, ticket.status());
+  // The slot is given back before the answer goes out: a caller who has its
+  // answer may call again at once.
+  auto held = std::make_shared<ExecuteLimiter::Ticket>(*std::move(ticket));
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   auto run = std::make_shared<ExecuteInput>(*std::move(in));
   core_.executor().Execute(run->problem, run->solver_id, run->tensors,
-                           [call, resp, run, ticket = *std::move(ticket)](
-                               absl::StatusOr<double> ms) {
+                           [call, resp, run, held](absl::StatusOr<double> ms) {
                              call->Answer([&] {
                                if (ms.ok())
                                  FillExecuteResponse(*run, *ms, resp);
+                               held->reset();
                                return ms.status();
                              });
+                             held->reset();
                            });
   return call->reactor();
 }

@@ -608,3 +608,298 @@ CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count,
   ct_sum_slices(pws, pw, a_count, a_chunks);
 }
 #endif
+
+// One channel per group, channels-last (NHWC), 2-D: the vector kernels. A
+// thread owns CT_DV consecutive channels (one aligned vector load of
+// CT_DV * sizeof(ct_t) bytes per position) and CT_RV consecutive positions
+// along w. A block is cvb channel vectors by blockDim.x / cvb position lanes
+// (cvb a scalar); blockIdx.y picks the block's channel vectors. The filter
+// (CT_RFH x CT_RFW), the stride along w (CT_RSW) and the dilation along w
+// (CT_RDW) are compiled in, so that a thread's window of source columns
+// stays in registers.
+//   F, B  conv_depthwise_nhwc: the block's taps are staged in shared memory
+//         as fp32 [tap][channel]. F, and B at unit stride along w, read one
+//         window of source columns per filter row; B at stride > 1 gathers
+//         the taps whose stride divides.
+//   W     conv_depthwise_nhwc_wrw: blockIdx.x is a chunk of the (n, oh)
+//         rows; a thread sums every tap of its channels over the positions
+//         it visits, then the block adds its lanes up, tap by tap, through
+//         shared memory (in lane order). CT_WS_OUT as above.
+// A tensor whose base is not aligned to the vector is read and written
+// element by element (the same arithmetic).
+#ifndef CT_DV
+#define CT_DV 8
+#endif
+#ifndef CT_RSW
+#define CT_RSW 1
+#endif
+#ifndef CT_RDW
+#define CT_RDW 1
+#endif
+
+struct alignas(CT_DV * sizeof(ct_t)) CtDwVec {
+  ct_t e[CT_DV];
+};
+
+CT_DEVICE bool ct_dwv_aligned(const void* p) {
+  return (reinterpret_cast<unsigned long long>(p) % sizeof(CtDwVec)) == 0;
+}
+
+// out[i] = p[i] for the CT_DV channels at p (element offset a multiple of
+// CT_DV).
+CT_DEVICE void ct_dwv_load(float* out, const ct_t* p, bool vec) {
+  if (vec) {
+    const CtDwVec v = *reinterpret_cast<const CtDwVec*>(p);
+#pragma unroll
+    for (int i = 0; i < CT_DV; ++i) out[i] = ct_to_float(v.e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < CT_DV; ++i) out[i] = ct_to_float(p[i]);
+  }
+}
+
+CT_DEVICE void ct_dwv_store(ct_t* p, const float* in, bool vec) {
+  CtDwVec v;
+#pragma unroll
+  for (int i = 0; i < CT_DV; ++i) v.e[i] = ct_from_float<ct_t>(in[i]);
+  if (vec) {
+    *reinterpret_cast<CtDwVec*>(p) = v;
+  } else {
+#pragma unroll
+    for (int i = 0; i < CT_DV; ++i) p[i] = v.e[i];
+  }
+}
+
+// Source columns a thread's CT_RV outputs read along one filter row at unit
+// dilation steps of CT_RSW (F): its window.
+#define CT_DWV_WIN ((CT_RV - 1) * CT_RSW + (CT_RFW - 1) * CT_RDW + 1)
+
+#if CT_DIR != 3
+CT_KERNEL void __launch_bounds__(256)
+    conv_depthwise_nhwc(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PARAMS,
+                        ct_i64 a_cvb) {
+  const int c = static_cast<int>(a_c);
+  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
+  const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
+  const int sh = static_cast<int>(a_sh), dh = static_cast<int>(a_dh);
+  const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / sh + 1;
+  const int ow = (iw + 2 * pwd - CT_RDW * (CT_RFW - 1) - 1) / CT_RSW + 1;
+#if CT_DIR == 1
+  const int src_h = ih, src_w = iw, dst_h = oh, dst_w = ow;
+  const ct_t* src = px;
+  ct_t* dst = py;
+#else
+  const int src_h = oh, src_w = ow, dst_h = ih, dst_w = iw;
+  const ct_t* src = py;
+  ct_t* dst = px;
+#endif
+  const bool vec = ct_dwv_aligned(src) && ct_dwv_aligned(dst);
+  const int cvb = static_cast<int>(a_cvb), tid = static_cast<int>(threadIdx.x);
+  const int lanes = static_cast<int>(blockDim.x) / cvb;
+  const int cvl = tid % cvb, pl = tid / cvb;
+  const int cb0 = static_cast<int>(blockIdx.y) * cvb * CT_DV;
+  const int ch0 = cb0 + cvl * CT_DV;
+  // The block's taps, [tap][channel of the block], fp32; B flips the filter.
+  float* wsm = ct_dw_smem;
+  const int taps = CT_RFH * CT_RFW, bch = cvb * CT_DV;
+  for (int e = tid; e < taps * bch; e += static_cast<int>(blockDim.x)) {
+    const int tap = e / bch, ch = cb0 + e % bch;
+#if CT_DIR == 1
+    const int t = tap;
+#else
+    const int t = taps - 1 - tap;
+#endif
+    wsm[e] = ch < c ? ct_to_float(pw[ch * taps + t]) : 0.0f;
+  }
+  __syncthreads();
+  const int owbs = (dst_w + CT_RV - 1) / CT_RV;
+  const int item = static_cast<int>(blockIdx.x) * lanes + pl;
+  if (pl >= lanes || ch0 >= c || item >= static_cast<int>(a_n) * dst_h * owbs)
+    return;
+  const int x0 = (item % owbs) * CT_RV, row = item / owbs;
+  const int n = row / dst_h, r = row % dst_h;
+  const ct_t* sp = src + static_cast<ct_i64>(n) * src_h * src_w * c + ch0;
+  const float* wch = wsm + cvl * CT_DV;
+  float acc[CT_RV][CT_DV];
+#pragma unroll
+  for (int j = 0; j < CT_RV; ++j)
+#pragma unroll
+    for (int i = 0; i < CT_DV; ++i) acc[j][i] = 0.0f;
+
+#pragma unroll
+  for (int fh = 0; fh < CT_RFH; ++fh) {
+#if CT_DIR == 1
+    const int sr = r * sh - ph + fh * dh;
+    if (sr < 0 || sr >= src_h) continue;
+#else
+    // Flipped tap fh is the filter's row CT_RFH - 1 - fh.
+    const int t = r + ph - (CT_RFH - 1 - fh) * dh;
+    if (t < 0 || t % sh != 0 || t / sh >= src_h) continue;
+    const int sr = t / sh;
+#endif
+    const ct_t* srow = sp + sr * src_w * c;
+#if CT_DIR == 1 || CT_RSW == 1
+    // F reads columns x0 * CT_RSW - pw + q; B (unit stride along w) reads
+    // x0 + pw - (CT_RFW - 1) * CT_RDW + q, where flipped tap fw of output j
+    // is q = j + fw * CT_RDW.
+#if CT_DIR == 1
+    const int base = x0 * CT_RSW - pwd;
+#else
+    const int base = x0 + pwd - (CT_RFW - 1) * CT_RDW;
+#endif
+    float win[CT_DWV_WIN][CT_DV];
+#pragma unroll
+    for (int q = 0; q < CT_DWV_WIN; ++q) {
+      const int col = base + q;
+      if (col >= 0 && col < src_w) {
+        ct_dwv_load(win[q], srow + col * c, vec);
+      } else {
+#pragma unroll
+        for (int i = 0; i < CT_DV; ++i) win[q][i] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int fw = 0; fw < CT_RFW; ++fw) {
+      const float* wt = wch + (fh * CT_RFW + fw) * bch;
+      float wv[CT_DV];
+#pragma unroll
+      for (int i = 0; i < CT_DV; ++i) wv[i] = wt[i];
+#pragma unroll
+      for (int j = 0; j < CT_RV; ++j)
+#pragma unroll
+        for (int i = 0; i < CT_DV; ++i)
+          acc[j][i] += win[j * CT_RSW + fw * CT_RDW][i] * wv[i];
+    }
+#else
+    // B at stride CT_RSW > 1: dx column x reads dy column
+    // (x + pw - fw * CT_RDW) / CT_RSW where that divides.
+#pragma unroll
+    for (int fw = 0; fw < CT_RFW; ++fw) {
+      const float* wt = wch + (fh * CT_RFW + fw) * bch;
+#pragma unroll
+      for (int j = 0; j < CT_RV; ++j) {
+        const int u = x0 + j + pwd - (CT_RFW - 1 - fw) * CT_RDW;
+        if (u < 0 || u % CT_RSW != 0 || u / CT_RSW >= src_w) continue;
+        float v[CT_DV];
+        ct_dwv_load(v, srow + (u / CT_RSW) * c, vec);
+#pragma unroll
+        for (int i = 0; i < CT_DV; ++i) acc[j][i] += v[i] * wt[i];
+      }
+    }
+#endif
+  }
+  ct_t* drow = dst + (static_cast<ct_i64>(n) * dst_h + r) * dst_w * c + ch0;
+#pragma unroll
+  for (int j = 0; j < CT_RV; ++j) {
+    if (x0 + j < dst_w) ct_dwv_store(drow + (x0 + j) * c, acc[j], vec);
+  }
+}
+#endif
+
+#if CT_DIR == 3
+CT_KERNEL void __launch_bounds__(256)
+    conv_depthwise_nhwc_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
+#if CT_WS_OUT
+                            float* pws,
+#endif
+                            CT_PROBLEM_PARAMS, ct_i64 a_chunks, ct_i64 a_cvb) {
+  const int c = static_cast<int>(a_c), chunks = static_cast<int>(a_chunks);
+  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
+  const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
+  const int sh = static_cast<int>(a_sh), dh = static_cast<int>(a_dh);
+  const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / sh + 1;
+  const int ow = (iw + 2 * pwd - CT_RDW * (CT_RFW - 1) - 1) / CT_RSW + 1;
+  const bool vec = ct_dwv_aligned(px) && ct_dwv_aligned(py);
+  const int cvb = static_cast<int>(a_cvb), tid = static_cast<int>(threadIdx.x);
+  const int lanes = static_cast<int>(blockDim.x) / cvb;
+  const int cvl = tid % cvb, pl = tid / cvb;
+  const int ch0 = (static_cast<int>(blockIdx.y) * cvb + cvl) * CT_DV;
+  const int chunk = static_cast<int>(blockIdx.x);
+  const int rows_total = static_cast<int>(a_n) * oh;
+  const int per_chunk = (rows_total + chunks - 1) / chunks;
+  const int r_begin = ct_dw_min(rows_total, chunk * per_chunk);
+  const int r_end = ct_dw_min(rows_total, r_begin + per_chunk);
+  const int owbs = (ow + CT_RV - 1) / CT_RV;
+  const bool active = pl < lanes && ch0 < c;
+
+  float acc[CT_RFH][CT_RFW][CT_DV];
+#pragma unroll
+  for (int fh = 0; fh < CT_RFH; ++fh)
+#pragma unroll
+    for (int fw = 0; fw < CT_RFW; ++fw)
+#pragma unroll
+      for (int i = 0; i < CT_DV; ++i) acc[fh][fw][i] = 0.0f;
+  if (active) {
+    for (int item = r_begin * owbs + pl; item < r_end * owbs; item += lanes) {
+      const int x0 = (item % owbs) * CT_RV, row = item / owbs;
+      const int n = row / oh, r = row % oh;
+      const ct_t* dyr = py + (static_cast<ct_i64>(n) * oh + r) * ow * c + ch0;
+      const ct_t* xp = px + static_cast<ct_i64>(n) * ih * iw * c + ch0;
+      float g[CT_RV][CT_DV];
+#pragma unroll
+      for (int j = 0; j < CT_RV; ++j) {
+        if (x0 + j < ow) {
+          ct_dwv_load(g[j], dyr + (x0 + j) * c, vec);
+        } else {
+#pragma unroll
+          for (int i = 0; i < CT_DV; ++i) g[j][i] = 0.0f;
+        }
+      }
+#pragma unroll
+      for (int fh = 0; fh < CT_RFH; ++fh) {
+        const int sr = r * sh - ph + fh * dh;
+        if (sr < 0 || sr >= ih) continue;
+        const ct_t* xr = xp + sr * iw * c;
+        const int base = x0 * CT_RSW - pwd;
+        float win[CT_DWV_WIN][CT_DV];
+#pragma unroll
+        for (int q = 0; q < CT_DWV_WIN; ++q) {
+          const int col = base + q;
+          if (col >= 0 && col < iw) {
+            ct_dwv_load(win[q], xr + col * c, vec);
+          } else {
+#pragma unroll
+            for (int i = 0; i < CT_DV; ++i) win[q][i] = 0.0f;
+          }
+        }
+#pragma unroll
+        for (int fw = 0; fw < CT_RFW; ++fw)
+#pragma unroll
+          for (int j = 0; j < CT_RV; ++j)
+#pragma unroll
+            for (int i = 0; i < CT_DV; ++i)
+              acc[fh][fw][i] += g[j][i] * win[j * CT_RSW + fw * CT_RDW][i];
+      }
+    }
+  }
+  // The block's sum per tap and channel: lanes' partials through shared
+  // memory, [lane][channel of the block], added in lane order.
+  float* red = ct_dw_smem;
+  const int bch = cvb * CT_DV, taps = CT_RFH * CT_RFW;
+  const int bc0 = static_cast<int>(blockIdx.y) * bch;
+#pragma unroll
+  for (int fh = 0; fh < CT_RFH; ++fh)
+#pragma unroll
+    for (int fw = 0; fw < CT_RFW; ++fw) {
+      __syncthreads();
+      if (pl < lanes) {
+#pragma unroll
+        for (int i = 0; i < CT_DV; ++i)
+          red[pl * bch + cvl * CT_DV + i] = acc[fh][fw][i];
+      }
+      __syncthreads();
+      for (int e = tid; e < bch; e += static_cast<int>(blockDim.x)) {
+        const int ch = bc0 + e;
+        if (ch >= c) continue;
+        float s = 0.0f;
+        for (int l = 0; l < lanes; ++l) s += red[l * bch + e];
+        const int idx = ch * taps + fh * CT_RFW + fw;
+#if CT_WS_OUT
+        pws[chunk * (c * taps) + idx] = s;
+#else
+        pw[idx] = ct_from_float<ct_t>(s);
+#endif
+      }
+    }
+}
+#endif

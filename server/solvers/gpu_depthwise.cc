@@ -4,7 +4,10 @@
 // shared memory. A config is the tile {TH, TW, KB}: TH x TW positions of
 // KB channels (KB is 1 in NCHW, where threads run along w; in NHWC they run
 // along channels). One channel per group in NCHW 2-D also has the row
-// kernels, config {0, V, 1}: V outputs (W: positions) per thread.
+// kernels, config {0, V, 1}: V outputs (W: positions) per thread. One
+// channel per group in NHWC 2-D has the vector kernels, config
+// {0, V, B, CB}: a thread owns B bytes of consecutive channels (one vector
+// load) and V positions along w, a block at most CB such vectors across.
 // Backward weights splits the (n, od, oh) rows into chunks whose fp32
 // partials a second kernel adds up, the chunk count fixed by the problem so
 // that the workspace does not depend on the config.
@@ -62,7 +65,60 @@ bool RowsApply(const ConvProblem& p) {
          p.k_per_group() == 1 && p.filter[1] <= kMaxRowsFilter &&
          p.filter[2] <= kMaxRowsFilter;
 }
-bool IsRows(const PerfConfig& c) { return c[0] == 0; }
+bool IsRows(const PerfConfig& c) { return c.size() == 3 && c[0] == 0; }
+
+// One channel per group, NHWC, 2-D, a filter of at most 7x7: the vector
+// kernels.
+bool VecApply(const ConvProblem& p) {
+  return p.layout == Layout::kNHWC && !p.is_3d() && p.c_per_group() == 1 &&
+         p.k_per_group() == 1 && p.filter[1] <= kMaxRowsFilter &&
+         p.filter[2] <= kMaxRowsFilter;
+}
+bool IsVec(const PerfConfig& c) { return c.size() == 4; }
+
+// {0, V, B, CB} preferred first: V positions, B bytes of channels a thread,
+// at most CB vectors a block across.
+constexpr std::array<int64_t, 4> kVecConfigs[] = {
+    {0, 4, 16, 8}, {0, 2, 16, 8}, {0, 8, 16, 8}, {0, 4, 16, 16}, {0, 4, 8, 16},
+    {0, 2, 8, 16}, {0, 4, 4, 32}, {0, 2, 4, 32}, {0, 4, 2, 32}};
+// fp32 values a vector kernel's thread keeps in registers, at most: F and B
+// the window of one filter row and the sums, W also a sum per tap.
+constexpr int64_t kVecMaxValues = 176;
+constexpr int64_t kVecWrwMaxSums = 100;
+constexpr int64_t kVecWrwMaxValues = 200;
+
+// Channels a thread of a vector config owns.
+int64_t VecChannels(const ConvProblem& p, const PerfConfig& c) {
+  return c[2] / ElementBytes(p.type);
+}
+
+// Source columns one filter row of a thread's V outputs reads.
+int64_t VecWindow(const ConvProblem& p, int64_t v) {
+  return (v - 1) * p.stride[2] + (p.filter[2] - 1) * p.dilation[2] + 1;
+}
+
+bool VecFits(const ConvProblem& p, const PerfConfig& c) {
+  const int64_t dv = VecChannels(p, c);
+  if (dv < 1 || c[2] % ElementBytes(p.type) != 0 || p.c % dv != 0) {
+    return false;
+  }
+  const int64_t values = (VecWindow(p, c[1]) + c[1]) * dv;
+  if (p.direction != Direction::kBackwardWeights)
+    return values <= kVecMaxValues;
+  const int64_t sums = p.filter[1] * p.filter[2] * dv;
+  return sums <= kVecWrwMaxSums && sums + values <= kVecWrwMaxValues;
+}
+
+// A vector config's channel vectors per block (the channel's vectors split
+// evenly over the fewest blocks of at most CB) and its blocks across.
+struct VecSplit {
+  int64_t per_block, blocks;
+};
+VecSplit VecChannelSplit(const ConvProblem& p, const PerfConfig& c) {
+  const int64_t vectors = p.c / VecChannels(p, c);
+  const int64_t blocks = CeilDiv(vectors, c[3]);
+  return {CeilDiv(vectors, blocks), blocks};
+}
 
 // log2 of the lanes a row kernel gives a row `width` long at `per_lane`
 // outputs per lane: the power of two that covers it, at most 32.
@@ -125,14 +181,34 @@ int64_t WrwGroups(const ConvProblem& p) {
 
 struct Launch {
   int64_t blocks = 0;
+  int64_t blocks_y = 1;  // the vector kernels' channel blocks
   int64_t threads = 0;
   int64_t shared_bytes = 0;
 };
+
+constexpr int64_t kMaxGridY = 65535;
 
 Launch DepthwiseLaunch(const ConvProblem& p, const PerfConfig& c) {
   const int64_t th = c[0], tw = c[1], kb = c[2];
   const int64_t taps = p.filter[1] * p.filter[2];
   Launch l;
+  if (IsVec(c)) {
+    const VecSplit split = VecChannelSplit(p, c);
+    const int64_t lanes = kMaxThreads / split.per_block;
+    const int64_t floats = p.direction == Direction::kBackwardWeights
+                               ? lanes * split.per_block * VecChannels(p, c)
+                               : taps * split.per_block * VecChannels(p, c);
+    l.threads = lanes * split.per_block;
+    l.blocks_y = split.blocks;
+    l.shared_bytes = floats * static_cast<int64_t>(sizeof(float));
+    if (p.direction == Direction::kBackwardWeights) {
+      l.blocks = WrwChunks(p);
+    } else {
+      const std::array<int64_t, 3> sp = DstSpatial(p);
+      l.blocks = CeilDiv(p.n * sp[1] * CeilDiv(sp[2], c[1]), lanes);
+    }
+    return l;
+  }
   if (IsRows(c)) {
     l.threads = kRowsThreads;
     if (p.direction == Direction::kBackwardWeights) {
@@ -164,9 +240,10 @@ Launch DepthwiseLaunch(const ConvProblem& p, const PerfConfig& c) {
 }
 
 bool Fits(const ConvProblem& p, const PerfConfig& c) {
+  if (IsVec(c) && !VecFits(p, c)) return false;
   const Launch l = DepthwiseLaunch(p, c);
   return l.shared_bytes <= kMaxSharedBytes && l.blocks >= 1 &&
-         l.blocks <= kMaxGridX;
+         l.blocks <= kMaxGridX && l.blocks_y <= kMaxGridY;
 }
 
 class GpuDepthwise final : public GpuSolver {
@@ -209,7 +286,14 @@ class GpuDepthwise final : public GpuSolver {
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     // The row kernels first and last: V = 4 (the default) and V = 2.
+    // The vector kernels, where they apply, come first.
     std::vector<PerfConfig> space;
+    if (VecApply(p)) {
+      for (const auto& v : kVecConfigs) {
+        PerfConfig c(v.begin(), v.end());
+        if (Fits(p, c)) space.push_back(std::move(c));
+      }
+    }
     const bool rows = RowsApply(p),
                wrw = p.direction == Direction::kBackwardWeights;
     if (rows) space.push_back({0, 4, 1});
@@ -226,16 +310,18 @@ class GpuDepthwise final : public GpuSolver {
   // The tile with the least estimated cost per useful output: padding of the
   // tile in h, w and channels, idle multiprocessors when the grid is small,
   // and the patch's halo, which mostly hits in L2 and so counts half.
-  // The row kernels where they apply.
+  // The vector or row kernels where they apply.
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
-    if (RowsApply(p)) return ConfigSpace(p).front();
+    const std::vector<PerfConfig> space = ConfigSpace(p);
+    if (!space.empty() && (IsVec(space.front()) || IsRows(space.front()))) {
+      return space.front();
+    }
     const std::array<int64_t, 3> sp = DstSpatial(p);
     const int64_t channels = DstChannels(p);
     const bool wrw = p.direction == Direction::kBackwardWeights;
     PerfConfig best;
     double best_cost = 0;
-    for (const PerfConfig& c : ConfigSpace(p)) {
-      if (IsRows(c)) continue;
+    for (const PerfConfig& c : space) {
       const auto pad = [](int64_t size, int64_t t) {
         return static_cast<double>(CeilDiv(size, t) * t) /
                static_cast<double>(size);
@@ -280,6 +366,7 @@ class GpuDepthwise final : public GpuSolver {
       const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     if (IsRows(config)) return MakeRowsPlan(p, config);
+    if (IsVec(config)) return MakeVecPlan(p, config);
     const Launch l = DepthwiseLaunch(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
     const int64_t chunks = WrwChunks(p);
@@ -317,6 +404,37 @@ class GpuDepthwise final : public GpuSolver {
     AddBuffer(reduce, v1::BUFFER_W);
     reduce->add_scalars(count);
     reduce->add_scalars(chunks);
+  }
+
+  // conv_depthwise_nhwc (F, B) or conv_depthwise_nhwc_wrw (W).
+  v1::ExecutionPlan MakeVecPlan(const ConvProblem& p,
+                                const PerfConfig& config) const {
+    const Launch l = DepthwiseLaunch(p, config);
+    v1::ExecutionPlan plan = NewPlan(p, config);
+    const bool wrw = p.direction == Direction::kBackwardWeights;
+    const int64_t chunks = WrwChunks(p);
+    std::vector<std::string> options = ProblemOptions(p);
+    options.push_back(absl::StrCat("-DCT_RFH=", p.filter[1]));
+    options.push_back(absl::StrCat("-DCT_RFW=", p.filter[2]));
+    options.push_back(absl::StrCat("-DCT_RV=", config[1]));
+    options.push_back(absl::StrCat("-DCT_DV=", VecChannels(p, config)));
+    options.push_back(absl::StrCat("-DCT_RSW=", p.stride[2]));
+    options.push_back(absl::StrCat("-DCT_RDW=", p.dilation[2]));
+    if (wrw && chunks > 1) options.push_back("-DCT_WS_OUT=1");
+    const int source = AddSource(&plan, "conv_depthwise.cu", options);
+    v1::KernelStep* step = AddGpuStep(
+        &plan, wrw ? "conv_depthwise_nhwc_wrw" : "conv_depthwise_nhwc", source,
+        {l.blocks, l.blocks_y, 1}, static_cast<uint32_t>(l.threads));
+    step->set_shared_bytes(static_cast<uint32_t>(l.shared_bytes));
+    AddBuffer(step, v1::BUFFER_X);
+    AddBuffer(step, v1::BUFFER_W);
+    AddBuffer(step, v1::BUFFER_Y);
+    if (wrw && chunks > 1) AddBuffer(step, v1::BUFFER_WORKSPACE);
+    AppendProblemScalars(p, step);
+    if (wrw) step->add_scalars(chunks);
+    step->add_scalars(VecChannelSplit(p, config).per_block);
+    if (wrw && chunks > 1) AddReduceStep(p, source, chunks, &plan);
+    return plan;
   }
 
   // conv_depthwise_rows (F, B) or conv_depthwise_rows_wrw (W).

@@ -135,6 +135,12 @@ std::vector<Case> Cases() {
     ConvProblem dilated = Small(2, 8, {1, 40, 40}, 8, 3, 1, 8, l);
     dilated.dilation = {1, 2, 2};
     cases.push_back({"depthwise dilation 2" + suffix, dilated});
+    // Depthwise with channels in vectors of 8 split over blocks (40), odd
+    // sizes, 5x5 stride 2 (backward data gathers), and 3x3 stride 1.
+    cases.push_back({"depthwise 5x5 stride 2" + suffix,
+                     Small(2, 40, {1, 13, 11}, 40, 5, 2, 40, l)});
+    cases.push_back({"depthwise 3x3 odd channels" + suffix,
+                     Small(2, 13, {1, 9, 12}, 13, 3, 1, 13, l)});
     // Grouped 1x1 stride 1 (BLAS 1x1), 2-D and 3-D.
     cases.push_back(
         {"grouped 1x1" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 1, 3, l)});

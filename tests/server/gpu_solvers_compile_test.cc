@@ -639,6 +639,89 @@ TEST(GpuSolvers, DirectTiledNamesAPatchTooLargeForSharedMemory) {
   EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st;
 }
 
+// Depthwise channels-last: the vector kernels come first and are the
+// default, split the channels evenly over blocks, keep their sums within
+// the registers, and every config compiles.
+TEST(GpuSolvers, DepthwiseChannelsLastHasVectorKernels) {
+  const Solver* dw = SolverRegistry::Default().Find(kGpuDepthwiseId);
+  ConvProblem p =
+      Conv(2, 2, 88, {1, 28, 28}, 88, {1, 3, 3}, {0, 1, 1}, 1, 1, 88);
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  ASSERT_EQ(dw->IsApplicable(p), absl::OkStatus());
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 16, 8}));
+  absl::StatusOr<v1::ExecutionPlan> plan =
+      dw->MakePlan(p, dw->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(Kernels(*plan), std::vector<std::string>{"conv_depthwise_nhwc"});
+  // 11 vectors of 8 channels in 2 blocks of 6; 42 lanes of 6 threads.
+  const v1::KernelStep& step = plan->steps(0);
+  EXPECT_EQ(step.scalars(step.scalars_size() - 1), 6);
+  EXPECT_EQ(step.grid(1), 2u);
+  EXPECT_EQ(step.block(0), 42u * 6);
+  EXPECT_EQ(step.grid(0), 10u);  // 2 x 28 rows of 7 four-wide blocks
+  EXPECT_EQ(step.shared_bytes(), 9u * 6 * 8 * 4);
+  // Odd channels take 2-byte vectors; NCHW and a multiplier have none.
+  p.c = p.k = p.groups = 13;
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 2, 32}));
+  p.type = DataType::kFp32;
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 4, 32}));
+  p.layout = Layout::kNCHW;
+  EXPECT_EQ(dw->DefaultConfig(p).size(), 3u);
+  p.layout = Layout::kNHWC, p.k = 26;
+  EXPECT_EQ(dw->DefaultConfig(p).size(), 3u);
+  // Backward weights on 7x7 keeps 49 sums of at most 2 channels.
+  p = Conv(2, 2, 32, {1, 20, 20}, 32, {1, 7, 7}, {0, 3, 3}, 1, 1, 32);
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  p.direction = Direction::kBackwardWeights;
+  for (const PerfConfig& c : dw->ConfigSpace(p)) {
+    if (c.size() == 4) EXPECT_LE(c[2], 4) << PerfConfigString(c);
+  }
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 4, 32}));
+
+  // Every config of fp16 on a strided 5x5 layer (B gathers), the default of
+  // every type elsewhere.
+  SourceSet sources;
+  const ConvProblem bases[] = {
+      Conv(2, 2, 24, {1, 13, 11}, 24, {1, 5, 5}, {0, 2, 2}, 2, 1, 24),
+      Conv(2, 2, 40, {1, 9, 10}, 40, {1, 3, 3}, {0, 1, 1}, 1, 1, 40),
+      Conv(2, 2, 16, {1, 20, 20}, 16, {1, 7, 7}, {0, 6, 6}, 1, 2, 16)};
+  for (const ConvProblem& base : bases) {
+    for (Direction d : {Direction::kForward, Direction::kBackwardData,
+                        Direction::kBackwardWeights}) {
+      for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
+        ConvProblem q = base;
+        q.direction = d, q.type = t, q.layout = Layout::kNHWC;
+        ASSERT_EQ(dw->IsApplicable(q), absl::OkStatus()) << DescribeProblem(q);
+        std::vector<PerfConfig> vec;
+        for (const PerfConfig& c : dw->ConfigSpace(q)) {
+          if (c.size() == 4) vec.push_back(c);
+        }
+        EXPECT_GE(vec.size(), 2u) << DescribeProblem(q);
+        if (&base != &bases[0] || t != DataType::kFp16) {
+          vec = {dw->DefaultConfig(q)};
+        }
+        for (const PerfConfig& c : vec) {
+          absl::StatusOr<v1::ExecutionPlan> qp = dw->MakePlan(q, c);
+          ASSERT_TRUE(qp.ok()) << qp.status();
+          CheckPlan(*dw, q, *qp);
+          for (const v1::KernelSource& s : qp->sources()) {
+            sources.emplace(SourceKey{s.file(),
+                                      {s.options().begin(), s.options().end()},
+                                      s.arch_suffix()},
+                            DescribeProblem(q));
+          }
+        }
+      }
+    }
+  }
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+  const std::vector<std::string> failed = CompileAll(**nvrtc, "sm_90", sources);
+  EXPECT_TRUE(failed.empty()) << failed.size() << " of " << sources.size()
+                              << " sources fail on NVRTC:\n"
+                              << absl::StrJoin(failed, "\n");
+}
+
 TEST(GpuSolvers, TensorCoreWgmmaFoldsTheFilterWidthOfFewChannels) {
   const Solver* wg = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
   const Solver* tc = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);

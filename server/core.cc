@@ -5,27 +5,53 @@
 
 namespace convtune {
 
-Core::Core(Device& device, const SolverRegistry& registry,
-           storage::Store& store, ThreadPool& compile_pool,
-           ThreadPool& timing_queue, Options options,
-           const SystemFindDb* system_db, KernelBuilder* kernel_builder,
-           Measurer* measurer)
-    : device_key_(device.info().Key()),
-      device_info_(device.info()),
+namespace {
+
+// An in-process measurer for each lane given none (null for the others).
+std::vector<std::unique_ptr<Measurer>> OwnMeasurers(
+    const std::vector<Core::DeviceLane>& devices) {
+  std::vector<std::unique_ptr<Measurer>> out;
+  for (const Core::DeviceLane& d : devices) {
+    out.push_back(d.measurer == nullptr
+                      ? std::make_unique<InProcessMeasurer>(*d.device)
+                      : nullptr);
+  }
+  return out;
+}
+
+std::vector<TimingLanes::Lane> Lanes(
+    const std::vector<Core::DeviceLane>& devices,
+    const std::vector<std::unique_ptr<Measurer>>& own) {
+  std::vector<TimingLanes::Lane> out;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    out.push_back({.ordinal = devices[i].ordinal,
+                   .measurer = devices[i].measurer != nullptr
+                                   ? devices[i].measurer
+                                   : own[i].get(),
+                   .queue = devices[i].timing_queue});
+  }
+  return out;
+}
+
+}  // namespace
+
+Core::Core(std::vector<DeviceLane> devices, const SolverRegistry& registry,
+           storage::Store& store, ThreadPool& compile_pool, Options options,
+           const SystemFindDb* system_db, KernelBuilder* kernel_builder)
+    : device_key_(devices.front().device->info().Key()),
+      device_info_(devices.front().device->info()),
       registry_(registry),
       compile_pool_(compile_pool),
       quotas_(options.quotas),
-      heuristics_(store, registry, device.info(), system_db),
+      heuristics_(store, registry, device_info_, system_db),
       records_(store, device_key_, system_db, heuristics_, compile_pool,
                counters_),
       quarantine_(store, device_key_),
-      planner_(device.info(), registry, store, quarantine_, kernel_builder,
+      planner_(device_info_, registry, store, quarantine_, kernel_builder,
                compile_pool),
-      own_measurer_(measurer == nullptr
-                        ? std::make_unique<InProcessMeasurer>(device)
-                        : nullptr),
-      timing_(measurer == nullptr ? *own_measurer_ : *measurer, device_info_,
-              timing_queue, quarantine_, counters_, stop_,
+      own_measurers_(OwnMeasurers(devices)),
+      timing_(Lanes(devices, own_measurers_), device_info_, quarantine_,
+              counters_, stop_,
               TimingStage::Options{
                   .timing = options.timing,
                   .retiming = options.retiming,
@@ -38,7 +64,6 @@ Core::Core(Device& device, const SolverRegistry& registry,
       tuner_(planner_, timing_, records_, store, compile_pool, counters_, stop_,
              Tuner::Options{options.max_configs_per_solver}, &quotas_),
       immediate_(records_, planner_, heuristics_),
-      executor_(device, planner_, timing_queue, stop_),
       find_(records_, immediate_, tuner_, counters_, stop_,
             FindEngine::Options{options.verify_tolerance}),
       background_tuning_(options.background_tuning),
@@ -48,7 +73,20 @@ Core::Core(Device& device, const SolverRegistry& registry,
                                    const std::string& tenant) {
     return TuneInBackground(p, limit, asked, tenant);
   });
+  for (const DeviceLane& d : devices) {
+    ordinals_.push_back(d.ordinal);
+    executors_.push_back(std::make_unique<RemoteExecutor>(
+        *d.device, planner_, *d.timing_queue, stop_));
+  }
   heuristics_.TrainIfMissing(compile_pool);
+}
+
+absl::StatusOr<RemoteExecutor*> Core::executor(int ordinal) {
+  for (size_t i = 0; i < ordinals_.size(); ++i) {
+    if (ordinals_[i] == ordinal) return executors_[i].get();
+  }
+  RETURN_IF_ERROR(timing_.CheckDevice(ordinal));
+  return absl::InternalError("device ordinals out of step");
 }
 
 void Core::StartTier(FindTier::Options options, const std::string& scope_key,

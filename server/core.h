@@ -33,6 +33,7 @@
 #include "server/system_db.h"
 #include "server/tenant_limits.h"
 #include "server/thread_pool.h"
+#include "server/timing_lanes.h"
 #include "server/timing_stage.h"
 #include "server/tuner.h"
 #include "storage/store.h"
@@ -74,16 +75,39 @@ class Core {
     TuningQuotas::Limits quotas;
   };
 
-  // All references must outlive the core. Timing runs only on
-  // `timing_queue`, which must have exactly one thread; plans are built and
-  // the heuristics trained on `compile_pool`. `system_db` may be null;
-  // `kernel_builder` compiles GPU plans' sources, null on the CPU.
-  // Candidates are measured through `measurer` (a worker process, in
-  // convtuned); null: on `device`, in this process.
+  // One device of the core's device key: tuning times on it, clients run
+  // on it by its ordinal.
+  struct DeviceLane {
+    int ordinal = 0;
+    Device* device = nullptr;
+    // Timing and Execute calls on the device run only here: exactly one
+    // thread.
+    ThreadPool* timing_queue = nullptr;
+    // Measures candidates (a worker process, in convtuned); null: on
+    // `device`, in this process.
+    Measurer* measurer = nullptr;
+  };
+
+  // All references must outlive the core. Each lane's timing runs only on
+  // its queue; plans are built and the heuristics trained on
+  // `compile_pool`. `system_db` may be null; `kernel_builder` compiles GPU
+  // plans' sources, null on the CPU. REQUIRES: `devices` non-empty, every
+  // device of one key (DeviceInfo::Key), ordinals distinct.
+  Core(std::vector<DeviceLane> devices, const SolverRegistry& registry,
+       storage::Store& store, ThreadPool& compile_pool, Options options,
+       const SystemFindDb* system_db = nullptr,
+       KernelBuilder* kernel_builder = nullptr);
+  // One device, ordinal 0.
   Core(Device& device, const SolverRegistry& registry, storage::Store& store,
        ThreadPool& compile_pool, ThreadPool& timing_queue, Options options,
        const SystemFindDb* system_db = nullptr,
-       KernelBuilder* kernel_builder = nullptr, Measurer* measurer = nullptr);
+       KernelBuilder* kernel_builder = nullptr, Measurer* measurer = nullptr)
+      : Core({{.ordinal = 0,
+               .device = &device,
+               .timing_queue = &timing_queue,
+               .measurer = measurer}},
+             registry, store, compile_pool, std::move(options), system_db,
+             kernel_builder) {}
   // Shuts down and waits for the background and prefill finds still queued,
   // which the pools (still running) end as Unavailable.
   ~Core();
@@ -91,7 +115,12 @@ class Core {
   FindEngine& find() { return find_; }
   Immediate& immediate() { return immediate_; }
   const Planner& planner() const { return planner_; }
-  RemoteExecutor& executor() { return executor_; }
+  // The executor of the first device.
+  RemoteExecutor& executor() { return *executors_.front(); }
+  // That of device `ordinal`; InvalidArgument naming the devices there are.
+  absl::StatusOr<RemoteExecutor*> executor(int ordinal);
+  // The lanes tuning times on.
+  TimingLanes& timing() { return timing_; }
   Heuristics& heuristics() { return heuristics_; }
   FindRecords& records() { return records_; }
   const Quarantine& quarantine() const { return quarantine_; }
@@ -166,12 +195,13 @@ class Core {
   FindRecords records_;
   Quarantine quarantine_;
   Planner planner_;
-  // In-process measurement, when no measurer was given.
-  std::unique_ptr<Measurer> own_measurer_;
-  TimingStage timing_;
+  // In-process measurement of the lanes given no measurer.
+  std::vector<std::unique_ptr<Measurer>> own_measurers_;
+  TimingLanes timing_;
   Tuner tuner_;
   Immediate immediate_;
-  RemoteExecutor executor_;
+  std::vector<int> ordinals_;
+  std::vector<std::unique_ptr<RemoteExecutor>> executors_;  // per device
   FindEngine find_;
   const bool background_tuning_;
   const int max_background_tunings_;

@@ -23,6 +23,7 @@
 #include "common/quote.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu_device.h"
 #include "server/backend.h"
 #include "server/solver_registry.h"
 #include "server/solvers/fault_injection.h"
@@ -127,6 +128,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(
 // Bulk store operations (stats, export, import) are rare; two threads keep
 // one long export from holding up a stats call.
 constexpr int kStoreThreads = 2;
+constexpr int kMaxCpuDevices = 64;
 
 int DefaultCompileThreads(int tuning_threads) {
   if (const char* env = std::getenv("CONVTUNE_COMPILE_PARALLEL_LEVEL")) {
@@ -164,6 +166,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   if (options.tuning_threads == 0) {
     options.tuning_threads =
         static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1);
+  }
+  if (options.cpu_devices < 1 || options.cpu_devices > kMaxCpuDevices) {
+    return absl::InvalidArgumentError(absl::StrCat("cpu_devices: must be 1 to ",
+                                                   kMaxCpuDevices, ", got ",
+                                                   options.cpu_devices));
+  }
+  if (options.cpu_devices > 1) {
+    if (!options.measure_in_worker) {
+      return absl::InvalidArgumentError(
+          "cpu_devices: more than one device needs measure_in_worker (each "
+          "device's timings run in its own worker process)");
+    }
+    // Each device's share of the tuning threads.
+    options.tuning_threads =
+        std::max(1, options.tuning_threads / options.cpu_devices);
   }
   if (options.compile_threads == 0) {
     options.compile_threads = DefaultCompileThreads(options.tuning_threads);
@@ -242,6 +259,21 @@ absl::Status Daemon::Init() {
   device_ = std::move(backend.device);
   compiler_ = std::move(backend.compiler);
   backend_note_ = std::move(backend.note);
+  if (options_.cpu_devices > 1) {
+    if (device_->info().backend != v1::CPU) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cpu_devices: applies to the cpu backend; the backend is ",
+          BackendName(device_->info().backend)));
+    }
+    for (int i = 1; i < options_.cpu_devices; ++i) {
+      more_devices_.push_back(std::make_unique<CpuDevice>());
+    }
+    absl::StrAppend(&backend_note_, "; ", options_.cpu_devices,
+                    " CPU devices of ", options_.tuning_threads,
+                    " thread(s) each");
+  }
+  std::vector<Device*> devices = {device_.get()};
+  for (const auto& d : more_devices_) devices.push_back(d.get());
   if (compiler_ != nullptr) {
     kernel_builder_ = std::make_unique<KernelBuilder>(
         device_.get(), *compiler_, *store_, device_->info().arch);
@@ -255,11 +287,12 @@ absl::Status Daemon::Init() {
       return system.status();
     }
   }
-  if (options_.measure_in_worker) {
+  for (size_t i = 0; options_.measure_in_worker && i < devices.size(); ++i) {
     WorkerOptions worker{
         .exe = options_.measure_worker_exe,
         .backend = std::string(BackendName(device_->info().backend)),
-        .ordinal = options_.device_ordinal,
+        .ordinal =
+            devices.size() > 1 ? static_cast<int>(i) : options_.device_ordinal,
         .device_key = device_->info().Key(),
         .threads = options_.tuning_threads,
         .nice = options_.tuning_nice};
@@ -269,13 +302,23 @@ absl::Status Daemon::Init() {
             return builder->CodeObjectFor(hash);
           };
     }
-    measurer_ = std::make_unique<WorkerMeasurer>(std::move(worker));
-    RETURN_IF_ERROR(measurer_->Start());
+    measurers_.push_back(std::make_unique<WorkerMeasurer>(std::move(worker)));
+    RETURN_IF_ERROR(measurers_.back()->Start());
   }
   compile_pool_ = std::make_unique<ThreadPool>(
       "ct-compile", options_.compile_threads, options_.tuning_nice);
-  timing_queue_ =
-      std::make_unique<ThreadPool>("ct-timing", 1, options_.tuning_nice);
+  std::vector<Core::DeviceLane> lanes;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    timing_queues_.push_back(std::make_unique<ThreadPool>(
+        devices.size() > 1 ? absl::StrCat("ct-timing", i) : "ct-timing", 1,
+        options_.tuning_nice));
+    lanes.push_back(
+        {.ordinal =
+             devices.size() > 1 ? static_cast<int>(i) : options_.device_ordinal,
+         .device = devices[i],
+         .timing_queue = timing_queues_.back().get(),
+         .measurer = measurers_.empty() ? nullptr : measurers_[i].get()});
+  }
   store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Solver>> faults,
                    MakeFaultInjectionSolvers(device_->info().backend));
@@ -284,9 +327,9 @@ absl::Status Daemon::Init() {
               << faults[0]->name() << " faults on purpose" << std::endl;
   }
   registry_ = SolverRegistry::WithLibraries(*device_, std::move(faults));
-  core_ = std::make_unique<Core>(
-      *device_, *registry_, *store_, *compile_pool_, *timing_queue_,
-      options_.core, system_db_.get(), kernel_builder_.get(), measurer_.get());
+  core_ = std::make_unique<Core>(std::move(lanes), *registry_, *store_,
+                                 *compile_pool_, options_.core,
+                                 system_db_.get(), kernel_builder_.get());
   core_->SetDeviceLostHandler([this](const std::string& why) {
     std::cerr
         << "convtuned: device lost: " << why
@@ -307,8 +350,10 @@ absl::Status Daemon::Init() {
     sources.calls_in_flight = [this] { return call_log_->in_flight(); };
     sources.storage = [this] { return store_->Health(); };
     sources.pools = {{"compile", compile_pool_.get()},
-                     {"timing", timing_queue_.get()},
                      {"store", store_pool_.get()}};
+    for (const auto& [name, pool] : TimingQueues()) {
+      sources.pools.emplace_back(name, pool);
+    }
     if (kernel_builder_ != nullptr) {
       sources.kernel_cache = [this] {
         const BuildStats s = kernel_builder_->stats();
@@ -331,14 +376,26 @@ absl::Status Daemon::Init() {
     resp->set_backend_note(backend_note_);
     resp->set_calls_in_flight(call_log_->in_flight());
     if (core_->tier() != nullptr) resp->set_tier(core_->tier()->Describe());
-    for (const auto& [name, pool] :
-         {std::pair<const char*, ThreadPool*>{"compile", compile_pool_.get()},
-          {"timing", timing_queue_.get()},
-          {"store", store_pool_.get()}}) {
+    std::vector<std::pair<std::string, ThreadPool*>> pools = {
+        {"compile", compile_pool_.get()}};
+    for (const auto& p : TimingQueues()) pools.push_back(p);
+    pools.emplace_back("store", store_pool_.get());
+    for (const auto& [name, pool] : pools) {
       v1::QueueStatus* q = resp->add_queues();
       q->set_name(name);
       q->set_threads(pool->threads());
       q->set_queued(pool->queued());
+    }
+    for (const TimingLanes::LaneStatus& lane : core_->timing().Status()) {
+      v1::DeviceStatus* d = resp->add_devices();
+      d->set_ordinal(lane.ordinal);
+      d->set_device_key(core_->device_key());
+      d->set_jobs_waiting(lane.jobs_waiting);
+      d->set_jobs_done(lane.jobs_done);
+      d->set_busy_ms(lane.busy_ms);
+      d->set_state(lane.jobs_waiting > 0 ? "tuning"
+                   : lane.in_use         ? "in use"
+                                         : "idle");
     }
   };
   service_ = std::make_unique<ConvTuneService>(*core_, *store_, *store_pool_,
@@ -457,6 +514,16 @@ absl::Status Daemon::StartTier() {
   return absl::OkStatus();
 }
 
+std::vector<std::pair<std::string, ThreadPool*>> Daemon::TimingQueues() const {
+  std::vector<std::pair<std::string, ThreadPool*>> out;
+  for (size_t i = 0; i < timing_queues_.size(); ++i) {
+    out.emplace_back(timing_queues_.size() > 1 ? absl::StrCat("timing", i)
+                                               : std::string("timing"),
+                     timing_queues_[i].get());
+  }
+  return out;
+}
+
 std::string Daemon::TierSummary() {
   return core_->tier() == nullptr ? "none" : core_->tier()->Describe();
 }
@@ -526,10 +593,11 @@ Daemon::~Daemon() {
   // the core, so both must still exist. Compile tasks hand work to the
   // timing queue and timing tasks to the compile pool (a stored record may
   // start a training), so they are drained together.
-  ThreadPool::DrainAll(
-      {compile_pool_.get(), timing_queue_.get(), store_pool_.get()});
+  std::vector<ThreadPool*> pools = {compile_pool_.get(), store_pool_.get()};
+  for (const auto& q : timing_queues_) pools.push_back(q.get());
+  ThreadPool::DrainAll(pools);
   compile_pool_.reset();
-  timing_queue_.reset();
+  timing_queues_.clear();
   store_pool_.reset();
   // With the timing queue gone no device-loss handler can start one again.
   JoinLostShutdown();

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/device.h"
@@ -70,6 +71,11 @@ struct DaemonOptions {
   std::string backend = "auto";
   // The GPU's ordinal for cuda / hip. Default: 0.
   int device_ordinal = 0;
+  // The CPU backend's devices: its tuning threads split into this many
+  // devices of an equal share (ordinals 0 to N-1, one device key), each
+  // with its own timing queue and measurement worker, so that tuning runs
+  // on several at once. More than one needs measure_in_worker. Default: 1.
+  int cpu_devices = 1;
   // Folder of system FindDb files ("<device_key>.ctsys"). Default: none.
   std::string system_db_dir;
   // The find mode of requests that name none. Default: $CONVTUNE_FIND_MODE,
@@ -158,21 +164,27 @@ class Daemon {
  private:
   explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
   absl::Status Init();
+  // The devices' timing queues by name: "timing" for one device, else
+  // "timing0", "timing1", ...
+  std::vector<std::pair<std::string, ThreadPool*>> TimingQueues() const;
   absl::Status StartTier();
   void JoinLostShutdown();
   void WatchStorage();
 
   DaemonOptions options_;
   std::unique_ptr<storage::Store> store_;
-  std::unique_ptr<Device> device_;
+  std::unique_ptr<Device> device_;  // the first device
+  // The others (CPU devices past the first).
+  std::vector<std::unique_ptr<Device>> more_devices_;
   std::unique_ptr<KernelCompiler> compiler_;  // null on the CPU
   std::unique_ptr<KernelBuilder> kernel_builder_;
-  // The device's measurement worker; null when measuring in process.
-  std::unique_ptr<WorkerMeasurer> measurer_;
+  // Each device's measurement worker; none when measuring in process.
+  std::vector<std::unique_ptr<WorkerMeasurer>> measurers_;
   std::string backend_note_;
   std::unique_ptr<SystemFindDb> system_db_;
   std::unique_ptr<ThreadPool> compile_pool_;
-  std::unique_ptr<ThreadPool> timing_queue_;
+  // One per device, one thread each.
+  std::vector<std::unique_ptr<ThreadPool>> timing_queues_;
   std::unique_ptr<ThreadPool> store_pool_;
   // The built-in solvers and the device's library solvers.
   std::unique_ptr<SolverRegistry> registry_;

@@ -82,6 +82,7 @@ void FindEngine::Tune(const ConvProblem& p, const FindParams& params,
   request.background = params.background;
   request.reads_tier =
       (policy.reads_find_db && !params.exhaustive) || params.background;
+  request.device = params.device;
   tuner_.Tune(p, request, std::move(done),
               TuneCaller{params.tenant, params.gone, params.progress});
 }

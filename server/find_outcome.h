@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct FindParams {
   // Told how a tuning run gets on (TuneCaller::progress). Optional; not
   // called when the find is answered without tuning.
   std::function<void(const TuneProgress&)> progress;
+  // The device a tuning run times on (TuneRequest::device); unset: the
+  // daemon chooses.
+  std::optional<int> device;
 };
 
 struct FindOutcome {

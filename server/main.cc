@@ -76,6 +76,10 @@ flags:
                          the CPU and says why. An explicit GPU backend that
                          cannot be opened is an error. default: auto
   --device N             GPU ordinal for cuda / hip. default: 0
+  --cpu-devices N        the cpu backend as N devices (ordinals 0 to N-1), the
+                         tuning threads split evenly between them, each timed
+                         in its own worker: tuning runs on N at once, never
+                         two on one. Needs --measure-in-worker on. default: 1
   --system-db DIR        folder of system FindDb files (<device_key>.ctsys, made
                          by convtune db export --system); consulted after the
                          database. default: none
@@ -169,6 +173,7 @@ bool IsFlag(const std::string& name) {
                         "--backend",
                         "--background-tune",
                         "--device",
+                        "--cpu-devices",
                         "--compile-threads",
                         "--tuning-threads",
                         "--max-tensor-bytes",
@@ -346,6 +351,12 @@ int main(int argc, char** argv) {
                                        convtune::QuotePrefix(value), "'"));
       }
       options.device_ordinal = static_cast<int>(n);
+    } else if (flag == "--cpu-devices") {
+      if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 64) {
+        return UsageError(absl::StrCat("--cpu-devices: expected 1 to 64, got '",
+                                       convtune::QuotePrefix(value), "'"));
+      }
+      options.cpu_devices = static_cast<int>(n);
     } else if (flag == "--compile-threads") {
       if (!ParseInt64(value, &n) || n > 1024) {
         return UsageError(

@@ -43,6 +43,20 @@ absl::StatusOr<FindInput> FindInputFrom(const v1::FindRequest& req,
     if (!mode.ok()) return mode.status();
     in.params.mode = *mode;
   }
+  if (req.has_device()) {
+    if (req.device() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device: must be >= 0, got ", req.device()));
+    }
+    in.client_device = req.device();
+  }
+  if (req.has_tune_on_device()) {
+    if (req.tune_on_device() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tune_on_device: must be >= 0, got ", req.tune_on_device()));
+    }
+    in.params.device = req.tune_on_device();
+  }
   return in;
 }
 
@@ -133,6 +147,11 @@ absl::StatusOr<ExecuteInput> ExecuteInputFrom(const v1::ExecuteRequest& req,
   ExecuteInput in;
   in.problem = *p;
   in.solver_id = req.solver_id();
+  if (req.device() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device: must be >= 0, got ", req.device()));
+  }
+  in.device = req.device();
   in.tensors = std::make_shared<InlineTensors>();
   for (Tensor t : kAllTensors) {
     const std::string& bytes = *wire[static_cast<int>(t)];

@@ -52,8 +52,9 @@ int64_t WorkspaceLimitFrom(bool has_limit, int64_t limit);
 // request_count or mode.
 struct FindInput {
   ConvProblem problem;
-  FindParams params;
+  FindParams params;  // params.device: the request's tune_on_device
   int32_t request_count = 0;
+  std::optional<int> client_device;  // the device the caller runs on
 };
 absl::StatusOr<FindInput> FindInputFrom(const v1::FindRequest& req,
                                         const ServiceOptions& options);
@@ -87,6 +88,7 @@ struct ExecuteInput {
   ConvProblem problem;
   uint32_t solver_id = 0;
   std::shared_ptr<InlineTensors> tensors;
+  int device = 0;
 };
 absl::StatusOr<ExecuteInput> ExecuteInputFrom(const v1::ExecuteRequest& req,
                                               const ServiceOptions& options);

@@ -281,6 +281,22 @@ grpc::ServerUnaryReactor* ConvTuneService::GetWorkspaceSize(
   return Finish(ctx, absl::OkStatus());
 }
 
+absl::StatusOr<FindInput> ConvTuneService::TakeDevices(FindInput in) {
+  for (const auto& [field, device] :
+       {std::pair<const char*, std::optional<int>>{"device", in.client_device},
+        {"tune_on_device", in.params.device}}) {
+    if (!device.has_value()) continue;
+    if (absl::Status s = core_.timing().CheckDevice(*device); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, s.message().substr(s.message().find(':'))));
+    }
+  }
+  if (in.client_device.has_value()) {
+    core_.timing().MarkInUse(*in.client_device);
+  }
+  return in;
+}
+
 grpc::ServerUnaryReactor* ConvTuneService::Find(
     grpc::CallbackServerContext* ctx, const v1::FindRequest* req,
     v1::FindResponse* resp) {
@@ -289,6 +305,7 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(
     return Finish(ctx, s);
   }
   absl::StatusOr<FindInput> in = FindInputFrom(*req, options_);
+  if (in.ok()) in = TakeDevices(*std::move(in));
   if (!in.ok()) return Finish(ctx, in.status());
   // A caller whose deadline passed, or who cancelled, no longer holds up
   // the tuning: when every caller of a run has gone, it stops.
@@ -318,6 +335,7 @@ grpc::ServerWriteReactor<v1::FindEvent>* ConvTuneService::FindStream(
   absl::StatusOr<FindInput> in = allowed.ok()
                                      ? FindInputFrom(*req, options_)
                                      : absl::StatusOr<FindInput>(allowed);
+  if (in.ok()) in = TakeDevices(*std::move(in));
   if (!in.ok()) {
     reactor->Answer(in.status(), {});
     return reactor.get();
@@ -457,6 +475,9 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
   }
   absl::StatusOr<ExecuteInput> in = ExecuteInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
+  absl::StatusOr<RemoteExecutor*> executor = core_.executor(in->device);
+  if (!executor.ok()) return Finish(ctx, executor.status());
+  core_.timing().MarkInUse(in->device);
   // The tensors are held until the call is done: counted against the
   // tenant's limits for as long.
   const ConvProblem& p = in->problem;
@@ -469,16 +490,15 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
   auto held = std::make_shared<ExecuteLimiter::Ticket>(*std::move(ticket));
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   auto run = std::make_shared<ExecuteInput>(*std::move(in));
-  core_.executor().Execute(run->problem, run->solver_id, run->tensors,
-                           [call, resp, run, held](absl::StatusOr<double> ms) {
-                             call->Answer([&] {
-                               if (ms.ok())
-                                 FillExecuteResponse(*run, *ms, resp);
-                               held->reset();
-                               return ms.status();
-                             });
-                             held->reset();
-                           });
+  (*executor)->Execute(run->problem, run->solver_id, run->tensors,
+                       [call, resp, run, held](absl::StatusOr<double> ms) {
+                         call->Answer([&] {
+                           if (ms.ok()) FillExecuteResponse(*run, *ms, resp);
+                           held->reset();
+                           return ms.status();
+                         });
+                         held->reset();
+                       });
   return call->reactor();
 }
 

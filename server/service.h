@@ -151,6 +151,9 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   // OK if the caller of `ctx` holds `right`; PermissionDenied otherwise.
   absl::Status Allowed(grpc::CallbackServerContext* ctx, Right right,
                        absl::string_view rpc, Caller* caller = nullptr) const;
+  // Checks that the devices a find names are the daemon's (InvalidArgument
+  // naming the field otherwise) and notes the caller's own as in use.
+  absl::StatusOr<FindInput> TakeDevices(FindInput in);
 
   Core& core_;
   storage::Store& store_;

@@ -70,7 +70,7 @@ int64_t ThreadPool::scheduled() const {
   return scheduled_;
 }
 
-void ThreadPool::DrainAll(std::initializer_list<ThreadPool*> pools) {
+void ThreadPool::DrainAll(absl::Span<ThreadPool* const> pools) {
   auto total = [&] {
     int64_t n = 0;
     for (ThreadPool* p : pools) n += p != nullptr ? p->scheduled() : 0;

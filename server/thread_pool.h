@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 
 namespace convtune {
 
@@ -56,7 +57,7 @@ class ThreadPool {
   // Waits until none of `pools` has a task queued or running, even where
   // their tasks schedule onto each other: done when one pass of waiting on
   // each saw no task scheduled anywhere. Null entries are skipped.
-  static void DrainAll(std::initializer_list<ThreadPool*> pools);
+  static void DrainAll(absl::Span<ThreadPool* const> pools);
 
  private:
   // The tasks of one priority: a FIFO per tenant, and the tenants with

@@ -56,7 +56,7 @@ struct Tuner::Run {
   }
 };
 
-Tuner::Tuner(const Planner& planner, TimingStage& timing, FindRecords& records,
+Tuner::Tuner(const Planner& planner, TimingLanes& timing, FindRecords& records,
              storage::Store& store, ThreadPool& compile_pool,
              Counters& counters, const StopFlag& stop, Options options,
              TuningQuotas* quotas)
@@ -442,7 +442,7 @@ void Tuner::BuildPlans(std::shared_ptr<Run> run, size_t candidate) {
       [this, run](absl::StatusOr<TimingResult> timed) {
         Finish(run, std::move(timed));
       },
-      PriorityOf(*run), run->tenant);
+      PriorityOf(*run), run->tenant, run->request.device);
 }
 
 absl::StatusOr<v1::FindRecord> Tuner::Record(const Run& run,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "server/stop_flag.h"
 #include "server/tenant_limits.h"
 #include "server/thread_pool.h"
+#include "server/timing_lanes.h"
 #include "server/timing_stage.h"
 #include "storage/records.h"
 
@@ -44,6 +46,9 @@ struct TuneRequest {
   // A record of the cluster tier answers it, when one is set and holds a
   // valid record (the find mode reads FindDbs, or the run is background).
   bool reads_tier = false;
+  // The device (ordinal) to time on; unset: the timing lanes choose. A run
+  // that others join keeps the device of the caller that started it.
+  std::optional<int> device;
 };
 
 // How far a run has got, as its callers see it.
@@ -89,7 +94,7 @@ class Tuner {
   };
 
   // References must outlive the tuner; `quotas` may be null (no limits).
-  Tuner(const Planner& planner, TimingStage& timing, FindRecords& records,
+  Tuner(const Planner& planner, TimingLanes& timing, FindRecords& records,
         storage::Store& store, ThreadPool& compile_pool, Counters& counters,
         const StopFlag& stop, Options options, TuningQuotas* quotas = nullptr);
 
@@ -179,7 +184,7 @@ class Tuner {
   };
 
   const Planner& planner_;
-  TimingStage& timing_;
+  TimingLanes& timing_;
   FindRecords& records_;
   storage::PerfDb perf_db_;
   ThreadPool& compile_pool_;

@@ -239,6 +239,12 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
     std::cout << absl::StrFormat("queue %-8s %d thread(s), %d waiting\n",
                                  q.name(), q.threads(), q.queued());
   }
+  for (const v1::DeviceStatus& d : s->devices()) {
+    std::cout << absl::StrFormat(
+        "device %-3d %-7s %d tuning job(s) waiting, %d done (%.1f s), %s\n",
+        d.ordinal(), d.state(), d.jobs_waiting(), d.jobs_done(),
+        d.busy_ms() / 1000.0, d.device_key());
+  }
   std::cout << "tier:       " << (s->tier().empty() ? "none" : s->tier())
             << "\n";
   if (cluster) {

@@ -1,0 +1,108 @@
+// The devices of one device key that tuning runs on, one lane each: a
+// TimingStage over the device's own measurer and timing queue (one thread),
+// so that timings never overlap on a device and do overlap across devices.
+// A job goes to the device the caller names, else to the device with the
+// fewest jobs queued or running, devices a client said it runs on (MarkInUse)
+// last, the lowest ordinal among equals. Thread-safe; callbacks run on the
+// chosen lane's timing queue.
+#ifndef CONVTUNE_SERVER_TIMING_LANES_H_
+#define CONVTUNE_SERVER_TIMING_LANES_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/device.h"
+#include "server/counters.h"
+#include "server/measurer.h"
+#include "server/quarantine.h"
+#include "server/stop_flag.h"
+#include "server/thread_pool.h"
+#include "server/timing_stage.h"
+
+namespace convtune {
+
+class TimingLanes {
+ public:
+  struct Lane {
+    int ordinal = 0;                // the device's number, as clients name it
+    Measurer* measurer = nullptr;   // runs its plans; must outlive the lanes
+    ThreadPool* queue = nullptr;    // exactly one thread
+  };
+  // What a lane is doing (Status).
+  struct LaneStatus {
+    int ordinal = 0;
+    int64_t jobs_waiting = 0;  // queued or running
+    int64_t jobs_done = 0;
+    double busy_ms = 0;  // device time of the tuning runs done
+    bool in_use = false;  // a client said it runs there, recently
+  };
+
+  // A device a client named is left to it for `in_use_for` after the call
+  // that named it. REQUIRES: lanes non-empty, ordinals distinct, each lane's
+  // measurer and queue set. `info` describes every lane's device (one key).
+  TimingLanes(std::vector<Lane> lanes, const DeviceInfo& info,
+              Quarantine& quarantine, Counters& counters, StopFlag& stop,
+              TimingStage::Options options,
+              std::chrono::milliseconds in_use_for = std::chrono::seconds(10));
+
+  // See TimingStage::SetDeviceLostHandler: called once, with the ordinal
+  // in the reason, whichever device is lost.
+  void SetDeviceLostHandler(std::function<void(const std::string&)> handler);
+
+  // TimingStage::Time on device `device` when set, else on the lane chosen
+  // as above. InvalidArgument (through `done`) for a device not among the
+  // lanes.
+  void Time(std::shared_ptr<TimingJob> job,
+            std::function<void(absl::StatusOr<TimingResult>)> done,
+            ThreadPool::Priority priority = ThreadPool::Priority::kNormal,
+            absl::string_view tenant = {},
+            std::optional<int> device = std::nullopt);
+  // TimingStage::TimeOne, on a lane chosen the same way.
+  void TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
+               std::function<void(absl::StatusOr<double>)> done,
+               std::optional<int> device = std::nullopt);
+
+  // A client runs its own work on `device` (its training job): tuning
+  // leaves that device to it for a while where another is free. Unknown
+  // devices are ignored.
+  void MarkInUse(int device);
+
+  // OK, or InvalidArgument naming the devices there are.
+  absl::Status CheckDevice(int device) const;
+
+  const TimingStage::Options& options() const {
+    return stages_.front()->options();
+  }
+  size_t size() const { return stages_.size(); }
+  std::vector<LaneStatus> Status() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct State {
+    int64_t waiting = 0;
+    int64_t done = 0;
+    double busy_ms = 0;
+    Clock::time_point in_use_until;
+  };
+  // The index of the lane a job goes to; counts the job there.
+  absl::StatusOr<size_t> Take(std::optional<int> device);
+  void Finished(size_t lane, double device_ms);
+
+  std::vector<int> ordinals_;
+  std::vector<std::unique_ptr<TimingStage>> stages_;
+  const std::chrono::milliseconds in_use_for_;
+  mutable absl::Mutex mu_;
+  std::vector<State> state_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace convtune
+
+#endif  // CONVTUNE_SERVER_TIMING_LANES_H_

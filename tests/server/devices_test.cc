@@ -1,0 +1,308 @@
+// Several devices of one key: a core over two CPU devices spreads distinct
+// cold problems over them, tunes an identical one once, honours the device a
+// caller names and leaves one a client runs on; and a real convtuned with
+// --cpu-devices 2 lists both, times on the one named, runs Execute where
+// asked, and refuses devices it does not have.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/defaults.h"
+#include "convtune/v1/service.grpc.pb.h"
+#include "kernels/cpu_device.h"
+#include "kernels/problem_proto.h"
+#include "server/core.h"
+#include "server/solvers/cpu_solvers.h"
+#include "storage/records.h"
+#include "tests/server/daemon_process.h"
+
+namespace convtune {
+namespace {
+
+using ::testing::HasSubstr;
+
+ConvProblem Problem(int64_t c) {
+  ConvProblem p;
+  p.n = 1, p.c = c, p.k = 8, p.in = {1, 10, 10}, p.filter = {1, 3, 3};
+  p.pad = {0, 1, 1};
+  return p;
+}
+
+// Waits up to 20 s for `done`.
+bool WaitFor(const std::function<bool()>& done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+class TwoDeviceCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("convtune-devices");
+    ASSERT_FALSE(dir_.empty());
+    auto store = storage::OpenRocksDbStore(dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    for (int i = 0; i < 2; ++i) {
+      queues_.push_back(std::make_unique<ThreadPool>("timing", 1));
+    }
+    Core::Options options;
+    options.timing.min_repeats = 2;
+    options.timing.budget_ms = 2;
+    options.background_tuning = false;
+    core_ = std::make_unique<Core>(
+        std::vector<Core::DeviceLane>{{.ordinal = 0,
+                                       .device = &devices_[0],
+                                       .timing_queue = queues_[0].get()},
+                                      {.ordinal = 1,
+                                       .device = &devices_[1],
+                                       .timing_queue = queues_[1].get()}},
+        SolverRegistry::Default(), *store_, compile_, options);
+  }
+  void TearDown() override {
+    Release();
+    core_.reset();
+    queues_.clear();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Holds both timing queues until Release, so that jobs queue up.
+  void Hold() {
+    gate_ = std::make_shared<absl::Notification>();
+    for (auto& q : queues_) {
+      q->Schedule([gate = gate_] { gate->WaitForNotification(); });
+    }
+  }
+  void Release() {
+    if (gate_ != nullptr && !gate_->HasBeenNotified()) gate_->Notify();
+  }
+
+  int64_t Waiting(int lane) {
+    return core_->timing().Status()[lane].jobs_waiting;
+  }
+  int64_t Done(int lane) { return core_->timing().Status()[lane].jobs_done; }
+
+  // Starts a find; `found` is set when it is done.
+  void FindAsync(const ConvProblem& p, FindParams params,
+                 absl::StatusOr<FindOutcome>* out, absl::Notification* found) {
+    core_->find().Find(p, params,
+                       [out, found](absl::StatusOr<FindOutcome> outcome) {
+                         *out = std::move(outcome);
+                         found->Notify();
+                       });
+  }
+
+  std::string dir_;
+  CpuDevice devices_[2];
+  std::unique_ptr<storage::Store> store_;
+  ThreadPool compile_{"compile", 2};
+  std::vector<std::unique_ptr<ThreadPool>> queues_;
+  std::unique_ptr<Core> core_;
+  std::shared_ptr<absl::Notification> gate_;
+};
+
+TEST_F(TwoDeviceCoreTest, DistinctColdProblemsSpreadOverTheDevices) {
+  Hold();
+  absl::StatusOr<FindOutcome> a, b;
+  absl::Notification a_done, b_done;
+  FindAsync(Problem(8), {.mode = v1::HYBRID}, &a, &a_done);
+  FindAsync(Problem(16), {.mode = v1::HYBRID}, &b, &b_done);
+  ASSERT_TRUE(WaitFor([&] { return Waiting(0) + Waiting(1) == 2; }));
+  EXPECT_EQ(Waiting(0), 1);
+  EXPECT_EQ(Waiting(1), 1);
+  Release();
+  a_done.WaitForNotification();
+  b_done.WaitForNotification();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(Done(0), 1);
+  EXPECT_EQ(Done(1), 1);
+  // Both are stored under the one key, and answered from the FindDb.
+  auto again = core_->find().FindBlocking(Problem(16), {.mode = v1::HYBRID});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->from_db);
+  EXPECT_EQ(Done(0) + Done(1), 2);
+}
+
+TEST_F(TwoDeviceCoreTest, AnIdenticalProblemIsTunedOnce) {
+  Hold();
+  absl::StatusOr<FindOutcome> a, b;
+  absl::Notification a_done, b_done;
+  FindAsync(Problem(8), {.mode = v1::HYBRID}, &a, &a_done);
+  FindAsync(Problem(8), {.mode = v1::HYBRID}, &b, &b_done);
+  ASSERT_TRUE(WaitFor([&] { return Waiting(0) + Waiting(1) == 1; }));
+  Release();
+  a_done.WaitForNotification();
+  b_done.WaitForNotification();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(Done(0) + Done(1), 1);
+  EXPECT_EQ(core_->counters().tunings, 1);
+  EXPECT_EQ(core_->counters().joined, 1);
+}
+
+TEST_F(TwoDeviceCoreTest, TheNamedDeviceTimesAndOneInUseIsLeftAlone) {
+  // Named: device 1, though device 0 is as free.
+  auto named =
+      core_->find().FindBlocking(Problem(8), {.mode = v1::HYBRID, .device = 1});
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(Done(0), 0);
+  EXPECT_EQ(Done(1), 1);
+  // A client runs on device 0: the next run takes device 1, though both
+  // are idle.
+  core_->timing().MarkInUse(0);
+  auto avoided = core_->find().FindBlocking(Problem(16), {.mode = v1::HYBRID});
+  ASSERT_TRUE(avoided.ok()) << avoided.status();
+  EXPECT_EQ(Done(0), 0);
+  EXPECT_EQ(Done(1), 2);
+  EXPECT_TRUE(core_->timing().Status()[0].in_use);
+  EXPECT_FALSE(core_->timing().Status()[1].in_use);
+  // A device there is not.
+  auto missing = core_->find().FindBlocking(Problem(24),
+                                            {.mode = v1::HYBRID, .device = 2});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("no device 2 here (devices: 0, 1)"));
+  EXPECT_EQ(core_->executor(1).status(), absl::OkStatus());
+  EXPECT_EQ(core_->executor(3).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+class CpuDevicesDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("convtune-cpudev");
+    ASSERT_FALSE(dir_.empty());
+    socket_ = dir_ + "/d.sock";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void Start(testing::DaemonProcess& d, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--socket",          socket_,     "--db",
+                                     dir_ + "/db",        "--backend", "cpu",
+                                     "--background-tune", "off"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(d.Start(CONVTUNED_PATH, args, dir_ + "/d.log"));
+    ASSERT_TRUE(d.WaitServing(socket_)) << d.log();
+    stub_ = v1::ConvTune::NewStub(grpc::CreateChannel(
+        UnixTarget(socket_), grpc::InsecureChannelCredentials()));
+  }
+
+  v1::GetStatusResponse Status() {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse resp;
+    EXPECT_TRUE(stub_->GetStatus(&ctx, {}, &resp).ok());
+    return resp;
+  }
+
+  std::string dir_, socket_;
+  std::unique_ptr<v1::ConvTune::Stub> stub_;
+};
+
+TEST_F(CpuDevicesDaemonTest, TwoDevicesAreListedTimedOnAndRunOn) {
+  testing::DaemonProcess d;
+  Start(d, {"--cpu-devices", "2"});
+  v1::GetStatusResponse status = Status();
+  ASSERT_EQ(status.devices_size(), 2) << status.DebugString();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(status.devices(i).ordinal(), i);
+    EXPECT_EQ(status.devices(i).device_key(), status.device_key());
+    EXPECT_EQ(status.devices(i).state(), "idle");
+  }
+  EXPECT_THAT(status.backend_note(), HasSubstr("2 CPU devices"));
+  int timing_queues = 0;
+  for (const v1::QueueStatus& q : status.queues()) {
+    timing_queues += q.name().rfind("timing", 0) == 0;
+  }
+  EXPECT_EQ(timing_queues, 2);
+
+  v1::ConvProblem wire;
+  ProblemToProto(Problem(8), &wire);
+  {
+    grpc::ClientContext ctx;
+    v1::FindRequest req;
+    *req.mutable_problem() = wire;
+    req.set_mode(v1::NORMAL);
+    req.set_tune_on_device(1);
+    v1::FindResponse resp;
+    grpc::Status s = stub_->Find(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.source(), "tuned");
+  }
+  status = Status();
+  EXPECT_EQ(status.devices(0).jobs_done(), 0);
+  EXPECT_EQ(status.devices(1).jobs_done(), 1);
+  EXPECT_GT(status.devices(1).busy_ms(), 0);
+
+  // The caller says it runs on device 5, or asks to tune there: refused,
+  // naming the field and the devices there are.
+  for (const bool tune : {false, true}) {
+    grpc::ClientContext ctx;
+    v1::FindRequest req;
+    ProblemToProto(Problem(16), req.mutable_problem());
+    if (tune) {
+      req.set_tune_on_device(5);
+    } else {
+      req.set_device(5);
+    }
+    v1::FindResponse resp;
+    grpc::Status s = stub_->Find(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr(std::string(tune ? "tune_on_device" : "device") +
+                          ": no device 5 here (devices: 0, 1)"));
+  }
+
+  // Execute on device 1, which is then in use by this client.
+  ConvProblem p = Problem(8);
+  v1::ExecuteRequest exec;
+  *exec.mutable_problem() = wire;
+  exec.set_solver_id(kCpuDirectNaiveId);
+  exec.set_x(std::string(p.x_bytes(), '\x01'));
+  exec.set_w(std::string(p.w_bytes(), '\x01'));
+  exec.set_device(1);
+  {
+    grpc::ClientContext ctx;
+    v1::ExecuteResponse resp;
+    grpc::Status s = stub_->Execute(&ctx, exec, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.output().size(), static_cast<size_t>(p.y_bytes()));
+  }
+  EXPECT_EQ(Status().devices(1).state(), "in use");
+  exec.set_device(2);
+  {
+    grpc::ClientContext ctx;
+    v1::ExecuteResponse resp;
+    grpc::Status s = stub_->Execute(&ctx, exec, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(), HasSubstr("no device 2 here"));
+  }
+  EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
+}
+
+TEST_F(CpuDevicesDaemonTest, SeveralDevicesNeedTheWorker) {
+  testing::DaemonProcess d;
+  ASSERT_TRUE(
+      d.Start(CONVTUNED_PATH,
+              {"--socket", socket_, "--db", dir_ + "/db", "--backend", "cpu",
+               "--cpu-devices", "2", "--measure-in-worker", "off"},
+              dir_ + "/d.log"));
+  EXPECT_NE(d.WaitExit(20000), 0);
+  EXPECT_THAT(d.log(), HasSubstr("cpu_devices: more than one device needs "
+                                 "measure_in_worker"));
+}
+
+}  // namespace
+}  // namespace convtune

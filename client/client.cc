@@ -125,8 +125,8 @@ absl::StatusOr<int64_t> Client::WorkspaceSize(const ConvProblem& problem) {
   return response.workspace_bytes();
 }
 
-absl::StatusOr<v1::FindResponse> Client::Find(const ConvProblem& problem,
-                                              const FindOptions& options) {
+v1::FindRequest Client::FindRequestFor(const ConvProblem& problem,
+                                       const FindOptions& options) const {
   v1::FindRequest request;
   ProblemToProto(problem, request.mutable_problem());
   if (options.workspace_limit >= 0)
@@ -134,6 +134,16 @@ absl::StatusOr<v1::FindResponse> Client::Find(const ConvProblem& problem,
   request.set_request_count(options.request_count);
   request.set_exhaustive(options.exhaustive);
   request.set_mode(options.mode);
+  request.set_device(options_.device_ordinal);
+  if (options.tune_on_device.has_value()) {
+    request.set_tune_on_device(*options.tune_on_device);
+  }
+  return request;
+}
+
+absl::StatusOr<v1::FindResponse> Client::Find(const ConvProblem& problem,
+                                              const FindOptions& options) {
+  const v1::FindRequest request = FindRequestFor(problem, options);
   v1::FindResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, FindTimeout());
@@ -146,13 +156,7 @@ absl::StatusOr<v1::FindResponse> Client::Find(
     const ConvProblem& problem, const FindOptions& options,
     const std::function<void(const v1::FindProgress&)>& progress) {
   if (!progress) return Find(problem, options);
-  v1::FindRequest request;
-  ProblemToProto(problem, request.mutable_problem());
-  if (options.workspace_limit >= 0)
-    request.set_workspace_limit(options.workspace_limit);
-  request.set_request_count(options.request_count);
-  request.set_exhaustive(options.exhaustive);
-  request.set_mode(options.mode);
+  const v1::FindRequest request = FindRequestFor(problem, options);
   grpc::ClientContext context;
   SetDeadline(&context, FindTimeout());
   std::unique_ptr<grpc::ClientReader<v1::FindEvent>> reader =

@@ -60,6 +60,10 @@ struct FindOptions {
   bool exhaustive = false;       // re-time even on a FindDb hit
   // FIND_MODE_UNSPECIFIED: the daemon's default mode.
   v1::FindMode mode = v1::FIND_MODE_UNSPECIFIED;
+  // The daemon's device a tuning run times on; unset: the daemon picks
+  // one, leaving the client's own device (ClientOptions::device_ordinal)
+  // to it where another is free.
+  std::optional<int> tune_on_device;
 };
 
 // What this client has asked the daemon for and answered itself, so callers
@@ -188,6 +192,11 @@ class Client {
  private:
   Client(std::string target, ClientOptions options,
          std::shared_ptr<grpc::Channel> channel);
+
+  // The request of Find and its streaming form: the client's device named
+  // as the one it runs on.
+  v1::FindRequest FindRequestFor(const ConvProblem& problem,
+                                 const FindOptions& options) const;
 
   // The plan of (problem, solver) in the plan cache, fetched on a miss.
   // Cache entries are never removed, so the pointer stays valid.

@@ -136,15 +136,29 @@ bool ValidTenantName(const std::string& s) {
 }
 
 absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
-  if (absl::Status s = t.OnlyKeys(
-          {"socket",          "socket_mode",      "db",
-           "db_min_free_mb",  "db_recovery",      "system_db",
-           "backend",         "device",           "cpu_devices",
-           "find_mode",       "background_tune",  "compile_threads",
-           "tuning_threads",  "listen_plaintext", "listen_tls",
-           "tls_cert",        "tls_key",          "tls_client_ca",
-           "log_rpcs",        "metrics",          "measure_in_worker",
-           "measure_bound_ms"});
+  if (absl::Status s = t.OnlyKeys({"socket",
+                                   "socket_mode",
+                                   "db",
+                                   "db_min_free_mb",
+                                   "db_recovery",
+                                   "system_db",
+                                   "backend",
+                                   "device",
+                                   "cpu_devices",
+                                   "devices",
+                                   "find_mode",
+                                   "background_tune",
+                                   "compile_threads",
+                                   "tuning_threads",
+                                   "listen_plaintext",
+                                   "listen_tls",
+                                   "tls_cert",
+                                   "tls_key",
+                                   "tls_client_ca",
+                                   "log_rpcs",
+                                   "metrics",
+                                   "measure_in_worker",
+                                   "measure_bound_ms"});
       !s.ok()) {
     return s;
   }
@@ -206,6 +220,7 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
   if (t.Has("device")) o->device_ordinal = static_cast<int>(n);
   if (absl::Status s = t.Int("cpu_devices", 1, 64, &n); !s.ok()) return s;
   if (t.Has("cpu_devices")) o->cpu_devices = static_cast<int>(n);
+  if (absl::Status s = t.Ids("devices", &o->devices); !s.ok()) return s;
   if (absl::Status s = t.Int("compile_threads", 0, 1024, &n); !s.ok()) return s;
   if (t.Has("compile_threads")) o->compile_threads = static_cast<int>(n);
   if (absl::Status s = t.Int("tuning_threads", 0, 1024, &n); !s.ok()) return s;

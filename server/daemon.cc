@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/defaults.h"
 #include "common/file_util.h"
 #include "common/quote.h"
@@ -172,6 +173,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                                                    kMaxCpuDevices, ", got ",
                                                    options.cpu_devices));
   }
+  for (size_t i = 0; i < options.devices.size(); ++i) {
+    if (options.devices[i] < 0 || options.devices[i] > 1024) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "devices: ordinals are 0 to 1024, got ", options.devices[i]));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (options.devices[j] == options.devices[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "devices: device ", options.devices[i], " is listed twice"));
+      }
+    }
+  }
   if (options.cpu_devices > 1) {
     if (!options.measure_in_worker) {
       return absl::InvalidArgumentError(
@@ -254,6 +267,13 @@ absl::Status Daemon::Init() {
     }
     std::cerr << "convtuned: " << stamped.message() << std::endl;
   }
+  if (!options_.devices.empty()) {
+    if (options_.cpu_devices > 1) {
+      return absl::InvalidArgumentError(
+          "devices: names GPUs; cpu_devices splits the CPU; not both");
+    }
+    options_.device_ordinal = options_.devices.front();
+  }
   ASSIGN_OR_RETURN(SelectedBackend backend,
                    SelectBackend(options_.backend, options_.device_ordinal));
   device_ = std::move(backend.device);
@@ -272,8 +292,35 @@ absl::Status Daemon::Init() {
                     " CPU devices of ", options_.tuning_threads,
                     " thread(s) each");
   }
+  if (options_.devices.size() > 1) {
+    const v1::Backend kind = device_->info().backend;
+    if (kind == v1::CPU) {
+      return absl::InvalidArgumentError(
+          "devices: names GPUs, and the backend is cpu (cpu_devices splits "
+          "the CPU)");
+    }
+    for (size_t i = 1; i < options_.devices.size(); ++i) {
+      ASSIGN_OR_RETURN(SelectedBackend more,
+                       SelectBackend(BackendName(kind), options_.devices[i]));
+      if (more.device->info().Key() != device_->info().Key()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "devices: device ", options_.devices[i], " (",
+            more.device->info().Key(), ") is not of the key of device ",
+            options_.devices[0], " (", device_->info().Key(),
+            "); one daemon's devices share one key"));
+      }
+      more_devices_.push_back(std::move(more.device));
+    }
+    absl::StrAppend(&backend_note_, "; devices ",
+                    absl::StrJoin(options_.devices, ", "));
+  }
   std::vector<Device*> devices = {device_.get()};
   for (const auto& d : more_devices_) devices.push_back(d.get());
+  for (Device* d : devices) {
+    if (kernel_builder_ != nullptr && d != device_.get()) {
+      kernel_builder_->AddDevice(d);
+    }
+  }
   if (compiler_ != nullptr) {
     kernel_builder_ = std::make_unique<KernelBuilder>(
         device_.get(), *compiler_, *store_, device_->info().arch);
@@ -291,11 +338,11 @@ absl::Status Daemon::Init() {
     WorkerOptions worker{
         .exe = options_.measure_worker_exe,
         .backend = std::string(BackendName(device_->info().backend)),
-        .ordinal =
-            devices.size() > 1 ? static_cast<int>(i) : options_.device_ordinal,
+        .ordinal = Ordinal(i),
         .device_key = device_->info().Key(),
         .threads = options_.tuning_threads,
-        .nice = options_.tuning_nice};
+        .nice = options_.tuning_nice,
+        .cpus = CpuShare(i)};
     if (kernel_builder_ != nullptr) {
       worker.code_object =
           [builder = kernel_builder_.get()](const std::string& hash) {
@@ -313,8 +360,7 @@ absl::Status Daemon::Init() {
         devices.size() > 1 ? absl::StrCat("ct-timing", i) : "ct-timing", 1,
         options_.tuning_nice));
     lanes.push_back(
-        {.ordinal =
-             devices.size() > 1 ? static_cast<int>(i) : options_.device_ordinal,
+        {.ordinal = Ordinal(i),
          .device = devices[i],
          .timing_queue = timing_queues_.back().get(),
          .measurer = measurers_.empty() ? nullptr : measurers_[i].get()});
@@ -349,6 +395,16 @@ absl::Status Daemon::Init() {
     sources.tunings_in_flight = [this] { return core_->tunings_in_flight(); };
     sources.calls_in_flight = [this] { return call_log_->in_flight(); };
     sources.storage = [this] { return store_->Health(); };
+    sources.devices = [this] {
+      std::vector<MetricsSources::DeviceFigures> out;
+      for (const TimingLanes::LaneStatus& l : core_->timing().Status()) {
+        out.push_back({.ordinal = l.ordinal,
+                       .jobs_waiting = l.jobs_waiting,
+                       .jobs_done = l.jobs_done,
+                       .busy_ms = l.busy_ms});
+      }
+      return out;
+    };
     sources.pools = {{"compile", compile_pool_.get()},
                      {"store", store_pool_.get()}};
     for (const auto& [name, pool] : TimingQueues()) {
@@ -512,6 +568,24 @@ absl::Status Daemon::StartTier() {
                      }
                    });
   return absl::OkStatus();
+}
+
+std::vector<int> Daemon::CpuShare(size_t i) const {
+  std::vector<int> cpus;
+  if (options_.cpu_devices < 2) return cpus;
+  const int hardware =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int k = 0; k < options_.tuning_threads; ++k) {
+    cpus.push_back((static_cast<int>(i) * options_.tuning_threads + k) %
+                   hardware);
+  }
+  return cpus;
+}
+
+int Daemon::Ordinal(size_t i) const {
+  if (options_.devices.size() > 1) return options_.devices[i];
+  return options_.cpu_devices > 1 ? static_cast<int>(i)
+                                  : options_.device_ordinal;
 }
 
 std::vector<std::pair<std::string, ThreadPool*>> Daemon::TimingQueues() const {

@@ -71,6 +71,10 @@ struct DaemonOptions {
   std::string backend = "auto";
   // The GPU's ordinal for cuda / hip. Default: 0.
   int device_ordinal = 0;
+  // The GPUs' ordinals for cuda / hip when the daemon owns several (each
+  // with its own timing queue and measurement worker); they must share one
+  // device key. Empty: device_ordinal alone. Default: empty.
+  std::vector<int> devices;
   // The CPU backend's devices: its tuning threads split into this many
   // devices of an equal share (ordinals 0 to N-1, one device key), each
   // with its own timing queue and measurement worker, so that tuning runs
@@ -167,6 +171,11 @@ class Daemon {
   // The devices' timing queues by name: "timing" for one device, else
   // "timing0", "timing1", ...
   std::vector<std::pair<std::string, ThreadPool*>> TimingQueues() const;
+  // The ordinal of the i-th device: a GPU's own, a CPU device's index.
+  int Ordinal(size_t i) const;
+  // The CPUs the i-th CPU device's worker runs on: its tuning threads'
+  // share, in order (wrapping past the last CPU); empty for one device.
+  std::vector<int> CpuShare(size_t i) const;
   absl::Status StartTier();
   void JoinLostShutdown();
   void WatchStorage();
@@ -174,7 +183,7 @@ class Daemon {
   DaemonOptions options_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<Device> device_;  // the first device
-  // The others (CPU devices past the first).
+  // The others (GPUs or CPU devices past the first).
   std::vector<std::unique_ptr<Device>> more_devices_;
   std::unique_ptr<KernelCompiler> compiler_;  // null on the CPU
   std::unique_ptr<KernelBuilder> kernel_builder_;

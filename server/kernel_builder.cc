@@ -17,10 +17,9 @@ struct KernelBuilder::InFlight {
 
 KernelBuilder::KernelBuilder(Device* device, const KernelCompiler& compiler,
                              storage::Store& store, std::string arch)
-    : device_(device),
-      compiler_(compiler),
-      cache_(&store),
-      arch_(std::move(arch)) {}
+    : compiler_(compiler), cache_(&store), arch_(std::move(arch)) {
+  if (device != nullptr) devices_.push_back(device);
+}
 
 BuildStats KernelBuilder::stats() const {
   absl::MutexLock lock(&mu_);
@@ -73,8 +72,9 @@ absl::StatusOr<std::string> KernelBuilder::BuildSource(
   std::string hash = CodeObjectHash(compiler_.backend(), req.arch, req.source,
                                     req.options, compiler_.version());
   ASSIGN_OR_RETURN(CodeObject code, Lookup(hash, req, compiled));
-  if (device_ != nullptr && !device_->HasCodeObject(hash)) {
-    RETURN_IF_ERROR(device_->LoadCodeObject(hash, *code));
+  for (Device* device : devices_) {
+    if (device->HasCodeObject(hash)) continue;
+    RETURN_IF_ERROR(device->LoadCodeObject(hash, *code));
     absl::MutexLock lock(&mu_);
     ++stats_.loaded;
   }

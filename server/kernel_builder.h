@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -36,6 +37,10 @@ class KernelBuilder {
   // target ("sm_90", "gfx90a"). References must outlive the builder.
   KernelBuilder(Device* device, const KernelCompiler& compiler,
                 storage::Store& store, std::string arch);
+
+  // Loads what it builds into `device` too (another device of the same key).
+  // Call before the first build. Must outlive the builder.
+  void AddDevice(Device* device) { devices_.push_back(device); }
 
   // Compiles (or finds) every source of `plan` and sets code_object_hash on
   // every step but library steps ("blas.*"), which keep none. InvalidArgument
@@ -72,7 +77,7 @@ class KernelBuilder {
                                             const CompileRequest& req,
                                             bool* compiled);
 
-  Device* const device_;
+  std::vector<Device*> devices_;  // what builds are loaded into
   const KernelCompiler& compiler_;
   storage::KernelCache cache_;
   const std::string arch_;

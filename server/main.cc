@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/defaults.h"
 #include "common/quote.h"
 #include "server/config.h"
@@ -76,6 +77,9 @@ flags:
                          the CPU and says why. An explicit GPU backend that
                          cannot be opened is an error. default: auto
   --device N             GPU ordinal for cuda / hip. default: 0
+  --devices N,N,...      the GPUs (cuda / hip ordinals) the daemon owns, each
+                         with its own timing queue and worker; they must be
+                         of one device key. default: --device alone
   --cpu-devices N        the cpu backend as N devices (ordinals 0 to N-1), the
                          tuning threads split evenly between them, each timed
                          in its own worker: tuning runs on N at once, never
@@ -174,6 +178,7 @@ bool IsFlag(const std::string& name) {
                         "--background-tune",
                         "--device",
                         "--cpu-devices",
+                        "--devices",
                         "--compile-threads",
                         "--tuning-threads",
                         "--max-tensor-bytes",
@@ -351,6 +356,18 @@ int main(int argc, char** argv) {
                                        convtune::QuotePrefix(value), "'"));
       }
       options.device_ordinal = static_cast<int>(n);
+    } else if (flag == "--devices") {
+      options.devices.clear();
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        if (!absl::SimpleAtoi(part, &n) || n < 0 || n > 1024 ||
+            options.devices.size() >= 64) {
+          return UsageError(absl::StrCat(
+              "--devices: expected up to 64 ordinals 0 to 1024 separated by "
+              "commas, got '",
+              convtune::QuotePrefix(value), "'"));
+        }
+        options.devices.push_back(static_cast<int>(n));
+      }
     } else if (flag == "--cpu-devices") {
       if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 64) {
         return UsageError(absl::StrCat("--cpu-devices: expected 1 to 64, got '",

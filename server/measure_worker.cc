@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -18,6 +19,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/problem_proto.h"
@@ -232,24 +235,39 @@ v1::WorkerResponse Serve(Device& device, InProcessMeasurer& measurer,
 
 std::vector<std::string> MeasureWorkerArgs(const WorkerOptions& options,
                                            int fd) {
-  return {absl::StrCat(fd),
-          options.backend,
-          absl::StrCat(options.ordinal),
-          absl::StrCat(options.threads),
-          absl::StrCat(options.nice),
-          absl::StrCat(getpid())};
+  std::vector<std::string> args = {absl::StrCat(fd),
+                                   options.backend,
+                                   absl::StrCat(options.ordinal),
+                                   absl::StrCat(options.threads),
+                                   absl::StrCat(options.nice),
+                                   absl::StrCat(getpid())};
+  if (!options.cpus.empty()) args.push_back(absl::StrJoin(options.cpus, ","));
+  return args;
 }
 
 int MeasureWorkerMain(const std::vector<std::string>& args) {
   int fd = -1, ordinal = 0, threads = 1, nice = 0, parent = 0;
-  if (args.size() != 6 || !absl::SimpleAtoi(args[0], &fd) ||
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  bool confined = args.size() == 7;
+  if (confined) {
+    for (absl::string_view c : absl::StrSplit(args[6], ',')) {
+      int n = -1;
+      if (!absl::SimpleAtoi(c, &n) || n < 0 || n >= CPU_SETSIZE) {
+        confined = false;
+        break;
+      }
+      CPU_SET(n, &cpus);
+    }
+  }
+  if ((args.size() != 6 && !confined) || !absl::SimpleAtoi(args[0], &fd) ||
       !absl::SimpleAtoi(args[2], &ordinal) ||
       !absl::SimpleAtoi(args[3], &threads) ||
       !absl::SimpleAtoi(args[4], &nice) ||
       !absl::SimpleAtoi(args[5], &parent)) {
     std::cerr << "convtuned --measure-worker: expected FD BACKEND ORDINAL "
-                 "THREADS NICE PARENT_PID (convtuned starts its workers "
-                 "itself)\n";
+                 "THREADS NICE PARENT_PID [CPUS] (convtuned starts its "
+                 "workers itself)\n";
     return 2;
   }
   // A worker outlives nobody: it dies with the daemon that started it.
@@ -259,6 +277,8 @@ int MeasureWorkerMain(const std::vector<std::string>& args) {
   // A candidate that crashes its worker leaves no core file behind.
   const rlimit no_core{0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
+  // Before any kernel thread starts: they keep the mask.
+  if (confined) sched_setaffinity(0, sizeof(cpus), &cpus);
   cpu::SetNumThreads(threads);
   v1::WorkerHello hello;
   hello.set_pid(getpid());

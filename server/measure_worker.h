@@ -38,6 +38,9 @@ struct WorkerOptions {
   // CPU kernel threads, and the nice value (0 to 19) of the worker.
   int threads = 1;
   int nice = 0;
+  // The CPUs the worker's threads may run on (a CPU device's share of the
+  // machine). Empty: any.
+  std::vector<int> cpus;
   // Wall time allowed for a worker to open its device and say so.
   double start_bound_ms = 120000;
   // A compiled code object by its hash, for plans the worker has not seen.
@@ -107,7 +110,8 @@ class WorkerMeasurer final : public Measurer {
 int MeasureWorkerMain(const std::vector<std::string>& args);
 
 // The arguments WorkerMeasurer passes after "--measure-worker" (exposed for
-// tests that start workers by hand): FD BACKEND ORDINAL THREADS NICE.
+// tests that start workers by hand): FD BACKEND ORDINAL THREADS NICE
+// PARENT_PID, then CPUS ("0,1") when the worker is confined to some.
 std::vector<std::string> MeasureWorkerArgs(const WorkerOptions& options,
                                            int fd);
 

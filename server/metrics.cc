@@ -116,6 +116,27 @@ class Metrics::Scraped : public prometheus::Collectable {
       AddSample(&recovered, static_cast<double>(health.recoveries));
       out.push_back(std::move(recovered));
     }
+    if (sources_.devices) {
+      MetricFamily waiting = Family(
+          "convtune_device_tunings_waiting",
+          "Tuning runs queued or being timed, by device.", MetricType::Gauge);
+      MetricFamily done =
+          Family("convtune_device_tunings_total",
+                 "Tuning runs timed, by device.", MetricType::Counter);
+      MetricFamily busy = Family("convtune_device_busy_seconds_total",
+                                 "Device time of the tuning runs, by device.",
+                                 MetricType::Counter);
+      for (const MetricsSources::DeviceFigures& d : sources_.devices()) {
+        const std::vector<ClientMetric::Label> label = {
+            {"device", absl::StrCat(d.ordinal)}};
+        AddSample(&waiting, static_cast<double>(d.jobs_waiting), label);
+        AddSample(&done, static_cast<double>(d.jobs_done), label);
+        AddSample(&busy, d.busy_ms / 1000.0, label);
+      }
+      out.push_back(std::move(waiting));
+      out.push_back(std::move(done));
+      out.push_back(std::move(busy));
+    }
     if (sources_.kernel_cache) {
       for (const auto& [name, value] : sources_.kernel_cache()) {
         const bool entries = name == "entries";

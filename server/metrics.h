@@ -45,6 +45,15 @@ struct MetricsSources {
   std::function<std::vector<std::pair<std::string, int64_t>>()> kernel_cache;
   // Whether the database takes writes, its failed writes and recoveries.
   std::function<storage::StoreHealth()> storage;
+  // Each device's tuning: runs queued or timed, runs done, and their device
+  // time. Optional.
+  struct DeviceFigures {
+    int ordinal = 0;
+    int64_t jobs_waiting = 0;
+    int64_t jobs_done = 0;
+    double busy_ms = 0;
+  };
+  std::function<std::vector<DeviceFigures>()> devices;
 };
 
 class Metrics {

@@ -147,11 +147,13 @@ absl::StatusOr<ExecuteInput> ExecuteInputFrom(const v1::ExecuteRequest& req,
   ExecuteInput in;
   in.problem = *p;
   in.solver_id = req.solver_id();
-  if (req.device() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device: must be >= 0, got ", req.device()));
+  if (req.has_device()) {
+    if (req.device() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device: must be >= 0, got ", req.device()));
+    }
+    in.device = req.device();
   }
-  in.device = req.device();
   in.tensors = std::make_shared<InlineTensors>();
   for (Tensor t : kAllTensors) {
     const std::string& bytes = *wire[static_cast<int>(t)];

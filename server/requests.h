@@ -88,7 +88,7 @@ struct ExecuteInput {
   ConvProblem problem;
   uint32_t solver_id = 0;
   std::shared_ptr<InlineTensors> tensors;
-  int device = 0;
+  std::optional<int> device;  // unset: the daemon's first
 };
 absl::StatusOr<ExecuteInput> ExecuteInputFrom(const v1::ExecuteRequest& req,
                                               const ServiceOptions& options);

@@ -282,15 +282,15 @@ grpc::ServerUnaryReactor* ConvTuneService::GetWorkspaceSize(
 }
 
 absl::StatusOr<FindInput> ConvTuneService::TakeDevices(FindInput in) {
-  for (const auto& [field, device] :
-       {std::pair<const char*, std::optional<int>>{"device", in.client_device},
-        {"tune_on_device", in.params.device}}) {
-    if (!device.has_value()) continue;
-    if (absl::Status s = core_.timing().CheckDevice(*device); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, s.message().substr(s.message().find(':'))));
+  if (in.params.device.has_value()) {
+    if (absl::Status s = core_.timing().CheckDevice(*in.params.device);
+        !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tune_on_device", s.message().substr(s.message().find(':'))));
     }
   }
+  // The caller may run on a device the daemon does not own: nothing to
+  // leave to it then.
   if (in.client_device.has_value()) {
     core_.timing().MarkInUse(*in.client_device);
   }
@@ -475,9 +475,12 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
   }
   absl::StatusOr<ExecuteInput> in = ExecuteInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
-  absl::StatusOr<RemoteExecutor*> executor = core_.executor(in->device);
+  absl::StatusOr<RemoteExecutor*> executor =
+      in->device.has_value()
+          ? core_.executor(*in->device)
+          : absl::StatusOr<RemoteExecutor*>(&core_.executor());
   if (!executor.ok()) return Finish(ctx, executor.status());
-  core_.timing().MarkInUse(in->device);
+  if (in->device.has_value()) core_.timing().MarkInUse(*in->device);
   // The tensors are held until the call is done: counted against the
   // tenant's limits for as long.
   const ConvProblem& p = in->problem;

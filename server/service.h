@@ -151,8 +151,9 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   // OK if the caller of `ctx` holds `right`; PermissionDenied otherwise.
   absl::Status Allowed(grpc::CallbackServerContext* ctx, Right right,
                        absl::string_view rpc, Caller* caller = nullptr) const;
-  // Checks that the devices a find names are the daemon's (InvalidArgument
-  // naming the field otherwise) and notes the caller's own as in use.
+  // Checks that the device a find is to be tuned on is the daemon's
+  // (InvalidArgument naming tune_on_device otherwise) and notes the
+  // caller's own device as in use.
   absl::StatusOr<FindInput> TakeDevices(FindInput in);
 
   Core& core_;

@@ -27,13 +27,13 @@ void TimingLanes::SetDeviceLostHandler(
   auto once = std::make_shared<std::once_flag>();
   for (size_t i = 0; i < stages_.size(); ++i) {
     const bool several = stages_.size() > 1;
-    stages_[i]->SetDeviceLostHandler(
-        [shared, once, several, ordinal = ordinals_[i]](const std::string& why) {
-          std::call_once(*once, [&] {
-            (*shared)(several ? absl::StrCat("device ", ordinal, ": ", why)
-                              : why);
-          });
-        });
+    stages_[i]->SetDeviceLostHandler([shared, once, several,
+                                      ordinal = ordinals_[i]](
+                                         const std::string& why) {
+      std::call_once(*once, [&] {
+        (*shared)(several ? absl::StrCat("device ", ordinal, ": ", why) : why);
+      });
+    });
   }
 }
 
@@ -42,8 +42,8 @@ absl::Status TimingLanes::CheckDevice(int device) const {
     if (o == device) return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("device: no device ", device, " here (devices: ",
-                   absl::StrJoin(ordinals_, ", "), ")"));
+      absl::StrCat("device: no device ", device,
+                   " here (devices: ", absl::StrJoin(ordinals_, ", "), ")"));
 }
 
 absl::StatusOr<size_t> TimingLanes::Take(std::optional<int> device) {
@@ -84,8 +84,8 @@ void TimingLanes::Time(std::shared_ptr<TimingJob> job,
   if (!lane.ok()) return done(lane.status());
   stages_[*lane]->Time(
       job,
-      [this, lane = *lane, job, done = std::move(done)](
-          absl::StatusOr<TimingResult> result) {
+      [this, lane = *lane, job,
+       done = std::move(done)](absl::StatusOr<TimingResult> result) {
         Finished(lane, job->device_ms);
         done(std::move(result));
       },
@@ -97,12 +97,12 @@ void TimingLanes::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
                           std::optional<int> device) {
   absl::StatusOr<size_t> lane = Take(device);
   if (!lane.ok()) return done(lane.status());
-  stages_[*lane]->TimeOne(p, std::move(plan),
-                          [this, lane = *lane, done = std::move(done)](
-                              absl::StatusOr<double> ms) {
-                            Finished(lane, 0);
-                            done(std::move(ms));
-                          });
+  stages_[*lane]->TimeOne(
+      p, std::move(plan),
+      [this, lane = *lane, done = std::move(done)](absl::StatusOr<double> ms) {
+        Finished(lane, 0);
+        done(std::move(ms));
+      });
 }
 
 void TimingLanes::MarkInUse(int device) {

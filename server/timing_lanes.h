@@ -32,16 +32,16 @@ namespace convtune {
 class TimingLanes {
  public:
   struct Lane {
-    int ordinal = 0;                // the device's number, as clients name it
-    Measurer* measurer = nullptr;   // runs its plans; must outlive the lanes
-    ThreadPool* queue = nullptr;    // exactly one thread
+    int ordinal = 0;               // the device's number, as clients name it
+    Measurer* measurer = nullptr;  // runs its plans; must outlive the lanes
+    ThreadPool* queue = nullptr;   // exactly one thread
   };
   // What a lane is doing (Status).
   struct LaneStatus {
     int ordinal = 0;
     int64_t jobs_waiting = 0;  // queued or running
     int64_t jobs_done = 0;
-    double busy_ms = 0;  // device time of the tuning runs done
+    double busy_ms = 0;   // device time of the tuning runs done
     bool in_use = false;  // a client said it runs there, recently
   };
 

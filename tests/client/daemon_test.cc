@@ -412,5 +412,45 @@ TEST_F(CApiDaemonTest, BackwardFindAndRun) {
   }
 }
 
+// A client says which device it runs on: with two CPU devices, its finds
+// tune on the other, unless it names the device to tune on.
+TEST(ClientDevicesTest, TheClientsDeviceIsLeftToItUnlessItNamesOne) {
+  if (testing::ConvtunedPath().empty())
+    GTEST_SKIP() << "convtuned is not part of this build";
+  testing::TempDir dir;
+  testing::Daemon daemon;
+  ASSERT_EQ(daemon.Start(dir.path(), dir.path() + "/db",
+                         {"--backend", "cpu", "--cpu-devices", "2",
+                          "--background-tune", "off"}),
+            absl::OkStatus())
+      << daemon.Log();
+  ClientOptions options;
+  options.device_ordinal = 0;
+  auto client = Client::Connect(daemon.address(), options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ConvProblem p;
+  p.n = 1, p.c = 8, p.k = 8, p.in = {1, 9, 9}, p.filter = {1, 3, 3};
+  p.pad = {0, 1, 1};
+  FindOptions find;
+  find.mode = v1::HYBRID;
+  absl::StatusOr<v1::FindResponse> found = (*client)->Find(p, find);
+  ASSERT_TRUE(found.ok()) << found.status();
+  absl::StatusOr<v1::GetStatusResponse> status = (*client)->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->devices_size(), 2);
+  EXPECT_EQ(status->devices(0).jobs_done(), 0);
+  EXPECT_EQ(status->devices(0).state(), "in use");
+  EXPECT_EQ(status->devices(1).jobs_done(), 1);
+  p.c = 16;
+  find.tune_on_device = 0;
+  found = (*client)->Find(p, find);
+  ASSERT_TRUE(found.ok()) << found.status();
+  status = (*client)->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices(0).jobs_done(), 1);
+  EXPECT_EQ(status->devices(1).jobs_done(), 1);
+  EXPECT_EQ(daemon.Stop(), absl::OkStatus()) << daemon.Log();
+}
+
 }  // namespace
 }  // namespace convtune

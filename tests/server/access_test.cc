@@ -588,6 +588,9 @@ TEST_F(AccessTest, MetricsParseAsPrometheusTextAndCountByTenant) {
       text,
       HasSubstr("convtune_queue_waiting{priority=\"low\",queue=\"timing\"} 0"));
   EXPECT_THAT(text, HasSubstr("convtune_tunings_in_flight 0"));
+  EXPECT_THAT(text, HasSubstr("convtune_device_tunings_total{device=\"0\"} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("convtune_device_tunings_waiting{device=\"0\"} 0"));
   // The checker itself refuses what is not the format.
   EXPECT_NE(FirstBadLine("convtune_x{a=b} 1\n"), "");
   EXPECT_NE(FirstBadLine("# TYPE convtune_x countr\n"), "");

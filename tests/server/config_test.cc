@@ -73,6 +73,8 @@ TEST_F(ConfigTest, TheDeployExampleLoadsAsDocumented) {
   EXPECT_EQ(o.tier.job_claim, tier.job_claim);
   EXPECT_EQ(o.tier.job_attempts, tier.job_attempts);
   EXPECT_EQ(o.tier_password_file, "/etc/convtune/tier.password");
+  EXPECT_TRUE(o.devices.empty());
+  EXPECT_EQ(o.cpu_devices, 1);
 }
 
 TEST_F(ConfigTest, ReadsEveryKey) {
@@ -87,6 +89,8 @@ db_recovery = "refuse"
 system_db = "/tmp/sys"
 backend = "cpu"
 device = 3
+devices = [2, 5]
+cpu_devices = 4
 find_mode = "NORMAL"
 background_tune = false
 compile_threads = 5
@@ -135,6 +139,8 @@ cert_names = ["ci-runner", "ci.example.com"]
   EXPECT_EQ(o.system_db_dir, "/tmp/sys");
   EXPECT_EQ(o.backend, "cpu");
   EXPECT_EQ(o.device_ordinal, 3);
+  EXPECT_EQ(o.devices, (std::vector<int>{2, 5}));
+  EXPECT_EQ(o.cpu_devices, 4);
   EXPECT_EQ(o.find_mode, "NORMAL");
   EXPECT_FALSE(o.core.background_tuning);
   EXPECT_EQ(o.compile_threads, 5);

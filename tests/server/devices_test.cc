@@ -7,14 +7,18 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/defaults.h"
 #include "convtune/v1/service.grpc.pb.h"
@@ -180,6 +184,28 @@ TEST_F(TwoDeviceCoreTest, TheNamedDeviceTimesAndOneInUseIsLeftAlone) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The Cpus_allowed_list of each measurement worker of `daemon`, sorted.
+std::vector<std::string> WorkerCpus(pid_t daemon) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", daemon, "/task"), ec)) {
+    std::ifstream children(task.path() / "children");
+    for (pid_t child; children >> child;) {
+      std::ifstream cmd(absl::StrCat("/proc/", child, "/cmdline"));
+      const std::string cmdline((std::istreambuf_iterator<char>(cmd)),
+                                std::istreambuf_iterator<char>());
+      if (cmdline.find("--measure-worker") == std::string::npos) continue;
+      std::ifstream status(absl::StrCat("/proc/", child, "/status"));
+      for (std::string line; std::getline(status, line);) {
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) out.push_back(line);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 class CpuDevicesDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -227,6 +253,12 @@ TEST_F(CpuDevicesDaemonTest, TwoDevicesAreListedTimedOnAndRunOn) {
     timing_queues += q.name().rfind("timing", 0) == 0;
   }
   EXPECT_EQ(timing_queues, 2);
+  // A measurement worker per device, each on its own share of the CPUs.
+  const std::vector<std::string> shares = WorkerCpus(d.pid());
+  ASSERT_EQ(shares.size(), 2u) << d.log();
+  if (std::thread::hardware_concurrency() >= 2) {
+    EXPECT_NE(shares[0], shares[1]);
+  }
 
   v1::ConvProblem wire;
   ProblemToProto(Problem(8), &wire);
@@ -245,13 +277,15 @@ TEST_F(CpuDevicesDaemonTest, TwoDevicesAreListedTimedOnAndRunOn) {
   EXPECT_EQ(status.devices(0).jobs_done(), 0);
   EXPECT_EQ(status.devices(1).jobs_done(), 1);
   EXPECT_GT(status.devices(1).busy_ms(), 0);
+  EXPECT_EQ(status.devices(1).state(), "idle");
 
-  // The caller says it runs on device 5, or asks to tune there: refused,
-  // naming the field and the devices there are.
-  for (const bool tune : {false, true}) {
+  // Asked to tune on device 5: refused, naming the field and the devices
+  // there are. A caller that runs on device 5 is no one's concern.
+  for (const bool tune : {true, false}) {
     grpc::ClientContext ctx;
     v1::FindRequest req;
     ProblemToProto(Problem(16), req.mutable_problem());
+    req.set_mode(v1::NORMAL);
     if (tune) {
       req.set_tune_on_device(5);
     } else {
@@ -259,10 +293,14 @@ TEST_F(CpuDevicesDaemonTest, TwoDevicesAreListedTimedOnAndRunOn) {
     }
     v1::FindResponse resp;
     grpc::Status s = stub_->Find(&ctx, req, &resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(s.error_message(),
-                HasSubstr(std::string(tune ? "tune_on_device" : "device") +
-                          ": no device 5 here (devices: 0, 1)"));
+    if (tune) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_THAT(
+          s.error_message(),
+          HasSubstr("tune_on_device: no device 5 here (devices: 0, 1)"));
+    } else {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    }
   }
 
   // Execute on device 1, which is then in use by this client.
@@ -292,16 +330,25 @@ TEST_F(CpuDevicesDaemonTest, TwoDevicesAreListedTimedOnAndRunOn) {
   EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
 }
 
-TEST_F(CpuDevicesDaemonTest, SeveralDevicesNeedTheWorker) {
-  testing::DaemonProcess d;
-  ASSERT_TRUE(
-      d.Start(CONVTUNED_PATH,
-              {"--socket", socket_, "--db", dir_ + "/db", "--backend", "cpu",
-               "--cpu-devices", "2", "--measure-in-worker", "off"},
-              dir_ + "/d.log"));
-  EXPECT_NE(d.WaitExit(20000), 0);
-  EXPECT_THAT(d.log(), HasSubstr("cpu_devices: more than one device needs "
-                                 "measure_in_worker"));
+// Device lists the daemon cannot honour stop it at start, saying why.
+TEST_F(CpuDevicesDaemonTest, DeviceListsItCannotHaveAreRefused) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--cpu-devices", "2", "--measure-in-worker", "off"},
+       "cpu_devices: more than one device needs measure_in_worker"},
+      {{"--devices", "0,1"}, "devices: names GPUs, and the backend is cpu"},
+      {{"--devices", "1,1"}, "devices: device 1 is listed twice"},
+      {{"--devices", "0,x"}, "--devices: expected up to 64 ordinals"},
+      {{"--cpu-devices", "0"}, "--cpu-devices: expected 1 to 64, got '0'"}};
+  for (const auto& [extra, why] : cases) {
+    SCOPED_TRACE(why);
+    testing::DaemonProcess d;
+    std::vector<std::string> args = {"--socket",   socket_,     "--db",
+                                     dir_ + "/db", "--backend", "cpu"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(d.Start(CONVTUNED_PATH, args, dir_ + "/d.log"));
+    EXPECT_NE(d.WaitExit(20000), 0);
+    EXPECT_THAT(d.log(), HasSubstr(why));
+  }
 }
 
 }  // namespace

@@ -135,13 +135,14 @@ convtuneStatus_t CreateHandle(convtuneHandle_t* handle, const char* address,
       options.device_ordinal = device;
     } else if (const char* ordinal = std::getenv("CONVTUNE_DEVICE");
                ordinal != nullptr && *ordinal != '\0') {
-      if (!absl::SimpleAtoi(ordinal, &options.device_ordinal) ||
-          options.device_ordinal < 0) {
+      int n = -1;
+      if (!absl::SimpleAtoi(ordinal, &n) || n < 0) {
         return Fail(nullptr, convtuneStatusBadParm,
                     absl::StrCat("CONVTUNE_DEVICE: expected a GPU ordinal "
                                  ">= 0, got '",
                                  ordinal, "'"));
       }
+      options.device_ordinal = n;
     }
     auto client =
         convtune::Client::Connect(address == nullptr ? "" : address, options);

@@ -134,7 +134,9 @@ v1::FindRequest Client::FindRequestFor(const ConvProblem& problem,
   request.set_request_count(options.request_count);
   request.set_exhaustive(options.exhaustive);
   request.set_mode(options.mode);
-  request.set_device(options_.device_ordinal);
+  if (options_.device_ordinal.has_value()) {
+    request.set_device(*options_.device_ordinal);
+  }
   if (options.tune_on_device.has_value()) {
     request.set_tune_on_device(*options.tune_on_device);
   }
@@ -371,9 +373,10 @@ absl::StatusOr<Device*> Client::DeviceFor(v1::Backend backend) {
       return std::unique_ptr<Device>(*std::move(opened));
     };
     absl::StatusOr<std::unique_ptr<Device>> device =
-        backend == v1::CUDA ? open(CudaDevice::Open(options_.device_ordinal))
+        backend == v1::CUDA
+            ? open(CudaDevice::Open(options_.device_ordinal.value_or(0)))
         : backend == v1::HIP
-            ? open(HipDevice::Open(options_.device_ordinal))
+            ? open(HipDevice::Open(options_.device_ordinal.value_or(0)))
             : absl::UnimplementedError(
                   absl::StrCat("unknown backend '", BackendName(backend), "'"));
     it = gpus_.emplace(backend, std::move(device)).first;

@@ -49,7 +49,10 @@ struct ClientOptions {
   // Deadline of every other call.
   absl::Duration call_timeout = absl::Seconds(30);
   // The GPU that cuda and hip plans run on (opened on the first such plan).
-  int device_ordinal = 0;
+  // Set, it is also named to the daemon in every find as the device this
+  // client runs on, which tuning then leaves to it where another is free.
+  // Unset: GPU 0, named to no one.
+  std::optional<int> device_ordinal;
   // Set: connect with TLS (the address must be host:port).
   std::optional<TlsOptions> tls;
 };

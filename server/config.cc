@@ -146,6 +146,7 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
                                    "device",
                                    "cpu_devices",
                                    "devices",
+                                   "device_in_use_ms",
                                    "find_mode",
                                    "background_tune",
                                    "compile_threads",
@@ -221,6 +222,12 @@ absl::Status LoadDaemon(const Table& t, DaemonOptions* o) {
   if (absl::Status s = t.Int("cpu_devices", 1, 64, &n); !s.ok()) return s;
   if (t.Has("cpu_devices")) o->cpu_devices = static_cast<int>(n);
   if (absl::Status s = t.Ids("devices", &o->devices); !s.ok()) return s;
+  if (absl::Status s = t.Int("device_in_use_ms", 0, 86400000, &n); !s.ok()) {
+    return s;
+  }
+  if (t.Has("device_in_use_ms")) {
+    o->core.device_in_use_ms = static_cast<double>(n);
+  }
   if (absl::Status s = t.Int("compile_threads", 0, 1024, &n); !s.ok()) return s;
   if (t.Has("compile_threads")) o->compile_threads = static_cast<int>(n);
   if (absl::Status s = t.Int("tuning_threads", 0, 1024, &n); !s.ok()) return s;

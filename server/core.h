@@ -73,6 +73,9 @@ class Core {
     int max_background_tunings = 64;
     // Per-tenant limits on tuning.
     TuningQuotas::Limits quotas;
+    // How long a device a client said it runs on is left to it by tuning
+    // (TimingLanes::MarkInUse).
+    double device_in_use_ms = 10000;
   };
 
   // One device of the core's device key: tuning times on it, clients run

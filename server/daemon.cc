@@ -1,6 +1,7 @@
 #include "server/daemon.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -131,6 +132,24 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(
 constexpr int kStoreThreads = 2;
 constexpr int kMaxCpuDevices = 64;
 
+// The CPUs this process may run on, in order.
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency());
+         ++i) {
+      out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &set)) out.push_back(i);
+  }
+  return out;
+}
+
 int DefaultCompileThreads(int tuning_threads) {
   if (const char* env = std::getenv("CONVTUNE_COMPILE_PARALLEL_LEVEL")) {
     int v;
@@ -191,12 +210,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
           "cpu_devices: more than one device needs measure_in_worker (each "
           "device's timings run in its own worker process)");
     }
-    // Each device's share of the tuning threads.
-    options.tuning_threads =
-        std::max(1, options.tuning_threads / options.cpu_devices);
   }
+  // The compile pool feeds every device: sized by the tuning threads of all.
   if (options.compile_threads == 0) {
     options.compile_threads = DefaultCompileThreads(options.tuning_threads);
+  }
+  if (options.cpu_devices > 1) {
+    const int allowed = static_cast<int>(AllowedCpus().size());
+    if (options.cpu_devices > allowed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cpu_devices: ", options.cpu_devices, " devices need as many CPUs; ",
+          "this process may run on ", allowed));
+    }
+    // Each device's share of the tuning threads (the device key counts
+    // them: records of one share are not another's).
+    options.tuning_threads = std::max(
+        1, std::min(options.tuning_threads, allowed) / options.cpu_devices);
   }
   // Before anything runs a CPU kernel: the pool is made once. A process
   // that ran CPU kernels before (a test serving itself) keeps their count.
@@ -316,14 +345,10 @@ absl::Status Daemon::Init() {
   }
   std::vector<Device*> devices = {device_.get()};
   for (const auto& d : more_devices_) devices.push_back(d.get());
-  for (Device* d : devices) {
-    if (kernel_builder_ != nullptr && d != device_.get()) {
-      kernel_builder_->AddDevice(d);
-    }
-  }
   if (compiler_ != nullptr) {
     kernel_builder_ = std::make_unique<KernelBuilder>(
         device_.get(), *compiler_, *store_, device_->info().arch);
+    for (const auto& d : more_devices_) kernel_builder_->AddDevice(d.get());
   }
   if (!options_.system_db_dir.empty()) {
     absl::StatusOr<std::unique_ptr<SystemFindDb>> system =
@@ -573,11 +598,11 @@ absl::Status Daemon::StartTier() {
 std::vector<int> Daemon::CpuShare(size_t i) const {
   std::vector<int> cpus;
   if (options_.cpu_devices < 2) return cpus;
-  const int hardware =
-      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Start checked that each device's share fits the allowed CPUs.
+  const std::vector<int> allowed = AllowedCpus();
   for (int k = 0; k < options_.tuning_threads; ++k) {
-    cpus.push_back((static_cast<int>(i) * options_.tuning_threads + k) %
-                   hardware);
+    const size_t at = i * options_.tuning_threads + k;
+    if (at < allowed.size()) cpus.push_back(allowed[at]);
   }
   return cpus;
 }

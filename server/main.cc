@@ -80,6 +80,9 @@ flags:
   --devices N,N,...      the GPUs (cuda / hip ordinals) the daemon owns, each
                          with its own timing queue and worker; they must be
                          of one device key. default: --device alone
+  --device-in-use-ms MS  how long tuning leaves a device to a client that said
+                         it runs there (a find's or Execute's device), where
+                         another is free. default: 10000
   --cpu-devices N        the cpu backend as N devices (ordinals 0 to N-1), the
                          tuning threads split evenly between them, each timed
                          in its own worker: tuning runs on N at once, never
@@ -178,6 +181,7 @@ bool IsFlag(const std::string& name) {
                         "--background-tune",
                         "--device",
                         "--cpu-devices",
+                        "--device-in-use-ms",
                         "--devices",
                         "--compile-threads",
                         "--tuning-threads",
@@ -368,6 +372,13 @@ int main(int argc, char** argv) {
         }
         options.devices.push_back(static_cast<int>(n));
       }
+    } else if (flag == "--device-in-use-ms") {
+      if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 86400000) {
+        return UsageError(
+            absl::StrCat("--device-in-use-ms: expected 0 to 86400000, got '",
+                         convtune::QuotePrefix(value), "'"));
+      }
+      options.core.device_in_use_ms = static_cast<double>(n);
     } else if (flag == "--cpu-devices") {
       if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 64) {
         return UsageError(absl::StrCat("--cpu-devices: expected 1 to 64, got '",

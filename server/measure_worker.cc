@@ -277,11 +277,16 @@ int MeasureWorkerMain(const std::vector<std::string>& args) {
   // A candidate that crashes its worker leaves no core file behind.
   const rlimit no_core{0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
-  // Before any kernel thread starts: they keep the mask.
-  if (confined) sched_setaffinity(0, sizeof(cpus), &cpus);
-  cpu::SetNumThreads(threads);
   v1::WorkerHello hello;
   hello.set_pid(getpid());
+  // Before any kernel thread starts: they keep the mask.
+  if (confined && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+    hello.set_error(absl::StrCat("cannot confine the worker to CPUs ", args[6],
+                                 ": ", strerror(errno)));
+    (void)WriteFrame(fd, hello);
+    return 1;
+  }
+  cpu::SetNumThreads(threads);
   absl::StatusOr<SelectedBackend> backend = SelectBackend(args[1], ordinal);
   if (!backend.ok()) {
     hello.set_error(std::string(backend.status().message()));

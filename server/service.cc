@@ -283,10 +283,10 @@ grpc::ServerUnaryReactor* ConvTuneService::GetWorkspaceSize(
 
 absl::StatusOr<FindInput> ConvTuneService::TakeDevices(FindInput in) {
   if (in.params.device.has_value()) {
-    if (absl::Status s = core_.timing().CheckDevice(*in.params.device);
+    if (absl::Status s =
+            core_.timing().CheckDevice(*in.params.device, "tune_on_device");
         !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tune_on_device", s.message().substr(s.message().find(':'))));
+      return s;
     }
   }
   // The caller may run on a device the daemon does not own: nothing to
@@ -480,7 +480,6 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
           ? core_.executor(*in->device)
           : absl::StatusOr<RemoteExecutor*>(&core_.executor());
   if (!executor.ok()) return Finish(ctx, executor.status());
-  if (in->device.has_value()) core_.timing().MarkInUse(*in->device);
   // The tensors are held until the call is done: counted against the
   // tenant's limits for as long.
   const ConvProblem& p = in->problem;
@@ -488,6 +487,7 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
       executes_.Acquire(caller.tenant, req->ByteSizeLong() + p.x_bytes() +
                                            p.w_bytes() + p.y_bytes());
   if (!ticket.ok()) return Finish(ctx, ticket.status());
+  if (in->device.has_value()) core_.timing().MarkInUse(*in->device);
   // The slot is given back before the answer goes out: a caller who has its
   // answer may call again at once.
   auto held = std::make_shared<ExecuteLimiter::Ticket>(*std::move(ticket));

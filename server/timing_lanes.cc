@@ -37,12 +37,13 @@ void TimingLanes::SetDeviceLostHandler(
   }
 }
 
-absl::Status TimingLanes::CheckDevice(int device) const {
+absl::Status TimingLanes::CheckDevice(int device,
+                                      absl::string_view field) const {
   for (int o : ordinals_) {
     if (o == device) return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("device: no device ", device,
+      absl::StrCat(field, ": no device ", device,
                    " here (devices: ", absl::StrJoin(ordinals_, ", "), ")"));
 }
 
@@ -69,9 +70,10 @@ absl::StatusOr<size_t> TimingLanes::Take(std::optional<int> device) {
   return best;
 }
 
-void TimingLanes::Finished(size_t lane, double device_ms) {
+void TimingLanes::Finished(size_t lane, bool run, double device_ms) {
   absl::MutexLock lock(&mu_);
   --state_[lane].waiting;
+  if (!run) return;
   ++state_[lane].done;
   state_[lane].busy_ms += device_ms;
 }
@@ -86,7 +88,7 @@ void TimingLanes::Time(std::shared_ptr<TimingJob> job,
       job,
       [this, lane = *lane, job,
        done = std::move(done)](absl::StatusOr<TimingResult> result) {
-        Finished(lane, job->device_ms);
+        Finished(lane, /*run=*/true, job->device_ms);
         done(std::move(result));
       },
       priority, tenant);
@@ -100,7 +102,7 @@ void TimingLanes::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
   stages_[*lane]->TimeOne(
       p, std::move(plan),
       [this, lane = *lane, done = std::move(done)](absl::StatusOr<double> ms) {
-        Finished(lane, 0);
+        Finished(lane, /*run=*/false, 0);
         done(std::move(ms));
       });
 }

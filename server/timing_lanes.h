@@ -3,7 +3,7 @@
 // so that timings never overlap on a device and do overlap across devices.
 // A job goes to the device the caller names, else to the device with the
 // fewest jobs queued or running, devices a client said it runs on (MarkInUse)
-// last, the lowest ordinal among equals. Thread-safe; callbacks run on the
+// last, the first listed among equals. Thread-safe; callbacks run on the
 // chosen lane's timing queue.
 #ifndef CONVTUNE_SERVER_TIMING_LANES_H_
 #define CONVTUNE_SERVER_TIMING_LANES_H_
@@ -39,10 +39,10 @@ class TimingLanes {
   // What a lane is doing (Status).
   struct LaneStatus {
     int ordinal = 0;
-    int64_t jobs_waiting = 0;  // queued or running
-    int64_t jobs_done = 0;
-    double busy_ms = 0;   // device time of the tuning runs done
-    bool in_use = false;  // a client said it runs there, recently
+    int64_t jobs_waiting = 0;  // tuning runs and re-timings queued or running
+    int64_t jobs_done = 0;     // tuning runs ended (timed, failed or cut)
+    double busy_ms = 0;        // their device time
+    bool in_use = false;       // a client said it runs there, recently
   };
 
   // A device a client named is left to it for `in_use_for` after the call
@@ -75,8 +75,9 @@ class TimingLanes {
   // devices are ignored.
   void MarkInUse(int device);
 
-  // OK, or InvalidArgument naming the devices there are.
-  absl::Status CheckDevice(int device) const;
+  // OK, or InvalidArgument naming `field` and the devices there are.
+  absl::Status CheckDevice(int device,
+                           absl::string_view field = "device") const;
 
   const TimingStage::Options& options() const {
     return stages_.front()->options();
@@ -94,7 +95,8 @@ class TimingLanes {
   };
   // The index of the lane a job goes to; counts the job there.
   absl::StatusOr<size_t> Take(std::optional<int> device);
-  void Finished(size_t lane, double device_ms);
+  // A job of `lane` ended; `run`: a tuning run of `device_ms`.
+  void Finished(size_t lane, bool run, double device_ms);
 
   std::vector<int> ordinals_;
   std::vector<std::unique_ptr<TimingStage>> stages_;

@@ -89,6 +89,15 @@ void Tuner::Tune(const ConvProblem& p, const TuneRequest& request, Done done,
     done(s);
     return;
   }
+  // A run on a device there is not would fail only once its plans are
+  // built, and fail every caller that joined it.
+  if (request.device.has_value()) {
+    if (absl::Status s = timing_.CheckDevice(*request.device, "device");
+        !s.ok()) {
+      done(s);
+      return;
+    }
+  }
   auto run = std::make_shared<Run>();
   run->request = request;
   run->tenant = caller.tenant;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/client.h"
@@ -417,11 +418,15 @@ TEST_F(CApiDaemonTest, BackwardFindAndRun) {
 TEST(ClientDevicesTest, TheClientsDeviceIsLeftToItUnlessItNamesOne) {
   if (testing::ConvtunedPath().empty())
     GTEST_SKIP() << "convtuned is not part of this build";
+  if (std::thread::hardware_concurrency() < 2) {
+    GTEST_SKIP() << "two CPU devices need two CPUs";
+  }
   testing::TempDir dir;
   testing::Daemon daemon;
-  ASSERT_EQ(daemon.Start(dir.path(), dir.path() + "/db",
-                         {"--backend", "cpu", "--cpu-devices", "2",
-                          "--background-tune", "off"}),
+  ASSERT_EQ(daemon.Start(
+                dir.path(), dir.path() + "/db",
+                {"--backend", "cpu", "--cpu-devices", "2", "--background-tune",
+                 "off", "--device-in-use-ms", "600000"}),
             absl::OkStatus())
       << daemon.Log();
   ClientOptions options;

@@ -75,6 +75,7 @@ TEST_F(ConfigTest, TheDeployExampleLoadsAsDocumented) {
   EXPECT_EQ(o.tier_password_file, "/etc/convtune/tier.password");
   EXPECT_TRUE(o.devices.empty());
   EXPECT_EQ(o.cpu_devices, 1);
+  EXPECT_EQ(o.core.device_in_use_ms, Core::Options().device_in_use_ms);
 }
 
 TEST_F(ConfigTest, ReadsEveryKey) {
@@ -91,6 +92,7 @@ backend = "cpu"
 device = 3
 devices = [2, 5]
 cpu_devices = 4
+device_in_use_ms = 1500
 find_mode = "NORMAL"
 background_tune = false
 compile_threads = 5
@@ -141,6 +143,7 @@ cert_names = ["ci-runner", "ci.example.com"]
   EXPECT_EQ(o.device_ordinal, 3);
   EXPECT_EQ(o.devices, (std::vector<int>{2, 5}));
   EXPECT_EQ(o.cpu_devices, 4);
+  EXPECT_EQ(o.core.device_in_use_ms, 1500);
   EXPECT_EQ(o.find_mode, "NORMAL");
   EXPECT_FALSE(o.core.background_tuning);
   EXPECT_EQ(o.compile_threads, 5);

@@ -9,8 +9,9 @@
 # build/tests/bench/bench_gpu_vs_cudnn, with the shared problem lists copied
 # in as BUNDLE/shared/problems. The environment chooses what runs:
 #   FILTER       gtest filter for gpu_solvers_test (empty: no tests)
-#   LISTS        "LIST:LAYOUT ..." (LIST a file of the perf-model lists,
-#                LAYOUT NCHW or NHWC; empty: no benchmark)
+#   LISTS        "LIST:LAYOUT[:grouped] ..." (LIST a file of the perf-model
+#                lists, LAYOUT NCHW or NHWC, :grouped for its lines with
+#                more than one group alone; empty: no benchmark)
 #   MAX_SECONDS  each side's time per list (default 60)
 #   NCU          a kernel name: ncu's summary of its launches in the first
 #                list's find (empty: none)
@@ -33,16 +34,21 @@ if [ -n "${FILTER:-}" ]; then
 fi
 
 for item in ${LISTS:-}; do
-  list=${item%%:*}
-  layout=${item##*:}
+  IFS=: read -r list layout only <<< "$item"
   name="${list%.txt}-$layout"
+  path="$lists/$list"
+  if [ "${only:-}" = grouped ]; then
+    name="$name-grouped"
+    path="$out/$name.txt"
+    grep -v -- '--group_count 1 ' "$lists/$list" > "$path"
+  fi
   echo "== $name"
   timeout 500 "$bundle/run" bench_gpu_vs_cudnn --repeats 5 --max-seconds "${MAX_SECONDS:-60}" \
-    --layout "$layout" --json "$out/$name-ours.json" "$lists/$list" > "$out/$name-ours.log" 2>&1
+    --layout "$layout" --json "$out/$name-ours.json" "$path" > "$out/$name-ours.log" 2>&1
   echo "rc=$?" >> "$out/$name-ours.log"
   timeout 300 python3 "$here/tests/bench/torch_peer.py" --repeats 5 --warmup 2 \
     --max-seconds "${MAX_SECONDS:-60}" --layout "$layout" --json "$out/$name-torch.json" \
-    "$lists/$list" > "$out/$name-torch.log" 2>&1
+    "$path" > "$out/$name-torch.log" 2>&1
   echo "rc=$?" >> "$out/$name-torch.log"
   python3 "$here/tests/bench/compare_peers.py" --ours "$out/$name-ours.json" \
     --torch "$out/$name-torch.json" --markdown > "$out/$name.md" 2>&1
@@ -51,8 +57,7 @@ done
 
 if [ -n "${NCU:-}" ] && [ -n "${LISTS:-}" ]; then
   first=${LISTS%% *}
-  list=${first%%:*}
-  layout=${first##*:}
+  IFS=: read -r list layout _ <<< "$first"
   echo "== ncu $NCU"
   timeout 300 ncu --clock-control none -k "regex:$NCU" -c 12 \
     --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \

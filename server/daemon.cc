@@ -620,6 +620,9 @@ std::vector<std::pair<std::string, ThreadPool*>> Daemon::TimingQueues() const {
                                                : std::string("timing"),
                      timing_queues_[i].get());
   }
+  if (core_ != nullptr && core_->timing().dispatch_queue() != nullptr) {
+    out.emplace_back("dispatch", core_->timing().dispatch_queue());
+  }
   return out;
 }
 
@@ -694,6 +697,7 @@ Daemon::~Daemon() {
   // start a training), so they are drained together.
   std::vector<ThreadPool*> pools = {compile_pool_.get(), store_pool_.get()};
   for (const auto& q : timing_queues_) pools.push_back(q.get());
+  if (core_ != nullptr) pools.push_back(core_->timing().dispatch_queue());
   ThreadPool::DrainAll(pools);
   compile_pool_.reset();
   timing_queues_.clear();

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 
 namespace convtune {
 
@@ -17,6 +19,10 @@ TimingLanes::TimingLanes(std::vector<Lane> lanes, const DeviceInfo& info,
     ordinals_.push_back(l.ordinal);
     stages_.push_back(std::make_unique<TimingStage>(
         *l.measurer, info, *l.queue, quarantine, counters, stop, options));
+  }
+  if (lanes.size() > 1) {
+    dispatch_ = std::make_unique<ThreadPool>("ct-dispatch",
+                                             static_cast<int>(lanes.size()));
   }
 }
 
@@ -70,9 +76,33 @@ absl::StatusOr<size_t> TimingLanes::Take(std::optional<int> device) {
   return best;
 }
 
+size_t TimingLanes::TakeFree() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    bool any_free_of_clients = false;
+    for (const State& s : state_) any_free_of_clients |= s.in_use_until <= now;
+    std::optional<size_t> pick;
+    for (size_t i = 0; i < state_.size() && !pick.has_value(); ++i) {
+      const bool in_use = state_[i].in_use_until > now;
+      if (state_[i].waiting == 0 && (!in_use || !any_free_of_clients)) {
+        pick = i;
+      }
+    }
+    if (pick.has_value()) {
+      ++state_[*pick].waiting;
+      return *pick;
+    }
+    // A device's job ending wakes this; a client's mark running out does
+    // not, so look again now and then.
+    freed_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+  }
+}
+
 void TimingLanes::Finished(size_t lane, bool run, double device_ms) {
   absl::MutexLock lock(&mu_);
   --state_[lane].waiting;
+  freed_.SignalAll();
   if (!run) return;
   ++state_[lane].done;
   state_[lane].busy_ms += device_ms;
@@ -82,6 +112,28 @@ void TimingLanes::Time(std::shared_ptr<TimingJob> job,
                        std::function<void(absl::StatusOr<TimingResult>)> done,
                        ThreadPool::Priority priority, absl::string_view tenant,
                        std::optional<int> device) {
+  if (dispatch_ != nullptr && !device.has_value()) {
+    // Held here, fairly ordered, until a device is free: then it takes
+    // that device, and this thread waits for the job to end.
+    dispatch_->Schedule(
+        [this, job = std::move(job), done = std::move(done), priority,
+         tenant = std::string(tenant)]() mutable {
+          const size_t lane = TakeFree();
+          absl::Notification ended;
+          stages_[lane]->Time(
+              job,
+              [this, lane, job, &done,
+               &ended](absl::StatusOr<TimingResult> result) {
+                Finished(lane, /*run=*/true, job->device_ms);
+                done(std::move(result));
+                ended.Notify();
+              },
+              priority, tenant);
+          ended.WaitForNotification();
+        },
+        priority, tenant);
+    return;
+  }
   absl::StatusOr<size_t> lane = Take(device);
   if (!lane.ok()) return done(lane.status());
   stages_[*lane]->Time(

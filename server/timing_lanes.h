@@ -1,10 +1,13 @@
 // The devices of one device key that tuning runs on, one lane each: a
 // TimingStage over the device's own measurer and timing queue (one thread),
 // so that timings never overlap on a device and do overlap across devices.
-// A job goes to the device the caller names, else to the device with the
-// fewest jobs queued or running, devices a client said it runs on (MarkInUse)
-// last, the first listed among equals. Thread-safe; callbacks run on the
-// chosen lane's timing queue.
+// A job goes to the device the caller names. Otherwise, with several
+// devices, it waits in the dispatch queue (a ThreadPool of one thread per
+// device: low priority after normal, tenants taking turns) until a device
+// has no job, and takes the first listed such device that no client said it
+// runs on (MarkInUse); a device in use is taken only when every device is.
+// With one device, jobs queue on it directly. Thread-safe; callbacks run on
+// the chosen lane's timing queue.
 #ifndef CONVTUNE_SERVER_TIMING_LANES_H_
 #define CONVTUNE_SERVER_TIMING_LANES_H_
 
@@ -82,6 +85,9 @@ class TimingLanes {
   const TimingStage::Options& options() const {
     return stages_.front()->options();
   }
+  // The dispatch queue (null with one device): a daemon drains it with the
+  // timing queues.
+  ThreadPool* dispatch_queue() { return dispatch_.get(); }
   size_t size() const { return stages_.size(); }
   std::vector<LaneStatus> Status() const;
 
@@ -95,6 +101,8 @@ class TimingLanes {
   };
   // The index of the lane a job goes to; counts the job there.
   absl::StatusOr<size_t> Take(std::optional<int> device);
+  // Waits for a lane with no job (see above) and counts the job there.
+  size_t TakeFree();
   // A job of `lane` ended; `run`: a tuning run of `device_ms`.
   void Finished(size_t lane, bool run, double device_ms);
 
@@ -103,6 +111,8 @@ class TimingLanes {
   const std::chrono::milliseconds in_use_for_;
   mutable absl::Mutex mu_;
   std::vector<State> state_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar freed_;                   // a lane's job ended
+  std::unique_ptr<ThreadPool> dispatch_;  // declared last: destroyed first
 };
 
 }  // namespace convtune

@@ -14,6 +14,7 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,11 +84,12 @@ class TwoDeviceCoreTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // Holds both timing queues until Release, so that jobs queue up.
-  void Hold() {
+  // Holds both timing queues (or one) until Release, so that jobs queue up.
+  void Hold(std::optional<int> lane = std::nullopt) {
     gate_ = std::make_shared<absl::Notification>();
-    for (auto& q : queues_) {
-      q->Schedule([gate = gate_] { gate->WaitForNotification(); });
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      if (lane.has_value() && *lane != static_cast<int>(i)) continue;
+      queues_[i]->Schedule([gate = gate_] { gate->WaitForNotification(); });
     }
   }
   void Release() {
@@ -139,6 +141,30 @@ TEST_F(TwoDeviceCoreTest, DistinctColdProblemsSpreadOverTheDevices) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->from_db);
   EXPECT_EQ(Done(0) + Done(1), 2);
+}
+
+// A run waits for a device with nothing to do rather than queue behind
+// another device's run: with device 0 held by a run named to it, two runs
+// both take device 1, one after the other.
+TEST_F(TwoDeviceCoreTest, RunsTakeTheDeviceThatIsFree) {
+  Hold(0);
+  absl::StatusOr<FindOutcome> a, b, c;
+  absl::Notification a_done, b_done, c_done;
+  FindAsync(Problem(8), {.mode = v1::HYBRID, .device = 0}, &a, &a_done);
+  ASSERT_TRUE(WaitFor([&] { return Waiting(0) == 1; }));
+  FindAsync(Problem(16), {.mode = v1::HYBRID}, &b, &b_done);
+  FindAsync(Problem(24), {.mode = v1::HYBRID}, &c, &c_done);
+  ASSERT_TRUE(b_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(c_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(Done(1), 2);
+  EXPECT_EQ(Done(0), 0);
+  EXPECT_FALSE(a_done.HasBeenNotified());
+  Release();
+  a_done.WaitForNotification();
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Done(0), 1);
 }
 
 TEST_F(TwoDeviceCoreTest, AnIdenticalProblemIsTunedOnce) {

@@ -365,8 +365,7 @@ class GpuDepthwise final : public GpuSolver {
   absl::StatusOr<v1::ExecutionPlan> MakePlan(
       const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
-    if (IsRows(config)) return MakeRowsPlan(p, config);
-    if (IsVec(config)) return MakeVecPlan(p, config);
+    if (IsRows(config) || IsVec(config)) return MakeFilterPlan(p, config);
     const Launch l = DepthwiseLaunch(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
     const int64_t chunks = WrwChunks(p);
@@ -406,9 +405,11 @@ class GpuDepthwise final : public GpuSolver {
     reduce->add_scalars(chunks);
   }
 
-  // conv_depthwise_nhwc (F, B) or conv_depthwise_nhwc_wrw (W).
-  v1::ExecutionPlan MakeVecPlan(const ConvProblem& p,
-                                const PerfConfig& config) const {
+  // The kernels that compile the filter in: conv_depthwise_rows (NCHW) or
+  // conv_depthwise_nhwc (the vector kernels), with _wrw for W.
+  v1::ExecutionPlan MakeFilterPlan(const ConvProblem& p,
+                                   const PerfConfig& config) const {
+    const bool vec = IsVec(config);
     const Launch l = DepthwiseLaunch(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
     const bool wrw = p.direction == Direction::kBackwardWeights;
@@ -417,14 +418,18 @@ class GpuDepthwise final : public GpuSolver {
     options.push_back(absl::StrCat("-DCT_RFH=", p.filter[1]));
     options.push_back(absl::StrCat("-DCT_RFW=", p.filter[2]));
     options.push_back(absl::StrCat("-DCT_RV=", config[1]));
-    options.push_back(absl::StrCat("-DCT_DV=", VecChannels(p, config)));
-    options.push_back(absl::StrCat("-DCT_RSW=", p.stride[2]));
-    options.push_back(absl::StrCat("-DCT_RDW=", p.dilation[2]));
+    if (vec) {
+      options.push_back(absl::StrCat("-DCT_DV=", VecChannels(p, config)));
+      options.push_back(absl::StrCat("-DCT_RSW=", p.stride[2]));
+      options.push_back(absl::StrCat("-DCT_RDW=", p.dilation[2]));
+    }
     if (wrw && chunks > 1) options.push_back("-DCT_WS_OUT=1");
     const int source = AddSource(&plan, "conv_depthwise.cu", options);
     v1::KernelStep* step = AddGpuStep(
-        &plan, wrw ? "conv_depthwise_nhwc_wrw" : "conv_depthwise_nhwc", source,
-        {l.blocks, l.blocks_y, 1}, static_cast<uint32_t>(l.threads));
+        &plan,
+        absl::StrCat("conv_depthwise_", vec ? "nhwc" : "rows",
+                     wrw ? "_wrw" : ""),
+        source, {l.blocks, l.blocks_y, 1}, static_cast<uint32_t>(l.threads));
     step->set_shared_bytes(static_cast<uint32_t>(l.shared_bytes));
     AddBuffer(step, v1::BUFFER_X);
     AddBuffer(step, v1::BUFFER_W);
@@ -432,35 +437,9 @@ class GpuDepthwise final : public GpuSolver {
     if (wrw && chunks > 1) AddBuffer(step, v1::BUFFER_WORKSPACE);
     AppendProblemScalars(p, step);
     if (wrw) step->add_scalars(chunks);
-    step->add_scalars(VecChannelSplit(p, config).per_block);
-    if (wrw && chunks > 1) AddReduceStep(p, source, chunks, &plan);
-    return plan;
-  }
-
-  // conv_depthwise_rows (F, B) or conv_depthwise_rows_wrw (W).
-  v1::ExecutionPlan MakeRowsPlan(const ConvProblem& p,
-                                 const PerfConfig& config) const {
-    const Launch l = DepthwiseLaunch(p, config);
-    v1::ExecutionPlan plan = NewPlan(p, config);
-    const bool wrw = p.direction == Direction::kBackwardWeights;
-    const int64_t chunks = WrwChunks(p);
-    std::vector<std::string> options = ProblemOptions(p);
-    options.push_back(absl::StrCat("-DCT_RFH=", p.filter[1]));
-    options.push_back(absl::StrCat("-DCT_RFW=", p.filter[2]));
-    options.push_back(absl::StrCat("-DCT_RV=", config[1]));
-    if (wrw && chunks > 1) options.push_back("-DCT_WS_OUT=1");
-    const int source = AddSource(&plan, "conv_depthwise.cu", options);
-    v1::KernelStep* step = AddGpuStep(
-        &plan, wrw ? "conv_depthwise_rows_wrw" : "conv_depthwise_rows", source,
-        {l.blocks, 1, 1}, static_cast<uint32_t>(l.threads));
-    AddBuffer(step, v1::BUFFER_X);
-    AddBuffer(step, v1::BUFFER_W);
-    AddBuffer(step, v1::BUFFER_Y);
-    if (wrw && chunks > 1) AddBuffer(step, v1::BUFFER_WORKSPACE);
-    AppendProblemScalars(p, step);
-    if (wrw) step->add_scalars(chunks);
     step->add_scalars(
-        RowsLaneShift(wrw ? p.out(2) : DstSpatial(p)[2], config[1]));
+        vec ? VecChannelSplit(p, config).per_block
+            : RowsLaneShift(wrw ? p.out(2) : DstSpatial(p)[2], config[1]));
     if (wrw && chunks > 1) AddReduceStep(p, source, chunks, &plan);
     return plan;
   }

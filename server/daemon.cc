@@ -204,12 +204,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
       }
     }
   }
-  if (options.cpu_devices > 1) {
-    if (!options.measure_in_worker) {
-      return absl::InvalidArgumentError(
-          "cpu_devices: more than one device needs measure_in_worker (each "
-          "device's timings run in its own worker process)");
-    }
+  if (options.cpu_devices > 1 && !options.measure_in_worker) {
+    return absl::InvalidArgumentError(
+        "cpu_devices: more than one device needs measure_in_worker (each "
+        "device's timings run in its own worker process)");
   }
   // The compile pool feeds every device: sized by the tuning threads of all.
   if (options.compile_threads == 0) {

@@ -1,6 +1,7 @@
 #include "server/requests.h"
 
 #include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/problem_proto.h"
@@ -23,6 +24,22 @@ int64_t WorkspaceLimitFrom(bool has_limit, int64_t limit) {
   return has_limit && limit >= 0 ? limit : -1;
 }
 
+namespace {
+
+// An optional device ordinal of a request: unset when absent,
+// InvalidArgument naming `field` when negative.
+absl::StatusOr<std::optional<int>> OrdinalFrom(absl::string_view field,
+                                               bool has, int32_t value) {
+  if (!has) return std::nullopt;
+  if (value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be >= 0, got ", value));
+  }
+  return std::optional<int>(value);
+}
+
+}  // namespace
+
 absl::StatusOr<FindInput> FindInputFrom(const v1::FindRequest& req,
                                         const ServiceOptions& options) {
   FindInput in;
@@ -43,20 +60,14 @@ absl::StatusOr<FindInput> FindInputFrom(const v1::FindRequest& req,
     if (!mode.ok()) return mode.status();
     in.params.mode = *mode;
   }
-  if (req.has_device()) {
-    if (req.device() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("device: must be >= 0, got ", req.device()));
-    }
-    in.client_device = req.device();
-  }
-  if (req.has_tune_on_device()) {
-    if (req.tune_on_device() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tune_on_device: must be >= 0, got ", req.tune_on_device()));
-    }
-    in.params.device = req.tune_on_device();
-  }
+  absl::StatusOr<std::optional<int>> device =
+      OrdinalFrom("device", req.has_device(), req.device());
+  if (!device.ok()) return device.status();
+  in.client_device = *device;
+  absl::StatusOr<std::optional<int>> tune_on = OrdinalFrom(
+      "tune_on_device", req.has_tune_on_device(), req.tune_on_device());
+  if (!tune_on.ok()) return tune_on.status();
+  in.params.device = *tune_on;
   return in;
 }
 
@@ -147,13 +158,10 @@ absl::StatusOr<ExecuteInput> ExecuteInputFrom(const v1::ExecuteRequest& req,
   ExecuteInput in;
   in.problem = *p;
   in.solver_id = req.solver_id();
-  if (req.has_device()) {
-    if (req.device() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("device: must be >= 0, got ", req.device()));
-    }
-    in.device = req.device();
-  }
+  absl::StatusOr<std::optional<int>> device =
+      OrdinalFrom("device", req.has_device(), req.device());
+  if (!device.ok()) return device.status();
+  in.device = *device;
   in.tensors = std::make_shared<InlineTensors>();
   for (Tensor t : kAllTensors) {
     const std::string& bytes = *wire[static_cast<int>(t)];

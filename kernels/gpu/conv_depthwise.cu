@@ -636,6 +636,9 @@ CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count,
 #ifndef CT_RDW
 #define CT_RDW 1
 #endif
+#ifndef CT_WT
+#define CT_WT 1
+#endif
 
 struct alignas(CT_DV * sizeof(ct_t)) CtDwVec {
   ct_t e[CT_DV];
@@ -873,33 +876,40 @@ CT_KERNEL void __launch_bounds__(256)
     }
   }
   // The block's sum per tap and channel: lanes' partials through shared
-  // memory, [lane][channel of the block], added in lane order.
+  // memory, [tap of the round][lane][channel of the block], CT_WT taps a
+  // round, each added in lane order.
   float* red = ct_dw_smem;
   const int bch = cvb * CT_DV, taps = CT_RFH * CT_RFW;
   const int bc0 = static_cast<int>(blockIdx.y) * bch;
 #pragma unroll
-  for (int fh = 0; fh < CT_RFH; ++fh)
+  for (int t0 = 0; t0 < taps; t0 += CT_WT) {
+    __syncthreads();
+    if (pl < lanes) {
 #pragma unroll
-    for (int fw = 0; fw < CT_RFW; ++fw) {
-      __syncthreads();
-      if (pl < lanes) {
+      for (int t = 0; t < CT_WT; ++t) {
+        if (t0 + t < taps) {
 #pragma unroll
-        for (int i = 0; i < CT_DV; ++i)
-          red[pl * bch + cvl * CT_DV + i] = acc[fh][fw][i];
-      }
-      __syncthreads();
-      for (int e = tid; e < bch; e += static_cast<int>(blockDim.x)) {
-        const int ch = bc0 + e;
-        if (ch >= c) continue;
-        float s = 0.0f;
-        for (int l = 0; l < lanes; ++l) s += red[l * bch + e];
-        const int idx = ch * taps + fh * CT_RFW + fw;
-#if CT_WS_OUT
-        pws[chunk * (c * taps) + idx] = s;
-#else
-        pw[idx] = ct_from_float<ct_t>(s);
-#endif
+          for (int i = 0; i < CT_DV; ++i)
+            red[(t * lanes + pl) * bch + cvl * CT_DV + i] =
+                acc[(t0 + t) / CT_RFW][(t0 + t) % CT_RFW][i];
+        }
       }
     }
+    __syncthreads();
+    const int round = ct_dw_min(CT_WT, taps - t0) * bch;
+    for (int e = tid; e < round; e += static_cast<int>(blockDim.x)) {
+      const int t = e / bch, ch = bc0 + e % bch;
+      if (ch >= c) continue;
+      const float* part = red + t * lanes * bch + e % bch;
+      float s = 0.0f;
+      for (int l = 0; l < lanes; ++l) s += part[l * bch];
+      const int idx = ch * taps + t0 + t;
+#if CT_WS_OUT
+      pws[chunk * (c * taps) + idx] = s;
+#else
+      pw[idx] = ct_from_float<ct_t>(s);
+#endif
+    }
+  }
 }
 #endif

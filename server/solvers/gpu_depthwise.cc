@@ -86,6 +86,15 @@ constexpr std::array<int64_t, 4> kVecConfigs[] = {
 constexpr int64_t kVecMaxValues = 176;
 constexpr int64_t kVecWrwMaxSums = 100;
 constexpr int64_t kVecWrwMaxValues = 200;
+// A vector W's blocks (chunks of rows times channel blocks): about one a
+// multiprocessor (132 on an H200; a block's threads keep up to 200 values
+// in registers, so one block fills a multiprocessor's registers), as long
+// as each lane still gets kVecWrwMinItems of V outputs a chunk. Each block
+// ends adding its lanes up, so more blocks than that cost more than they
+// hide: on the H200's Shufflenet layers 500 blocks were 1.1-1.3x slower
+// than 70-200, and 36 blocks 1.5x slower than 126.
+constexpr int64_t kVecWrwTargetBlocks = 132;
+constexpr int64_t kVecWrwMinItems = 2;
 
 // Channels a thread of a vector config owns.
 int64_t VecChannels(const ConvProblem& p, const PerfConfig& c) {
@@ -118,6 +127,36 @@ VecSplit VecChannelSplit(const ConvProblem& p, const PerfConfig& c) {
   const int64_t vectors = p.c / VecChannels(p, c);
   const int64_t blocks = CeilDiv(vectors, c[3]);
   return {CeilDiv(vectors, blocks), blocks};
+}
+
+// Threads of a vector config's block: whole lanes of the block's vectors.
+int64_t VecThreads(const ConvProblem& p, const PerfConfig& c) {
+  const int64_t per_block = VecChannelSplit(p, c).per_block;
+  return kMaxThreads / per_block * per_block;
+}
+
+// A vector W's chunks of the (n, oh) rows: enough blocks to fill the
+// device, as long as every lane has work.
+int64_t VecWrwChunks(const ConvProblem& p, const PerfConfig& c) {
+  const VecSplit split = VecChannelSplit(p, c);
+  const int64_t lanes = kMaxThreads / split.per_block;
+  const int64_t rows = p.n * p.out(0) * p.out(1);
+  const int64_t items = rows * CeilDiv(p.out(2), c[1]);
+  return std::clamp<int64_t>(
+      std::min({CeilDiv(kVecWrwTargetBlocks, split.blocks),
+                items / (lanes * kVecWrwMinItems), rows}),
+      1, kMaxChunks);
+}
+
+// Taps a vector W block adds up at once: as many as its threads and
+// shared memory take.
+int64_t VecWrwTapsAtOnce(const ConvProblem& p, const PerfConfig& c) {
+  const int64_t taps = p.filter[1] * p.filter[2];
+  const int64_t channels = VecChannelSplit(p, c).per_block * VecChannels(p, c);
+  const int64_t tap_bytes = VecThreads(p, c) * VecChannels(p, c) *
+                            static_cast<int64_t>(sizeof(float));
+  return std::clamp<int64_t>(
+      std::min(kMaxThreads / channels, kMaxSharedBytes / tap_bytes), 1, taps);
 }
 
 // log2 of the lanes a row kernel gives a row `width` long at `per_lane`
@@ -171,6 +210,12 @@ int64_t WrwChunks(const ConvProblem& p) {
       kMaxChunks);
 }
 
+// A config's chunks of backward weights (1 for F and B).
+int64_t ConfigChunks(const ConvProblem& p, const PerfConfig& c) {
+  if (p.direction != Direction::kBackwardWeights) return 1;
+  return IsVec(c) ? VecWrwChunks(p, c) : WrwChunks(p);
+}
+
 // 32-lane groups of a W block: taps split evenly over at most kMaxWGroups
 // groups of at most kWSlots taps each per pass.
 int64_t WrwGroups(const ConvProblem& p) {
@@ -195,14 +240,15 @@ Launch DepthwiseLaunch(const ConvProblem& p, const PerfConfig& c) {
   if (IsVec(c)) {
     const VecSplit split = VecChannelSplit(p, c);
     const int64_t lanes = kMaxThreads / split.per_block;
-    const int64_t floats = p.direction == Direction::kBackwardWeights
-                               ? lanes * split.per_block * VecChannels(p, c)
-                               : taps * split.per_block * VecChannels(p, c);
-    l.threads = lanes * split.per_block;
+    l.threads = VecThreads(p, c);
     l.blocks_y = split.blocks;
+    const int64_t floats =
+        p.direction == Direction::kBackwardWeights
+            ? l.threads * VecChannels(p, c) * VecWrwTapsAtOnce(p, c)
+            : taps * split.per_block * VecChannels(p, c);
     l.shared_bytes = floats * static_cast<int64_t>(sizeof(float));
     if (p.direction == Direction::kBackwardWeights) {
-      l.blocks = WrwChunks(p);
+      l.blocks = VecWrwChunks(p, c);
     } else {
       const std::array<int64_t, 3> sp = DstSpatial(p);
       l.blocks = CeilDiv(p.n * sp[1] * CeilDiv(sp[2], c[1]), lanes);
@@ -262,9 +308,11 @@ class GpuDepthwise final : public GpuSolver {
           ", C/G ", p.c_per_group(), ", K/G ", p.k_per_group(), ")"));
     }
     RETURN_IF_ERROR(CheckIndex32(p, name()));
-    if (WrwChunks(p) * p.w_elements() > kMaxIndex32) {
+    const int64_t most_chunks =
+        std::max(WrwChunks(p), VecApply(p) ? kMaxChunks : 1);
+    if (most_chunks * p.w_elements() > kMaxIndex32) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "gpu_depthwise indexes its workspace in 32 bits: ", WrwChunks(p),
+          "gpu_depthwise indexes its workspace in 32 bits: ", most_chunks,
           " chunks of ", p.w_elements(), " dw elements exceed 2^31 - 1"));
     }
     if (ConfigSpace(p).empty()) {
@@ -277,8 +325,12 @@ class GpuDepthwise final : public GpuSolver {
     return absl::OkStatus();
   }
 
+  // The most any config takes.
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
-    const int64_t chunks = WrwChunks(p);
+    int64_t chunks = 1;
+    for (const PerfConfig& c : ConfigSpace(p)) {
+      chunks = std::max(chunks, ConfigChunks(p, c));
+    }
     return chunks > 1
                ? chunks * p.w_elements() * static_cast<int64_t>(sizeof(float))
                : 0;
@@ -310,9 +362,17 @@ class GpuDepthwise final : public GpuSolver {
   // The tile with the least estimated cost per useful output: padding of the
   // tile in h, w and channels, idle multiprocessors when the grid is small,
   // and the patch's halo, which mostly hits in L2 and so counts half.
-  // The vector or row kernels where they apply.
+  // The vector or row kernels where they apply; F and W strided along w
+  // take the vector kernels' 2 outputs a thread (on the H200's Shufflenet
+  // layers at stride 2, 1.3-1.6x faster than 4).
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     const std::vector<PerfConfig> space = ConfigSpace(p);
+    if (!space.empty() && IsVec(space.front()) && p.stride[2] > 1 &&
+        p.direction != Direction::kBackwardData) {
+      for (const PerfConfig& c : space) {
+        if (IsVec(c) && c[1] == 2 && c[2] == space.front()[2]) return c;
+      }
+    }
     if (!space.empty() && (IsVec(space.front()) || IsRows(space.front()))) {
       return space.front();
     }
@@ -413,7 +473,7 @@ class GpuDepthwise final : public GpuSolver {
     const Launch l = DepthwiseLaunch(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
     const bool wrw = p.direction == Direction::kBackwardWeights;
-    const int64_t chunks = WrwChunks(p);
+    const int64_t chunks = ConfigChunks(p, config);
     std::vector<std::string> options = ProblemOptions(p);
     options.push_back(absl::StrCat("-DCT_RFH=", p.filter[1]));
     options.push_back(absl::StrCat("-DCT_RFW=", p.filter[2]));
@@ -422,6 +482,10 @@ class GpuDepthwise final : public GpuSolver {
       options.push_back(absl::StrCat("-DCT_DV=", VecChannels(p, config)));
       options.push_back(absl::StrCat("-DCT_RSW=", p.stride[2]));
       options.push_back(absl::StrCat("-DCT_RDW=", p.dilation[2]));
+      if (wrw) {
+        options.push_back(
+            absl::StrCat("-DCT_WT=", VecWrwTapsAtOnce(p, config)));
+      }
     }
     if (wrw && chunks > 1) options.push_back("-DCT_WS_OUT=1");
     const int source = AddSource(&plan, "conv_depthwise.cu", options);

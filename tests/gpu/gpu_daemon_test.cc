@@ -7,11 +7,15 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <optional>
 #include <random>
+#include <thread>
 
+#include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "client/convtune.h"
 #include "common/defaults.h"
+#include "common/status_macros.h"
 #include "convtune/v1/service.grpc.pb.h"
 #include "kernels/cuda_device.h"
 #include "kernels/gpu/cudnn_graph.h"
@@ -260,6 +264,146 @@ TEST_F(GpuDaemonTest, CApiRunsTheCudnnSolutionOnDeviceMemory) {
   convtuneDestroyTensorDescriptor(yd);
   convtuneDestroyConvolutionDescriptor(cd);
   convtuneDestroy(h);
+  EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
+}
+
+// Runs the best solution of `p` through a client on `ordinal`, on that
+// device's memory, against the float64 reference with a NaN-poisoned output.
+absl::Status RunBestOn(const std::string& socket, int ordinal,
+                       const ConvProblem& p, uint64_t seed) {
+  ClientOptions options;
+  options.device_ordinal = ordinal;
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(socket, options);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::unique_ptr<GpuDevice>> dev = CudaDevice::Open(ordinal);
+  if (!dev.ok()) return dev.status();
+  absl::StatusOr<v1::GetSolutionsResponse> solutions =
+      (*client)->GetSolutions(p);
+  if (!solutions.ok()) return solutions.status();
+  if (solutions->solutions_size() == 0) return absl::NotFoundError("none");
+  const uint32_t id = solutions->solutions(0).solution_id();
+  absl::StatusOr<int64_t> ws = (*client)->GetSolutionWorkspaceSize(p, id);
+  if (!ws.ok()) return ws.status();
+  std::mt19937_64 rng(seed);
+  std::vector<float> x(p.x_elements()), w(p.w_elements()), y(p.y_elements());
+  FillRandom(x.data(), p.type, x.size(), rng);
+  FillRandom(w.data(), p.type, w.size(), rng);
+  FillNaN(y.data(), p.type, y.size());
+  auto dx = (*dev)->Allocate(x.size() * 4);
+  auto dw = (*dev)->Allocate(w.size() * 4);
+  auto dy = (*dev)->Allocate(y.size() * 4);
+  auto dws = (*dev)->Allocate(std::max<int64_t>(*ws, 4));
+  if (!dx.ok() || !dw.ok() || !dy.ok() || !dws.ok()) {
+    return absl::ResourceExhaustedError("device memory");
+  }
+  RETURN_IF_ERROR((*dev)->CopyToDevice(dx->get(), x.data(), x.size() * 4));
+  RETURN_IF_ERROR((*dev)->CopyToDevice(dw->get(), w.data(), w.size() * 4));
+  RETURN_IF_ERROR((*dev)->CopyToDevice(dy->get(), y.data(), y.size() * 4));
+  PlanBuffers b{(*dx)->data(), (*dw)->data(), (*dy)->data(), (*dws)->data(),
+                *ws};
+  RETURN_IF_ERROR((*client)->RunImmediate(p, id, b));
+  std::vector<float> result(y.size());
+  RETURN_IF_ERROR(
+      (*dev)->CopyFromDevice(result.data(), **dy, result.size() * 4));
+  HostTensors t{x.data(), w.data(), nullptr};
+  return CheckOutput(p, t, result.data(), 0, rng);
+}
+
+// Every GPU of the node in one daemon (--devices 0,...,N-1): each listed
+// with its key, timed on where a find names it, records shared by all of
+// them, distinct cold finds spread over them, and a client on each running
+// its plan there, all at once. One GPU is a list of one.
+TEST_F(GpuDaemonTest, EveryGpuIsListedTimedOnSharedAndRunOn) {
+  int count = 1;
+  while (count < 8 && CudaDevice::Open(count).ok()) ++count;
+  std::vector<std::string> ordinals;
+  for (int i = 0; i < count; ++i) ordinals.push_back(absl::StrCat(i));
+  const std::string socket = dir_ + "/m.sock";
+  DaemonProcess d;
+  ASSERT_TRUE(d.Start(
+      Convtuned(),
+      {"--backend", "cuda", "--socket", socket, "--db", dir_ + "/db",
+       "--background-tune", "off", "--devices", absl::StrJoin(ordinals, ",")},
+      dir_ + "/devices.log"));
+  ASSERT_TRUE(d.WaitServing(socket, 60000)) << d.log();
+  auto stub = v1::ConvTune::NewStub(grpc::CreateChannel(
+      UnixTarget(socket), grpc::InsecureChannelCredentials()));
+  const auto status = [&] {
+    grpc::ClientContext ctx;
+    v1::GetStatusResponse resp;
+    EXPECT_TRUE(stub->GetStatus(&ctx, {}, &resp).ok());
+    return resp;
+  };
+  const auto problem = [](int64_t c) {
+    ConvProblem p;
+    p.n = 8, p.c = c, p.k = 32;
+    p.in = {1, 28, 28};
+    p.filter = {1, 3, 3};
+    p.pad = {0, 1, 1};
+    return p;
+  };
+  const auto find = [&](const ConvProblem& p, std::optional<int> tune_on,
+                        std::optional<int> device) {
+    v1::FindRequest req;
+    ProblemToProto(p, req.mutable_problem());
+    if (tune_on) req.set_tune_on_device(*tune_on);
+    if (device) req.set_device(*device);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(300));
+    v1::FindResponse resp;
+    grpc::Status s = stub->Find(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  };
+
+  v1::GetStatusResponse st = status();
+  ASSERT_EQ(st.devices_size(), count) << st.DebugString();
+  EXPECT_THAT(st.device_key(), HasSubstr("cuda-sm_"));
+  for (int i = 0; i < count; ++i) {
+    EXPECT_EQ(st.devices(i).ordinal(), i);
+    EXPECT_EQ(st.devices(i).device_key(), st.device_key());
+    EXPECT_EQ(st.devices(i).state(), "idle");
+  }
+  // A cold problem timed on each device by name.
+  for (int i = 0; i < count; ++i) {
+    EXPECT_EQ(find(problem(16 + 8 * i), i, std::nullopt).source(), "tuned");
+  }
+  st = status();
+  for (int i = 0; i < count; ++i) {
+    EXPECT_GE(st.devices(i).jobs_done(), 1) << i;
+    EXPECT_GT(st.devices(i).busy_ms(), 0) << i;
+  }
+  // The record is the key's: tuned on device 0, it answers a client on the
+  // last device.
+  EXPECT_TRUE(find(problem(16), std::nullopt, count - 1).from_db());
+  // Distinct cold problems at once, no device named: each device times some.
+  if (count > 1) {
+    std::vector<int64_t> before;
+    for (int i = 0; i < count; ++i) before.push_back(st.devices(i).jobs_done());
+    std::vector<std::thread> finds;
+    for (int j = 0; j < 2 * count; ++j) {
+      finds.emplace_back(
+          [&, j] { find(problem(64 + 8 * j), std::nullopt, std::nullopt); });
+    }
+    for (std::thread& t : finds) t.join();
+    st = status();
+    for (int i = 0; i < count; ++i) {
+      EXPECT_GT(st.devices(i).jobs_done(), before[i]) << i;
+    }
+  }
+  // A client on each device runs its plan there, all at once.
+  std::vector<absl::Status> runs(count);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < count; ++i) {
+    clients.emplace_back([&, i] {
+      runs[i] = RunBestOn(socket, i, problem(16 + 8 * i), 100 + i);
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < count; ++i)
+    EXPECT_TRUE(runs[i].ok()) << i << ": " << runs[i];
   EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
 }
 

@@ -52,7 +52,7 @@ for item in ${LISTS:-}; do
   echo "rc=$?" >> "$out/$name-torch.log"
   python3 "$here/tests/bench/compare_peers.py" --ours "$out/$name-ours.json" \
     --torch "$out/$name-torch.json" --markdown > "$out/$name.md" 2>&1
-  grep -E "^\| (F|B|W) " "$out/$name.md" | head -6
+  grep -E "^\| [^|]+ \| all \| (F|B|W) \|" "$out/$name.md" | cut -d'|' -f4-11
 done
 
 if [ -n "${NCU:-}" ] && [ -n "${LISTS:-}" ]; then

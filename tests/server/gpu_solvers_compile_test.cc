@@ -660,6 +660,29 @@ TEST(GpuSolvers, DepthwiseChannelsLastHasVectorKernels) {
   EXPECT_EQ(step.block(0), 42u * 6);
   EXPECT_EQ(step.grid(0), 10u);  // 2 x 28 rows of 7 four-wide blocks
   EXPECT_EQ(step.shared_bytes(), 9u * 6 * 8 * 4);
+  // W: 56 rows of 7 items in chunks that leave each of the 42 lanes 2 items
+  // or more, its 9 taps added up 5 at a time (256 threads / 48 channels).
+  p.direction = Direction::kBackwardWeights;
+  plan = dw->MakePlan(p, dw->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(Kernels(*plan),
+            (std::vector<std::string>{"conv_depthwise_nhwc_wrw",
+                                      "conv_depthwise_reduce"}));
+  EXPECT_EQ(plan->steps(0).grid(0), 4u);
+  EXPECT_EQ(plan->steps(0).grid(1), 2u);
+  EXPECT_EQ(plan->steps(0).shared_bytes(), 252u * 8 * 5 * 4);
+  const auto& options = plan->sources(0).options();
+  EXPECT_NE(std::find(options.begin(), options.end(), "-DCT_WT=5"),
+            options.end());
+  EXPECT_GE(dw->WorkspaceBytes(p), 4 * p.w_elements() * 4);
+  // Strided along w, F and W take 2 outputs a thread, B keeps 4.
+  p.stride = {1, 2, 2};
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 2, 16, 8}));
+  p.direction = Direction::kForward;
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 2, 16, 8}));
+  p.direction = Direction::kBackwardData;
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 16, 8}));
+  p.direction = Direction::kForward, p.stride = {1, 1, 1};
   // Odd channels take 2-byte vectors; NCHW and a multiplier have none.
   p.c = p.k = p.groups = 13;
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 2, 32}));

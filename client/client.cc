@@ -117,6 +117,7 @@ absl::Status Client::CallError(const grpc::Status& status,
 absl::StatusOr<int64_t> Client::WorkspaceSize(const ConvProblem& problem) {
   v1::WorkspaceSizeRequest request;
   ProblemToProto(problem, request.mutable_problem());
+  NameDevice(&request);
   v1::WorkspaceSizeResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());
@@ -134,9 +135,7 @@ v1::FindRequest Client::FindRequestFor(const ConvProblem& problem,
   request.set_request_count(options.request_count);
   request.set_exhaustive(options.exhaustive);
   request.set_mode(options.mode);
-  if (options_.device_ordinal.has_value()) {
-    request.set_device(*options_.device_ordinal);
-  }
+  NameDevice(&request);
   if (options.tune_on_device.has_value()) {
     request.set_tune_on_device(*options.tune_on_device);
   }
@@ -194,6 +193,7 @@ absl::StatusOr<v1::PrefillResponse> Client::Prefill(
     ProblemToProto(p, request.add_problems());
   }
   if (workspace_limit >= 0) request.set_workspace_limit(workspace_limit);
+  NameDevice(&request);
   v1::PrefillResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());
@@ -224,6 +224,7 @@ absl::StatusOr<const v1::ExecutionPlan*> Client::PlanRef(
   v1::GetPlanRequest request;
   ProblemToProto(problem, request.mutable_problem());
   request.set_solver_id(solver_id);
+  NameDevice(&request);
   v1::GetPlanResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());
@@ -239,6 +240,7 @@ absl::StatusOr<v1::ListSolversResponse> Client::ListSolvers(
     const std::optional<ConvProblem>& problem) {
   v1::ListSolversRequest request;
   if (problem.has_value()) ProblemToProto(*problem, request.mutable_problem());
+  NameDevice(&request);
   v1::ListSolversResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());

@@ -198,6 +198,14 @@ class Client {
 
   // The request of Find and its streaming form: the client's device named
   // as the one it runs on.
+  // Names the client's device (ClientOptions::device_ordinal) in a request
+  // answered for that device's key.
+  template <typename Request>
+  void NameDevice(Request* request) const {
+    if (options_.device_ordinal.has_value()) {
+      request->set_device(*options_.device_ordinal);
+    }
+  }
   v1::FindRequest FindRequestFor(const ConvProblem& problem,
                                  const FindOptions& options) const;
 

@@ -40,10 +40,12 @@ absl::Status AboutSolution(absl::Status status, uint64_t solution_id) {
 }
 
 v1::SolutionRequest MakeSolutionRequest(const ConvProblem& problem,
-                                        uint64_t solution_id) {
+                                        uint64_t solution_id,
+                                        std::optional<int> device) {
   v1::SolutionRequest request;
   ProblemToProto(problem, request.mutable_problem());
   request.set_solution_id(solution_id);
+  if (device.has_value()) request.set_device(*device);
   return request;
 }
 
@@ -57,6 +59,7 @@ absl::StatusOr<v1::GetSolutionsResponse> Client::GetSolutions(
   request.set_max_count(max_count);
   if (workspace_limit >= 0) request.set_workspace_limit(workspace_limit);
   if (background_tune) request.set_background_tune(*background_tune);
+  NameDevice(&request);
   v1::GetSolutionsResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());
@@ -68,7 +71,8 @@ absl::StatusOr<v1::GetSolutionsResponse> Client::GetSolutions(
 absl::StatusOr<int64_t> Client::GetSolutionWorkspaceSize(
     const ConvProblem& problem, uint64_t solution_id) {
   RETURN_IF_ERROR(CheckSolutionId(solution_id));
-  const v1::SolutionRequest request = MakeSolutionRequest(problem, solution_id);
+  const v1::SolutionRequest request =
+      MakeSolutionRequest(problem, solution_id, options_.device_ordinal);
   v1::WorkspaceSizeResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());
@@ -82,7 +86,8 @@ absl::StatusOr<v1::CompileSolutionResponse> Client::CompileSolution(
     const ConvProblem& problem, uint64_t solution_id) {
   RETURN_IF_ERROR(CheckSolutionId(solution_id));
   RETURN_IF_ERROR(ValidateProblem(problem));
-  const v1::SolutionRequest request = MakeSolutionRequest(problem, solution_id);
+  const v1::SolutionRequest request =
+      MakeSolutionRequest(problem, solution_id, options_.device_ordinal);
   v1::CompileSolutionResponse response;
   grpc::ClientContext context;
   // Compiling GPU kernels can take as long as a find.

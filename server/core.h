@@ -128,6 +128,8 @@ class Core {
   FindRecords& records() { return records_; }
   const Quarantine& quarantine() const { return quarantine_; }
   const std::string& device_key() const { return device_key_; }
+  // The ordinals of its devices, in order.
+  const std::vector<int>& ordinals() const { return ordinals_; }
   const DeviceInfo& device_info() const { return device_info_; }
   const SolverRegistry& registry() const { return registry_; }
   EngineCounters counters() const { return counters_.Snapshot(); }

@@ -76,44 +76,58 @@ struct EngineCounters {
 
 // Every counter with its name (the field's), in declaration order: what
 // status and metrics report.
+inline constexpr std::pair<const char*, int64_t EngineCounters::*>
+    kCounterFields[] = {
+        {"finds", &EngineCounters::finds},
+        {"db_hits", &EngineCounters::db_hits},
+        {"system_hits", &EngineCounters::system_hits},
+        {"fallbacks", &EngineCounters::fallbacks},
+        {"tunings", &EngineCounters::tunings},
+        {"joined", &EngineCounters::joined},
+        {"tunings_abandoned", &EngineCounters::tunings_abandoned},
+        {"plans_timed", &EngineCounters::plans_timed},
+        {"plans_retimed", &EngineCounters::plans_retimed},
+        {"verifications", &EngineCounters::verifications},
+        {"verify_rejected", &EngineCounters::verify_rejected},
+        {"solver_failures", &EngineCounters::solver_failures},
+        {"records_stored", &EngineCounters::records_stored},
+        {"records_not_stored", &EngineCounters::records_not_stored},
+        {"records_dropped", &EngineCounters::records_dropped},
+        {"compile_stage_ms", &EngineCounters::compile_stage_ms},
+        {"timing_stage_ms", &EngineCounters::timing_stage_ms},
+        {"device_resets", &EngineCounters::device_resets},
+        {"measure_faults", &EngineCounters::measure_faults},
+        {"measure_timeouts", &EngineCounters::measure_timeouts},
+        {"background_tunings", &EngineCounters::background_tunings},
+        {"background_refused", &EngineCounters::background_refused},
+        {"solvers_quarantined", &EngineCounters::solvers_quarantined},
+        {"tier_hits", &EngineCounters::tier_hits},
+        {"tier_misses", &EngineCounters::tier_misses},
+        {"tier_rejected", &EngineCounters::tier_rejected},
+        {"tier_errors", &EngineCounters::tier_errors},
+        {"tier_skipped", &EngineCounters::tier_skipped},
+        {"tier_published", &EngineCounters::tier_published},
+        {"tier_republished", &EngineCounters::tier_republished},
+        {"tier_dropped", &EngineCounters::tier_dropped},
+        {"tier_waits", &EngineCounters::tier_waits},
+        {"tier_jobs_done", &EngineCounters::tier_jobs_done},
+        {"tier_jobs_failed", &EngineCounters::tier_jobs_failed},
+        {"tier_jobs_dead", &EngineCounters::tier_jobs_dead},
+        {"tier_jobs_claimed", &EngineCounters::tier_jobs_claimed}};
+
 inline std::vector<std::pair<const char*, int64_t>> NamedCounters(
     const EngineCounters& c) {
-  return {{"finds", c.finds},
-          {"db_hits", c.db_hits},
-          {"system_hits", c.system_hits},
-          {"fallbacks", c.fallbacks},
-          {"tunings", c.tunings},
-          {"joined", c.joined},
-          {"tunings_abandoned", c.tunings_abandoned},
-          {"plans_timed", c.plans_timed},
-          {"plans_retimed", c.plans_retimed},
-          {"verifications", c.verifications},
-          {"verify_rejected", c.verify_rejected},
-          {"solver_failures", c.solver_failures},
-          {"records_stored", c.records_stored},
-          {"records_not_stored", c.records_not_stored},
-          {"records_dropped", c.records_dropped},
-          {"compile_stage_ms", c.compile_stage_ms},
-          {"timing_stage_ms", c.timing_stage_ms},
-          {"device_resets", c.device_resets},
-          {"measure_faults", c.measure_faults},
-          {"measure_timeouts", c.measure_timeouts},
-          {"background_tunings", c.background_tunings},
-          {"background_refused", c.background_refused},
-          {"solvers_quarantined", c.solvers_quarantined},
-          {"tier_hits", c.tier_hits},
-          {"tier_misses", c.tier_misses},
-          {"tier_rejected", c.tier_rejected},
-          {"tier_errors", c.tier_errors},
-          {"tier_skipped", c.tier_skipped},
-          {"tier_published", c.tier_published},
-          {"tier_republished", c.tier_republished},
-          {"tier_dropped", c.tier_dropped},
-          {"tier_waits", c.tier_waits},
-          {"tier_jobs_done", c.tier_jobs_done},
-          {"tier_jobs_failed", c.tier_jobs_failed},
-          {"tier_jobs_dead", c.tier_jobs_dead},
-          {"tier_jobs_claimed", c.tier_jobs_claimed}};
+  std::vector<std::pair<const char*, int64_t>> out;
+  for (const auto& [name, field] : kCounterFields) {
+    out.emplace_back(name, c.*field);
+  }
+  return out;
+}
+
+// Adds every counter of `b` to `a` (the counters of several cores).
+inline EngineCounters& operator+=(EngineCounters& a, const EngineCounters& b) {
+  for (const auto& [name, field] : kCounterFields) a.*field += b.*field;
+  return a;
 }
 
 // Milliseconds since `t` on the steady clock: how stages are timed.

@@ -329,13 +329,6 @@ absl::Status Daemon::Init() {
     for (size_t i = 1; i < options_.devices.size(); ++i) {
       ASSIGN_OR_RETURN(SelectedBackend more,
                        SelectBackend(BackendName(kind), options_.devices[i]));
-      if (more.device->info().Key() != device_->info().Key()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "devices: device ", options_.devices[i], " (",
-            more.device->info().Key(), ") is not of the key of device ",
-            options_.devices[0], " (", device_->info().Key(),
-            "); one daemon's devices share one key"));
-      }
       more_devices_.push_back(std::move(more.device));
     }
     absl::StrAppend(&backend_note_, "; devices ",
@@ -343,88 +336,126 @@ absl::Status Daemon::Init() {
   }
   std::vector<Device*> devices = {device_.get()};
   for (const auto& d : more_devices_) devices.push_back(d.get());
-  if (compiler_ != nullptr) {
-    kernel_builder_ = std::make_unique<KernelBuilder>(
-        device_.get(), *compiler_, *store_, device_->info().arch);
-    for (const auto& d : more_devices_) kernel_builder_->AddDevice(d.get());
+  // Devices of one key share a core; a node of mixed GPUs has one a key.
+  for (size_t i = 0; i < devices.size(); ++i) {
+    auto same =
+        std::find_if(keys_.begin(), keys_.end(), [&](const KeyGroup& g) {
+          return devices[g.devices.front()]->info().Key() ==
+                 devices[i]->info().Key();
+        });
+    if (same == keys_.end()) same = keys_.insert(keys_.end(), KeyGroup());
+    same->devices.push_back(i);
   }
-  if (!options_.system_db_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<SystemFindDb>> system =
-        SystemFindDb::Open(options_.system_db_dir, device_->info().Key());
-    if (system.ok()) {
-      system_db_ = *std::move(system);
-    } else if (!absl::IsNotFound(system.status())) {
-      return system.status();
+  if (keys_.size() > 1) {
+    absl::StrAppend(&backend_note_, "; ", keys_.size(), " device keys");
+  }
+  // The key group of device i.
+  std::vector<KeyGroup*> group_of(devices.size());
+  for (KeyGroup& g : keys_) {
+    for (size_t i : g.devices) group_of[i] = &g;
+  }
+  for (KeyGroup& g : keys_) {
+    Device* first = devices[g.devices.front()];
+    if (compiler_ != nullptr) {
+      g.kernel_builder = std::make_unique<KernelBuilder>(
+          first, *compiler_, *store_, first->info().arch);
+      for (size_t k = 1; k < g.devices.size(); ++k) {
+        g.kernel_builder->AddDevice(devices[g.devices[k]]);
+      }
+    }
+    if (!options_.system_db_dir.empty()) {
+      absl::StatusOr<std::unique_ptr<SystemFindDb>> system =
+          SystemFindDb::Open(options_.system_db_dir, first->info().Key());
+      if (system.ok()) {
+        g.system_db = *std::move(system);
+      } else if (!absl::IsNotFound(system.status())) {
+        return system.status();
+      }
     }
   }
   for (size_t i = 0; options_.measure_in_worker && i < devices.size(); ++i) {
     WorkerOptions worker{
         .exe = options_.measure_worker_exe,
-        .backend = std::string(BackendName(device_->info().backend)),
+        .backend = std::string(BackendName(devices[i]->info().backend)),
         .ordinal = Ordinal(i),
-        .device_key = device_->info().Key(),
+        .device_key = devices[i]->info().Key(),
         .threads = options_.tuning_threads,
         .nice = options_.tuning_nice,
         .cpus = CpuShare(i)};
-    if (kernel_builder_ != nullptr) {
-      worker.code_object =
-          [builder = kernel_builder_.get()](const std::string& hash) {
-            return builder->CodeObjectFor(hash);
-          };
+    if (KernelBuilder* builder = group_of[i]->kernel_builder.get();
+        builder != nullptr) {
+      worker.code_object = [builder](const std::string& hash) {
+        return builder->CodeObjectFor(hash);
+      };
     }
     measurers_.push_back(std::make_unique<WorkerMeasurer>(std::move(worker)));
     RETURN_IF_ERROR(measurers_.back()->Start());
   }
   compile_pool_ = std::make_unique<ThreadPool>(
       "ct-compile", options_.compile_threads, options_.tuning_nice);
-  std::vector<Core::DeviceLane> lanes;
   for (size_t i = 0; i < devices.size(); ++i) {
     timing_queues_.push_back(std::make_unique<ThreadPool>(
         devices.size() > 1 ? absl::StrCat("ct-timing", i) : "ct-timing", 1,
         options_.tuning_nice));
-    lanes.push_back(
-        {.ordinal = Ordinal(i),
-         .device = devices[i],
-         .timing_queue = timing_queues_.back().get(),
-         .measurer = measurers_.empty() ? nullptr : measurers_[i].get()});
   }
   store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);
-  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Solver>> faults,
-                   MakeFaultInjectionSolvers(device_->info().backend));
-  if (!faults.empty()) {
-    std::cerr << "convtuned: CONVTUNE_FAULT_SOLVER is set: solver "
-              << faults[0]->name() << " faults on purpose" << std::endl;
+  for (KeyGroup& g : keys_) {
+    std::vector<Core::DeviceLane> lanes;
+    for (size_t i : g.devices) {
+      lanes.push_back(
+          {.ordinal = Ordinal(i),
+           .device = devices[i],
+           .timing_queue = timing_queues_[i].get(),
+           .measurer = measurers_.empty() ? nullptr : measurers_[i].get()});
+    }
+    Device* first = devices[g.devices.front()];
+    ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Solver>> faults,
+                     MakeFaultInjectionSolvers(first->info().backend));
+    if (!faults.empty() && &g == &keys_.front()) {
+      std::cerr << "convtuned: CONVTUNE_FAULT_SOLVER is set: solver "
+                << faults[0]->name() << " faults on purpose" << std::endl;
+    }
+    g.registry = SolverRegistry::WithLibraries(*first, std::move(faults));
+    g.core = std::make_unique<Core>(std::move(lanes), *g.registry, *store_,
+                                    *compile_pool_, options_.core,
+                                    g.system_db.get(), g.kernel_builder.get());
+    g.core->SetDeviceLostHandler([this](const std::string& why) {
+      std::cerr << "convtuned: device lost: " << why
+                << "; stopping (exit status 3) so that a supervisor "
+                   "restarts convtuned"
+                << std::endl;
+      absl::MutexLock lock(&mu_);
+      device_lost_ = why;
+      // Not on the timing queue: Shutdown waits for calls in flight.
+      if (!lost_shutdown_.joinable())
+        lost_shutdown_ = std::thread([this] { Shutdown(); });
+    });
   }
-  registry_ = SolverRegistry::WithLibraries(*device_, std::move(faults));
-  core_ = std::make_unique<Core>(std::move(lanes), *registry_, *store_,
-                                 *compile_pool_, options_.core,
-                                 system_db_.get(), kernel_builder_.get());
-  core_->SetDeviceLostHandler([this](const std::string& why) {
-    std::cerr
-        << "convtuned: device lost: " << why
-        << "; stopping (exit status 3) so that a supervisor restarts convtuned"
-        << std::endl;
-    absl::MutexLock lock(&mu_);
-    device_lost_ = why;
-    // Not on the timing queue: Shutdown waits for calls in flight.
-    if (!lost_shutdown_.joinable())
-      lost_shutdown_ = std::thread([this] { Shutdown(); });
-  });
   if (!options_.tier.address.empty()) RETURN_IF_ERROR(StartTier());
   access_ = std::make_unique<Access>(options_.access, &peers_);
   if (!options_.metrics_address.empty()) {
     MetricsSources sources;
-    sources.counters = [this] { return core_->counters(); };
-    sources.tunings_in_flight = [this] { return core_->tunings_in_flight(); };
+    sources.counters = [this] {
+      EngineCounters sum;
+      for (Core* core : Cores()) sum += core->counters();
+      return sum;
+    };
+    sources.tunings_in_flight = [this] {
+      int64_t n = 0;
+      for (Core* core : Cores()) n += core->tunings_in_flight();
+      return n;
+    };
     sources.calls_in_flight = [this] { return call_log_->in_flight(); };
     sources.storage = [this] { return store_->Health(); };
     sources.devices = [this] {
       std::vector<MetricsSources::DeviceFigures> out;
-      for (const TimingLanes::LaneStatus& l : core_->timing().Status()) {
-        out.push_back({.ordinal = l.ordinal,
-                       .jobs_waiting = l.jobs_waiting,
-                       .jobs_done = l.jobs_done,
-                       .busy_ms = l.busy_ms});
+      for (Core* core : Cores()) {
+        for (const TimingLanes::LaneStatus& l : core->timing().Status()) {
+          out.push_back({.ordinal = l.ordinal,
+                         .jobs_waiting = l.jobs_waiting,
+                         .jobs_done = l.jobs_done,
+                         .busy_ms = l.busy_ms});
+        }
       }
       return out;
     };
@@ -433,9 +464,15 @@ absl::Status Daemon::Init() {
     for (const auto& [name, pool] : TimingQueues()) {
       sources.pools.emplace_back(name, pool);
     }
-    if (kernel_builder_ != nullptr) {
+    if (compiler_ != nullptr) {
       sources.kernel_cache = [this] {
-        const BuildStats s = kernel_builder_->stats();
+        BuildStats s;
+        for (const KeyGroup& g : keys_) {
+          const BuildStats one = g.kernel_builder->stats();
+          s.memory_hits += one.memory_hits;
+          s.store_hits += one.store_hits;
+          s.compiled += one.compiled;
+        }
         absl::StatusOr<int64_t> entries =
             storage::KernelCache(store_.get()).Count();
         return std::vector<std::pair<std::string, int64_t>>{
@@ -454,7 +491,7 @@ absl::Status Daemon::Init() {
     resp->set_version(CONVTUNE_VERSION);
     resp->set_backend_note(backend_note_);
     resp->set_calls_in_flight(call_log_->in_flight());
-    if (core_->tier() != nullptr) resp->set_tier(core_->tier()->Describe());
+    if (core().tier() != nullptr) resp->set_tier(core().tier()->Describe());
     std::vector<std::pair<std::string, ThreadPool*>> pools = {
         {"compile", compile_pool_.get()}};
     for (const auto& p : TimingQueues()) pools.push_back(p);
@@ -465,19 +502,29 @@ absl::Status Daemon::Init() {
       q->set_threads(pool->threads());
       q->set_queued(pool->queued());
     }
-    for (const TimingLanes::LaneStatus& lane : core_->timing().Status()) {
-      v1::DeviceStatus* d = resp->add_devices();
-      d->set_ordinal(lane.ordinal);
-      d->set_device_key(core_->device_key());
-      d->set_jobs_waiting(lane.jobs_waiting);
-      d->set_jobs_done(lane.jobs_done);
-      d->set_busy_ms(lane.busy_ms);
-      d->set_state(lane.jobs_waiting > 0 ? "tuning"
-                   : lane.in_use         ? "in use"
-                                         : "idle");
+    std::vector<v1::DeviceStatus> listed;
+    for (Core* core : Cores()) {
+      for (const TimingLanes::LaneStatus& lane : core->timing().Status()) {
+        v1::DeviceStatus& d = listed.emplace_back();
+        d.set_ordinal(lane.ordinal);
+        d.set_device_key(core->device_key());
+        d.set_jobs_waiting(lane.jobs_waiting);
+        d.set_jobs_done(lane.jobs_done);
+        d.set_busy_ms(lane.busy_ms);
+        d.set_state(lane.jobs_waiting > 0 ? "tuning"
+                    : lane.in_use         ? "in use"
+                                          : "idle");
+      }
     }
+    // In the order the devices were given.
+    std::stable_sort(
+        listed.begin(), listed.end(),
+        [this](const v1::DeviceStatus& a, const v1::DeviceStatus& b) {
+          return DeviceIndex(a.ordinal()) < DeviceIndex(b.ordinal());
+        });
+    for (v1::DeviceStatus& d : listed) *resp->add_devices() = std::move(d);
   };
-  service_ = std::make_unique<ConvTuneService>(*core_, *store_, *store_pool_,
+  service_ = std::make_unique<ConvTuneService>(Cores(), *store_, *store_pool_,
                                                *access_, options_.service);
 
   RETURN_IF_ERROR(PrepareSocketPath(options_.socket_path));
@@ -572,25 +619,45 @@ absl::Status Daemon::StartTier() {
     }
     options_.tier.password = line;
   }
-  // The BLAS's version is part of what library steps' timings depend on.
-  const DeviceInfo& info = device_->info();
-  const std::string scope =
-      info.blas.empty() ? info.Key() : absl::StrCat(info.Key(), "-", info.blas);
-  storage::Store* store = store_.get();
-  const std::string device_key = info.Key();
-  core_->StartTier(options_.tier, scope, CONVTUNE_VERSION,
-                   [store, device_key](
-                       const std::function<void(const v1::FindRecord&)>& each) {
-                     storage::FindDb db(store, device_key);
-                     absl::StatusOr<std::vector<std::string>> keys =
-                         db.ProblemKeys();
-                     if (!keys.ok()) return;
-                     for (const std::string& key : *keys) {
-                       absl::StatusOr<v1::FindRecord> r = db.Get(key);
-                       if (r.ok()) each(*r);
-                     }
-                   });
+  // Each key shares its own records with the fleet. The BLAS's version is
+  // part of what library steps' timings depend on.
+  for (const KeyGroup& g : keys_) {
+    const DeviceInfo& info = g.core->device_info();
+    const std::string scope = info.blas.empty()
+                                  ? info.Key()
+                                  : absl::StrCat(info.Key(), "-", info.blas);
+    storage::Store* store = store_.get();
+    const std::string device_key = info.Key();
+    g.core->StartTier(
+        options_.tier, scope, CONVTUNE_VERSION,
+        [store,
+         device_key](const std::function<void(const v1::FindRecord&)>& each) {
+          storage::FindDb db(store, device_key);
+          absl::StatusOr<std::vector<std::string>> keys = db.ProblemKeys();
+          if (!keys.ok()) return;
+          for (const std::string& key : *keys) {
+            absl::StatusOr<v1::FindRecord> r = db.Get(key);
+            if (r.ok()) each(*r);
+          }
+        });
+  }
   return absl::OkStatus();
+}
+
+std::vector<Core*> Daemon::Cores() const {
+  std::vector<Core*> out;
+  for (const KeyGroup& g : keys_) {
+    if (g.core != nullptr) out.push_back(g.core.get());
+  }
+  return out;
+}
+
+size_t Daemon::DeviceIndex(int ordinal) const {
+  const size_t n = 1 + more_devices_.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (Ordinal(i) == ordinal) return i;
+  }
+  return n;
 }
 
 std::vector<int> Daemon::CpuShare(size_t i) const {
@@ -618,28 +685,34 @@ std::vector<std::pair<std::string, ThreadPool*>> Daemon::TimingQueues() const {
                                                : std::string("timing"),
                      timing_queues_[i].get());
   }
-  if (core_ != nullptr && core_->timing().dispatch_queue() != nullptr) {
-    out.emplace_back("dispatch", core_->timing().dispatch_queue());
+  const std::vector<Core*> cores = Cores();
+  for (size_t i = 0; i < cores.size(); ++i) {
+    if (ThreadPool* q = cores[i]->timing().dispatch_queue(); q != nullptr) {
+      out.emplace_back(cores.size() > 1 ? absl::StrCat("dispatch", i)
+                                        : std::string("dispatch"),
+                       q);
+    }
   }
   return out;
 }
 
 std::string Daemon::TierSummary() {
-  return core_->tier() == nullptr ? "none" : core_->tier()->Describe();
+  return core().tier() == nullptr ? "none" : core().tier()->Describe();
 }
 
 std::string Daemon::SystemDbSummary() const {
   if (options_.system_db_dir.empty()) return "none";
-  if (system_db_ == nullptr) {
+  const SystemFindDb* system_db = keys_.front().system_db.get();
+  if (system_db == nullptr) {
     return absl::StrCat("none for this device in ", options_.system_db_dir);
   }
-  if (system_db_->exact()) {
-    return absl::StrCat(system_db_->path(), " (", system_db_->size(),
+  if (system_db->exact()) {
+    return absl::StrCat(system_db->path(), " (", system_db->size(),
                         " records)");
   }
-  return absl::StrCat(system_db_->path(), " (", system_db_->size(),
+  return absl::StrCat(system_db->path(), " (", system_db->size(),
                       " records) of the nearest compute-unit count: ",
-                      system_db_->source_device_key(), " for ", device_key());
+                      system_db->source_device_key(), " for ", device_key());
 }
 
 void Daemon::Shutdown(int grace_ms) {
@@ -654,7 +727,7 @@ void Daemon::Shutdown(int grace_ms) {
   // shutdown while calls in flight finish.
   if (server_) server_->GetHealthCheckService()->Shutdown();
   if (listener_) listener_->Stop();
-  if (core_) core_->Shutdown();
+  for (Core* core : Cores()) core->Shutdown();
   if (call_log_) call_log_->WaitIdle(absl::Milliseconds(grace_ms));
   // Whoever still waits (on a tuning, an import) hears why, rather than
   // losing the connection.
@@ -695,7 +768,7 @@ Daemon::~Daemon() {
   // start a training), so they are drained together.
   std::vector<ThreadPool*> pools = {compile_pool_.get(), store_pool_.get()};
   for (const auto& q : timing_queues_) pools.push_back(q.get());
-  if (core_ != nullptr) pools.push_back(core_->timing().dispatch_queue());
+  for (Core* core : Cores()) pools.push_back(core->timing().dispatch_queue());
   ThreadPool::DrainAll(pools);
   compile_pool_.reset();
   timing_queues_.clear();
@@ -704,7 +777,7 @@ Daemon::~Daemon() {
   JoinLostShutdown();
   server_.reset();
   service_.reset();
-  core_.reset();
+  keys_.clear();
   if (owns_socket_) unlink(options_.socket_path.c_str());
 }
 

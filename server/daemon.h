@@ -142,8 +142,11 @@ class Daemon {
   void Wait();
 
   const DaemonOptions& options() const { return options_; }
-  Core& core() { return *core_; }
-  const std::string& device_key() const { return core_->device_key(); }
+  // The core of the first device's key.
+  Core& core() { return *keys_.front().core; }
+  const std::string& device_key() const {
+    return keys_.front().core->device_key();
+  }
   // Which backend was chosen and why ("backend auto: no CUDA driver ...").
   const std::string& backend_note() const { return backend_note_; }
   // A line about the system FindDb in use ("none" if there is none).
@@ -173,6 +176,8 @@ class Daemon {
   std::vector<std::pair<std::string, ThreadPool*>> TimingQueues() const;
   // The ordinal of the i-th device: a GPU's own, a CPU device's index.
   int Ordinal(size_t i) const;
+  // The index of the device of `ordinal` (past the last if none).
+  size_t DeviceIndex(int ordinal) const;
   // The CPUs the i-th CPU device's worker runs on: its tuning threads'
   // share, in order (wrapping past the last CPU); empty for one device.
   std::vector<int> CpuShare(size_t i) const;
@@ -186,18 +191,26 @@ class Daemon {
   // The others (GPUs or CPU devices past the first).
   std::vector<std::unique_ptr<Device>> more_devices_;
   std::unique_ptr<KernelCompiler> compiler_;  // null on the CPU
-  std::unique_ptr<KernelBuilder> kernel_builder_;
   // Each device's measurement worker; none when measuring in process.
   std::vector<std::unique_ptr<WorkerMeasurer>> measurers_;
   std::string backend_note_;
-  std::unique_ptr<SystemFindDb> system_db_;
   std::unique_ptr<ThreadPool> compile_pool_;
   // One per device, one thread each.
   std::vector<std::unique_ptr<ThreadPool>> timing_queues_;
   std::unique_ptr<ThreadPool> store_pool_;
-  // The built-in solvers and the device's library solvers.
-  std::unique_ptr<SolverRegistry> registry_;
-  std::unique_ptr<Core> core_;
+  // The devices of one key and what they share: kernels built for them,
+  // the key's system FindDb, the solvers (built-in and the first device's
+  // libraries) and a core. In the order of the devices' first appearance.
+  struct KeyGroup {
+    std::vector<size_t> devices;  // indices into the daemon's devices
+    std::unique_ptr<KernelBuilder> kernel_builder;  // null on the CPU
+    std::unique_ptr<SystemFindDb> system_db;
+    std::unique_ptr<SolverRegistry> registry;
+    std::unique_ptr<Core> core;
+  };
+  std::vector<KeyGroup> keys_;
+  // Every key's core, for the service and status.
+  std::vector<Core*> Cores() const;
   PeerTable peers_;
   std::unique_ptr<Access> access_;
   std::unique_ptr<Metrics> metrics_;

@@ -78,8 +78,9 @@ flags:
                          cannot be opened is an error. default: auto
   --device N             GPU ordinal for cuda / hip. default: 0
   --devices N,N,...      the GPUs (cuda / hip ordinals) the daemon owns, each
-                         with its own timing queue and worker; they must be
-                         of one device key. default: --device alone
+                         with its own timing queue and worker; GPUs of one
+                         device key share records, those of different keys
+                         are kept apart. default: --device alone
   --device-in-use-ms MS  how long tuning leaves a device to a client that said
                          it runs there (a find's or Execute's device), where
                          another is free. default: 10000

@@ -24,10 +24,6 @@ int64_t WorkspaceLimitFrom(bool has_limit, int64_t limit) {
   return has_limit && limit >= 0 ? limit : -1;
 }
 
-namespace {
-
-// An optional device ordinal of a request: unset when absent,
-// InvalidArgument naming `field` when negative.
 absl::StatusOr<std::optional<int>> OrdinalFrom(absl::string_view field,
                                                bool has, int32_t value) {
   if (!has) return std::nullopt;
@@ -37,8 +33,6 @@ absl::StatusOr<std::optional<int>> OrdinalFrom(absl::string_view field,
   }
   return std::optional<int>(value);
 }
-
-}  // namespace
 
 absl::StatusOr<FindInput> FindInputFrom(const v1::FindRequest& req,
                                         const ServiceOptions& options) {

@@ -56,6 +56,11 @@ struct FindInput {
   int32_t request_count = 0;
   std::optional<int> client_device;  // the device the caller runs on
 };
+// An optional device ordinal of a request: unset when absent,
+// InvalidArgument naming `field` when negative.
+absl::StatusOr<std::optional<int>> OrdinalFrom(absl::string_view field,
+                                               bool has, int32_t value);
+
 absl::StatusOr<FindInput> FindInputFrom(const v1::FindRequest& req,
                                         const ServiceOptions& options);
 void FillFindResponse(const FindOutcome& outcome, const FindInput& in,

@@ -7,8 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "server/import_check.h"
 #include "storage/portable.h"
 #include "storage/records.h"
@@ -268,6 +270,38 @@ absl::Status ConvTuneService::Allowed(grpc::CallbackServerContext* ctx,
   return s;
 }
 
+ConvTuneService::ConvTuneService(std::vector<Core*> cores,
+                                 storage::Store& store, ThreadPool& store_pool,
+                                 const Access& access, ServiceOptions options)
+    : cores_(std::move(cores)),
+      core_(*cores_.front()),
+      store_(store),
+      store_pool_(store_pool),
+      access_(access),
+      options_(std::move(options)),
+      executes_(options_.tenant_executes) {
+  for (Core* core : cores_) {
+    for (int ordinal : core->ordinals()) {
+      by_ordinal_[ordinal] = core;
+      ordinals_.push_back(ordinal);
+    }
+  }
+}
+
+Core& ConvTuneService::CoreOf(std::optional<int> ordinal) const {
+  if (!ordinal.has_value()) return core_;
+  auto it = by_ordinal_.find(*ordinal);
+  return it == by_ordinal_.end() ? core_ : *it->second;
+}
+
+absl::Status ConvTuneService::CheckDevice(int ordinal,
+                                          absl::string_view field) const {
+  if (by_ordinal_.contains(ordinal)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": no device ", ordinal,
+                   " here (devices: ", absl::StrJoin(ordinals_, ", "), ")"));
+}
+
 grpc::ServerUnaryReactor* ConvTuneService::GetWorkspaceSize(
     grpc::CallbackServerContext* ctx, const v1::WorkspaceSizeRequest* req,
     v1::WorkspaceSizeResponse* resp) {
@@ -277,24 +311,23 @@ grpc::ServerUnaryReactor* ConvTuneService::GetWorkspaceSize(
   }
   absl::StatusOr<ConvProblem> p = ProblemFrom(req->problem(), options_.limits);
   if (!p.ok()) return Finish(ctx, p.status());
-  resp->set_workspace_bytes(core_.immediate().MaxWorkspace(*p));
+  absl::StatusOr<Core*> core = CoreFor(*req);
+  if (!core.ok()) return Finish(ctx, core.status());
+  resp->set_workspace_bytes((*core)->immediate().MaxWorkspace(*p));
   return Finish(ctx, absl::OkStatus());
 }
 
-absl::StatusOr<FindInput> ConvTuneService::TakeDevices(FindInput in) {
+absl::StatusOr<Core*> ConvTuneService::TakeDevices(const FindInput& in) {
   if (in.params.device.has_value()) {
-    if (absl::Status s =
-            core_.timing().CheckDevice(*in.params.device, "tune_on_device");
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(CheckDevice(*in.params.device, "tune_on_device"));
   }
   // The caller may run on a device the daemon does not own: nothing to
   // leave to it then.
-  if (in.client_device.has_value()) {
-    core_.timing().MarkInUse(*in.client_device);
+  if (in.client_device.has_value() && by_ordinal_.contains(*in.client_device)) {
+    CoreOf(in.client_device).timing().MarkInUse(*in.client_device);
   }
-  return in;
+  return &CoreOf(in.params.device.has_value() ? in.params.device
+                                              : in.client_device);
 }
 
 grpc::ServerUnaryReactor* ConvTuneService::Find(
@@ -305,23 +338,25 @@ grpc::ServerUnaryReactor* ConvTuneService::Find(
     return Finish(ctx, s);
   }
   absl::StatusOr<FindInput> in = FindInputFrom(*req, options_);
-  if (in.ok()) in = TakeDevices(*std::move(in));
   if (!in.ok()) return Finish(ctx, in.status());
+  absl::StatusOr<Core*> core = TakeDevices(*in);
+  if (!core.ok()) return Finish(ctx, core.status());
   // A caller whose deadline passed, or who cancelled, no longer holds up
   // the tuning: when every caller of a run has gone, it stops.
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   in->params.gone = [call] { return call->Gone(); };
   in->params.tenant = caller.tenant;
-  core_.find().Find(
-      in->problem, in->params,
-      [this, call, resp, in = *in](absl::StatusOr<FindOutcome> outcome) {
-        call->Answer([&] {
-          if (outcome.ok()) {
-            FillFindResponse(*outcome, in, core_.device_key(), resp);
-          }
-          return outcome.status();
-        });
-      });
+  (*core)->find().Find(in->problem, in->params,
+                       [core = *core, call, resp,
+                        in = *in](absl::StatusOr<FindOutcome> outcome) {
+                         call->Answer([&] {
+                           if (outcome.ok()) {
+                             FillFindResponse(*outcome, in, core->device_key(),
+                                              resp);
+                           }
+                           return outcome.status();
+                         });
+                       });
   return call->reactor();
 }
 
@@ -335,9 +370,10 @@ grpc::ServerWriteReactor<v1::FindEvent>* ConvTuneService::FindStream(
   absl::StatusOr<FindInput> in = allowed.ok()
                                      ? FindInputFrom(*req, options_)
                                      : absl::StatusOr<FindInput>(allowed);
-  if (in.ok()) in = TakeDevices(*std::move(in));
-  if (!in.ok()) {
-    reactor->Answer(in.status(), {});
+  absl::StatusOr<Core*> core =
+      in.ok() ? TakeDevices(*in) : absl::StatusOr<Core*>(in.status());
+  if (!core.ok()) {
+    reactor->Answer(core.status(), {});
     return reactor.get();
   }
   in->params.gone = [reactor] { return reactor->Gone(); };
@@ -349,17 +385,17 @@ grpc::ServerWriteReactor<v1::FindEvent>* ConvTuneService::FindStream(
   const uint64_t pending = pending_.Add(
       [reactor](const absl::Status& why) { reactor->Answer(why, {}); });
   FindStreamReactor* raw = reactor.get();
-  core_.find().Find(
-      in->problem, in->params,
-      [this, reactor, pending, in = *in](absl::StatusOr<FindOutcome> outcome) {
-        v1::FindEvent event;
-        if (outcome.ok()) {
-          FillFindResponse(*outcome, in, core_.device_key(),
-                           event.mutable_result());
-        }
-        reactor->Answer(outcome.status(), std::move(event));
-        pending_.Forget(pending);
-      });
+  (*core)->find().Find(in->problem, in->params,
+                       [this, core = *core, reactor, pending,
+                        in = *in](absl::StatusOr<FindOutcome> outcome) {
+                         v1::FindEvent event;
+                         if (outcome.ok()) {
+                           FillFindResponse(*outcome, in, core->device_key(),
+                                            event.mutable_result());
+                         }
+                         reactor->Answer(outcome.status(), std::move(event));
+                         pending_.Forget(pending);
+                       });
   return raw;
 }
 
@@ -377,15 +413,18 @@ grpc::ServerUnaryReactor* ConvTuneService::Prefill(
   }
   absl::StatusOr<PrefillInput> in = PrefillInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
+  absl::StatusOr<Core*> found = CoreFor(*req);
+  if (!found.ok()) return Finish(ctx, found.status());
+  Core* core = *found;
   if (req->cluster()) {
-    FindTier* tier = core_.tier();
+    FindTier* tier = core->tier();
     if (tier == nullptr) {
       return Finish(ctx, absl::FailedPreconditionError(
                              "cluster: this daemon has no cluster tier "
                              "(convtuned --tier)"));
     }
     std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
-    store_pool_.Schedule([this, call, resp, tier,
+    store_pool_.Schedule([core, call, resp, tier,
                           in = std::make_shared<PrefillInput>(*std::move(in))] {
       std::vector<std::string> keys;
       keys.reserve(in->problems.size());
@@ -395,7 +434,7 @@ grpc::ServerUnaryReactor* ConvTuneService::Prefill(
         if (!added.ok()) return added.status();
         resp->set_queued(*added);
         resp->set_taken(*added);
-        resp->set_device_key(core_.device_key());
+        resp->set_device_key(core->device_key());
         return absl::OkStatus();
       });
     });
@@ -403,10 +442,10 @@ grpc::ServerUnaryReactor* ConvTuneService::Prefill(
   }
   // A list looks up every problem in the FindDb: on the store pool.
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
-  store_pool_.Schedule([this, call, resp, tenant = caller.tenant,
+  store_pool_.Schedule([core, call, resp, tenant = caller.tenant,
                         in = std::make_shared<PrefillInput>(*std::move(in))] {
     absl::StatusOr<Core::PrefillOutcome> out =
-        core_.Prefill(tenant, in->problems, in->workspace_limit);
+        core->Prefill(tenant, in->problems, in->workspace_limit);
     call->Answer([&]() -> absl::Status {
       if (!out.ok()) return out.status();
       // Nothing taken at all: the caller is over its limit, and told when
@@ -416,7 +455,7 @@ grpc::ServerUnaryReactor* ConvTuneService::Prefill(
       resp->set_already_tuned(out->already_tuned);
       resp->set_taken(out->taken);
       resp->set_refusal(std::string(out->refusal.message()));
-      resp->set_device_key(core_.device_key());
+      resp->set_device_key(core->device_key());
       return absl::OkStatus();
     });
   });
@@ -431,19 +470,21 @@ grpc::ServerUnaryReactor* ConvTuneService::GetPlan(
   }
   absl::StatusOr<ConvProblem> p = ProblemFrom(req->problem(), options_.limits);
   if (!p.ok()) return Finish(ctx, p.status());
+  absl::StatusOr<Core*> core = CoreFor(*req);
+  if (!core.ok()) return Finish(ctx, core.status());
   absl::StatusOr<v1::ExecutionPlan> plan =
-      core_.planner().Plan(*p, req->solver_id(), PerfConfigFrom(*req));
+      (*core)->planner().Plan(*p, req->solver_id(), PerfConfigFrom(*req));
   if (!plan.ok()) return Finish(ctx, plan.status());
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
-  core_.planner().Build(*std::move(plan),
-                        [call, resp](absl::StatusOr<BuiltPlan> built) {
-                          call->Answer([&] {
-                            if (built.ok()) {
-                              *resp->mutable_plan() = std::move(built->plan);
-                            }
-                            return built.status();
-                          });
-                        });
+  (*core)->planner().Build(*std::move(plan),
+                           [call, resp](absl::StatusOr<BuiltPlan> built) {
+                             call->Answer([&] {
+                               if (built.ok()) {
+                                 *resp->mutable_plan() = std::move(built->plan);
+                               }
+                               return built.status();
+                             });
+                           });
   return call->reactor();
 }
 
@@ -460,8 +501,10 @@ grpc::ServerUnaryReactor* ConvTuneService::ListSolvers(
     if (!p.ok()) return Finish(ctx, p.status());
     problem = *p;
   }
-  FillSolversResponse(core_.planner().Solvers(problem ? &*problem : nullptr),
-                      problem.has_value(), core_.device_key(), resp);
+  absl::StatusOr<Core*> core = CoreFor(*req);
+  if (!core.ok()) return Finish(ctx, core.status());
+  FillSolversResponse((*core)->planner().Solvers(problem ? &*problem : nullptr),
+                      problem.has_value(), (*core)->device_key(), resp);
   return Finish(ctx, absl::OkStatus());
 }
 
@@ -475,10 +518,16 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
   }
   absl::StatusOr<ExecuteInput> in = ExecuteInputFrom(*req, options_);
   if (!in.ok()) return Finish(ctx, in.status());
+  if (in->device.has_value()) {
+    if (absl::Status s = CheckDevice(*in->device, "device"); !s.ok()) {
+      return Finish(ctx, s);
+    }
+  }
+  Core& core = CoreOf(in->device);
   absl::StatusOr<RemoteExecutor*> executor =
       in->device.has_value()
-          ? core_.executor(*in->device)
-          : absl::StatusOr<RemoteExecutor*>(&core_.executor());
+          ? core.executor(*in->device)
+          : absl::StatusOr<RemoteExecutor*>(&core.executor());
   if (!executor.ok()) return Finish(ctx, executor.status());
   // The tensors are held until the call is done: counted against the
   // tenant's limits for as long.
@@ -487,7 +536,7 @@ grpc::ServerUnaryReactor* ConvTuneService::Execute(
       executes_.Acquire(caller.tenant, req->ByteSizeLong() + p.x_bytes() +
                                            p.w_bytes() + p.y_bytes());
   if (!ticket.ok()) return Finish(ctx, ticket.status());
-  if (in->device.has_value()) core_.timing().MarkInUse(*in->device);
+  if (in->device.has_value()) core.timing().MarkInUse(*in->device);
   // The slot is given back before the answer goes out: a caller who has its
   // answer may call again at once.
   auto held = std::make_shared<ExecuteLimiter::Ticket>(*std::move(ticket));
@@ -531,16 +580,18 @@ grpc::ServerUnaryReactor* ConvTuneService::DbExport(
   if (absl::Status s = Allowed(ctx, Right::kAdmin, "DbExport"); !s.ok()) {
     return Finish(ctx, s);
   }
+  absl::StatusOr<Core*> core = CoreFor(*req);
+  if (!core.ok()) return Finish(ctx, core.status());
   storage::ExportOptions options;
-  if (req->system()) options.system_device_key = core_.device_key();
+  if (req->system()) options.system_device_key = (*core)->device_key();
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
-  store_pool_.Schedule([this, call, resp, options] {
+  store_pool_.Schedule([this, core = *core, call, resp, options] {
     int64_t entries = 0;
     absl::StatusOr<std::string> file =
         storage::ExportStore(store_, options, &entries);
     call->Answer([&] {
       if (file.ok()) {
-        resp->set_device_key(core_.device_key());
+        resp->set_device_key(core->device_key());
         resp->set_entries(entries);
         resp->set_file(*std::move(file));
       }
@@ -558,7 +609,9 @@ grpc::ServerUnaryReactor* ConvTuneService::DbImport(
   }
   storage::ImportOptions options;
   options.overwrite = req->overwrite();
-  options.check = ImportCheck(core_.registry(), core_.device_info());
+  absl::StatusOr<Core*> core = CoreFor(*req);
+  if (!core.ok()) return Finish(ctx, core.status());
+  options.check = ImportCheck((*core)->registry(), (*core)->device_info());
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   // The call may be answered (at shutdown) while the import still reads:
   // the file is its own copy.
@@ -588,10 +641,12 @@ grpc::ServerUnaryReactor* ConvTuneService::GetSolutions(
   if (!Access::Check(caller, Right::kTune, "GetSolutions").ok()) {
     in->background_tune = false;
   }
-  absl::StatusOr<Solutions> s = core_.immediate().GetSolutions(
+  absl::StatusOr<Core*> core = CoreFor(*req);
+  if (!core.ok()) return Finish(ctx, core.status());
+  absl::StatusOr<Solutions> s = (*core)->immediate().GetSolutions(
       in->problem, in->workspace_limit, in->background_tune, caller.tenant);
   if (!s.ok()) return Finish(ctx, s.status());
-  FillSolutionsResponse(*s, *in, core_.device_key(), resp);
+  FillSolutionsResponse(*s, *in, (*core)->device_key(), resp);
   return Finish(ctx, absl::OkStatus());
 }
 
@@ -606,7 +661,10 @@ grpc::ServerUnaryReactor* ConvTuneService::GetSolutionWorkspaceSize(
   if (!p.ok()) return Finish(ctx, p.status());
   absl::StatusOr<uint32_t> solver = SolverIdFrom(req->solution_id());
   if (!solver.ok()) return Finish(ctx, solver.status());
-  absl::StatusOr<int64_t> ws = core_.immediate().SolutionWorkspace(*p, *solver);
+  absl::StatusOr<Core*> core = CoreFor(*req);
+  if (!core.ok()) return Finish(ctx, core.status());
+  absl::StatusOr<int64_t> ws =
+      (*core)->immediate().SolutionWorkspace(*p, *solver);
   if (ws.ok()) resp->set_workspace_bytes(*ws);
   return Finish(ctx, ws.status());
 }
@@ -621,20 +679,22 @@ grpc::ServerUnaryReactor* ConvTuneService::CompileSolution(
   if (!p.ok()) return Finish(ctx, p.status());
   absl::StatusOr<uint32_t> solver = SolverIdFrom(req->solution_id());
   if (!solver.ok()) return Finish(ctx, solver.status());
+  absl::StatusOr<Core*> core = CoreFor(*req);
+  if (!core.ok()) return Finish(ctx, core.status());
   absl::StatusOr<v1::ExecutionPlan> plan =
-      core_.planner().Plan(*p, *solver, {});
+      (*core)->planner().Plan(*p, *solver, {});
   if (!plan.ok()) return Finish(ctx, plan.status());
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
-  core_.planner().Build(*std::move(plan),
-                        [call, resp](absl::StatusOr<BuiltPlan> built) {
-                          call->Answer([&] {
-                            if (built.ok()) {
-                              *resp->mutable_plan() = std::move(built->plan);
-                              resp->set_compiled(built->compiled);
-                            }
-                            return built.status();
-                          });
-                        });
+  (*core)->planner().Build(*std::move(plan),
+                           [call, resp](absl::StatusOr<BuiltPlan> built) {
+                             call->Answer([&] {
+                               if (built.ok()) {
+                                 *resp->mutable_plan() = std::move(built->plan);
+                                 resp->set_compiled(built->compiled);
+                               }
+                               return built.status();
+                             });
+                           });
   return call->reactor();
 }
 
@@ -644,10 +704,13 @@ grpc::ServerUnaryReactor* ConvTuneService::TrainHeuristic(
   if (absl::Status s = Allowed(ctx, Right::kAdmin, "TrainHeuristic"); !s.ok()) {
     return Finish(ctx, s);
   }
+  absl::StatusOr<Core*> found = CoreFor(*req);
+  if (!found.ok()) return Finish(ctx, found.status());
+  Core* core = *found;
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
-  core_.TrainHeuristics([this, call, resp](absl::StatusOr<TrainReport> report) {
+  core->TrainHeuristics([core, call, resp](absl::StatusOr<TrainReport> report) {
     call->Answer([&] {
-      if (report.ok()) FillTrainResponse(*report, core_.device_key(), resp);
+      if (report.ok()) FillTrainResponse(*report, core->device_key(), resp);
       return report.status();
     });
   });
@@ -680,10 +743,15 @@ grpc::ServerUnaryReactor* ConvTuneService::GetStatus(
   resp->set_tenant(caller.tenant);
   resp->set_role(std::string(RoleName(caller.role)));
   resp->set_device_key(core_.device_key());
-  resp->set_tunings_in_flight(core_.tunings_in_flight());
-  for (const auto& [name, value] : NamedCounters(core_.counters())) {
-    (*resp->mutable_counters())[name] = value;
+  // Summed over the device keys.
+  int64_t tunings = 0;
+  for (Core* core : cores_) {
+    tunings += core->tunings_in_flight();
+    for (const auto& [name, value] : NamedCounters(core->counters())) {
+      (*resp->mutable_counters())[name] += value;
+    }
   }
+  resp->set_tunings_in_flight(tunings);
   // A tenant sees its own usage; an admin every tenant's, and the
   // database's size.
   TuningQuotas& quotas = core_.quotas();

@@ -81,17 +81,21 @@ class PendingCalls {
   std::optional<absl::Status> cut_all_ ABSL_GUARDED_BY(mu_);
 };
 
+// Serves one core per device key: a request that names its device
+// (`device`, or a find's `tune_on_device`) is answered by the core of that
+// device's key, one that names none (or a device the daemon does not have)
+// by the first core's.
 class ConvTuneService final : public v1::ConvTune::CallbackService {
  public:
-  // References must outlive the service.
+  // References must outlive the service. REQUIRES: `cores` non-empty, of
+  // distinct keys, no ordinal in two of them.
+  ConvTuneService(std::vector<Core*> cores, storage::Store& store,
+                  ThreadPool& store_pool, const Access& access,
+                  ServiceOptions options);
   ConvTuneService(Core& core, storage::Store& store, ThreadPool& store_pool,
                   const Access& access, ServiceOptions options)
-      : core_(core),
-        store_(store),
-        store_pool_(store_pool),
-        access_(access),
-        options_(options),
-        executes_(options.tenant_executes) {}
+      : ConvTuneService(std::vector<Core*>{&core}, store, store_pool, access,
+                        std::move(options)) {}
 
   grpc::ServerUnaryReactor* GetWorkspaceSize(
       grpc::CallbackServerContext* ctx, const v1::WorkspaceSizeRequest* req,
@@ -151,12 +155,30 @@ class ConvTuneService final : public v1::ConvTune::CallbackService {
   // OK if the caller of `ctx` holds `right`; PermissionDenied otherwise.
   absl::Status Allowed(grpc::CallbackServerContext* ctx, Right right,
                        absl::string_view rpc, Caller* caller = nullptr) const;
-  // Checks that the device a find is to be tuned on is the daemon's
-  // (InvalidArgument naming tune_on_device otherwise) and notes the
-  // caller's own device as in use.
-  absl::StatusOr<FindInput> TakeDevices(FindInput in);
+  // The core a find is for: that of the device it is to be tuned on
+  // (InvalidArgument naming tune_on_device if the daemon has no such
+  // device), else that of the caller's own device. Notes the caller's
+  // device as in use.
+  absl::StatusOr<Core*> TakeDevices(const FindInput& in);
+  // The core of device `ordinal`; the first where it is unset or names a
+  // device the daemon does not have.
+  Core& CoreOf(std::optional<int> ordinal) const;
+  // That of a request's optional `device` (InvalidArgument if negative).
+  template <typename Request>
+  absl::StatusOr<Core*> CoreFor(const Request& req) const {
+    absl::StatusOr<std::optional<int>> device =
+        OrdinalFrom("device", req.has_device(), req.device());
+    if (!device.ok()) return device.status();
+    return &CoreOf(*device);
+  }
+  // OK if the daemon has device `ordinal`; InvalidArgument naming `field`
+  // and the devices there are otherwise.
+  absl::Status CheckDevice(int ordinal, absl::string_view field) const;
 
-  Core& core_;
+  const std::vector<Core*> cores_;
+  Core& core_;  // the first
+  absl::flat_hash_map<int, Core*> by_ordinal_;
+  std::vector<int> ordinals_;
   storage::Store& store_;
   ThreadPool& store_pool_;
   const Access& access_;

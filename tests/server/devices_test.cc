@@ -2,7 +2,8 @@
 // cold problems over them, tunes an identical one once, honours the device a
 // caller names and leaves one a client runs on; and a real convtuned with
 // --cpu-devices 2 lists both, times on the one named, runs Execute where
-// asked, and refuses devices it does not have.
+// asked, and refuses devices it does not have. Devices of two keys: the
+// service answers each request for the key of the device it names.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -25,7 +26,9 @@
 #include "convtune/v1/service.grpc.pb.h"
 #include "kernels/cpu_device.h"
 #include "kernels/problem_proto.h"
+#include "server/access.h"
 #include "server/core.h"
+#include "server/service.h"
 #include "server/solvers/cpu_solvers.h"
 #include "storage/records.h"
 #include "tests/server/daemon_process.h"
@@ -231,6 +234,184 @@ std::vector<std::string> WorkerCpus(pid_t daemon) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The CPU presented under another key (more compute units): its kernels
+// are the CPU's, its records another key's, as a node's second GPU model.
+class OtherKeyCpu final : public DeviceWrapper {
+ public:
+  OtherKeyCpu() : DeviceWrapper(&cpu_), info_(cpu_.info()) {
+    info_.compute_units += 1000;
+  }
+  const DeviceInfo& info() const override { return info_; }
+
+ private:
+  CpuDevice cpu_;
+  DeviceInfo info_;
+};
+
+// A service over two cores, device 0 of the CPU's key and device 1 of
+// another, on a real in-process gRPC channel.
+class TwoKeyServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("convtune-two-keys");
+    ASSERT_FALSE(dir_.empty());
+    auto store = storage::OpenRocksDbStore(dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    Core::Options options;
+    options.timing.min_repeats = 2;
+    options.timing.budget_ms = 2;
+    options.background_tuning = false;
+    cores_[0] = std::make_unique<Core>(
+        std::vector<Core::DeviceLane>{
+            {.ordinal = 0, .device = &cpu_, .timing_queue = &timing_[0]}},
+        SolverRegistry::Default(), *store_, compile_, options);
+    cores_[1] = std::make_unique<Core>(
+        std::vector<Core::DeviceLane>{
+            {.ordinal = 1, .device = &other_, .timing_queue = &timing_[1]}},
+        SolverRegistry::Default(), *store_, compile_, options);
+    service_ = std::make_unique<ConvTuneService>(
+        std::vector<Core*>{cores_[0].get(), cores_[1].get()}, *store_,
+        store_pool_, access_, ServiceOptions());
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::ConvTune::NewStub(
+        server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    compile_.WaitIdle();
+    for (ThreadPool& t : timing_) t.WaitIdle();
+    store_pool_.WaitIdle();
+    server_.reset();
+    service_.reset();
+    for (auto& c : cores_) c.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  grpc::Status Find(const ConvProblem& p, std::optional<int> device,
+                    std::optional<int> tune_on, v1::FindResponse* resp) {
+    v1::FindRequest req;
+    ProblemToProto(p, req.mutable_problem());
+    req.set_mode(v1::HYBRID);  // reads the FindDb
+    if (device) req.set_device(*device);
+    if (tune_on) req.set_tune_on_device(*tune_on);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(120));
+    return stub_->Find(&ctx, req, resp);
+  }
+
+  std::string dir_;
+  CpuDevice cpu_;
+  OtherKeyCpu other_;
+  std::unique_ptr<storage::Store> store_;
+  ThreadPool compile_{"compile", 2};
+  ThreadPool timing_[2] = {ThreadPool("timing0", 1), ThreadPool("timing1", 1)};
+  ThreadPool store_pool_{"store", 1};
+  std::unique_ptr<Core> cores_[2];
+  Access access_{[] {
+                   AccessPolicy p = AccessPolicy::Default();
+                   p.uncredentialed = Role::kAdmin;
+                   return p;
+                 }(),
+                 nullptr};
+  std::unique_ptr<ConvTuneService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::ConvTune::Stub> stub_;
+};
+
+TEST_F(TwoKeyServiceTest, EachDeviceIsAnsweredForItsOwnKey) {
+  const std::string key0 = cpu_.info().Key(), key1 = other_.info().Key();
+  ASSERT_NE(key0, key1);
+  const ConvProblem p = Problem(8), q = Problem(16);
+  v1::FindResponse r;
+  // No device named: the first device's key.
+  ASSERT_TRUE(Find(p, std::nullopt, std::nullopt, &r).ok());
+  EXPECT_EQ(r.device_key(), key0);
+  EXPECT_EQ(r.source(), "tuned");
+  // The same problem for a client on device 1: tuned again, for its key.
+  r.Clear();
+  ASSERT_TRUE(Find(p, 1, std::nullopt, &r).ok());
+  EXPECT_EQ(r.device_key(), key1);
+  EXPECT_EQ(r.source(), "tuned");
+  // Each key's record answers its own device; a device the service does
+  // not have gets the first key's.
+  for (const auto& [device, key] :
+       {std::pair{0, key0}, std::pair{1, key1}, std::pair{5, key0}}) {
+    r.Clear();
+    ASSERT_TRUE(Find(p, device, std::nullopt, &r).ok());
+    EXPECT_TRUE(r.from_db()) << device;
+    EXPECT_EQ(r.device_key(), key) << device;
+  }
+  // Tuned on device 1 by name: that key's record, which device 0's key
+  // does not have.
+  r.Clear();
+  ASSERT_TRUE(Find(q, std::nullopt, 1, &r).ok());
+  EXPECT_EQ(r.device_key(), key1);
+  EXPECT_EQ(cores_[1]->timing().Status()[0].jobs_done, 2);
+  r.Clear();
+  ASSERT_TRUE(Find(q, 0, std::nullopt, &r).ok());
+  EXPECT_EQ(r.source(), "tuned");
+  EXPECT_EQ(r.device_key(), key0);
+  // Refused, naming the field and every device.
+  grpc::Status refused = Find(q, std::nullopt, 5, &r);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("tune_on_device: no device 5 here (devices: 0, 1)"));
+
+  // Immediate mode and the solver list for device 1: its key's.
+  {
+    v1::GetSolutionsRequest req;
+    ProblemToProto(p, req.mutable_problem());
+    req.set_device(1);
+    grpc::ClientContext ctx;
+    v1::GetSolutionsResponse resp;
+    ASSERT_TRUE(stub_->GetSolutions(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.device_key(), key1);
+    ASSERT_GT(resp.solutions_size(), 0);
+    EXPECT_TRUE(resp.solutions(0).measured());
+  }
+  {
+    v1::ListSolversRequest req;
+    req.set_device(1);
+    grpc::ClientContext ctx;
+    v1::ListSolversResponse resp;
+    ASSERT_TRUE(stub_->ListSolvers(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.device_key(), key1);
+  }
+  // Execute on device 1 runs; on device 5 it is refused.
+  for (const int device : {1, 5}) {
+    v1::ExecuteRequest exec;
+    ProblemToProto(p, exec.mutable_problem());
+    exec.set_solver_id(kCpuDirectNaiveId);
+    exec.set_x(std::string(p.x_bytes(), '\x01'));
+    exec.set_w(std::string(p.w_bytes(), '\x01'));
+    exec.set_device(device);
+    grpc::ClientContext ctx;
+    v1::ExecuteResponse resp;
+    grpc::Status s = stub_->Execute(&ctx, exec, &resp);
+    if (device == 1) {
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(resp.output().size(), static_cast<size_t>(p.y_bytes()));
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_THAT(s.error_message(),
+                  HasSubstr("device: no device 5 here (devices: 0, 1)"));
+    }
+  }
+  // Status counts the finds of both keys.
+  grpc::ClientContext ctx;
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(stub_->GetStatus(&ctx, {}, &status).ok());
+  EXPECT_EQ(status.device_key(), key0);
+  EXPECT_EQ(status.counters().at("finds"), 7);
+  EXPECT_EQ(status.counters().at("tunings"), 4);
 }
 
 class CpuDevicesDaemonTest : public ::testing::Test {

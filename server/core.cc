@@ -42,7 +42,11 @@ Core::Core(std::vector<DeviceLane> devices, const SolverRegistry& registry,
       device_info_(devices.front().device->info()),
       registry_(registry),
       compile_pool_(compile_pool),
-      quotas_(options.quotas),
+      own_quotas_(options.shared_quotas == nullptr
+                      ? std::make_unique<TuningQuotas>(options.quotas)
+                      : nullptr),
+      quotas_(options.shared_quotas != nullptr ? options.shared_quotas
+                                               : own_quotas_.get()),
       heuristics_(store, registry, device_info_, system_db),
       records_(store, device_key_, system_db, heuristics_, compile_pool,
                counters_),
@@ -64,7 +68,7 @@ Core::Core(std::vector<DeviceLane> devices, const SolverRegistry& registry,
               std::chrono::milliseconds(
                   static_cast<int64_t>(options.device_in_use_ms))),
       tuner_(planner_, timing_, records_, store, compile_pool, counters_, stop_,
-             Tuner::Options{options.max_configs_per_solver}, &quotas_),
+             Tuner::Options{options.max_configs_per_solver}, quotas_),
       immediate_(records_, planner_, heuristics_),
       find_(records_, immediate_, tuner_, counters_, stop_,
             FindEngine::Options{options.verify_tolerance}),
@@ -138,7 +142,7 @@ bool Core::TuneInBackground(const ConvProblem& p, int64_t workspace_limit,
     if (background_.contains(key)) return true;
     if (background_failed_.contains(key)) return false;
     absl::StatusOr<TuningQuotas::Ticket> admitted =
-        quotas_.AdmitBackground(tenant);
+        quotas_->AdmitBackground(tenant);
     if (static_cast<int>(background_.size()) >= max_background_tunings_ ||
         !admitted.ok()) {
       counters_.Add(&EngineCounters::background_refused);
@@ -178,14 +182,14 @@ absl::StatusOr<Core::PrefillOutcome> Core::Prefill(
       continue;
     }
     absl::StatusOr<TuningQuotas::Ticket> ticket =
-        quotas_.AdmitBackground(tenant);
+        quotas_->AdmitBackground(tenant);
     if (!ticket.ok()) {
       out.refusal = ticket.status();
       break;
     }
     ++out.queued;
     ++out.taken;
-    quotas_.NotePrefill(tenant);
+    quotas_->NotePrefill(tenant);
     {
       absl::MutexLock lock(&background_mu_);
       ++prefill_pending_;
@@ -197,7 +201,7 @@ absl::StatusOr<Core::PrefillOutcome> Core::Prefill(
                 .tenant = tenant},
                [this, tenant, ticket = *std::move(ticket)](
                    absl::StatusOr<FindOutcome> found) {
-                 quotas_.NotePrefillDone(tenant, found.ok());
+                 quotas_->NotePrefillDone(tenant, found.ok());
                  absl::MutexLock lock(&background_mu_);
                  --prefill_pending_;
                });

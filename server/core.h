@@ -73,6 +73,10 @@ class Core {
     int max_background_tunings = 64;
     // Per-tenant limits on tuning.
     TuningQuotas::Limits quotas;
+    // Set: the tenants' usage is counted there, against its limits (every
+    // core of a daemon shares one, so that a tenant's limits hold across
+    // device keys); null: the core keeps its own, with `quotas`.
+    TuningQuotas* shared_quotas = nullptr;
     // How long a device a client said it runs on is left to it by tuning
     // (TimingLanes::MarkInUse).
     double device_in_use_ms = 10000;
@@ -135,7 +139,7 @@ class Core {
   EngineCounters counters() const { return counters_.Snapshot(); }
   // Tuning runs started and not finished.
   int64_t tunings_in_flight() { return tuner_.runs_in_flight(); }
-  TuningQuotas& quotas() { return quotas_; }
+  TuningQuotas& quotas() { return *quotas_; }
 
   // What Prefill did with a list, in the list's order: the first `taken`
   // problems were queued or found tuned already; the rest were not looked
@@ -195,7 +199,8 @@ class Core {
   Counters counters_;
   // Outlives the tuner, which publishes to it.
   std::unique_ptr<FindTier> tier_;
-  TuningQuotas quotas_;
+  std::unique_ptr<TuningQuotas> own_quotas_;  // without shared_quotas
+  TuningQuotas* const quotas_;
   Heuristics heuristics_;
   FindRecords records_;
   Quarantine quarantine_;

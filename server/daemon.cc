@@ -399,6 +399,9 @@ absl::Status Daemon::Init() {
         options_.tuning_nice));
   }
   store_pool_ = std::make_unique<ThreadPool>("ct-store", kStoreThreads);
+  quotas_ = std::make_unique<TuningQuotas>(options_.core.quotas);
+  Core::Options core_options = options_.core;
+  core_options.shared_quotas = quotas_.get();
   for (KeyGroup& g : keys_) {
     std::vector<Core::DeviceLane> lanes;
     for (size_t i : g.devices) {
@@ -417,7 +420,7 @@ absl::Status Daemon::Init() {
     }
     g.registry = SolverRegistry::WithLibraries(*first, std::move(faults));
     g.core = std::make_unique<Core>(std::move(lanes), *g.registry, *store_,
-                                    *compile_pool_, options_.core,
+                                    *compile_pool_, core_options,
                                     g.system_db.get(), g.kernel_builder.get());
     g.core->SetDeviceLostHandler([this](const std::string& why) {
       std::cerr << "convtuned: device lost: " << why

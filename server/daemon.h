@@ -209,6 +209,8 @@ class Daemon {
     std::unique_ptr<Core> core;
   };
   std::vector<KeyGroup> keys_;
+  // The tenants' tuning usage and limits, across every key's core.
+  std::unique_ptr<TuningQuotas> quotas_;
   // Every key's core, for the service and status.
   std::vector<Core*> Cores() const;
   PeerTable peers_;

@@ -183,6 +183,12 @@ int ParseFindFlags(const std::vector<std::string>& args, FindFlags* flags) {
           flags->options.workspace_limit < 0) {
         return UsageError("--workspace-limit needs a number of bytes >= 0");
       }
+    } else if (a == "--tune-on-device") {
+      int device = -1;
+      if (!value(&v) || !absl::SimpleAtoi(v, &device) || device < 0) {
+        return UsageError("--tune-on-device needs a device ordinal >= 0");
+      }
+      flags->options.tune_on_device = device;
     } else if (a == "--mode") {
       if (!value(&v)) return UsageError("--mode needs a MODE");
       absl::StatusOr<v1::FindMode> mode = ParseFindMode(v, "--mode");

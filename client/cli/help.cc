@@ -54,6 +54,10 @@ Global flags (before the sub-command):
                       $CONVTUNE_TLS_KEY.
   --tls-server-name NAME  The name in the daemon's certificate, when the
                       address's host is not it.
+  --device N          The GPU your work runs on: answers are for its device
+                      key (a daemon of mixed GPUs keeps each key's records),
+                      and tuning leaves it to you while another is free.
+                      Default: none (the daemon's first device).
   --timeout SECONDS   Deadline of each request (default: 600 for find, 30 otherwise).
   --version           Print the version and exit.
 
@@ -105,6 +109,8 @@ Options:
   --workspace-limit BYTES Leave out solutions needing more workspace (default: none).
   --count N               Print at most N results per problem (default: all).
   --exhaustive            Re-time even if the FindDb has the answer.
+  --tune-on-device N      Time on the daemon's device N (convtune status lists
+                          them); default: whichever is free.
   --progress auto|bar|lines|off
                           How tuning shows on stderr: a bar with each run's
                           stage, solvers timed and best so far (a terminal),

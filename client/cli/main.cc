@@ -58,7 +58,7 @@ bool ReadPem(const std::string& flag, std::string path, const char* env,
 }
 
 int Main(const std::vector<std::string>& argv) {
-  std::string socket, address, timeout;
+  std::string socket, address, timeout, device;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
   size_t i = 0;
   for (; i < argv.size() && absl::StartsWith(argv[i], "-"); ++i) {
@@ -75,6 +75,7 @@ int Main(const std::vector<std::string>& argv) {
     if (!FlagValue(argv, &i, "--socket", &socket, &error) &&
         !FlagValue(argv, &i, "--address", &address, &error) &&
         !FlagValue(argv, &i, "--timeout", &timeout, &error) &&
+        !FlagValue(argv, &i, "--device", &device, &error) &&
         !FlagValue(argv, &i, "--tls-ca", &tls_ca, &error) &&
         !FlagValue(argv, &i, "--tls-cert", &tls_cert, &error) &&
         !FlagValue(argv, &i, "--tls-key", &tls_key, &error) &&
@@ -119,6 +120,14 @@ int Main(const std::vector<std::string>& argv) {
           absl::StrCat("--timeout: '", timeout, "' is not a positive number"));
     }
     options.find_timeout = options.call_timeout = absl::Seconds(seconds);
+  }
+  if (!device.empty()) {
+    int ordinal = -1;
+    if (!absl::SimpleAtoi(device, &ordinal) || ordinal < 0) {
+      return UsageError(absl::StrCat("--device: '", QuotePrefix(device),
+                                     "' is not a device ordinal (0 or more)"));
+    }
+    options.device_ordinal = ordinal;
   }
   // TLS when any of its files is named: by flag, or by the environment
   // for a TCP address (the Unix socket never takes TLS).

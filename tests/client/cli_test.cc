@@ -51,6 +51,8 @@ TEST(CliUsageTest, UsageErrorsExitTwo) {
            {"db"},
            {"db", "export"},
            {"--timeout", "-3", "db", "stats"},
+           {"--device", "x", "status"},
+           {"find", "--tune-on-device", "-1", "conv", "-n", "1"},
            {"find", "conv", "-n", "1", "-c", "0", "-H", "8", "-W", "8", "-k",
             "4", "-y", "3", "-x", "3"},
            {"find", "--count", "0", "conv", "-n", "1"},
@@ -78,6 +80,49 @@ TEST(CliUsageTest, UsageErrorsExitTwo) {
   r = Cli({"--tls-ca", "/etc/hostname", "--tls-cert", "/etc/hostname",
            "--tls-key", "/etc/hostname", "status"});
   EXPECT_THAT(r.err, HasSubstr("TLS needs --address HOST:PORT"));
+  r = Cli({"--device", "x", "status"});
+  EXPECT_THAT(r.err, HasSubstr("--device: 'x' is not a device ordinal"));
+}
+
+// A daemon of two CPU devices: find --tune-on-device times on the one named
+// (the caller on --device 0), status lists both, and a device the daemon
+// does not have is refused by name.
+TEST(CliDevicesTest, FindTunesOnTheDeviceNamed) {
+  if (testing::ConvtunedPath().empty())
+    GTEST_SKIP() << "convtuned is not part of this build";
+  if (std::thread::hardware_concurrency() < 2)
+    GTEST_SKIP() << "two CPU devices need two CPUs";
+  testing::TempDir dir;
+  testing::Daemon daemon;
+  absl::Status started =
+      daemon.Start(dir.path(), dir.path() + "/db",
+                   {"--cpu-devices", "2", "--background-tune", "off"});
+  ASSERT_TRUE(started.ok()) << started;
+  std::mt19937 rng{std::random_device{}()};
+  std::string key;
+  std::vector<std::string> args = RandomDriverArgs(rng, &key);
+  args.insert(args.begin(), {"--socket", daemon.socket_path(), "--device", "0",
+                             "find", "--tune-on-device", "1"});
+  ProcessResult found = Cli(args);
+  ASSERT_EQ(found.exit_code, 0) << found.err;
+  EXPECT_THAT(found.out, HasSubstr("tuned in"));
+  ProcessResult status = Cli({"--socket", daemon.socket_path(), "status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out,
+              ::testing::ContainsRegex("device 0 +[a-z ]+ 0 tuning job\\(s\\) "
+                                       "waiting, 0 done"));
+  EXPECT_THAT(status.out,
+              ::testing::ContainsRegex("device 1 +idle +0 tuning job\\(s\\) "
+                                       "waiting, 1 done"));
+  args = RandomDriverArgs(rng, &key);
+  args.insert(args.begin(), {"--socket", daemon.socket_path(), "find",
+                             "--tune-on-device", "7"});
+  ProcessResult refused = Cli(args);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err,
+              HasSubstr("tune_on_device: no device 7 here (devices: 0, 1)"));
+  absl::Status stopped = daemon.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
 TEST(CliUsageTest, VersionPrintsAndExits) {

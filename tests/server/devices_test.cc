@@ -264,6 +264,7 @@ class TwoKeyServiceTest : public ::testing::Test {
     options.timing.min_repeats = 2;
     options.timing.budget_ms = 2;
     options.background_tuning = false;
+    options.shared_quotas = &quotas_;
     cores_[0] = std::make_unique<Core>(
         std::vector<Core::DeviceLane>{
             {.ordinal = 0, .device = &cpu_, .timing_queue = &timing_[0]}},
@@ -311,6 +312,8 @@ class TwoKeyServiceTest : public ::testing::Test {
   CpuDevice cpu_;
   OtherKeyCpu other_;
   std::unique_ptr<storage::Store> store_;
+  // One find at a time waiting on tuning per tenant, over both keys.
+  TuningQuotas quotas_{{.max_in_flight = 1}};
   ThreadPool compile_{"compile", 2};
   ThreadPool timing_[2] = {ThreadPool("timing0", 1), ThreadPool("timing1", 1)};
   ThreadPool store_pool_{"store", 1};
@@ -412,6 +415,30 @@ TEST_F(TwoKeyServiceTest, EachDeviceIsAnsweredForItsOwnKey) {
   EXPECT_EQ(status.device_key(), key0);
   EXPECT_EQ(status.counters().at("finds"), 7);
   EXPECT_EQ(status.counters().at("tunings"), 4);
+}
+
+// A tenant's limits hold across the keys: with its one find allowed to wait
+// on tuning held up on device 0, a find for device 1 is told to retry.
+TEST_F(TwoKeyServiceTest, ATenantsLimitsHoldAcrossKeys) {
+  absl::Notification gate;
+  timing_[0].Schedule([&gate] { gate.WaitForNotification(); });
+  v1::FindResponse held_response;
+  grpc::Status held;
+  std::thread first(
+      [&] { held = Find(Problem(24), 0, std::nullopt, &held_response); });
+  ASSERT_TRUE(WaitFor(
+      [&] { return cores_[0]->timing().Status()[0].jobs_waiting > 0; }));
+  v1::FindResponse r;
+  grpc::Status refused = Find(Problem(32), 1, std::nullopt, &r);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("limits.tenant_tunings_in_flight"));
+  gate.Notify();
+  first.join();
+  EXPECT_TRUE(held.ok()) << held.error_message();
+  // Once it is done, device 1's find is taken.
+  EXPECT_TRUE(Find(Problem(32), 1, std::nullopt, &r).ok());
+  EXPECT_EQ(r.device_key(), other_.info().Key());
 }
 
 class CpuDevicesDaemonTest : public ::testing::Test {

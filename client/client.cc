@@ -343,6 +343,7 @@ absl::StatusOr<std::string> Client::Health(const std::string& service) {
 absl::StatusOr<v1::DbExportResponse> Client::DbExport(bool system) {
   v1::DbExportRequest request;
   request.set_system(system);
+  NameDevice(&request);
   v1::DbExportResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());

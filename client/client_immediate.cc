@@ -156,8 +156,9 @@ absl::StatusOr<v1::TrainHeuristicResponse> Client::TrainHeuristic() {
   grpc::ClientContext context;
   // Training reads every FindDb record of the device.
   SetDeadline(&context, FindTimeout());
-  grpc::Status status =
-      stub_->TrainHeuristic(&context, v1::TrainHeuristicRequest(), &response);
+  v1::TrainHeuristicRequest request;
+  NameDevice(&request);
+  grpc::Status status = stub_->TrainHeuristic(&context, request, &response);
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     return absl::UnimplementedError(absl::StrCat(
         "convtuned at ", target_,

@@ -198,6 +198,9 @@ class Daemon {
   // One per device, one thread each.
   std::vector<std::unique_ptr<ThreadPool>> timing_queues_;
   std::unique_ptr<ThreadPool> store_pool_;
+  // The tenants' tuning usage and limits, across every key's core
+  // (which point at it: declared before them).
+  std::unique_ptr<TuningQuotas> quotas_;
   // The devices of one key and what they share: kernels built for them,
   // the key's system FindDb, the solvers (built-in and the first device's
   // libraries) and a core. In the order of the devices' first appearance.
@@ -209,8 +212,6 @@ class Daemon {
     std::unique_ptr<Core> core;
   };
   std::vector<KeyGroup> keys_;
-  // The tenants' tuning usage and limits, across every key's core.
-  std::unique_ptr<TuningQuotas> quotas_;
   // Every key's core, for the service and status.
   std::vector<Core*> Cores() const;
   PeerTable peers_;

@@ -1,5 +1,6 @@
 #include "server/import_check.h"
 
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -12,11 +13,22 @@
 
 namespace convtune {
 
+ImportCheck::ImportCheck(std::vector<Served> served)
+    : served_(std::move(served)) {
+  for (const Served& s : served_) keys_.push_back(s.device->Key());
+}
+
 absl::Status ImportCheck::CheckSolver(absl::string_view device_key,
                                       absl::string_view problem_key,
                                       uint32_t id,
                                       absl::string_view name) const {
-  const Solver* solver = registry_.Find(id);
+  const Served* served = nullptr;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    if (keys_[i] == device_key) served = &served_[i];
+  }
+  const SolverRegistry& registry =
+      *(served != nullptr ? served : &served_.front())->registry;
+  const Solver* solver = registry.Find(id);
   if (solver == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("solver id ", id, " is not a solver of this convtune"));
@@ -26,10 +38,10 @@ absl::Status ImportCheck::CheckSolver(absl::string_view device_key,
         absl::StrCat("solver id ", id, " is named '", QuotePrefix(name),
                      "', and this convtune's is '", solver->name(), "'"));
   }
-  // Records of other devices are carried for them; only this device's are
-  // served here, so only they are held to this device.
-  if (device_key != device_.Key()) return absl::OkStatus();
-  if (!SolverRegistry::Runs(*solver, device_)) {
+  // Records of other devices are carried for them; only the keys served
+  // here are held to their devices.
+  if (served == nullptr) return absl::OkStatus();
+  if (!SolverRegistry::Runs(*solver, *served->device)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "solver ", solver->name(), " does not run on this device"));
   }

@@ -1,14 +1,15 @@
 // What the daemon checks before it takes a record from an import: each
 // record's solvers must be solvers of this convtune under the same names and,
-// for this device's records, apply to the record's problem and run on the
-// device. Code objects are never imported: their store key hashes the kernel's
-// source and options, not its bytes, so bytes from a file cannot be checked,
-// and this node compiles its own. Stateless apart from its references;
-// thread-safe.
+// for the records of a device key served here, apply to the record's
+// problem and run on a device of that key. Code objects are never imported:
+// their store key hashes the kernel's source and options, not its bytes, so
+// bytes from a file cannot be checked, and this node compiles its own.
+// Stateless apart from its references; thread-safe.
 #ifndef CONVTUNE_SERVER_IMPORT_CHECK_H_
 #define CONVTUNE_SERVER_IMPORT_CHECK_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -20,9 +21,16 @@ namespace convtune {
 
 class ImportCheck {
  public:
-  // References must outlive this.
+  // A device key served here: its device and solvers.
+  struct Served {
+    const SolverRegistry* registry;
+    const DeviceInfo* device;
+  };
+  // Pointers must outlive this. REQUIRES: `served` non-empty; the first's
+  // solvers check the names of records of keys not served here.
+  explicit ImportCheck(std::vector<Served> served);
   ImportCheck(const SolverRegistry& registry, const DeviceInfo& device)
-      : registry_(registry), device_(device) {}
+      : ImportCheck(std::vector<Served>{{&registry, &device}}) {}
 
   // OK to store `value` under `key` in `column`; InvalidArgument saying why
   // not. REQUIRES: storage::ValidateStoredPair(column, key, value).ok().
@@ -36,8 +44,8 @@ class ImportCheck {
                            absl::string_view problem_key, uint32_t id,
                            absl::string_view name) const;
 
-  const SolverRegistry& registry_;
-  const DeviceInfo& device_;
+  std::vector<Served> served_;
+  std::vector<std::string> keys_;  // served_[i].device->Key()
 };
 
 }  // namespace convtune

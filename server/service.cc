@@ -609,9 +609,12 @@ grpc::ServerUnaryReactor* ConvTuneService::DbImport(
   }
   storage::ImportOptions options;
   options.overwrite = req->overwrite();
-  absl::StatusOr<Core*> core = CoreFor(*req);
-  if (!core.ok()) return Finish(ctx, core.status());
-  options.check = ImportCheck((*core)->registry(), (*core)->device_info());
+  // Each key's records are checked against that key's devices and solvers.
+  std::vector<ImportCheck::Served> served;
+  for (Core* core : cores_) {
+    served.push_back({&core->registry(), &core->device_info()});
+  }
+  options.check = ImportCheck(std::move(served));
   std::shared_ptr<PendingCalls::Call> call = pending_.Begin(ctx);
   // The call may be answered (at shutdown) while the import still reads:
   // the file is its own copy.

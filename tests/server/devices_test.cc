@@ -30,6 +30,8 @@
 #include "server/core.h"
 #include "server/service.h"
 #include "server/solvers/cpu_solvers.h"
+#include "server/solvers/gpu_solvers.h"
+#include "storage/portable.h"
 #include "storage/records.h"
 #include "tests/server/daemon_process.h"
 
@@ -415,6 +417,52 @@ TEST_F(TwoKeyServiceTest, EachDeviceIsAnsweredForItsOwnKey) {
   EXPECT_EQ(status.device_key(), key0);
   EXPECT_EQ(status.counters().at("finds"), 7);
   EXPECT_EQ(status.counters().at("tunings"), 4);
+}
+
+// An import holds each served key's records to that key's devices: a GPU
+// solver's record is refused for either CPU key, and carried for a key not
+// served here.
+TEST_F(TwoKeyServiceTest, AnImportChecksEachKeysRecordsOnItsOwnDevice) {
+  const std::string other_dir = testing::MakeTempDir("convtune-import-src");
+  ASSERT_FALSE(other_dir.empty());
+  std::string file;
+  {
+    auto source = storage::OpenRocksDbStore(other_dir);
+    ASSERT_TRUE(source.ok()) << source.status();
+    for (const std::string& key : {cpu_.info().Key(), other_.info().Key(),
+                                   std::string("cuda-elsewhere")}) {
+      v1::FindRecord r;
+      r.set_device_key(key);
+      r.set_problem_key(ProblemKey(Problem(8)));
+      r.set_workspace_limit(-1);
+      v1::PerfResult* best = r.add_results();
+      best->set_solver_id(kGpuDirectNaiveId);
+      best->set_solver_name("gpu_direct_naive");
+      best->set_algorithm("direct");
+      best->set_time_ms(0.25);
+      best->set_measured(true);
+      ASSERT_TRUE(storage::FindDb(source->get(), key).Put(r).ok());
+    }
+    absl::StatusOr<std::string> exported = storage::ExportStore(**source);
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    file = *std::move(exported);
+  }
+  std::filesystem::remove_all(other_dir);
+  v1::DbImportRequest req;
+  req.set_file(file);
+  grpc::ClientContext ctx;
+  v1::DbImportResponse resp;
+  grpc::Status s = stub_->DbImport(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GE(resp.refused(), 2);
+  EXPECT_EQ(resp.imported(), 1);
+  const std::string problem_key = ProblemKey(Problem(8));
+  EXPECT_TRUE(
+      storage::FindDb(store_.get(), "cuda-elsewhere").Get(problem_key).ok());
+  for (const std::string& key : {cpu_.info().Key(), other_.info().Key()}) {
+    EXPECT_FALSE(storage::FindDb(store_.get(), key).Get(problem_key).ok())
+        << key;
+  }
 }
 
 // A tenant's limits hold across the keys: with its one find allowed to wait

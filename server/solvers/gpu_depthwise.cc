@@ -308,8 +308,7 @@ class GpuDepthwise final : public GpuSolver {
           ", C/G ", p.c_per_group(), ", K/G ", p.k_per_group(), ")"));
     }
     RETURN_IF_ERROR(CheckIndex32(p, name()));
-    const int64_t most_chunks =
-        std::max(WrwChunks(p), VecApply(p) ? kMaxChunks : 1);
+    const int64_t most_chunks = MostChunks(p);
     if (most_chunks * p.w_elements() > kMaxIndex32) {
       return absl::FailedPreconditionError(absl::StrCat(
           "gpu_depthwise indexes its workspace in 32 bits: ", most_chunks,
@@ -327,10 +326,7 @@ class GpuDepthwise final : public GpuSolver {
 
   // The most any config takes.
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
-    int64_t chunks = 1;
-    for (const PerfConfig& c : ConfigSpace(p)) {
-      chunks = std::max(chunks, ConfigChunks(p, c));
-    }
+    const int64_t chunks = MostChunks(p);
     return chunks > 1
                ? chunks * p.w_elements() * static_cast<int64_t>(sizeof(float))
                : 0;
@@ -452,6 +448,15 @@ class GpuDepthwise final : public GpuSolver {
   }
 
  private:
+  // The most chunks of backward weights any config of `p` takes.
+  int64_t MostChunks(const ConvProblem& p) const {
+    int64_t chunks = 1;
+    for (const PerfConfig& c : ConfigSpace(p)) {
+      chunks = std::max(chunks, ConfigChunks(p, c));
+    }
+    return chunks;
+  }
+
   static void AddReduceStep(const ConvProblem& p, int source, int64_t chunks,
                             v1::ExecutionPlan* plan) {
     const int64_t count = p.w_elements();

@@ -56,6 +56,15 @@ bool WaitFor(const std::function<bool()>& done) {
   return done();
 }
 
+// Short timings, no background tuning.
+Core::Options TestCoreOptions() {
+  Core::Options options;
+  options.timing.min_repeats = 2;
+  options.timing.budget_ms = 2;
+  options.background_tuning = false;
+  return options;
+}
+
 class TwoDeviceCoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,10 +76,7 @@ class TwoDeviceCoreTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       queues_.push_back(std::make_unique<ThreadPool>("timing", 1));
     }
-    Core::Options options;
-    options.timing.min_repeats = 2;
-    options.timing.budget_ms = 2;
-    options.background_tuning = false;
+    Core::Options options = TestCoreOptions();
     options.device_in_use_ms = 600000;
     core_ = std::make_unique<Core>(
         std::vector<Core::DeviceLane>{{.ordinal = 0,
@@ -262,10 +268,7 @@ class TwoKeyServiceTest : public ::testing::Test {
     auto store = storage::OpenRocksDbStore(dir_);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    Core::Options options;
-    options.timing.min_repeats = 2;
-    options.timing.budget_ms = 2;
-    options.background_tuning = false;
+    Core::Options options = TestCoreOptions();
     options.shared_quotas = &quotas_;
     cores_[0] = std::make_unique<Core>(
         std::vector<Core::DeviceLane>{

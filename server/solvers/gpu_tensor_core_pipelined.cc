@@ -19,7 +19,8 @@
 // products run as Hopper's warpgroup MMA, compiled for sm_90a, each
 // warpgroup multiplying 64 rows of the block tile by all BN columns straight
 // from the swizzled shared-memory tiles; a config is {BM, BN, BK, BM / 16,
-// 1, stages}.
+// P, stages}: P 1, every warp copies and multiplies; P 2, the BM / 16 warps
+// only multiply and one warpgroup more only copies (-DCT_PRODUCER=1).
 #include <algorithm>
 #include <array>
 
@@ -49,14 +50,18 @@ constexpr std::array<int64_t, 6> kConfigs[] = {
     {128, 256, 32, 2, 4, 3}, {128, 128, 64, 2, 2, 3}, {128, 128, 32, 2, 2, 4},
     {128, 64, 32, 2, 2, 4},  {64, 128, 32, 2, 2, 4},  {64, 64, 32, 2, 2, 4}};
 
-// The warpgroup-MMA variant: {BM, BN, BK, BM / 16 warps, 1, stages}, at
-// most 227 KiB of shared memory with the 1 KiB the tiles' alignment takes.
-// The last has BK 32, the fallback for every channel count.
+// The warpgroup-MMA variant: {BM, BN, BK, BM / 16 warps, P, stages} (P 2:
+// a producer warpgroup), at most 227 KiB of shared memory with the 1 KiB
+// the tiles' alignment takes. The last has BK 32, the fallback for every
+// channel count.
+constexpr int64_t kProducer = 2;
 constexpr std::array<int64_t, 6> kWgmmaConfigs[] = {
     {128, 256, 64, 8, 1, 4}, {128, 256, 32, 8, 1, 6}, {128, 128, 64, 8, 1, 4},
     {128, 128, 64, 8, 1, 3}, {128, 128, 32, 8, 1, 6}, {64, 256, 64, 4, 1, 4},
     {128, 64, 64, 8, 1, 4},  {128, 64, 32, 8, 1, 6},  {64, 128, 64, 4, 1, 4},
-    {64, 128, 32, 4, 1, 6},  {64, 64, 64, 4, 1, 4},   {64, 64, 32, 4, 1, 6}};
+    {64, 128, 32, 4, 1, 6},  {64, 64, 64, 4, 1, 4},   {192, 128, 64, 12, 2, 5},
+    {128, 256, 64, 8, 2, 4}, {128, 128, 64, 8, 2, 6}, {192, 128, 32, 12, 2, 8},
+    {128, 128, 32, 8, 2, 8}, {64, 128, 64, 4, 2, 6},  {64, 64, 32, 4, 1, 6}};
 
 // W: {BM (output channels), BN (filter columns), 32 positions, WM, WN, stages}.
 constexpr std::array<int64_t, 6> kWrwConfigs[] = {{128, 128, 32, 2, 2, 4},
@@ -215,7 +220,15 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
   return g;
 }
 
-int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
+// A warpgroup config with a producer: BM / 16 warps that multiply, and 4
+// that copy.
+bool HasProducer(const PerfConfig& c, bool wgmma) {
+  return wgmma && c[4] == kProducer;
+}
+
+int64_t Threads(const PerfConfig& c, bool wgmma) {
+  return HasProducer(c, wgmma) ? (c[3] + 4) * 32 : c[3] * c[4] * 32;
+}
 
 // `wgmma`: the output tile in fp32, and 1 KiB more for aligning the tiles to
 // 1024 bytes.
@@ -433,9 +446,13 @@ class GpuTensorCorePipelined final : public GpuSolver {
     v1::ExecutionPlan plan = NewPlan(p, config);
     std::vector<std::string> options = ProblemOptions(p);
     const char* names[] = {"BM", "BN", "BK", "WM", "WN", "CT_STAGES"};
-    for (int i = 0; i < 6; ++i)
-      options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
+    const bool producer = HasProducer(config, wgmma_);
+    for (int i = 0; i < 6; ++i) {
+      const int64_t v = producer && i == 4 ? 1 : config[i];
+      options.push_back(absl::StrCat("-D", names[i], "=", v));
+    }
     if (wgmma_) options.push_back("-DCT_WGMMA=1");
+    if (producer) options.push_back("-DCT_PRODUCER=1");
     const int source = AddSource(&plan, "conv_tc.cu", options);
     if (wgmma_) plan.mutable_sources(source)->set_arch_suffix("a");
     if (p.direction == Direction::kBackwardWeights) {
@@ -484,9 +501,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
       } else if (g.pack_src) {
         AddPackStep(p, source, src, g.src_at, n0, nb, g.ci, g.cp, src_hw, plan);
       }
-      v1::KernelStep* step = AddGpuStep(plan, "conv_tc", source,
-                                        {Blocks(g, nb, config), g.groups, 1},
-                                        static_cast<uint32_t>(Threads(config)));
+      v1::KernelStep* step = AddGpuStep(
+          plan, "conv_tc", source, {Blocks(g, nb, config), g.groups, 1},
+          static_cast<uint32_t>(Threads(config, wgmma_)));
       step->set_shared_bytes(
           static_cast<uint32_t>(SharedBytes(p, config, wgmma_)));
       if (g.pack_src) {
@@ -530,7 +547,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
           AddGpuStep(plan, "conv_tc_wrw", source,
                      {CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]),
                       g.groups, g.splits},
-                     static_cast<uint32_t>(Threads(config)));
+                     static_cast<uint32_t>(Threads(config, false)));
       step->set_shared_bytes(
           static_cast<uint32_t>(SharedBytes(p, config, false)));
       if (g.pack_x) {

@@ -12,13 +12,16 @@
 // usage: bench_gpu_vs_cudnn [--layout NCHW|NHWC|both] [--json PATH]
 //                           [--max-layers N] [--repeats N] [--max-seconds S]
 //                           [--workspace-mib M] [--exhaustive]
-//                           [--list-cold-find] [--steps] FILE...
+//                           [--list-cold-find] [--steps] [--configs ID]
+//                           FILE...
 // --layout runs the lists' layers in that layout (default: as the lines say);
 // --max-seconds starts no layer after S seconds; --exhaustive makes
 // convtune's find search every tunable solver's configs; --list-cold-find
 // first times the cold find of each file's layers submitted all at once (as
 // a daemon serving `convtune find --file` sees them), on an empty database;
-// --steps adds a line per layer with the time of each step of our best plan.
+// --steps adds a line per layer with the time of each step of our best plan;
+// --configs ID one with the time of each config of solver ID (each plan
+// checked against find's output first).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -109,6 +112,7 @@ struct Row {
   double max_rel_err = 0;
   int cudnn_configs = 0;
   std::string step_times;  // with --steps: "kernel ms, ..." of our plan's steps
+  std::string config_times;  // with --configs: "[config] ms, ..."
 };
 
 std::string WithConfig(const v1::PerfResult& r) {
@@ -130,6 +134,7 @@ struct Bench {
   int64_t workspace_bytes;
   bool exhaustive = false;
   bool steps = false;
+  uint32_t configs_of = 0;  // --configs: a solver id, 0 for none
   std::mt19937_64 rng{std::random_device{}()};
 
   absl::StatusOr<v1::ExecutionPlan> BuiltPlan(const ConvProblem& p,
@@ -204,6 +209,35 @@ struct Bench {
         ASSIGN_OR_RETURN(double ms, time_plan(one));
         absl::StrAppendFormat(&row.step_times, "%s%s %.4f", i ? ", " : "",
                               plan.steps(i).kernel(), ms);
+      }
+    }
+    const Solver* tuned =
+        configs_of != 0 ? registry->Find(configs_of) : nullptr;
+    if (tuned != nullptr && tuned->IsApplicable(p).ok()) {
+      // All ones bits: NaN in every type, so that what a plan leaves
+      // unwritten counts as wrong.
+      const std::vector<char> poison(out_bytes, static_cast<char>(0xFF));
+      std::vector<char> got(out_bytes);
+      for (const PerfConfig& config : tuned->ConfigSpace(p)) {
+        absl::StatusOr<v1::ExecutionPlan> pl =
+            BuiltPlan(p, tuned->id(), config);
+        if (!pl.ok()) continue;
+        RETURN_IF_ERROR(dev->CopyToDevice(out, poison.data(), out_bytes));
+        RETURN_IF_ERROR(ExecutePlan(*dev, *pl, b));
+        RETURN_IF_ERROR(dev->Synchronize());
+        RETURN_IF_ERROR(dev->CopyFromDevice(got.data(), *out, out_bytes));
+        double max_abs = 1e-30, max_err = 0;
+        for (int64_t i = 0; i < p.output_elements(); ++i) {
+          const double a = LoadElement(got.data(), p.type, i),
+                       c = LoadElement(ours.data(), p.type, i);
+          max_abs = std::max(max_abs, std::fabs(c));
+          max_err = std::max(max_err, std::fabs(a - c));
+        }
+        ASSIGN_OR_RETURN(double ms, time_plan(*pl));
+        absl::StrAppendFormat(&row.config_times, "%s[%s] %.4f%s",
+                              row.config_times.empty() ? "" : ", ",
+                              PerfConfigString(config), ms,
+                              max_err / max_abs <= 2e-2 ? "" : " WRONG");
       }
     }
     if (own != nullptr) {
@@ -370,12 +404,14 @@ constexpr char kUsage[] =
     "[--max-seconds S]\n"
     "                          [--workspace-mib M] [--exhaustive] "
     "[--list-cold-find] [--steps]\n"
-    "                          [--report-timing-ms MS] FILE...\n";
+    "                          [--configs SOLVER_ID] "
+    "[--report-timing-ms MS] FILE...\n";
 
 int Main(int argc, char** argv) {
   int max_layers = 1000, repeats = 10;
   int64_t workspace_mib = 4096;
   bool exhaustive = false, list_cold_find = false, steps = false;
+  uint32_t configs_of = 0;
   double max_seconds = 1e9, report_timing_ms = 2000;
   std::vector<std::optional<Layout>> layouts = {std::nullopt};
   std::string json_path;
@@ -390,6 +426,8 @@ int Main(int argc, char** argv) {
       list_cold_find = true;
     } else if (a == "--steps") {
       steps = true;
+    } else if (a == "--configs" && i + 1 < argc) {
+      configs_of = static_cast<uint32_t>(std::atoi(argv[++i]));
     } else if (a == "--max-seconds" && i + 1 < argc) {
       max_seconds = std::atof(argv[++i]);
     } else if (a == "--report-timing-ms" && i + 1 < argc) {
@@ -443,7 +481,7 @@ int Main(int argc, char** argv) {
   Core engine(dev, *registry, **store, compile, bench_queue, options, nullptr,
               &builder);
   Bench bench{&dev,       &engine, registry.get(), repeats, workspace_mib << 20,
-              exhaustive, steps};
+              exhaustive, steps,   configs_of};
   std::printf(
       "device %s, libraries: %s\n\n", dev.info().Key().c_str(),
       dev.info().libraries.empty() ? "none" : dev.info().libraries.c_str());
@@ -536,6 +574,8 @@ int Main(int argc, char** argv) {
             r->max_rel_err);
         if (!r->step_times.empty())
           std::printf("|  | steps: %s |\n", r->step_times.c_str());
+        if (!r->config_times.empty())
+          std::printf("|  | configs: %s |\n", r->config_times.c_str());
         std::fflush(stdout);
         if (json != nullptr) {
           std::fprintf(

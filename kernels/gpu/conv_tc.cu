@@ -32,11 +32,10 @@
 //
 // CT_WGMMA 1 (sm_90a, F and B): the products run as Hopper's warpgroup MMA
 // instead, described at tc_wgmma_mainloop; the tiles, the copies and the
-// store are the same. CT_PRODUCER 1 adds a warpgroup that only copies,
-// the WM warps only multiply (tc_wgmma_mainloop_producer).
+// store are the same.
 //
 // Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
-// (warps that multiply), CT_STAGES, CT_WGMMA, CT_PRODUCER. Scalars:
+// (warps), CT_STAGES, CT_WGMMA. Scalars:
 //   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk)
 //   tc_pack_act     n0 nb G CG CP HW: images [n0, n0 + nb) of a tensor with
 //                   G*CG channels into [nb][HW][G][CP]
@@ -72,21 +71,10 @@
 #ifndef CT_WGMMA
 #define CT_WGMMA 0
 #endif
-#ifndef CT_PRODUCER
-#define CT_PRODUCER 0
-#endif
 
 #define CT_CHUNKS (BK / 8)  // 16-byte chunks per tile row
 #define CT_ROW_BYTES (BK * 2)
-#define CT_MMA_THREADS (WM * WN * 32)
-// A block's threads, and those that copy the operand tiles.
-#if CT_PRODUCER
-#define CT_THREADS (CT_MMA_THREADS + 128)
-#define CT_LOADERS 128
-#else
-#define CT_THREADS CT_MMA_THREADS
-#define CT_LOADERS CT_THREADS
-#endif
+#define CT_THREADS (WM * WN * 32)
 #define CT_WTM (BM / WM)
 #define CT_WTN (BN / WN)
 #define CT_MI (CT_WTM / 16)
@@ -94,8 +82,8 @@
 #define CT_A_BYTES (BM * CT_ROW_BYTES)
 #define CT_STAGE_BYTES ((BM + BN) * CT_ROW_BYTES)
 #define CT_AL \
-  (BM * CT_CHUNKS / CT_LOADERS)  // A chunks a loader copies per stage
-#define CT_BL (BN * CT_CHUNKS / CT_LOADERS)
+  (BM * CT_CHUNKS / CT_THREADS)  // A chunks a thread copies per stage
+#define CT_BL (BN * CT_CHUNKS / CT_THREADS)
 
 static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0,
               "warp tile: 16-row by 16-column multiples");
@@ -103,10 +91,10 @@ static_assert(BK == 32 || BK == 64,
               "BK: 32 or 64 channels (positions for W) a step");
 #if CT_DIR != 3
 static_assert(CT_AL >= 1 && CT_BL >= 1 &&
-                  CT_AL * CT_LOADERS == BM * CT_CHUNKS &&
-                  CT_BL * CT_LOADERS == BN * CT_CHUNKS,
-              "tile chunks must divide evenly among the loaders");
-static_assert(CT_THREADS >= BM, "the NCHW store gives each thread one row");
+                  CT_AL * CT_THREADS == BM * CT_CHUNKS &&
+                  CT_BL * CT_THREADS == BN * CT_CHUNKS,
+              "tile chunks must divide evenly among the threads");
+static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
 #endif
 #if CT_WGMMA
 static_assert(CT_DIR != 3, "CT_WGMMA: forward-shaped passes only");
@@ -115,8 +103,6 @@ static_assert(BM % 64 == 0 && WM * 16 == BM && WN == 1,
 static_assert(BN == 64 || BN == 128 || BN == 256, "CT_WGMMA: BN 64, 128, 256");
 static_assert(CT_STAGES >= 3, "CT_WGMMA: at least three stages");
 #endif
-static_assert(!CT_PRODUCER || (CT_WGMMA && WM % 4 == 0),
-              "CT_PRODUCER: warpgroup MMA, whole warpgroups that multiply");
 
 // The byte offset of 16-byte chunk j of row r in a shared tile.
 CT_DEVICE ct_u32 tc_swizzle(int r, int j) {
@@ -525,90 +511,6 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
   for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
   tc_wait<0>();
 }
-
-#if CT_PRODUCER
-// Shared-memory barriers (mbarrier): a phase completes once `count` threads
-// have arrived; a waiter names the parity of the phase it waits for.
-CT_DEVICE void tc_bar_init(ct_u32 bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
-               "r"(count)
-               : "memory");
-}
-CT_DEVICE void tc_bar_arrive(ct_u32 bar) {
-  asm volatile(
-      "{\n.reg .b64 s;\nmbarrier.arrive.shared::cta.b64 s, [%0];\n}\n" ::"r"(
-          bar)
-      : "memory");
-}
-CT_DEVICE void tc_bar_wait(ct_u32 bar, int parity) {
-  ct_u32 done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// The stage ring with the roles split. The last warpgroup only copies: for
-// step kt it waits until slot kt % CT_STAGES is free (`empty`, its
-// previous step's products done), issues the step's copies, and once the
-// copies of step kt - kLag have landed fences them for the MMA and arrives
-// on that step's `full`. The WM warps only multiply: each warpgroup waits
-// for a step's `full`, issues its MMAs, and once the step before is done
-// arrives on that step's `empty`. No block-wide barrier inside the loop:
-// the MMAs wait on the copies only where the data is not there yet.
-// `bars`: 2 * CT_STAGES barriers, full then empty.
-template <typename Load>
-CT_DEVICE void tc_wgmma_mainloop_producer(float (&acc)[CT_MI][CT_NI][4],
-                                          int steps, ct_u32 smem, ct_u32 bars,
-                                          Load& load) {
-  // Copies in flight per loader; the slot being filled stays two steps
-  // behind the one the MMAs may still read.
-  constexpr int kLag = CT_STAGES - 2;
-  const ct_u32 full = bars, empty = bars + CT_STAGES * 8;
-  if (threadIdx.x >= CT_MMA_THREADS) {
-    for (int kt = 0; kt < steps + kLag; ++kt) {
-      if (kt < steps) {
-        const int slot = kt % CT_STAGES, use = kt / CT_STAGES;
-        if (use > 0) tc_bar_wait(empty + slot * 8, (use - 1) & 1);
-        load(kt, slot);
-      }
-      tc_commit();
-      const int landed = kt - kLag;
-      if (landed >= 0) {
-        tc_wait<kLag>();
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        tc_bar_arrive(full + (landed % CT_STAGES) * 8);
-      }
-    }
-    tc_wait<0>();
-    return;
-  }
-  float* d = &acc[0][0][0];
-  const ct_u32 rows = (threadIdx.x / 128) * 64 * CT_ROW_BYTES;
-  for (int kt = 0; kt < steps; ++kt) {
-    const int slot = kt % CT_STAGES;
-    tc_bar_wait(full + slot * 8, (kt / CT_STAGES) & 1);
-    const ct_u32 stage = smem + slot * CT_STAGE_BYTES;
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      tc_wgmma(d, tc_wgmma_desc(stage + rows + kk * 32),
-               tc_wgmma_desc(stage + CT_A_BYTES + kk * 32), kt > 0 || kk > 0);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    if (kt > 0) tc_bar_arrive(empty + ((kt - 1) % CT_STAGES) * 8);
-  }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-  for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
-}
-#endif  // CT_PRODUCER
 #endif  // CT_WGMMA
 
 // The output tile's element as stored in shared memory (tc_put) and as
@@ -644,10 +546,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int m0 = static_cast<int>(blockIdx.x / col_tiles) * BM;
   const int o0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
   const int g = blockIdx.y;
-  // This thread's place among the loaders (CT_PRODUCER: the last
-  // warpgroup's threads; the others never copy).
-  const int lt = CT_PRODUCER ? tid % CT_LOADERS : tid;
-  const int chunk = lt % CT_CHUNKS;
+  const int chunk = tid % CT_CHUNKS;
 
   // The source rows and filter rows this thread copies: where each starts,
   // and for source rows the (ih, iw) of tap (0, 0).
@@ -655,7 +554,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   ct_u32 a_to[CT_AL];
 #pragma unroll
   for (int i = 0; i < CT_AL; ++i) {
-    const int r = lt / CT_CHUNKS + i * (CT_LOADERS / CT_CHUNKS);
+    const int r = tid / CT_CHUNKS + i * (CT_THREADS / CT_CHUNKS);
     const int m = m0 + r;
     a_to[i] = tc_swizzle(r, chunk);
     a_at[i] = 0, a_h0[i] = -(1 << 29), a_w0[i] = 0;
@@ -673,7 +572,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   ct_u32 b_to[CT_BL];
 #pragma unroll
   for (int i = 0; i < CT_BL; ++i) {
-    const int r = lt / CT_CHUNKS + i * (CT_LOADERS / CT_CHUNKS);
+    const int r = tid / CT_CHUNKS + i * (CT_THREADS / CT_CHUNKS);
     b_ok[i] = o0 + r < ko;
     b_to[i] = CT_A_BYTES + tc_swizzle(r, chunk);
     b_at[i] = ((g * ko + (b_ok[i] ? o0 + r : 0)) * taps) * cp + chunk * 8;
@@ -738,18 +637,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   };
 #endif
   float acc[CT_MI][CT_NI][4];
-#if CT_PRODUCER
-  __shared__ ct_u64 bars[2 * CT_STAGES];
-  const ct_u32 bar0 = tc_shared_address(bars);
-  if (tid == 0) {
-    for (int i = 0; i < CT_STAGES; ++i) {
-      tc_bar_init(bar0 + i * 8, CT_LOADERS);
-      tc_bar_init(bar0 + (CT_STAGES + i) * 8, CT_MMA_THREADS);
-    }
-  }
-  __syncthreads();
-  tc_wgmma_mainloop_producer(acc, steps, smem, bar0, load);
-#elif CT_WGMMA
+#if CT_WGMMA
   tc_wgmma_mainloop(acc, steps, smem, load);
 #else
   tc_mainloop<CT_STAGE_BYTES>(acc, steps, smem, load, fragments);
@@ -772,22 +660,19 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #else
   constexpr int kLd = BM + 8;
 #endif
-  // The producer's warps hold no sums.
-  if (!CT_PRODUCER || warp < WM * WN) {
 #pragma unroll
-    for (int mi = 0; mi < CT_MI; ++mi) {
+  for (int mi = 0; mi < CT_MI; ++mi) {
 #pragma unroll
-      for (int ni = 0; ni < CT_NI; ++ni) {
+    for (int ni = 0; ni < CT_NI; ++ni) {
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const int r = wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
-          const int c = wn * CT_WTN + ni * 8 + (lane & 3) * 2 + (v & 1);
+      for (int v = 0; v < 4; ++v) {
+        const int r = wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
+        const int c = wn * CT_WTN + ni * 8 + (lane & 3) * 2 + (v & 1);
 #if CT_NHWC
-          tc_put(&tile[r * kLd + c], acc[mi][ni][v]);
+        tc_put(&tile[r * kLd + c], acc[mi][ni][v]);
 #else
-          tc_put(&tile[c * kLd + r], acc[mi][ni][v]);
+        tc_put(&tile[c * kLd + r], acc[mi][ni][v]);
 #endif
-        }
       }
     }
   }
@@ -824,9 +709,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     }
   }
 #else
-  // Whole rows of threads only (CT_THREADS need not be a multiple of BM).
   const int r = tid % BM, m = m0 + r;
-  if (m < rows && tid < CT_THREADS / BM * BM) {
+  if (m < rows) {
     const int n = m / ohw, pos = m - n * ohw;
     ct_u16* at = dst + (static_cast<ct_i64>(n) * channels + g * ko) * ohw + pos;
     for (int c = tid / BM; c < BN && o0 + c < ko; c += CT_THREADS / BM) {

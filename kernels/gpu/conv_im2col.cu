@@ -243,6 +243,41 @@ CT_DEVICE bool ct_sampled(const CtWalk& w, int lim) {
   return w.m == 0 && w.o < lim;
 }
 
+// NHWC rows of channels moved 16 bytes a lane where every row is whole
+// 16-byte vectors and both tensors start on 16 bytes (`vec`), else an
+// element a lane.
+struct alignas(16) CtRowVec {
+  ct_u32 w[4];
+};
+constexpr int kCtRowVec = 16 / sizeof(ct_t);  // elements a vector
+CT_DEVICE bool ct_rows_vec(const void* a, const void* b, int ch_count) {
+  return ch_count % kCtRowVec == 0 &&
+         ((reinterpret_cast<ct_u64>(a) | reinterpret_cast<ct_u64>(b)) & 15) ==
+             0;
+}
+CT_DEVICE void ct_copy_row(ct_t* to, const ct_t* from, int ch_count, int lane,
+                           int lanes, bool vec) {
+  if (vec) {
+    for (int v = lane; v < ch_count / kCtRowVec; v += lanes) {
+      reinterpret_cast<CtRowVec*>(to)[v] =
+          reinterpret_cast<const CtRowVec*>(from)[v];
+    }
+  } else {
+    for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = from[ch];
+  }
+}
+CT_DEVICE void ct_zero_row(ct_t* to, int ch_count, int lane, int lanes,
+                           bool vec) {
+  if (vec) {
+    const CtRowVec zero = {{0, 0, 0, 0}};
+    for (int v = lane; v < ch_count / kCtRowVec; v += lanes)
+      reinterpret_cast<CtRowVec*>(to)[v] = zero;
+  } else {
+    const ct_t zero = ct_from_float<ct_t>(0.0f);
+    for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = zero;
+  }
+}
+
 CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels,
                          ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od,
                          ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_sd, ct_i64 a_sh,
@@ -259,6 +294,7 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels,
   const ct_t* src = psrc + a_n0 * ch_count * is;  // the chunk's first image
 #if CT_NHWC
   // One position of the dense chunk per item: (i, od, oh, ow).
+  const bool vec = ct_rows_vec(src, dense, ch_count);
   CT_FOR_ITEMS(pos, nb * os, shift) {
     const int o = pos % os, i = pos / os;
     const int ow = o % out.w, oh = (o / out.w) % out.h,
@@ -267,8 +303,8 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels,
         src + (static_cast<ct_i64>(i) * is +
                (od * st.d * in.h + oh * st.h) * in.w + ow * st.w) *
                   ch_count;
-    ct_t* to = dense + static_cast<ct_i64>(pos) * ch_count;
-    for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = from[ch];
+    ct_copy_row(dense + static_cast<ct_i64>(pos) * ch_count, from, ch_count,
+                lane, lanes, vec);
   }
 #else
   // A band of the dense plane's rows (od, oh) per item.
@@ -308,10 +344,10 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels,
   const int shift = static_cast<int>(a_lane_shift), lanes = 1 << shift;
   const int lane = ct_lane(shift);
   ct_t* dx = pdx + a_n0 * ch_count * is;  // the chunk's first image
-  const ct_t zero = ct_from_float<ct_t>(0.0f);
 #if CT_NHWC
   // One position of dx per item: its channels copied from the dense chunk
   // where it was sampled, else 0.
+  const bool vec = ct_rows_vec(dense, dx, ch_count);
   CT_FOR_ITEMS(pos, nb * is, shift) {
     const int x = pos % is, i = pos / is;
     const int w = x % in.w, h = (x / in.w) % in.h, d = x / (in.w * in.h);
@@ -322,12 +358,13 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels,
       const ct_t* from = dense + (static_cast<ct_i64>(i) * os +
                                   (od * out.h + oh) * out.w + ow) *
                                      ch_count;
-      for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = from[ch];
+      ct_copy_row(to, from, ch_count, lane, lanes, vec);
     } else {
-      for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = zero;
+      ct_zero_row(to, ch_count, lane, lanes, vec);
     }
   }
 #else
+  const ct_t zero = ct_from_float<ct_t>(0.0f);
   // A band of the plane's rows (d, h) of dx per item. Along w a lane meets
   // the same w modulo the stride on every step when the stride divides the
   // lanes; else it walks w with counters.

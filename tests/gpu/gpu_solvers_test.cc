@@ -151,6 +151,10 @@ std::vector<Case> Cases() {
     ConvProblem strided = Small(2, 12, {1, 9, 8}, 10, 1, 2, 1, l);
     strided.n = 5;
     cases.push_back({"1x1 stride 2 n5" + suffix, strided});
+    // Channels in whole 16-byte vectors: the NHWC gather and scatter move
+    // vectors.
+    cases.push_back({"1x1 stride 2 c16 k24" + suffix,
+                     Small(2, 16, {1, 9, 10}, 24, 1, 2, 1, l)});
     cases.push_back({"grouped 1x1 stride 2" + suffix,
                      Small(2, 12, {1, 7, 9}, 18, 1, 2, 3, l)});
     cases.push_back(

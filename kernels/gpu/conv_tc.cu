@@ -229,34 +229,50 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
 // width padding, over a source OW wide; conv_tc_wrw likewise sums the
 // partials of filt', which tc_wrw_reduce_rows unfolds into dw.
 // tc_pack_rows: images [n0, n0 + nb) of x (C channels, H x W) into src'
-// [nb][H][OW][CP]; one element per thread of a 1-D launch.
+// [nb][H][OW][CP]; eight consecutive elements of src' (16 bytes: CP is a
+// multiple of 32) per thread of a 1-D launch, stored at once.
+struct alignas(16) TcEight {
+  ct_u32 w[4];
+};
 CT_KERNEL void tc_pack_rows(const ct_t* px, ct_t* pdst, ct_i64 a_n0,
                             ct_i64 a_nb, ct_i64 a_c, ct_i64 a_h, ct_i64 a_w,
                             ct_i64 a_ow, ct_i64 a_s, ct_i64 a_sw, ct_i64 a_pw,
                             ct_i64 a_dw, ct_i64 a_cp) {
-  const ct_i64 count = a_nb * a_h * a_ow * a_cp;
+  const int eights = static_cast<int>(a_cp / 8);  // of a src' row
+  const ct_i64 count = a_nb * a_h * a_ow * eights;
   const ct_i64 i = ct_global_index_x();
   if (i >= count) return;
-  const int c_count = static_cast<int>(a_c), cp = static_cast<int>(a_cp);
-  const int f = static_cast<int>(i % cp);
-  ct_i64 rest = i / cp;
-  const int ow = static_cast<int>(rest % a_ow);
+  const int c_count = static_cast<int>(a_c);
+  const int f0 = static_cast<int>(i % eights) * 8;
+  ct_i64 rest = i / eights;
+  const ct_i64 ow = rest % a_ow;
   rest /= a_ow;
-  const int ih = static_cast<int>(rest % a_h);
+  const ct_i64 ih = rest % a_h;
   const ct_i64 n = a_n0 + rest / a_h;
-  ct_u16 v = 0;
-  if (f < c_count * static_cast<int>(a_s)) {
-    const int fs = f / c_count, c = f - fs * c_count;
-    const ct_i64 iw = ow * a_sw + fs * a_dw - a_pw;
-    if (iw >= 0 && iw < a_w) {
-      ct_i64 st[5];
-      const ct_i64 sp[3] = {1, a_h, a_w};
-      ct_strides<ct_i64>(st, a_c, sp);
-      v = reinterpret_cast<const ct_u16*>(
-          px)[n * st[0] + c * st[1] + ih * st[3] + iw * st[4]];
+  ct_i64 st[5];
+  const ct_i64 sp[3] = {1, a_h, a_w};
+  ct_strides<ct_i64>(st, a_c, sp);
+  const ct_u16* row =
+      reinterpret_cast<const ct_u16*>(px) + n * st[0] + ih * st[3];
+  const int folded = c_count * static_cast<int>(a_s);
+  // (fs, c) of element f0 + j, stepped along.
+  int fs = f0 / c_count, c = f0 - fs * c_count;
+  TcEight out;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    ct_u32 v = 0;
+    if (f0 + j < folded) {
+      const ct_i64 iw = ow * a_sw + fs * a_dw - a_pw;
+      if (iw >= 0 && iw < a_w) v = row[c * st[1] + iw * st[4]];
+    }
+    if (++c == c_count) c = 0, ++fs;
+    if (j % 2 == 0) {
+      out.w[j / 2] = v;
+    } else {
+      out.w[j / 2] |= v << 16;
     }
   }
-  reinterpret_cast<ct_u16*>(pdst)[i] = v;
+  reinterpret_cast<TcEight*>(pdst)[i] = out;
 }
 
 // filt' [K][R][CP] from w (K x C x R x S); one element per thread.

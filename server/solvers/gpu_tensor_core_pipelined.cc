@@ -267,9 +267,10 @@ void AddPackStep(const ConvProblem& p, int source, v1::BufferRole src,
 void AddPackRowsStep(const WidthFold& fold, int source, int64_t at, int64_t n0,
                      int64_t nb, int64_t c, int64_t h, int64_t ow, int64_t cp,
                      v1::ExecutionPlan* plan) {
+  // Eight elements a thread.
   v1::KernelStep* pack =
       AddGpuStep(plan, "tc_pack_rows", source,
-                 {CeilDiv(nb * h * ow * cp, kPackBlock), 1, 1}, kPackBlock);
+                 {CeilDiv(nb * h * ow * cp / 8, kPackBlock), 1, 1}, kPackBlock);
   AddBuffer(pack, v1::BUFFER_X);
   AddBuffer(pack, v1::BUFFER_WORKSPACE, at);
   for (int64_t v :

@@ -111,7 +111,9 @@ struct Row {
   double cold_s = 0, timing_s = 0, cudnn_search_s = 0, warm_us = 0;
   double max_rel_err = 0;
   int cudnn_configs = 0;
-  std::string step_times;  // with --steps: "kernel ms, ..." of our plan's steps
+  // With --steps: "kernel ms, ..." of find's plan's steps, and of the own
+  // kernels' plan where find picked a library's.
+  std::string step_times, own_step_times;
   std::string config_times;  // with --configs: "[config] ms, ..."
 };
 
@@ -199,18 +201,21 @@ struct Bench {
     const int64_t out_bytes = out->size();
     std::vector<char> ours(out_bytes), theirs(out_bytes);
     RETURN_IF_ERROR(dev->CopyFromDevice(ours.data(), *out, out_bytes));
-    if (steps) {
-      // Each step alone, timed the same way: where the plan's time goes
-      // (after our output is saved: steps run alone leave partial results).
-      for (int i = 0; i < plan.steps_size(); ++i) {
-        v1::ExecutionPlan one = plan;
+    // Each step alone, timed the same way: where a plan's time goes (after
+    // our output is saved: steps run alone leave partial results).
+    auto time_steps = [&](const v1::ExecutionPlan& pl,
+                          std::string* out) -> absl::Status {
+      for (int i = 0; i < pl.steps_size(); ++i) {
+        v1::ExecutionPlan one = pl;
         one.clear_steps();
-        *one.add_steps() = plan.steps(i);
+        *one.add_steps() = pl.steps(i);
         ASSIGN_OR_RETURN(double ms, time_plan(one));
-        absl::StrAppendFormat(&row.step_times, "%s%s %.4f", i ? ", " : "",
-                              plan.steps(i).kernel(), ms);
+        absl::StrAppendFormat(out, "%s%s %.4f", i ? ", " : "",
+                              pl.steps(i).kernel(), ms);
       }
-    }
+      return absl::OkStatus();
+    };
+    if (steps) RETURN_IF_ERROR(time_steps(plan, &row.step_times));
     const Solver* tuned =
         configs_of != 0 ? registry->Find(configs_of) : nullptr;
     if (tuned != nullptr && tuned->IsApplicable(p).ok()) {
@@ -248,6 +253,7 @@ struct Bench {
         ASSIGN_OR_RETURN(v1::ExecutionPlan own_plan,
                          BuiltPlan(p, own->solver_id(), config_of(*own)));
         ASSIGN_OR_RETURN(row.own_ms, time_plan(own_plan));
+        if (steps) RETURN_IF_ERROR(time_steps(own_plan, &row.own_step_times));
       }
     }
     // The peer: every engine config cuDNN's heuristics list, as PyTorch's
@@ -574,6 +580,8 @@ int Main(int argc, char** argv) {
             r->max_rel_err);
         if (!r->step_times.empty())
           std::printf("|  | steps: %s |\n", r->step_times.c_str());
+        if (!r->own_step_times.empty())
+          std::printf("|  | own steps: %s |\n", r->own_step_times.c_str());
         if (!r->config_times.empty())
           std::printf("|  | configs: %s |\n", r->config_times.c_str());
         std::fflush(stdout);

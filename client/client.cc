@@ -258,6 +258,7 @@ absl::StatusOr<std::string> Client::Execute(const ConvProblem& problem,
   request.set_x(std::move(x));
   request.set_w(std::move(w));
   request.set_y(std::move(y));
+  NameDevice(&request);
   v1::ExecuteResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, CallTimeout());

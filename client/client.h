@@ -196,16 +196,16 @@ class Client {
   Client(std::string target, ClientOptions options,
          std::shared_ptr<grpc::Channel> channel);
 
-  // The request of Find and its streaming form: the client's device named
-  // as the one it runs on.
   // Names the client's device (ClientOptions::device_ordinal) in a request
-  // answered for that device's key.
+  // answered for that device's key, or run there.
   template <typename Request>
   void NameDevice(Request* request) const {
     if (options_.device_ordinal.has_value()) {
       request->set_device(*options_.device_ordinal);
     }
   }
+  // The request of Find and its streaming form: the client's device named
+  // as the one it runs on.
   v1::FindRequest FindRequestFor(const ConvProblem& problem,
                                  const FindOptions& options) const;
 

@@ -457,5 +457,62 @@ TEST(ClientDevicesTest, TheClientsDeviceIsLeftToItUnlessItNamesOne) {
   EXPECT_EQ(daemon.Stop(), absl::OkStatus()) << daemon.Log();
 }
 
+// Remote execution runs on the client's device; a device the daemon does
+// not have is refused by name.
+TEST(ClientDevicesTest, ExecuteRunsOnTheClientsDevice) {
+  if (testing::ConvtunedPath().empty())
+    GTEST_SKIP() << "convtuned is not part of this build";
+  if (std::thread::hardware_concurrency() < 2) {
+    GTEST_SKIP() << "two CPU devices need two CPUs";
+  }
+  testing::TempDir dir;
+  testing::Daemon daemon;
+  ASSERT_EQ(daemon.Start(
+                dir.path(), dir.path() + "/db",
+                {"--backend", "cpu", "--cpu-devices", "2", "--background-tune",
+                 "off", "--device-in-use-ms", "600000"}),
+            absl::OkStatus())
+      << daemon.Log();
+  ConvProblem p;
+  p.n = 1, p.c = 8, p.k = 8, p.in = {1, 9, 9}, p.filter = {1, 3, 3};
+  p.pad = {0, 1, 1};
+  // A client that names no device: its find marks none in use.
+  auto anywhere = Client::Connect(daemon.address());
+  ASSERT_TRUE(anywhere.ok()) << anywhere.status();
+  absl::StatusOr<v1::FindResponse> found = (*anywhere)->Find(p);
+  ASSERT_TRUE(found.ok()) << found.status();
+  absl::StatusOr<v1::GetStatusResponse> status = (*anywhere)->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->devices_size(), 2);
+  EXPECT_NE(status->devices(1).state(), "in use");
+
+  std::mt19937_64 rng(20261203);
+  std::string x(p.x_bytes(), '\0'), w(p.w_bytes(), '\0');
+  FillRandom(x.data(), p.type, p.x_elements(), rng);
+  FillRandom(w.data(), p.type, p.w_elements(), rng);
+  ClientOptions on_one;
+  on_one.device_ordinal = 1;
+  auto client = Client::Connect(daemon.address(), on_one);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::string> y =
+      (*client)->Execute(p, found->results(0).solver_id(), x, w, "");
+  ASSERT_TRUE(y.ok()) << y.status();
+  HostTensors t{x.data(), w.data(), nullptr};
+  EXPECT_TRUE(CheckOutput(p, t, y->data(), 0, rng).ok());
+  status = (*client)->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->devices(1).state(), "in use");
+  EXPECT_NE(status->devices(0).state(), "in use");
+
+  ClientOptions on_seven;
+  on_seven.device_ordinal = 7;
+  auto absent = Client::Connect(daemon.address(), on_seven);
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  y = (*absent)->Execute(p, found->results(0).solver_id(), x, w, "");
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(y.status().message()), HasSubstr("no device 7 here"));
+  EXPECT_EQ(daemon.Stop(), absl::OkStatus()) << daemon.Log();
+}
+
 }  // namespace
 }  // namespace convtune

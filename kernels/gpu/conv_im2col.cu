@@ -246,9 +246,6 @@ CT_DEVICE bool ct_sampled(const CtWalk& w, int lim) {
 // NHWC rows of channels moved 16 bytes a lane where every row is whole
 // 16-byte vectors and both tensors start on 16 bytes (`vec`), else an
 // element a lane.
-struct alignas(16) CtRowVec {
-  ct_u32 w[4];
-};
 constexpr int kCtRowVec = 16 / sizeof(ct_t);  // elements a vector
 CT_DEVICE bool ct_rows_vec(const void* a, const void* b, int ch_count) {
   return ch_count % kCtRowVec == 0 &&
@@ -259,8 +256,8 @@ CT_DEVICE void ct_copy_row(ct_t* to, const ct_t* from, int ch_count, int lane,
                            int lanes, bool vec) {
   if (vec) {
     for (int v = lane; v < ch_count / kCtRowVec; v += lanes) {
-      reinterpret_cast<CtRowVec*>(to)[v] =
-          reinterpret_cast<const CtRowVec*>(from)[v];
+      reinterpret_cast<ct_v16*>(to)[v] =
+          reinterpret_cast<const ct_v16*>(from)[v];
     }
   } else {
     for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = from[ch];
@@ -269,9 +266,9 @@ CT_DEVICE void ct_copy_row(ct_t* to, const ct_t* from, int ch_count, int lane,
 CT_DEVICE void ct_zero_row(ct_t* to, int ch_count, int lane, int lanes,
                            bool vec) {
   if (vec) {
-    const CtRowVec zero = {{0, 0, 0, 0}};
+    const ct_v16 zero = {{0, 0, 0, 0}};
     for (int v = lane; v < ch_count / kCtRowVec; v += lanes)
-      reinterpret_cast<CtRowVec*>(to)[v] = zero;
+      reinterpret_cast<ct_v16*>(to)[v] = zero;
   } else {
     const ct_t zero = ct_from_float<ct_t>(0.0f);
     for (int ch = lane; ch < ch_count; ch += lanes) to[ch] = zero;

@@ -231,9 +231,6 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
 // tc_pack_rows: images [n0, n0 + nb) of x (C channels, H x W) into src'
 // [nb][H][OW][CP]; eight consecutive elements of src' (16 bytes: CP is a
 // multiple of 32) per thread of a 1-D launch, stored at once.
-struct alignas(16) TcEight {
-  ct_u32 w[4];
-};
 CT_KERNEL void tc_pack_rows(const ct_t* px, ct_t* pdst, ct_i64 a_n0,
                             ct_i64 a_nb, ct_i64 a_c, ct_i64 a_h, ct_i64 a_w,
                             ct_i64 a_ow, ct_i64 a_s, ct_i64 a_sw, ct_i64 a_pw,
@@ -257,7 +254,7 @@ CT_KERNEL void tc_pack_rows(const ct_t* px, ct_t* pdst, ct_i64 a_n0,
   const int folded = c_count * static_cast<int>(a_s);
   // (fs, c) of element f0 + j, stepped along.
   int fs = f0 / c_count, c = f0 - fs * c_count;
-  TcEight out;
+  ct_v16 out;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     ct_u32 v = 0;
@@ -272,7 +269,7 @@ CT_KERNEL void tc_pack_rows(const ct_t* px, ct_t* pdst, ct_i64 a_n0,
       out.w[j / 2] |= v << 16;
     }
   }
-  reinterpret_cast<TcEight*>(pdst)[i] = out;
+  reinterpret_cast<ct_v16*>(pdst)[i] = out;
 }
 
 // filt' [K][R][CP] from w (K x C x R x S); one element per thread.

@@ -23,6 +23,11 @@ typedef int ct_i32;
 typedef unsigned int ct_u32;
 typedef unsigned short ct_u16;
 
+// 16 bytes moved as one access.
+struct alignas(16) ct_v16 {
+  ct_u32 w[4];
+};
+
 #if defined(CONVTUNE_BACKEND_CUDA)
 #define CT_WARP_SIZE 32
 #elif defined(__AMDGCN_WAVEFRONT_SIZE)

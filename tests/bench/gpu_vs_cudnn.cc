@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -61,6 +62,21 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2]
                       : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The largest |got - ref| over the output, relative to the largest |ref|;
+// infinite where got holds a NaN (an element left unwritten after
+// poisoning).
+double MaxRelDiff(const ConvProblem& p, const char* got, const char* ref) {
+  double max_abs = 1e-30, max_err = 0;
+  for (int64_t i = 0; i < p.output_elements(); ++i) {
+    const double a = LoadElement(got, p.type, i),
+                 c = LoadElement(ref, p.type, i);
+    if (std::isnan(a)) return std::numeric_limits<double>::infinity();
+    max_abs = std::max(max_abs, std::fabs(c));
+    max_err = std::max(max_err, std::fabs(a - c));
+  }
+  return max_err / max_abs;
 }
 
 absl::StatusOr<double> TimeMedian(Device& dev, int repeats,
@@ -219,9 +235,9 @@ struct Bench {
     const Solver* tuned =
         configs_of != 0 ? registry->Find(configs_of) : nullptr;
     if (tuned != nullptr && tuned->IsApplicable(p).ok()) {
-      // All ones bits: NaN in every type, so that what a plan leaves
-      // unwritten counts as wrong.
-      const std::vector<char> poison(out_bytes, static_cast<char>(0xFF));
+      // What a plan leaves unwritten counts as wrong.
+      std::vector<char> poison(out_bytes);
+      FillNaN(poison.data(), p.type, p.output_elements());
       std::vector<char> got(out_bytes);
       for (const PerfConfig& config : tuned->ConfigSpace(p)) {
         absl::StatusOr<v1::ExecutionPlan> pl =
@@ -231,18 +247,12 @@ struct Bench {
         RETURN_IF_ERROR(ExecutePlan(*dev, *pl, b));
         RETURN_IF_ERROR(dev->Synchronize());
         RETURN_IF_ERROR(dev->CopyFromDevice(got.data(), *out, out_bytes));
-        double max_abs = 1e-30, max_err = 0;
-        for (int64_t i = 0; i < p.output_elements(); ++i) {
-          const double a = LoadElement(got.data(), p.type, i),
-                       c = LoadElement(ours.data(), p.type, i);
-          max_abs = std::max(max_abs, std::fabs(c));
-          max_err = std::max(max_err, std::fabs(a - c));
-        }
+        const bool right = MaxRelDiff(p, got.data(), ours.data()) <= 2e-2;
         ASSIGN_OR_RETURN(double ms, time_plan(*pl));
         absl::StrAppendFormat(&row.config_times, "%s[%s] %.4f%s",
                               row.config_times.empty() ? "" : ", ",
                               PerfConfigString(config), ms,
-                              max_err / max_abs <= 2e-2 ? "" : " WRONG");
+                              right ? "" : " WRONG");
       }
     }
     if (own != nullptr) {
@@ -291,15 +301,7 @@ struct Bench {
         RETURN_IF_ERROR(ExecutePlan(*dev, best_plan, b));
         RETURN_IF_ERROR(dev->Synchronize());
         RETURN_IF_ERROR(dev->CopyFromDevice(theirs.data(), *out, out_bytes));
-        const int64_t n = p.output_elements();
-        double max_abs = 1e-30, max_err = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const double a = LoadElement(ours.data(), p.type, i),
-                       c = LoadElement(theirs.data(), p.type, i);
-          max_abs = std::max(max_abs, std::fabs(c));
-          max_err = std::max(max_err, std::fabs(a - c));
-        }
-        row.max_rel_err = max_err / max_abs;
+        row.max_rel_err = MaxRelDiff(p, ours.data(), theirs.data());
       }
     }
     return row;

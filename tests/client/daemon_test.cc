@@ -413,29 +413,42 @@ TEST_F(CApiDaemonTest, BackwardFindAndRun) {
   }
 }
 
+// A daemon with two CPU devices; a device a client names stays in use for
+// the whole test.
+class ClientDevicesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::ConvtunedPath().empty())
+      GTEST_SKIP() << "convtuned is not part of this build";
+    if (std::thread::hardware_concurrency() < 2) {
+      GTEST_SKIP() << "two CPU devices need two CPUs";
+    }
+    ASSERT_EQ(daemon_.Start(
+                  dir_.path(), dir_.path() + "/db",
+                  {"--backend", "cpu", "--cpu-devices", "2",
+                   "--background-tune", "off", "--device-in-use-ms", "600000"}),
+              absl::OkStatus())
+        << daemon_.Log();
+  }
+  static ConvProblem Problem() {
+    ConvProblem p;
+    p.n = 1, p.c = 8, p.k = 8, p.in = {1, 9, 9}, p.filter = {1, 3, 3};
+    p.pad = {0, 1, 1};
+    return p;
+  }
+
+  testing::TempDir dir_;
+  testing::Daemon daemon_;
+};
+
 // A client says which device it runs on: with two CPU devices, its finds
 // tune on the other, unless it names the device to tune on.
-TEST(ClientDevicesTest, TheClientsDeviceIsLeftToItUnlessItNamesOne) {
-  if (testing::ConvtunedPath().empty())
-    GTEST_SKIP() << "convtuned is not part of this build";
-  if (std::thread::hardware_concurrency() < 2) {
-    GTEST_SKIP() << "two CPU devices need two CPUs";
-  }
-  testing::TempDir dir;
-  testing::Daemon daemon;
-  ASSERT_EQ(daemon.Start(
-                dir.path(), dir.path() + "/db",
-                {"--backend", "cpu", "--cpu-devices", "2", "--background-tune",
-                 "off", "--device-in-use-ms", "600000"}),
-            absl::OkStatus())
-      << daemon.Log();
+TEST_F(ClientDevicesTest, TheClientsDeviceIsLeftToItUnlessItNamesOne) {
   ClientOptions options;
   options.device_ordinal = 0;
-  auto client = Client::Connect(daemon.address(), options);
+  auto client = Client::Connect(daemon_.address(), options);
   ASSERT_TRUE(client.ok()) << client.status();
-  ConvProblem p;
-  p.n = 1, p.c = 8, p.k = 8, p.in = {1, 9, 9}, p.filter = {1, 3, 3};
-  p.pad = {0, 1, 1};
+  ConvProblem p = Problem();
   FindOptions find;
   find.mode = v1::HYBRID;
   absl::StatusOr<v1::FindResponse> found = (*client)->Find(p, find);
@@ -454,30 +467,15 @@ TEST(ClientDevicesTest, TheClientsDeviceIsLeftToItUnlessItNamesOne) {
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->devices(0).jobs_done(), 1);
   EXPECT_EQ(status->devices(1).jobs_done(), 1);
-  EXPECT_EQ(daemon.Stop(), absl::OkStatus()) << daemon.Log();
+  EXPECT_EQ(daemon_.Stop(), absl::OkStatus()) << daemon_.Log();
 }
 
 // Remote execution runs on the client's device; a device the daemon does
 // not have is refused by name.
-TEST(ClientDevicesTest, ExecuteRunsOnTheClientsDevice) {
-  if (testing::ConvtunedPath().empty())
-    GTEST_SKIP() << "convtuned is not part of this build";
-  if (std::thread::hardware_concurrency() < 2) {
-    GTEST_SKIP() << "two CPU devices need two CPUs";
-  }
-  testing::TempDir dir;
-  testing::Daemon daemon;
-  ASSERT_EQ(daemon.Start(
-                dir.path(), dir.path() + "/db",
-                {"--backend", "cpu", "--cpu-devices", "2", "--background-tune",
-                 "off", "--device-in-use-ms", "600000"}),
-            absl::OkStatus())
-      << daemon.Log();
-  ConvProblem p;
-  p.n = 1, p.c = 8, p.k = 8, p.in = {1, 9, 9}, p.filter = {1, 3, 3};
-  p.pad = {0, 1, 1};
+TEST_F(ClientDevicesTest, ExecuteRunsOnTheClientsDevice) {
+  const ConvProblem p = Problem();
   // A client that names no device: its find marks none in use.
-  auto anywhere = Client::Connect(daemon.address());
+  auto anywhere = Client::Connect(daemon_.address());
   ASSERT_TRUE(anywhere.ok()) << anywhere.status();
   absl::StatusOr<v1::FindResponse> found = (*anywhere)->Find(p);
   ASSERT_TRUE(found.ok()) << found.status();
@@ -492,7 +490,7 @@ TEST(ClientDevicesTest, ExecuteRunsOnTheClientsDevice) {
   FillRandom(w.data(), p.type, p.w_elements(), rng);
   ClientOptions on_one;
   on_one.device_ordinal = 1;
-  auto client = Client::Connect(daemon.address(), on_one);
+  auto client = Client::Connect(daemon_.address(), on_one);
   ASSERT_TRUE(client.ok()) << client.status();
   absl::StatusOr<std::string> y =
       (*client)->Execute(p, found->results(0).solver_id(), x, w, "");
@@ -506,12 +504,12 @@ TEST(ClientDevicesTest, ExecuteRunsOnTheClientsDevice) {
 
   ClientOptions on_seven;
   on_seven.device_ordinal = 7;
-  auto absent = Client::Connect(daemon.address(), on_seven);
+  auto absent = Client::Connect(daemon_.address(), on_seven);
   ASSERT_TRUE(absent.ok()) << absent.status();
   y = (*absent)->Execute(p, found->results(0).solver_id(), x, w, "");
   EXPECT_EQ(y.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(y.status().message()), HasSubstr("no device 7 here"));
-  EXPECT_EQ(daemon.Stop(), absl::OkStatus()) << daemon.Log();
+  EXPECT_EQ(daemon_.Stop(), absl::OkStatus()) << daemon_.Log();
 }
 
 }  // namespace

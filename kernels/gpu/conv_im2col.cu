@@ -13,6 +13,9 @@
 //   conv_unpack       writes every element of a chunk of a tensor once (dx,
 //                     or y from a channel-major chunk): the dense chunk's
 //                     value at the sampled positions, 0 elsewhere.
+//   conv_zero_unsampled  (NHWC) writes 0 at the positions of dx that no
+//                     output samples, for a GEMM that writes the others in
+//                     place.
 // Column layouts, with FS = FD*FH*FW, OS = OD*OH*OW, width = C/G * FS, the
 // tap f = (fd*FH + fh)*FW + fw, the output position o = (od*OH + oh)*OW + ow
 // and i the image within the chunk:
@@ -40,7 +43,7 @@
 // IH, IW, the sampled OD, OH, OW, the strides SD, SH, SW, n0, nb and
 // channel_major (0 or 1), band and lane_shift; conv_unpack CH, dx's ID, IH, IW,
 // the sampled OD, OH, OW, SD, SH, SW, n0, nb, channel_major, band and
-// lane_shift.
+// lane_shift; conv_zero_unsampled the same without channel_major.
 
 #define CT_PROBLEM_ARGS                                                        \
   a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, \
@@ -201,9 +204,11 @@ CT_DEVICE CtDims ct_dims(ct_i64 d, ct_i64 h, ct_i64 w) {
 // last scalar), each row of lanes one work item. NCHW an item is a band of
 // `band` consecutive rows (d, h) of one channel plane, walked in order with
 // counters, its lanes along w: no index is divided per element or per row.
-// NHWC an item is one spatial position (divided once), its lanes along the
-// position's channels. The solver picks the lanes to cover a row and the
-// band to give enough items.
+// NHWC an item is one image row (i, d, h) of the tensor walked (the dense
+// chunk for conv_pack, dx for conv_unpack), divided once and walked along w
+// with counters, its lanes along each position's channels. The solver picks
+// the lanes to cover a position's channels and the band to give enough
+// items.
 
 // The block's lane and row, and rows per block.
 CT_DEVICE int ct_lane(int shift) {
@@ -290,18 +295,19 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels,
   const int lane = ct_lane(shift);
   const ct_t* src = psrc + a_n0 * ch_count * is;  // the chunk's first image
 #if CT_NHWC
-  // One position of the dense chunk per item: (i, od, oh, ow).
+  // One row (i, od, oh) of the dense chunk per item.
   const bool vec = ct_rows_vec(src, dense, ch_count);
-  CT_FOR_ITEMS(pos, nb * os, shift) {
-    const int o = pos % os, i = pos / os;
-    const int ow = o % out.w, oh = (o / out.w) % out.h,
-              od = o / (out.w * out.h);
-    const ct_t* from =
-        src + (static_cast<ct_i64>(i) * is +
-               (od * st.d * in.h + oh * st.h) * in.w + ow * st.w) *
-                  ch_count;
-    ct_copy_row(dense + static_cast<ct_i64>(pos) * ch_count, from, ch_count,
-                lane, lanes, vec);
+  const int rows = out.d * out.h;
+  CT_FOR_ITEMS(item, nb * rows, shift) {
+    const int r = item % rows, i = item / rows;
+    const int oh = r % out.h, od = r / out.h;
+    const ct_t* from = src + (static_cast<ct_i64>(i) * is +
+                              (od * st.d * in.h + oh * st.h) * in.w) *
+                                 ch_count;
+    ct_t* to = dense + static_cast<ct_i64>(item) * out.w * ch_count;
+    const ct_i64 step = static_cast<ct_i64>(st.w) * ch_count;
+    for (int ow = 0; ow < out.w; ++ow, from += step, to += ch_count)
+      ct_copy_row(to, from, ch_count, lane, lanes, vec);
   }
 #else
   // A band of the dense plane's rows (od, oh) per item.
@@ -342,22 +348,29 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels,
   const int lane = ct_lane(shift);
   ct_t* dx = pdx + a_n0 * ch_count * is;  // the chunk's first image
 #if CT_NHWC
-  // One position of dx per item: its channels copied from the dense chunk
-  // where it was sampled, else 0.
+  // One row (i, d, h) of dx per item: each position's channels copied from
+  // the dense chunk where it was sampled, else 0.
   const bool vec = ct_rows_vec(dense, dx, ch_count);
-  CT_FOR_ITEMS(pos, nb * is, shift) {
-    const int x = pos % is, i = pos / is;
-    const int w = x % in.w, h = (x / in.w) % in.h, d = x / (in.w * in.h);
-    ct_t* to = dx + static_cast<ct_i64>(pos) * ch_count;
-    int od, oh, ow;
-    if (ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh) &&
-        ct_reaches(w, st.w, out.w, ow)) {
-      const ct_t* from = dense + (static_cast<ct_i64>(i) * os +
-                                  (od * out.h + oh) * out.w + ow) *
-                                     ch_count;
-      ct_copy_row(to, from, ch_count, lane, lanes, vec);
-    } else {
-      ct_zero_row(to, ch_count, lane, lanes, vec);
+  const int rows = in.d * in.h;
+  CT_FOR_ITEMS(item, nb * rows, shift) {
+    const int r = item % rows, i = item / rows;
+    const int h = r % in.h, d = r / in.h;
+    int od, oh;
+    const bool row_sampled =
+        ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh);
+    ct_t* to = dx + static_cast<ct_i64>(item) * in.w * ch_count;
+    const ct_t* from = row_sampled ? dense + (static_cast<ct_i64>(i) * os +
+                                              (od * out.h + oh) * out.w) *
+                                                 ch_count
+                                   : dense;
+    CtWalk w = ct_walk(0, st.w);
+    for (; w.t < in.w; ct_step(w, st.w), to += ch_count) {
+      if (row_sampled && ct_sampled(w, out.w)) {
+        ct_copy_row(to, from + static_cast<ct_i64>(w.o) * ch_count, ch_count,
+                    lane, lanes, vec);
+      } else {
+        ct_zero_row(to, ch_count, lane, lanes, vec);
+      }
     }
   }
 #else
@@ -403,3 +416,39 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels,
   }
 #endif
 }
+
+#if CT_NHWC
+// conv_zero_unsampled: the positions of dx (images [n0, n0 + nb)) that no
+// output samples set to 0; the sampled ones, which a GEMM writes in place,
+// are left alone. Items and lanes as conv_unpack's NHWC.
+CT_KERNEL void conv_zero_unsampled(ct_t* pdx, ct_i64 a_channels, ct_i64 a_id,
+                                   ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od,
+                                   ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_sd,
+                                   ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_n0,
+                                   ct_i64 a_nb, ct_i64 /*a_band*/,
+                                   ct_i64 a_lane_shift) {
+  const int ch_count = static_cast<int>(a_channels),
+            nb = static_cast<int>(a_nb);
+  const CtDims in = ct_dims(a_id, a_ih, a_iw), out = ct_dims(a_od, a_oh, a_ow);
+  const CtDims st = ct_dims(a_sd, a_sh, a_sw);
+  const int is = in.d * in.h * in.w;
+  const int shift = static_cast<int>(a_lane_shift), lanes = 1 << shift;
+  const int lane = ct_lane(shift);
+  ct_t* dx = pdx + a_n0 * ch_count * is;
+  const bool vec = ct_rows_vec(dx, dx, ch_count);
+  const int rows = in.d * in.h;
+  CT_FOR_ITEMS(item, nb * rows, shift) {
+    const int r = item % rows;
+    const int h = r % in.h, d = r / in.h;
+    int od, oh;
+    const bool row_sampled =
+        ct_reaches(d, st.d, out.d, od) && ct_reaches(h, st.h, out.h, oh);
+    ct_t* to = dx + static_cast<ct_i64>(item) * in.w * ch_count;
+    CtWalk w = ct_walk(0, st.w);
+    for (; w.t < in.w; ct_step(w, st.w), to += ch_count) {
+      if (!row_sampled || !ct_sampled(w, out.w))
+        ct_zero_row(to, ch_count, lane, lanes, vec);
+    }
+  }
+}
+#endif

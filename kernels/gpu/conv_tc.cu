@@ -229,47 +229,87 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
 // width padding, over a source OW wide; conv_tc_wrw likewise sums the
 // partials of filt', which tc_wrw_reduce_rows unfolds into dw.
 // tc_pack_rows: images [n0, n0 + nb) of x (C channels, H x W) into src'
-// [nb][H][OW][CP]; eight consecutive elements of src' (16 bytes: CP is a
-// multiple of 32) per thread of a 1-D launch, stored at once.
+// [nb][H][OW][CP]. A thread of the 1-D launch builds eight consecutive
+// elements of src' (16 bytes: CP is a multiple of 32), stored at once, at
+// kTcPackRun consecutive output columns. The solver keeps a chunk's src'
+// under 2^31 elements, so the thread's index divides in 32 bits.
+constexpr int kTcPackRun = 4;
 CT_KERNEL void tc_pack_rows(const ct_t* px, ct_t* pdst, ct_i64 a_n0,
                             ct_i64 a_nb, ct_i64 a_c, ct_i64 a_h, ct_i64 a_w,
                             ct_i64 a_ow, ct_i64 a_s, ct_i64 a_sw, ct_i64 a_pw,
                             ct_i64 a_dw, ct_i64 a_cp) {
   const int eights = static_cast<int>(a_cp / 8);  // of a src' row
-  const ct_i64 count = a_nb * a_h * a_ow * eights;
+  const int c_count = static_cast<int>(a_c), ow_count = static_cast<int>(a_ow),
+            h_count = static_cast<int>(a_h);
+  const int runs = (ow_count + kTcPackRun - 1) / kTcPackRun;
+  const ct_i64 count = a_nb * h_count * runs * eights;
   const ct_i64 i = ct_global_index_x();
   if (i >= count) return;
-  const int c_count = static_cast<int>(a_c);
-  const int f0 = static_cast<int>(i % eights) * 8;
-  ct_i64 rest = i / eights;
-  const ct_i64 ow = rest % a_ow;
-  rest /= a_ow;
-  const ct_i64 ih = rest % a_h;
-  const ct_i64 n = a_n0 + rest / a_h;
+  int rest = static_cast<int>(i);
+  const int f0 = (rest % eights) * 8;
+  rest /= eights;
+  const int ow0 = (rest % runs) * kTcPackRun;
+  rest /= runs;
+  const int ih = rest % h_count;
+  const ct_i64 n = a_n0 + rest / h_count;
   ct_i64 st[5];
   const ct_i64 sp[3] = {1, a_h, a_w};
   ct_strides<ct_i64>(st, a_c, sp);
   const ct_u16* row =
       reinterpret_cast<const ct_u16*>(px) + n * st[0] + ih * st[3];
   const int folded = c_count * static_cast<int>(a_s);
-  // (fs, c) of element f0 + j, stepped along.
-  int fs = f0 / c_count, c = f0 - fs * c_count;
-  ct_v16 out;
+  const int w_count = static_cast<int>(a_w), sw = static_cast<int>(a_sw),
+            dw = static_cast<int>(a_dw);
+  // (fs, c) of element f0 + j.
+  const int fs0 = f0 / c_count, c0 = f0 - fs0 * c_count;
+  ct_v16* to = reinterpret_cast<ct_v16*>(pdst) +
+               ((n - a_n0) * h_count + ih) * ow_count * eights +
+               static_cast<ct_i64>(ow0) * eights + f0 / 8;
+  const int run = min(kTcPackRun, ow_count - ow0);
+#if CT_NHWC
+  if (dw == 1) {
+    // Undilated channels-last: the folded (fs, c) run is x's row read on
+    // from column iw0, so element f of the column is row[iw0 * C + f].
+    const int end = w_count * c_count;
+    for (int q = 0; q < run; ++q, to += eights) {
+      const int e0 = ((ow0 + q) * sw - static_cast<int>(a_pw)) * c_count + f0;
+      ct_v16 out;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    ct_u32 v = 0;
-    if (f0 + j < folded) {
-      const ct_i64 iw = ow * a_sw + fs * a_dw - a_pw;
-      if (iw >= 0 && iw < a_w) v = row[c * st[1] + iw * st[4]];
+      for (int j = 0; j < 8; ++j) {
+        const int e = e0 + j;
+        const ct_u32 v =
+            f0 + j < folded && e >= 0 && e < end ? row[e] : ct_u32{0};
+        if (j % 2 == 0) {
+          out.w[j / 2] = v;
+        } else {
+          out.w[j / 2] |= v << 16;
+        }
+      }
+      *to = out;
     }
-    if (++c == c_count) c = 0, ++fs;
-    if (j % 2 == 0) {
-      out.w[j / 2] = v;
-    } else {
-      out.w[j / 2] |= v << 16;
-    }
+    return;
   }
-  reinterpret_cast<ct_v16*>(pdst)[i] = out;
+#endif
+  for (int q = 0; q < run; ++q, to += eights) {
+    const int iw0 = (ow0 + q) * sw - static_cast<int>(a_pw);
+    int fs = fs0, c = c0;
+    ct_v16 out;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      ct_u32 v = 0;
+      if (f0 + j < folded) {
+        const int iw = iw0 + fs * dw;
+        if (iw >= 0 && iw < w_count) v = row[c * st[1] + iw * st[4]];
+      }
+      if (++c == c_count) c = 0, ++fs;
+      if (j % 2 == 0) {
+        out.w[j / 2] = v;
+      } else {
+        out.w[j / 2] |= v << 16;
+      }
+    }
+    *to = out;
+  }
 }
 
 // filt' [K][R][CP] from w (K x C x R x S); one element per thread.

@@ -45,9 +45,9 @@ int64_t LaneShift(int64_t width) {
   return shift;
 }
 
-// conv_pack's and conv_unpack's work items: NHWC a position (rows of
-// `channels`), NCHW a band of the rows of a channel plane, the bands short
-// enough to give about kPackItems items.
+// conv_pack's and conv_unpack's work items: NHWC an image row of positions
+// (lanes over `channels`), NCHW a band of the rows of a channel plane, the
+// bands short enough to give about kPackItems items.
 constexpr int64_t kPackItems = int64_t{1} << 16;
 struct RowsWork {
   int64_t items, band, width;
@@ -55,7 +55,7 @@ struct RowsWork {
 RowsWork PackWork(const ConvProblem& p, int64_t nb, int64_t channels,
                   const std::array<int64_t, 3>& walked) {
   if (p.layout == Layout::kNHWC)
-    return {nb * walked[0] * walked[1] * walked[2], 1, channels};
+    return {nb * walked[0] * walked[1], 1, channels};
   const int64_t planes = nb * channels, rows = walked[0] * walked[1];
   const int64_t bands =
       std::clamp<int64_t>((kPackItems + planes - 1) / planes, 1, rows);
@@ -193,6 +193,17 @@ void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst,
   step->add_scalars(n0);
   step->add_scalars(nb);
   step->add_scalars(channel_major ? 1 : 0);
+  AddRowsTail(work, step);
+}
+
+void AddZeroUnsampledStep(const ConvProblem& p, const SampledTensor& t,
+                          v1::ExecutionPlan* plan) {
+  const RowsWork work = PackWork(p, p.n, t.channels, t.in);
+  v1::KernelStep* step = AddRowsStep(p, "conv_zero_unsampled", work, plan);
+  AddBuffer(step, v1::BUFFER_X);
+  AddSampledScalars(t, step);
+  step->add_scalars(0);
+  step->add_scalars(p.n);
   AddRowsTail(work, step);
 }
 

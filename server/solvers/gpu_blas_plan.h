@@ -86,6 +86,12 @@ void AddUnpackStep(const ConvProblem& p, v1::BufferRole dst,
                    bool channel_major, int64_t workspace_offset,
                    v1::ExecutionPlan* plan);
 
+// Appends conv_zero_unsampled (NHWC): the positions of `t` in buffer X that
+// no output samples set to 0, the others left as they are, for all images.
+// REQUIRES: N times the spatial size of `t` fits 32 bits.
+void AddZeroUnsampledStep(const ConvProblem& p, const SampledTensor& t,
+                          v1::ExecutionPlan* plan);
+
 // Appends conv_f32_to_type: w = the sum of `slices` fp32 dw tensors, one
 // after the other from `workspace_offset` bytes.
 void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset,

@@ -25,6 +25,12 @@
 // stride, F and W first gather the sampled x into a dense chunk in the
 // workspace, and B computes the dense dx of the sampled positions there and
 // then writes all of dx (conv_unpack: 0 where nothing was sampled).
+// NHWC F and B whose sampled rows of x are equally spaced (depth stride 1,
+// H = SH * OH) have a third config, {2}: the GEMM batched over the output
+// rows (n, od, oh), each an OW x C/G matrix of x read or written in place
+// with leading dimension SW * C; B first sets the unsampled positions of dx
+// to 0 (conv_zero_unsampled), so that dx is written once and nothing is
+// staged. It is B's default there, and a find times it beside {}.
 // The workspace is bounded by taking the images a chunk at a time; dw summed
 // over more than one chunk accumulates in place for fp32, in an fp32
 // workspace converted at the end for fp16 and bf16 (rounding every partial
@@ -62,6 +68,17 @@ bool PacksByDefault(const ConvProblem& p) {
          (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) <= kMaxChunkBytes;
 }
 bool IsPacked(const PerfConfig& c) { return !c.empty() && c[0] == 1; }
+
+// NHWC F or B at a stride whose sampled x rows are one batch stride apart
+// (see above), with dx's positions indexed in 32 bits by
+// conv_zero_unsampled.
+bool RowsInPlaceApply(const ConvProblem& p) {
+  return p.layout == Layout::kNHWC && Strided(p) &&
+         p.direction != Direction::kBackwardWeights && p.stride[0] == 1 &&
+         p.in[1] == p.stride[1] * p.out(1) &&
+         p.n * p.in_spatial() <= kMaxIndex32;
+}
+bool IsRowsInPlace(const PerfConfig& c) { return !c.empty() && c[0] == 2; }
 
 // NCHW dw over more than one image as per-image partial sums: when an fp32
 // slot of dw takes at most twice the bytes of the image's x and dy, so that
@@ -219,6 +236,12 @@ class GpuGemm1x1Blas final : public GpuSolver {
     }
     const Staging s = StagingOf(p, PacksByDefault(p));
     const int64_t os = p.out_spatial();
+    if (RowsInPlaceApply(p)) {
+      RETURN_IF_ERROR(CheckBlasSizes(
+          name(),
+          {{"the output rows N*D*H (batched)", p.n * p.out(0) * p.out(1)},
+           {"the leading dimension of x, SW*C", p.stride[2] * p.c}}));
+    }
     // NHWC GEMMs, the NCHW dw GEMM and packed GEMMs run over a chunk's
     // images at once.
     const bool over_images =
@@ -231,17 +254,37 @@ class GpuGemm1x1Blas final : public GpuSolver {
                  {"N", p.n}});
   }
 
-  // Sized for the default config; the other fits it.
+  // Sized for the staging configs ({1} where it is the default, else {});
+  // the other fits it, and {2} stages nothing.
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
     return StagingOf(p, PacksByDefault(p)).bytes;
   }
+  bool workspace_depends_on_config() const override { return true; }
+  int64_t ConfigWorkspaceBytes(const ConvProblem& p,
+                               const PerfConfig& config) const override {
+    return IsRowsInPlace(config) ? 0 : WorkspaceBytes(p);
+  }
 
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
-    return PacksByDefault(p) ? PerfConfig{1} : PerfConfig{};
+    if (PacksByDefault(p)) return PerfConfig{1};
+    if (RowsInPlaceApply(p) && p.direction == Direction::kBackwardData)
+      return PerfConfig{2};
+    return PerfConfig{};
   }
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     if (PacksByDefault(p)) return {PerfConfig{1}, PerfConfig{}};
+    if (RowsInPlaceApply(p)) {
+      return p.direction == Direction::kBackwardData
+                 ? std::vector<PerfConfig>{PerfConfig{2}, PerfConfig{}}
+                 : std::vector<PerfConfig>{PerfConfig{}, PerfConfig{2}};
+    }
     return {PerfConfig{}};
+  }
+  // Where the batched rows apply, a find times them and the staged GEMM
+  // both: which is faster depends on how the BLAS runs short batches.
+  std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const override {
+    if (RowsInPlaceApply(p)) return ConfigSpace(p);
+    return {DefaultConfig(p)};
   }
 
   // Relative to the fp32 peak the estimate scales by: a BLAS GEMM on the
@@ -255,6 +298,10 @@ class GpuGemm1x1Blas final : public GpuSolver {
       const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
     v1::ExecutionPlan plan = NewPlan(p, config);
+    if (IsRowsInPlace(config)) {
+      AddRowsInPlaceSteps(p, &plan);
+      return plan;
+    }
     const Staging s = StagingOf(p, IsPacked(config));
     for (int64_t i = 0; i < s.chunk_count; ++i) {
       const int64_t n0 = i * s.chunk_images;
@@ -295,6 +342,31 @@ class GpuGemm1x1Blas final : public GpuSolver {
       AddUnpackStep(p, v1::BUFFER_X, StridedX(p), n0, nb, false, s.x_offset,
                     plan);
     }
+  }
+
+  // NHWC, config {2}: per group one GEMM batched over the output rows
+  // (n, od, oh); B zeroes the unsampled positions of dx first.
+  static void AddRowsInPlaceSteps(const ConvProblem& p,
+                                  v1::ExecutionPlan* plan) {
+    const int64_t es = ElementBytes(p.type), cg = p.c_per_group(),
+                  kg = p.k_per_group();
+    const int64_t ow = p.out(2), rows = p.n * p.out(0) * p.out(1);
+    // Output row b of x starts b * SH * W positions on, its columns SW apart.
+    const GemmOperand x{v1::BUFFER_X, 0, p.stride[1] * p.in[2] * p.c, cg, es};
+    const GemmOperand y{v1::BUFFER_Y, 0, ow * p.k, kg, es};
+    const GemmOperand w{v1::BUFFER_W, 0, 0, kg * cg, es};
+    gpu::BlasGemm g;
+    g.ab_type = g.c_type = p.type;
+    if (p.direction == Direction::kForward) {
+      g.m = ow, g.n = kg, g.k = cg, g.trans_b = true;
+      g.lda = p.stride[2] * p.c, g.ldb = cg, g.ldc = p.k;
+      AddGroupedGemms(g, x, w, y, rows, p.groups, plan);
+      return;
+    }
+    AddZeroUnsampledStep(p, StridedX(p), plan);
+    g.m = ow, g.n = cg, g.k = kg;
+    g.lda = p.k, g.ldb = cg, g.ldc = p.stride[2] * p.c;
+    AddGroupedGemms(g, y, w, x, rows, p.groups, plan);
   }
 
   // NCHW F: pack x, y^P[g] = w[g] x^P[g], unpack y; B: pack dy,

@@ -157,6 +157,12 @@ std::vector<Case> Cases() {
                      Small(2, 16, {1, 9, 10}, 24, 1, 2, 1, l)});
     cases.push_back({"grouped 1x1 stride 2" + suffix,
                      Small(2, 12, {1, 7, 9}, 18, 1, 2, 3, l)});
+    // Sampled rows equally spaced (H = 2 OH): NHWC F and B batch the BLAS
+    // 1x1 GEMM over the output rows in place, B zeroing the rest of dx.
+    cases.push_back({"1x1 stride 2 whole rows c16 k24" + suffix,
+                     Small(2, 16, {1, 10, 9}, 24, 1, 2, 1, l)});
+    cases.push_back({"grouped 1x1 stride 2 whole rows" + suffix,
+                     Small(3, 12, {1, 8, 7}, 18, 1, 2, 3, l)});
     cases.push_back(
         {"3d 1x1 stride 2" + suffix, Small(3, 6, {5, 5, 4}, 9, 1, 2, 3, l)});
     // 3x3 stride 1 (Winograd): grouped with odd sizes, and unequal pads,

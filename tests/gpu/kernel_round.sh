@@ -61,6 +61,6 @@ if [ -n "${NCU:-}" ] && [ -n "${LISTS:-}" ]; then
   echo "== ncu $NCU"
   timeout 300 ncu --clock-control none -k "regex:$NCU" -c 12 \
     --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
-    "$bundle/bin/bench_gpu_vs_cudnn" --repeats 1 --max-layers 4 --layout "$layout" "$lists/$list" > "$out/ncu.log" 2>&1
+    "$bundle/run" bench_gpu_vs_cudnn --repeats 1 --max-layers 4 --layout "$layout" "$lists/$list" > "$out/ncu.log" 2>&1
   tail -40 "$out/ncu.log"
 fi

@@ -70,7 +70,10 @@ using SourceSet = std::map<SourceKey, std::string>;
 void CheckPlan(const Solver& solver, const ConvProblem& p,
                const v1::ExecutionPlan& plan) {
   ASSERT_EQ(plan.solver_id(), solver.id());
-  ASSERT_EQ(plan.workspace_bytes(), solver.WorkspaceBytes(p));
+  const PerfConfig config(plan.perf_config().begin(), plan.perf_config().end());
+  ASSERT_EQ(plan.workspace_bytes(),
+            config.empty() ? solver.WorkspaceBytes(p)
+                           : solver.ConfigWorkspaceBytes(p, config));
   ASSERT_FALSE(plan.steps().empty());
   for (const v1::KernelStep& step : plan.steps()) {
     ASSERT_FALSE(step.kernel().empty());
@@ -432,6 +435,50 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
                 d == Direction::kForward ? "conv_pack" : "conv_unpack");
     }
   }
+
+  // NHWC at stride 2 whose sampled rows are equally spaced (H = 2 OH): {2}
+  // runs one GEMM per group batched over the output rows, on the tensors in
+  // place (no workspace); B zeroes dx's unsampled positions first. It is
+  // B's default; a find times it beside {}.
+  ConvProblem r;
+  r.n = 3, r.c = 32, r.k = 48, r.in = {1, 10, 9}, r.stride = {1, 2, 2};
+  r.layout = Layout::kNHWC, r.type = DataType::kFp16, r.groups = 2;
+  for (Direction d : {Direction::kForward, Direction::kBackwardData}) {
+    r.direction = d;
+    SCOPED_TRACE(DirectionName(d));
+    const bool bwd = d == Direction::kBackwardData;
+    EXPECT_EQ(s->DefaultConfig(r), bwd ? PerfConfig{2} : PerfConfig{});
+    EXPECT_EQ(s->FindConfigs(r).size(), 2u);
+    EXPECT_EQ(s->ConfigWorkspaceBytes(r, {2}), 0);
+    EXPECT_GT(s->ConfigWorkspaceBytes(r, {}), 0);
+    plan = s->MakePlan(r, {2});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->workspace_bytes(), 0);
+    std::vector<std::string> want(2, gpu::kBlasGemmKernel);
+    if (bwd) want.insert(want.begin(), "conv_zero_unsampled");
+    ASSERT_EQ(Kernels(*plan), want);
+    // Group 1's GEMM: 3 * 5 output rows of 5 positions; x's rows start
+    // 2 * 9 positions apart, its columns 2 positions apart, group 1 at
+    // channel 16.
+    const v1::KernelStep& gemm = plan->steps(plan->steps_size() - 1);
+    absl::StatusOr<gpu::BlasGemm> g = gpu::DecodeBlasGemm(gemm);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(g->batch, 15);
+    EXPECT_EQ(g->m, 5);
+    const int x_buffer = bwd ? gpu::kBlasC : gpu::kBlasA;
+    EXPECT_EQ(bwd ? g->ldc : g->lda, 2 * 32);
+    EXPECT_EQ(bwd ? g->stride_c : g->stride_a, 2 * 9 * 32);
+    EXPECT_EQ(gemm.buffers(x_buffer).role(), v1::BUFFER_X);
+    EXPECT_EQ(gemm.buffers(x_buffer).offset_bytes(), 16 * 2);
+  }
+  // Rows not equally spaced (H = 9, 5 sampled rows), W, and depth strides
+  // keep the staged configs only.
+  r.in = {1, 9, 9};
+  EXPECT_EQ(s->ConfigSpace(r), std::vector<PerfConfig>{PerfConfig{}});
+  r.in = {1, 10, 9}, r.direction = Direction::kBackwardWeights;
+  EXPECT_EQ(s->ConfigSpace(r), std::vector<PerfConfig>{PerfConfig{}});
+  r.direction = Direction::kForward, r.in = {4, 10, 9}, r.stride = {2, 2, 2};
+  EXPECT_EQ(s->ConfigSpace(r), std::vector<PerfConfig>{PerfConfig{}});
 
   p.stride = {1, 1, 1}, p.filter = {1, 3, 3};
   const absl::Status f = s->IsApplicable(p);

@@ -88,6 +88,8 @@ Core::Core(std::vector<DeviceLane> devices, const SolverRegistry& registry,
 }
 
 absl::StatusOr<RemoteExecutor*> Core::executor(int ordinal) {
+  // Unavailable for a device that was lost.
+  RETURN_IF_ERROR(timing_.CheckDevice(ordinal));
   for (size_t i = 0; i < ordinals_.size(); ++i) {
     if (ordinals_[i] == ordinal) return executors_[i].get();
   }

@@ -159,7 +159,8 @@ class Core {
                                          const std::vector<ConvProblem>& ps,
                                          int64_t workspace_limit);
 
-  // See TimingStage::SetDeviceLostHandler. Set before the first find.
+  // See TimingLanes::SetDeviceLostHandler: called when the key's last
+  // device is lost (the core then stops). Set before the first find.
   void SetDeviceLostHandler(std::function<void(const std::string&)> handler) {
     timing_.SetDeviceLostHandler(std::move(handler));
   }

@@ -514,9 +514,10 @@ absl::Status Daemon::Init() {
         d.set_jobs_waiting(lane.jobs_waiting);
         d.set_jobs_done(lane.jobs_done);
         d.set_busy_ms(lane.busy_ms);
-        d.set_state(lane.jobs_waiting > 0 ? "tuning"
-                    : lane.in_use         ? "in use"
-                                          : "idle");
+        d.set_state(lane.lost               ? "lost"
+                    : lane.jobs_waiting > 0 ? "tuning"
+                    : lane.in_use           ? "in use"
+                                            : "idle");
       }
     }
     // In the order the devices were given.
@@ -700,22 +701,39 @@ std::vector<std::pair<std::string, ThreadPool*>> Daemon::TimingQueues() const {
 }
 
 std::string Daemon::TierSummary() {
-  return core().tier() == nullptr ? "none" : core().tier()->Describe();
+  std::vector<std::string> parts;
+  for (const KeyGroup& g : keys_) {
+    FindTier* tier = g.core->tier();
+    const std::string one = tier == nullptr ? "none" : tier->Describe();
+    parts.push_back(
+        keys_.size() > 1 ? absl::StrCat(g.core->device_key(), ": ", one) : one);
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 std::string Daemon::SystemDbSummary() const {
   if (options_.system_db_dir.empty()) return "none";
-  const SystemFindDb* system_db = keys_.front().system_db.get();
-  if (system_db == nullptr) {
-    return absl::StrCat("none for this device in ", options_.system_db_dir);
+  std::vector<std::string> parts;
+  for (const KeyGroup& g : keys_) {
+    const SystemFindDb* system_db = g.system_db.get();
+    const std::string key = g.core->device_key();
+    std::string one;
+    if (system_db == nullptr) {
+      one = absl::StrCat("none for ", keys_.size() > 1 ? key : "this device",
+                         " in ", options_.system_db_dir);
+    } else if (system_db->exact()) {
+      one =
+          absl::StrCat(system_db->path(), " (", system_db->size(), " records)");
+    } else {
+      one = absl::StrCat(system_db->path(), " (", system_db->size(),
+                         " records) of the nearest compute-unit count: ",
+                         system_db->source_device_key(), " for ", key);
+    }
+    parts.push_back(keys_.size() > 1 && system_db != nullptr
+                        ? absl::StrCat(key, ": ", one)
+                        : one);
   }
-  if (system_db->exact()) {
-    return absl::StrCat(system_db->path(), " (", system_db->size(),
-                        " records)");
-  }
-  return absl::StrCat(system_db->path(), " (", system_db->size(),
-                      " records) of the nearest compute-unit count: ",
-                      system_db->source_device_key(), " for ", device_key());
+  return absl::StrJoin(parts, "; ");
 }
 
 void Daemon::Shutdown(int grace_ms) {

@@ -774,8 +774,15 @@ grpc::ServerUnaryReactor* ConvTuneService::GetStatus(
                     resp->add_tenants());
   }
   if (options_.status) options_.status(resp);
+  for (Core* core : cores_) {
+    v1::KeyStatus* key = resp->add_keys();
+    key->set_device_key(core->device_key());
+    if (core->tier() == nullptr) continue;
+    key->set_tier(core->tier()->Describe());
+    if (req->cluster()) *key->mutable_cluster_jobs() = core->tier()->Jobs();
+  }
   if (req->cluster() && core_.tier() != nullptr) {
-    *resp->mutable_cluster_jobs() = core_.tier()->Jobs();
+    *resp->mutable_cluster_jobs() = resp->keys(0).cluster_jobs();
   }
   return Finish(ctx, absl::OkStatus());
 }

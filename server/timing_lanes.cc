@@ -1,12 +1,13 @@
 #include "server/timing_lanes.h"
 
-#include <mutex>
+#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 
 namespace convtune {
 
@@ -14,11 +15,14 @@ TimingLanes::TimingLanes(std::vector<Lane> lanes, const DeviceInfo& info,
                          Quarantine& quarantine, Counters& counters,
                          StopFlag& stop, TimingStage::Options options,
                          std::chrono::milliseconds in_use_for)
-    : in_use_for_(in_use_for), state_(lanes.size()) {
-  for (const Lane& l : lanes) {
+    : stop_(stop), in_use_for_(in_use_for), state_(lanes.size()) {
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const Lane& l = lanes[i];
     ordinals_.push_back(l.ordinal);
     stages_.push_back(std::make_unique<TimingStage>(
         *l.measurer, info, *l.queue, quarantine, counters, stop, options));
+    stages_.back()->SetDeviceLostHandler(
+        [this, i](const std::string& why) { Lost(i, why); });
   }
   if (lanes.size() > 1) {
     dispatch_ = std::make_unique<ThreadPool>("ct-dispatch",
@@ -28,25 +32,58 @@ TimingLanes::TimingLanes(std::vector<Lane> lanes, const DeviceInfo& info,
 
 void TimingLanes::SetDeviceLostHandler(
     std::function<void(const std::string&)> handler) {
-  auto shared =
-      std::make_shared<std::function<void(const std::string&)>>(handler);
-  auto once = std::make_shared<std::once_flag>();
-  for (size_t i = 0; i < stages_.size(); ++i) {
-    const bool several = stages_.size() > 1;
-    stages_[i]->SetDeviceLostHandler([shared, once, several,
-                                      ordinal = ordinals_[i]](
-                                         const std::string& why) {
-      std::call_once(*once, [&] {
-        (*shared)(several ? absl::StrCat("device ", ordinal, ": ", why) : why);
-      });
-    });
+  absl::MutexLock lock(&mu_);
+  on_lost_ = std::move(handler);
+}
+
+void TimingLanes::Lost(size_t lane, const std::string& why) {
+  const bool several = stages_.size() > 1;
+  std::function<void(const std::string&)> handler;
+  std::vector<std::string> reasons;
+  std::vector<int> left;
+  {
+    absl::MutexLock lock(&mu_);
+    state_[lane].lost = why.empty() ? "lost" : why;
+    freed_.SignalAll();
+    for (size_t i = 0; i < state_.size(); ++i) {
+      if (state_[i].lost.empty()) {
+        left.push_back(ordinals_[i]);
+      } else {
+        reasons.push_back(several ? absl::StrCat("device ", ordinals_[i], ": ",
+                                                 state_[i].lost)
+                                  : state_[i].lost);
+      }
+    }
+    if (left.empty()) handler = on_lost_;
   }
+  if (!left.empty()) {
+    std::cerr << "convtuned: device " << ordinals_[lane] << " lost: " << why
+              << "; tuning goes on on device(s) " << absl::StrJoin(left, ", ")
+              << std::endl;
+    return;
+  }
+  // The last device: the core stops, once.
+  if (stop_.Stop() && handler) handler(absl::StrJoin(reasons, "; "));
+}
+
+absl::Status TimingLanes::AllLost() const {
+  for (const State& s : state_) {
+    if (s.lost.empty()) return absl::OkStatus();
+  }
+  return absl::UnavailableError("every device of this key was lost");
 }
 
 absl::Status TimingLanes::CheckDevice(int device,
                                       absl::string_view field) const {
-  for (int o : ordinals_) {
-    if (o == device) return absl::OkStatus();
+  for (size_t i = 0; i < ordinals_.size(); ++i) {
+    if (ordinals_[i] != device) continue;
+    absl::MutexLock lock(&mu_);
+    if (!state_[i].lost.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat(field, ": device ", device,
+                       " was lost: ", state_[i].lost.substr(0, 200)));
+    }
+    return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat(field, ": no device ", device,
@@ -59,6 +96,7 @@ absl::StatusOr<size_t> TimingLanes::Take(std::optional<int> device) {
   }
   const Clock::time_point now = Clock::now();
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(AllLost());
   size_t best = 0;
   bool found = false;
   for (size_t i = 0; i < state_.size(); ++i) {
@@ -67,6 +105,7 @@ absl::StatusOr<size_t> TimingLanes::Take(std::optional<int> device) {
       best = i, found = true;
       break;
     }
+    if (!state_[i].lost.empty()) continue;
     const auto rank = [&](size_t j) {
       return std::make_pair(state_[j].in_use_until > now, state_[j].waiting);
     };
@@ -76,16 +115,20 @@ absl::StatusOr<size_t> TimingLanes::Take(std::optional<int> device) {
   return best;
 }
 
-size_t TimingLanes::TakeFree() {
+absl::StatusOr<size_t> TimingLanes::TakeFree() {
   absl::MutexLock lock(&mu_);
   for (;;) {
+    RETURN_IF_ERROR(AllLost());
     const Clock::time_point now = Clock::now();
     bool any_free_of_clients = false;
-    for (const State& s : state_) any_free_of_clients |= s.in_use_until <= now;
+    for (const State& s : state_) {
+      any_free_of_clients |= s.lost.empty() && s.in_use_until <= now;
+    }
     std::optional<size_t> pick;
     for (size_t i = 0; i < state_.size() && !pick.has_value(); ++i) {
       const bool in_use = state_[i].in_use_until > now;
-      if (state_[i].waiting == 0 && (!in_use || !any_free_of_clients)) {
+      if (state_[i].lost.empty() && state_[i].waiting == 0 &&
+          (!in_use || !any_free_of_clients)) {
         pick = i;
       }
     }
@@ -118,7 +161,9 @@ void TimingLanes::Time(std::shared_ptr<TimingJob> job,
     dispatch_->Schedule(
         [this, job = std::move(job), done = std::move(done), priority,
          tenant = std::string(tenant)]() mutable {
-          const size_t lane = TakeFree();
+          const absl::StatusOr<size_t> free = TakeFree();
+          if (!free.ok()) return done(free.status());
+          const size_t lane = *free;
           absl::Notification ended;
           stages_[lane]->Time(
               job,
@@ -176,7 +221,8 @@ std::vector<TimingLanes::LaneStatus> TimingLanes::Status() const {
                    .jobs_waiting = state_[i].waiting,
                    .jobs_done = state_[i].done,
                    .busy_ms = state_[i].busy_ms,
-                   .in_use = state_[i].in_use_until > now});
+                   .in_use = state_[i].in_use_until > now,
+                   .lost = !state_[i].lost.empty()});
   }
   return out;
 }

@@ -6,8 +6,11 @@
 // device: low priority after normal, tenants taking turns) until a device
 // has no job, and takes the first listed such device that no client said it
 // runs on (MarkInUse); a device in use is taken only when every device is.
-// With one device, jobs queue on it directly. Thread-safe; callbacks run on
-// the chosen lane's timing queue.
+// With one device, jobs queue on it directly. A device that is lost (a
+// fault it could not be reset from) leaves the lanes: jobs naming it are
+// refused, the others go to the devices left; only when every device is
+// lost do the lanes stop (the core's StopFlag) and call the lost handler.
+// Thread-safe; callbacks run on the chosen lane's timing queue.
 #ifndef CONVTUNE_SERVER_TIMING_LANES_H_
 #define CONVTUNE_SERVER_TIMING_LANES_H_
 
@@ -46,6 +49,7 @@ class TimingLanes {
     int64_t jobs_done = 0;     // tuning runs ended (timed, failed or cut)
     double busy_ms = 0;        // their device time
     bool in_use = false;       // a client said it runs there, recently
+    bool lost = false;         // lost: no longer used
   };
 
   // A device a client named is left to it for `in_use_for` after the call
@@ -56,8 +60,8 @@ class TimingLanes {
               TimingStage::Options options,
               std::chrono::milliseconds in_use_for = std::chrono::seconds(10));
 
-  // See TimingStage::SetDeviceLostHandler: called once, with the ordinal
-  // in the reason, whichever device is lost.
+  // Called once, when the last device left is lost, with the reasons (and
+  // with several devices their ordinals). Set before the first timing.
   void SetDeviceLostHandler(std::function<void(const std::string&)> handler);
 
   // TimingStage::Time on device `device` when set, else on the lane chosen
@@ -78,7 +82,8 @@ class TimingLanes {
   // devices are ignored.
   void MarkInUse(int device);
 
-  // OK, or InvalidArgument naming `field` and the devices there are.
+  // OK; InvalidArgument naming `field` and the devices there are; or
+  // Unavailable when `device` was lost.
   absl::Status CheckDevice(int device,
                            absl::string_view field = "device") const;
 
@@ -98,19 +103,27 @@ class TimingLanes {
     int64_t done = 0;
     double busy_ms = 0;
     Clock::time_point in_use_until;
+    std::string lost;  // why, once lost
   };
   // The index of the lane a job goes to; counts the job there.
+  // Unavailable when that device, or every device, was lost.
   absl::StatusOr<size_t> Take(std::optional<int> device);
-  // Waits for a lane with no job (see above) and counts the job there.
-  size_t TakeFree();
+  // Waits for a lane with no job (see above) and counts the job there;
+  // Unavailable when every device was lost.
+  absl::StatusOr<size_t> TakeFree();
+  // Device `lane` was lost, for `why`.
+  void Lost(size_t lane, const std::string& why);
+  absl::Status AllLost() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A job of `lane` ended; `run`: a tuning run of `device_ms`.
   void Finished(size_t lane, bool run, double device_ms);
 
   std::vector<int> ordinals_;
+  StopFlag& stop_;
   std::vector<std::unique_ptr<TimingStage>> stages_;
   const std::chrono::milliseconds in_use_for_;
   mutable absl::Mutex mu_;
   std::vector<State> state_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> on_lost_ ABSL_GUARDED_BY(mu_);
   absl::CondVar freed_;                   // a lane's job ended
   std::unique_ptr<ThreadPool> dispatch_;  // declared last: destroyed first
 };

@@ -86,8 +86,9 @@ void TimingStage::Time(std::shared_ptr<TimingJob> job,
   queue_.Schedule(
       [this, job = std::move(job), done = std::move(done)] {
         const auto started = std::chrono::steady_clock::now();
+        const absl::Status usable = Usable();
         absl::StatusOr<TimingResult> result =
-            stop_.stopped() ? absl::StatusOr<TimingResult>(StopFlag::Error())
+            !usable.ok() ? absl::StatusOr<TimingResult>(usable)
             : job->abandoned && job->abandoned()
                 ? absl::StatusOr<TimingResult>(absl::CancelledError(
                       "every caller of the find left before its timing"))
@@ -104,7 +105,7 @@ void TimingStage::TimeOne(const ConvProblem& p, v1::ExecutionPlan plan,
                           std::function<void(absl::StatusOr<double>)> done) {
   queue_.Schedule([this, p, plan = std::move(plan), done = std::move(done)] {
     auto measure = [&]() -> absl::StatusOr<double> {
-      RETURN_IF_ERROR(stop_.Check());
+      RETURN_IF_ERROR(Usable());
       RETURN_IF_ERROR(
           measurer_.Open(p, plan.workspace_bytes(), seed_.fetch_add(1)));
       ASSIGN_OR_RETURN(Measurement m,
@@ -256,7 +257,7 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
                    });
   int done = 0;
   for (const TimingCandidate& c : job.candidates) {
-    RETURN_IF_ERROR(stop_.Check());
+    RETURN_IF_ERROR(Usable());
     if (job.abandoned && job.abandoned()) {
       return absl::CancelledError(
           absl::StrCat("every caller of the find left; stopped after ", done,
@@ -297,7 +298,7 @@ absl::StatusOr<TimingResult> TimingStage::TimeAll(TimingJob& job) {
                      Recover(job.problem_key, *c.solver, timed.status()));
     if (reset) RETURN_IF_ERROR(measurer_.Open(p, max_ws, seed_.fetch_add(1)));
   }
-  RETURN_IF_ERROR(stop_.Check());
+  RETURN_IF_ERROR(Usable());
   const bool out_of_time =
       job.bounded && MsSince(run.started) > options_.max_tuning_ms;
   if (absl::Status again = out_of_time ? absl::OkStatus() : Remeasure(run);
@@ -344,9 +345,18 @@ absl::Status TimingStage::ResetOrLose(const std::string& what) {
   if (reset.ok()) return absl::OkStatus();
   const std::string why = absl::StrCat(
       what, " and the device could not be reset (", reset.message(), ")");
-  if (stop_.Stop() && on_device_lost_) on_device_lost_(why);
+  if (lost_.Stop() && on_device_lost_) on_device_lost_(why);
   return absl::UnavailableError(
       absl::StrCat("device ", device_key_, " lost: ", why));
+}
+
+absl::Status TimingStage::Usable() const {
+  RETURN_IF_ERROR(stop_.Check());
+  if (lost_.stopped()) {
+    return absl::UnavailableError(
+        absl::StrCat("device ", device_key_, " was lost"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace convtune

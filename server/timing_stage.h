@@ -110,7 +110,8 @@ class TimingStage {
               Options options);
 
   // Called once, from the timing queue, when the device is lost (a fault it
-  // could not be reset from). Set before the first timing.
+  // could not be reset from); from then on the stage refuses work with
+  // Unavailable. Set before the first timing.
   void SetDeviceLostHandler(std::function<void(const std::string&)> handler);
 
   // Times the job's candidates, the likely fastest first. A candidate whose
@@ -160,9 +161,11 @@ class TimingStage {
   absl::StatusOr<bool> Recover(const std::string& problem_key,
                                const Solver& solver,
                                const absl::Status& failure);
-  // Resets the device after `what` left it unusable; Unavailable (and
-  // convtuned stopping) when it cannot be reset.
+  // Resets the device after `what` left it unusable; Unavailable (the
+  // device lost, the handler called) when it cannot be reset.
   absl::Status ResetOrLose(const std::string& what);
+  // Unavailable when stopping or when the device was lost, else OK.
+  absl::Status Usable() const;
   // The wall-time bound of measuring plan i of c (see Options).
   double BoundMs(const ConvProblem& p, const TimingCandidate& c) const;
   // The bound of timing `plans` side by side whose single times are `ms`.
@@ -178,6 +181,7 @@ class TimingStage {
   const std::string device_key_;
   std::atomic<uint64_t> seed_{0x5eed};
   std::function<void(const std::string&)> on_device_lost_;
+  StopFlag lost_;  // set once, when the device is lost
 };
 
 }  // namespace convtune

@@ -245,24 +245,34 @@ int StatusCommand(Context& context, const std::vector<std::string>& args) {
         d.ordinal(), d.state(), d.jobs_waiting(), d.jobs_done(),
         d.busy_ms() / 1000.0, d.device_key());
   }
-  std::cout << "tier:       " << (s->tier().empty() ? "none" : s->tier())
-            << "\n";
-  if (cluster) {
-    const v1::ClusterJobs& jobs = s->cluster_jobs();
-    if (s->tier().empty()) {
-      std::cout << "cluster:    this daemon has no tier\n";
+  // One tier (and its jobs) a device key; the key named where there are
+  // several.
+  auto print_tier = [&](const std::string& tier, const v1::ClusterJobs& jobs,
+                        const std::string& key) {
+    const std::string of = key.empty() ? "" : absl::StrCat(" (", key, ")");
+    std::cout << "tier:       " << (tier.empty() ? "none" : tier) << of << "\n";
+    if (!cluster) return;
+    if (tier.empty()) {
+      std::cout << "cluster:    this daemon has no tier" << of << "\n";
     } else if (!jobs.error().empty()) {
-      std::cout << "cluster:    " << jobs.error() << "\n";
+      std::cout << "cluster:    " << jobs.error() << of << "\n";
     } else {
       std::cout << absl::StrFormat(
-          "cluster:    prefill jobs %d waiting, %d running, %d done, %d dead\n",
-          jobs.waiting(), jobs.running(), jobs.done(), jobs.dead());
+          "cluster:    prefill jobs %d waiting, %d running, %d done, %d "
+          "dead%s\n",
+          jobs.waiting(), jobs.running(), jobs.done(), jobs.dead(), of);
       for (const v1::ClusterJobs::Node& n : jobs.nodes()) {
         std::cout << absl::StrFormat("  node %-24s %d running, idle %.1f s\n",
                                      n.node(), n.running(),
                                      n.idle_ms() / 1000.0);
       }
     }
+  };
+  if (s->keys_size() > 1) {
+    for (const v1::KeyStatus& k : s->keys())
+      print_tier(k.tier(), k.cluster_jobs(), k.device_key());
+  } else {
+    print_tier(s->tier(), s->cluster_jobs(), "");
   }
   std::cout << "counters since start:\n";
   std::vector<std::pair<std::string, int64_t>> counters(s->counters().begin(),

@@ -544,6 +544,10 @@ TEST_F(CpuDevicesDaemonTest, TwoDevicesAreListedTimedOnAndRunOn) {
     EXPECT_EQ(status.devices(i).state(), "idle");
   }
   EXPECT_THAT(status.backend_note(), HasSubstr("2 CPU devices"));
+  // Both of one key: one key listed, without a tier.
+  ASSERT_EQ(status.keys_size(), 1) << status.DebugString();
+  EXPECT_EQ(status.keys(0).device_key(), status.device_key());
+  EXPECT_TRUE(status.keys(0).tier().empty());
   int timing_queues = 0;
   for (const v1::QueueStatus& q : status.queues()) {
     timing_queues += q.name().rfind("timing", 0) == 0;

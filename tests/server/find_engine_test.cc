@@ -550,6 +550,60 @@ TEST_F(DeviceFaultTest, DeviceThatCannotBeResetIsLostOnceAndNothingIsStored) {
               ::testing::ElementsAre(kCpuDirectNaiveId));
 }
 
+TEST_F(DeviceFaultTest, LosingOneOfTwoDevicesLeavesTheOtherTuning) {
+  const ConvProblem p = SmallProblem();
+  FaultingDevice faulty(std::string(cpu::kDirectNaiveKernel),
+                        /*resettable=*/false);
+  CpuDevice healthy;
+  auto store = storage::OpenRocksDbStore(dir_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ThreadPool compile("compile", 2), queue0("timing0", 1), queue1("timing1", 1);
+  Core::Options options;
+  options.timing.min_repeats = 2;
+  options.timing.budget_ms = 5;
+  options.background_tuning = false;
+  auto core = std::make_unique<Core>(
+      std::vector<Core::DeviceLane>{
+          {.ordinal = 0, .device = &faulty, .timing_queue = &queue0},
+          {.ordinal = 1, .device = &healthy, .timing_queue = &queue1}},
+      SolverRegistry::Default(), **store, compile, options);
+  std::atomic<int> lost{0};
+  std::string why;
+  core->SetDeviceLostHandler([&](const std::string& reason) {
+    ++lost;
+    why = reason;
+  });
+  // The run on device 0 faults it beyond reset: that find fails.
+  absl::StatusOr<FindOutcome> r =
+      core->find().FindBlocking(p, {.mode = v1::NORMAL, .device = 0});
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("lost"));
+  // One device is left: the core goes on, the handler is not called.
+  EXPECT_EQ(lost, 0);
+  std::vector<TimingLanes::LaneStatus> lanes = core->timing().Status();
+  ASSERT_EQ(lanes.size(), 2u);
+  EXPECT_TRUE(lanes[0].lost);
+  EXPECT_FALSE(lanes[1].lost);
+  // Work naming the lost device is refused, other work goes to device 1.
+  ConvProblem other = p;
+  other.k = 16;
+  absl::StatusOr<FindOutcome> named =
+      core->find().FindBlocking(other, {.mode = v1::NORMAL, .device = 0});
+  EXPECT_EQ(named.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(named.status().message(), HasSubstr("device 0 was lost"));
+  EXPECT_EQ(core->executor(0).status().code(), absl::StatusCode::kUnavailable);
+  absl::StatusOr<FindOutcome> elsewhere =
+      core->find().FindBlocking(other, {.mode = v1::NORMAL});
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_TRUE(elsewhere->record.results(0).measured());
+  lanes = core->timing().Status();
+  EXPECT_EQ(lanes[0].jobs_done, 1);
+  EXPECT_EQ(lanes[1].jobs_done, 1);
+  EXPECT_EQ(core->executor(1).status(), absl::OkStatus());
+  EXPECT_EQ(lost, 0);
+  core.reset();
+}
+
 // Runs the naive kernel as if the problem had half the output channels: a
 // solver that leaves half of y unwritten (and the rest in the wrong places).
 class HalfOutputSolver final : public Solver {

@@ -1,5 +1,8 @@
 #include "server/core.h"
 
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -79,12 +82,31 @@ Core::Core(std::vector<DeviceLane> devices, const SolverRegistry& registry,
                                    const std::string& tenant) {
     return TuneInBackground(p, limit, asked, tenant);
   });
+  if (kernel_builder != nullptr) {
+    // A lost device is loaded no more kernels, so that builds for the
+    // devices left do not fail on it.
+    std::vector<std::pair<int, Device*>> by_ordinal;
+    for (const DeviceLane& d : devices)
+      by_ordinal.emplace_back(d.ordinal, d.device);
+    timing_.SetLaneLostHandler([kernel_builder, by_ordinal](int ordinal) {
+      for (const auto& [o, device] : by_ordinal) {
+        if (o == ordinal) kernel_builder->DropDevice(device);
+      }
+    });
+  }
   for (const DeviceLane& d : devices) {
     ordinals_.push_back(d.ordinal);
     executors_.push_back(std::make_unique<RemoteExecutor>(
         *d.device, planner_, *d.timing_queue, stop_));
   }
   heuristics_.TrainIfMissing(compile_pool);
+}
+
+RemoteExecutor& Core::executor() {
+  for (size_t i = 0; i < ordinals_.size(); ++i) {
+    if (timing_.Usable(ordinals_[i])) return *executors_[i];
+  }
+  return *executors_.front();
 }
 
 absl::StatusOr<RemoteExecutor*> Core::executor(int ordinal) {

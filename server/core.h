@@ -122,8 +122,9 @@ class Core {
   FindEngine& find() { return find_; }
   Immediate& immediate() { return immediate_; }
   const Planner& planner() const { return planner_; }
-  // The executor of the first device.
-  RemoteExecutor& executor() { return *executors_.front(); }
+  // The executor of the first device not lost (of the first device when
+  // every one was: the core has stopped then).
+  RemoteExecutor& executor();
   // That of device `ordinal`; InvalidArgument naming the devices there are.
   absl::StatusOr<RemoteExecutor*> executor(int ordinal);
   // The lanes tuning times on.

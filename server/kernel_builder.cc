@@ -1,5 +1,6 @@
 #include "server/kernel_builder.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -72,13 +73,24 @@ absl::StatusOr<std::string> KernelBuilder::BuildSource(
   std::string hash = CodeObjectHash(compiler_.backend(), req.arch, req.source,
                                     req.options, compiler_.version());
   ASSIGN_OR_RETURN(CodeObject code, Lookup(hash, req, compiled));
-  for (Device* device : devices_) {
+  std::vector<Device*> devices;
+  {
+    absl::MutexLock lock(&mu_);
+    devices = devices_;
+  }
+  for (Device* device : devices) {
     if (device->HasCodeObject(hash)) continue;
     RETURN_IF_ERROR(device->LoadCodeObject(hash, *code));
     absl::MutexLock lock(&mu_);
     ++stats_.loaded;
   }
   return hash;
+}
+
+void KernelBuilder::DropDevice(Device* device) {
+  absl::MutexLock lock(&mu_);
+  devices_.erase(std::remove(devices_.begin(), devices_.end(), device),
+                 devices_.end());
 }
 
 absl::StatusOr<std::string> KernelBuilder::CodeObjectFor(

@@ -40,7 +40,12 @@ class KernelBuilder {
 
   // Loads what it builds into `device` too (another device of the same key).
   // Call before the first build. Must outlive the builder.
-  void AddDevice(Device* device) { devices_.push_back(device); }
+  void AddDevice(Device* device) {
+    absl::MutexLock lock(&mu_);
+    devices_.push_back(device);
+  }
+  // Loads nothing more into `device` (it was lost); the others go on.
+  void DropDevice(Device* device);
 
   // Compiles (or finds) every source of `plan` and sets code_object_hash on
   // every step but library steps ("blas.*"), which keep none. InvalidArgument
@@ -77,7 +82,7 @@ class KernelBuilder {
                                             const CompileRequest& req,
                                             bool* compiled);
 
-  std::vector<Device*> devices_;  // what builds are loaded into
+  std::vector<Device*> devices_ ABSL_GUARDED_BY(mu_);  // builds load here
   const KernelCompiler& compiler_;
   storage::KernelCache cache_;
   const std::string arch_;

@@ -36,9 +36,23 @@ void TimingLanes::SetDeviceLostHandler(
   on_lost_ = std::move(handler);
 }
 
+void TimingLanes::SetLaneLostHandler(std::function<void(int)> handler) {
+  absl::MutexLock lock(&mu_);
+  on_lane_lost_ = std::move(handler);
+}
+
+bool TimingLanes::Usable(int ordinal) const {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < ordinals_.size(); ++i) {
+    if (ordinals_[i] == ordinal) return state_[i].lost.empty();
+  }
+  return false;
+}
+
 void TimingLanes::Lost(size_t lane, const std::string& why) {
   const bool several = stages_.size() > 1;
   std::function<void(const std::string&)> handler;
+  std::function<void(int)> lane_handler;
   std::vector<std::string> reasons;
   std::vector<int> left;
   {
@@ -55,7 +69,9 @@ void TimingLanes::Lost(size_t lane, const std::string& why) {
       }
     }
     if (left.empty()) handler = on_lost_;
+    lane_handler = on_lane_lost_;
   }
+  if (lane_handler) lane_handler(ordinals_[lane]);
   if (!left.empty()) {
     std::cerr << "convtuned: device " << ordinals_[lane] << " lost: " << why
               << "; tuning goes on on device(s) " << absl::StrJoin(left, ", ")

@@ -63,6 +63,11 @@ class TimingLanes {
   // Called once, when the last device left is lost, with the reasons (and
   // with several devices their ordinals). Set before the first timing.
   void SetDeviceLostHandler(std::function<void(const std::string&)> handler);
+  // Called with the ordinal of each device lost, the last too, before the
+  // handler above. Set before the first timing.
+  void SetLaneLostHandler(std::function<void(int)> handler);
+  // Whether device `ordinal` is one of the lanes and not lost.
+  bool Usable(int ordinal) const;
 
   // TimingStage::Time on device `device` when set, else on the lane chosen
   // as above. InvalidArgument (through `done`) for a device not among the
@@ -124,6 +129,7 @@ class TimingLanes {
   mutable absl::Mutex mu_;
   std::vector<State> state_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string&)> on_lost_ ABSL_GUARDED_BY(mu_);
+  std::function<void(int)> on_lane_lost_ ABSL_GUARDED_BY(mu_);
   absl::CondVar freed_;                   // a lane's job ended
   std::unique_ptr<ThreadPool> dispatch_;  // declared last: destroyed first
 };

@@ -4,6 +4,7 @@
 // and device opening failing cleanly where there is no device.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu_device.h"
 #include "kernels/cuda_device.h"
 #include "kernels/driver_line.h"
 #include "kernels/gpu/blas_step.h"
@@ -325,6 +327,52 @@ TEST(KernelBuilderTest, LeavesLibraryStepsAlone) {
   ASSERT_EQ(builder.BuildPlan(&only_blas), absl::OkStatus());
   EXPECT_TRUE(only_blas.steps(0).code_object_hash().empty());
   EXPECT_EQ(builder.stats().compiled, 1);
+}
+
+// The CPU device taking code objects as a GPU would, or refusing them as a
+// lost GPU does.
+class CodeObjectDevice final : public DeviceWrapper {
+ public:
+  CodeObjectDevice() : DeviceWrapper(&cpu_) {}
+  absl::Status LoadCodeObject(const std::string& hash,
+                              const std::string& binary) override {
+    if (lost) return absl::InternalError("device gone (injected)");
+    loaded.push_back(hash);
+    return absl::OkStatus();
+  }
+  bool HasCodeObject(const std::string& hash) const override {
+    return std::find(loaded.begin(), loaded.end(), hash) != loaded.end();
+  }
+  bool lost = false;
+  std::vector<std::string> loaded;
+
+ private:
+  CpuDevice cpu_;
+};
+
+TEST(KernelBuilderTest, ADroppedDeviceNoLongerFailsBuildsForTheOthers) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::OpenRocksDbStore(dir.db());
+  ASSERT_TRUE(store.ok()) << store.status();
+  CodeObjectDevice first, second;
+  KernelBuilder builder(&first, **nvrtc, **store, "sm_90");
+  builder.AddDevice(&second);
+  v1::ExecutionPlan plan = FillPlan(v1::CUDA, RandomDefine());
+  ASSERT_EQ(builder.BuildPlan(&plan), absl::OkStatus());
+  EXPECT_EQ(first.loaded.size(), 1u);
+  EXPECT_EQ(second.loaded.size(), 1u);
+  // The second device is lost: a new kernel fails to load there...
+  second.lost = true;
+  v1::ExecutionPlan next = FillPlan(v1::CUDA, RandomDefine());
+  EXPECT_EQ(builder.BuildPlan(&next).code(), absl::StatusCode::kInternal);
+  // ...until it is dropped; the first device gets it.
+  builder.DropDevice(&second);
+  ASSERT_EQ(builder.BuildPlan(&next), absl::OkStatus());
+  EXPECT_EQ(first.loaded.size(), 2u);
+  EXPECT_EQ(second.loaded.size(), 1u);
 }
 
 TEST(BlasStepTest, RoundTripsAndChecksItsScalars) {

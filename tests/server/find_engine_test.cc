@@ -600,6 +600,8 @@ TEST_F(DeviceFaultTest, LosingOneOfTwoDevicesLeavesTheOtherTuning) {
   EXPECT_EQ(lanes[0].jobs_done, 1);
   EXPECT_EQ(lanes[1].jobs_done, 1);
   EXPECT_EQ(core->executor(1).status(), absl::OkStatus());
+  // An Execute naming no device runs on the first one left.
+  EXPECT_EQ(&core->executor(), *core->executor(1));
   EXPECT_EQ(lost, 0);
   core.reset();
 }

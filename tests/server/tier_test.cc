@@ -187,15 +187,13 @@ class TierTest : public ::testing::Test {
     req.set_cluster(true);
     v1::GetStatusResponse s;
     EXPECT_TRUE(n.stub->GetStatus(&ctx, req, &s).ok());
-    // The one key's entry says the same.
+    // The one key's entry, which the tests below read.
     EXPECT_EQ(s.keys_size(), 1);
-    if (s.keys_size() == 1) {
-      EXPECT_EQ(s.keys(0).tier(), s.tier());
-      EXPECT_FALSE(s.keys(0).tier().empty());
-      EXPECT_EQ(s.keys(0).cluster_jobs().SerializeAsString(),
-                s.cluster_jobs().SerializeAsString());
-    }
-    return s.cluster_jobs();
+    if (s.keys_size() != 1) return s.cluster_jobs();
+    EXPECT_EQ(s.keys(0).device_key(), s.device_key());
+    EXPECT_EQ(s.keys(0).tier(), s.tier());
+    EXPECT_FALSE(s.keys(0).tier().empty());
+    return s.keys(0).cluster_jobs();
   }
   int CountFindKeys() {
     absl::StatusOr<storage::RedisReply> keys =

@@ -30,9 +30,9 @@
 // for BK 64 (eight), which keeps the eight rows an ldmatrix reads on
 // distinct banks.
 //
-// CT_WGMMA 1 (sm_90a, F and B): the products run as Hopper's warpgroup MMA
-// instead, described at tc_wgmma_mainloop; the tiles, the copies and the
-// store are the same.
+// CT_WGMMA 1 (sm_90a, every direction): the products run as Hopper's
+// warpgroup MMA instead, described at tc_wgmma_mainloop; the copies and the
+// store are the same, and so are the tiles but for W's (tc_swizzle_w).
 //
 // Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
 // (warps), CT_STAGES, CT_WGMMA. Scalars:
@@ -85,6 +85,23 @@
   (BM * CT_CHUNKS / CT_THREADS)  // A chunks a thread copies per stage
 #define CT_BL (BN * CT_CHUNKS / CT_THREADS)
 
+#if CT_DIR == 3
+#define CT_W_A_ROW \
+  (BM * 2)  // bytes of a tile row: one position's BM output channels
+#define CT_W_B_ROW (BN * 2)  // one position's BN filter columns
+#define CT_W_A_BYTES (BK * CT_W_A_ROW)
+#define CT_W_STAGE_BYTES (BK * (BM + BN) * 2)
+#define CT_W_AL \
+  (BK * (BM / 8) / CT_THREADS)  // chunks a thread copies per stage
+#define CT_W_BL (BK * (BN / 8) / CT_THREADS)
+static_assert((BK == 32 || (CT_WGMMA && BK == 64)) && BM >= 64 && BN >= 64,
+              "W tiles: 32 positions (64 with CT_WGMMA) by rows of 8+ chunks");
+static_assert(CT_W_AL >= 1 && CT_W_BL >= 1 &&
+                  CT_W_AL * CT_THREADS == BK * (BM / 8) &&
+                  CT_W_BL * CT_THREADS == BK * (BN / 8),
+              "tile chunks must divide evenly among the threads");
+#endif
+
 static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0,
               "warp tile: 16-row by 16-column multiples");
 static_assert(BK == 32 || BK == 64,
@@ -97,7 +114,6 @@ static_assert(CT_AL >= 1 && CT_BL >= 1 &&
 static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
 #endif
 #if CT_WGMMA
-static_assert(CT_DIR != 3, "CT_WGMMA: forward-shaped passes only");
 static_assert(BM % 64 == 0 && WM * 16 == BM && WN == 1,
               "CT_WGMMA: a warpgroup per 64 rows, each warp 16 rows of it");
 static_assert(BN == 64 || BN == 128 || BN == 256, "CT_WGMMA: BN 64, 128, 256");
@@ -436,15 +452,33 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 // as mma.sync's m16n8 fragments (warp i of the group holds rows 16i to
 // 16i + 15), so that acc[0][n8][v] is the same element in both paths.
 //
-// Both tiles are K-major: rows of BK channels, 16-byte chunks swizzled by
-// tc_swizzle. For BK 64 (128-byte rows) that is the 128-byte swizzle of the
-// MMA's shared-memory descriptor, for BK 32 (64-byte rows) the 64-byte one,
-// given tiles aligned to 1024 bytes; eight rows make one swizzle atom, the
-// descriptor's stride between 8-row groups. A k16 slice starts 32 bytes
-// further along the row.
+// F and B: both tiles are K-major: rows of BK channels, 16-byte chunks
+// swizzled by tc_swizzle. For BK 64 (128-byte rows) that is the 128-byte
+// swizzle of the MMA's shared-memory descriptor, for BK 32 (64-byte rows)
+// the 64-byte one, given tiles aligned to 1024 bytes; eight rows make one
+// swizzle atom, the descriptor's stride between 8-row groups. A k16 slice
+// starts 32 bytes further along the row.
+// W: both tiles have the reduction (positions) as rows and M or N
+// contiguous, which the MMA reads transposed: atoms of 64 columns by BK rows
+// of 128 bytes with the 128-byte swizzle (tc_swizzle_w); the descriptor's
+// leading offset steps from one atom to the next along N, its stride from
+// one 8-row group to the next, and a k16 slice starts 16 rows further on.
 
 #define CT_F2(i) "+f"(d[i]), "+f"(d[i + 1])
 #define CT_F8(i) CT_F2(i), CT_F2(i + 2), CT_F2(i + 4), CT_F2(i + 6)
+#if CT_DIR == 3
+#define CT_WGMMA_TRANS "1, 1"
+#define CT_WG_STAGE_BYTES CT_W_STAGE_BYTES
+#define CT_WG_A_BYTES CT_W_A_BYTES
+#define CT_WG_GROUP_BYTES (BK * 128)  // a warpgroup's 64 rows of A
+#define CT_WG_SLICE_BYTES (16 * 128)  // from one k16 slice to the next
+#else
+#define CT_WGMMA_TRANS "0, 0"
+#define CT_WG_STAGE_BYTES CT_STAGE_BYTES
+#define CT_WG_A_BYTES CT_A_BYTES
+#define CT_WG_GROUP_BYTES (64 * CT_ROW_BYTES)
+#define CT_WG_SLICE_BYTES 32
+#endif
 #if CT_TYPE == 3
 #define CT_WGMMA_TYPE ".f32.bf16.bf16"
 #else
@@ -496,15 +530,19 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
       CT_F8(104), CT_F8(112), CT_F8(120)
 #endif
 
-// The shared-memory matrix descriptor of a K-major tile at `addr`.
+// The shared-memory matrix descriptor of a tile at `addr`: K-major for F
+// and B, M- or N-major for W.
 CT_DEVICE unsigned long long tc_wgmma_desc(ct_u32 addr) {
-#if BK == 64
-  constexpr unsigned long long kSwizzle = 1, kGroupBytes = 1024;
+#if CT_DIR == 3
+  constexpr unsigned long long kSwizzle = 1, kLead = BK * 128,
+                               kGroupBytes = 1024;
+#elif BK == 64
+  constexpr unsigned long long kSwizzle = 1, kLead = 16, kGroupBytes = 1024;
 #else
-  constexpr unsigned long long kSwizzle = 2, kGroupBytes = 512;
+  constexpr unsigned long long kSwizzle = 2, kLead = 16, kGroupBytes = 512;
 #endif
-  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
-         ((kGroupBytes >> 4) << 32) | (kSwizzle << 62);
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         ((kLead >> 4) << 16) | ((kGroupBytes >> 4) << 32) | (kSwizzle << 62);
 }
 
 // d = A B (+ d when `accumulate`) for one k16 slice; d: this thread's BN / 2
@@ -515,7 +553,7 @@ CT_DEVICE void tc_wgmma(float* d, unsigned long long a, unsigned long long b,
                ", 0;\n"
                "wgmma.mma_async.sync.aligned." CT_WGMMA_SHAPE CT_WGMMA_TYPE
                " " CT_WGMMA_D ", " CT_WGMMA_A ", " CT_WGMMA_B
-               ", p, 1, 1, 0, 0;\n}\n"
+               ", p, 1, 1, " CT_WGMMA_TRANS ";\n}\n"
                : CT_WGMMA_OUTS
                : "l"(a), "l"(b), "r"(accumulate));
 }
@@ -527,21 +565,29 @@ CT_DEVICE void tc_hold(float& v) { asm volatile("" : "+f"(v)::"memory"); }
 // CT_STAGES - 2 steps ahead, so that the slot being filled is two steps
 // behind the one being multiplied: each warpgroup keeps one step's MMAs in
 // flight while it issues the next, and waits for the step before, whose
-// slot the copies after the next barrier reuse. cp.async writes through the
-// generic proxy and the MMA reads through the async one: each thread fences
-// its landed copies before the barrier.
+// slot the copies after the next barrier reuse. The copies go out before
+// the step's MMAs: issued after them, they left the 3-stage rings of
+// ResNet-50's 3x3 F and B layers 8-11% slower on the H200. cp.async writes
+// through the generic proxy and the MMA reads through the async one: each
+// thread fences its landed copies before the barrier.
 template <typename Load>
 CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
                                  ct_u32 smem, Load& load) {
-  // The first slice overwrites the sums (steps is at least 1): zeroing
-  // them first would be reads of the MMA's registers in its pipeline.
+  // The first slice overwrites the sums: zeroing them first would be reads
+  // of the MMA's registers in its pipeline. Without steps (a W split with no
+  // positions) no MMA runs, and the sums are zeros.
   float* d = &acc[0][0][0];
+  if (steps == 0) {
+#pragma unroll
+    for (int i = 0; i < CT_MI * CT_NI * 4; ++i) d[i] = 0.0f;
+    return;
+  }
 #pragma unroll
   for (int st = 0; st < CT_STAGES - 2; ++st) {
     if (st < steps) load(st, st);
     tc_commit();
   }
-  const ct_u32 rows = (threadIdx.x / 128) * 64 * CT_ROW_BYTES;
+  const ct_u32 rows = (threadIdx.x / 128) * CT_WG_GROUP_BYTES;
   for (int kt = 0; kt < steps; ++kt) {
     tc_wait<CT_STAGES - 3>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -549,12 +595,13 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     const int next = kt + CT_STAGES - 2;
     if (next < steps) load(next, next % CT_STAGES);
     tc_commit();
-    const ct_u32 stage = smem + (kt % CT_STAGES) * CT_STAGE_BYTES;
+    const ct_u32 stage = smem + (kt % CT_STAGES) * CT_WG_STAGE_BYTES;
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      tc_wgmma(d, tc_wgmma_desc(stage + rows + kk * 32),
-               tc_wgmma_desc(stage + CT_A_BYTES + kk * 32), kt > 0 || kk > 0);
+      const ct_u32 slice = kk * CT_WG_SLICE_BYTES;
+      tc_wgmma(d, tc_wgmma_desc(stage + rows + slice),
+               tc_wgmma_desc(stage + CT_WG_A_BYTES + slice), kt > 0 || kk > 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -775,24 +822,17 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 
 #else  // CT_DIR == 3
 
-#define CT_W_A_ROW \
-  (BM * 2)  // bytes of a tile row: one position's BM output channels
-#define CT_W_B_ROW (BN * 2)  // one position's BN filter columns
-#define CT_W_A_BYTES (BK * CT_W_A_ROW)
-#define CT_W_STAGE_BYTES (BK * (BM + BN) * 2)
-#define CT_W_AL \
-  (BK * (BM / 8) / CT_THREADS)  // chunks a thread copies per stage
-#define CT_W_BL (BK * (BN / 8) / CT_THREADS)
-static_assert(BK == 32 && BM >= 64 && BN >= 64,
-              "W tiles: 32 positions by rows of 8+ chunks");
-static_assert(CT_W_AL >= 1 && CT_W_BL >= 1 &&
-                  CT_W_AL * CT_THREADS == BK * (BM / 8) &&
-                  CT_W_BL * CT_THREADS == BK * (BN / 8),
-              "tile chunks must divide evenly among the threads");
-
 // Chunk j of row r of a W tile with `row` bytes a row (eight chunks or more).
+// For the warpgroup MMA the tile is instead a run of 64-column atoms, each
+// BK rows of 128 bytes, which is the MMA's 128-byte-swizzled layout for an
+// operand whose M or N dimension is contiguous.
 CT_DEVICE ct_u32 tc_swizzle_w(int r, int j, int row) {
+#if CT_WGMMA
+  return static_cast<ct_u32>((j >> 3) * (BK * 128) + r * 128 +
+                             (((j & 7) ^ (r & 7)) << 4));
+#else
   return static_cast<ct_u32>(r * row + ((j ^ (r & 7)) << 4));
+#endif
 }
 
 // Backward weights as a GEMM per group with the positions as reduction:
@@ -802,7 +842,8 @@ CT_DEVICE ct_u32 tc_swizzle_w(int r, int j, int row) {
 // over packed (or already channel-last) x [N][H][W][G][CP] and dy
 // [N][OH][OW][G][KP] (KP: KG padded to 32). Both tiles hold BK positions as
 // rows (output channels, filter columns contiguous) and reach the MMA
-// through ldmatrix.trans. Each split writes its own fp32 slice of the
+// through ldmatrix.trans, or with CT_WGMMA straight from shared memory, read
+// transposed by the warpgroup MMA. Each split writes its own fp32 slice of the
 // workspace, adding to it when `accumulate` (chunks after the first); a
 // split with no positions writes zeros.
 // Grid: x = row tiles * column tiles, y = groups, z = splits.
@@ -850,9 +891,28 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int b_at = g * cp + (col - tap * cp);
   const int x_row = groups * cp;
 
+#if CT_WGMMA
+  // Tiles on 1024-byte boundaries, as for conv_tc.
+  const ct_u32 smem = (tc_shared_address(tc_smem) + 1023u) & ~1023u;
+#else
   const ct_u32 smem = tc_shared_address(tc_smem);
+#endif
   const ct_u16* x = reinterpret_cast<const ct_u16*>(px);
   const ct_u16* dy = reinterpret_cast<const ct_u16*>(pdy);
+
+  // Where each x row this thread copies stands: position q, image n, output
+  // row and column. The copies of step 0, 1, 2, ... are issued in that order,
+  // each moving the rows on by BK positions, so that none divides.
+  const int oh_count = static_cast<int>(a_oh);
+  const int step_h = BK / ow, step_w = BK - step_h * ow;
+  int b_q[CT_W_BL], b_n[CT_W_BL], b_oh[CT_W_BL], b_ow[CT_W_BL];
+#pragma unroll
+  for (int i = 0; i < CT_W_BL; ++i) {
+    b_q[i] = p_begin + tid / (BN / 8) + i * (CT_THREADS / (BN / 8));
+    b_n[i] = b_q[i] / ohw;
+    const int pos = b_q[i] - b_n[i] * ohw;
+    b_oh[i] = pos / ow, b_ow[i] = pos - b_oh[i] * ow;
+  }
 
   auto load = [&](int kt, int slot) {
     const int q0 = p_begin + kt * BK;
@@ -868,22 +928,24 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #pragma unroll
     for (int i = 0; i < CT_W_BL; ++i) {
       const int r = tid / (BN / 8) + i * (CT_THREADS / (BN / 8));
-      const int q = q0 + r;
-      bool ok = b_ok && q < p_end;
-      const ct_u16* p = x;
-      if (ok) {
-        const int n = q / ohw, pos = q - n * ohw;
-        const int oh = pos / ow, oq = pos - oh * ow;
-        const int ih = oh * sh + b_h, iw = oq * sw + b_w;
-        ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
-             static_cast<unsigned>(iw) < static_cast<unsigned>(w);
-        if (ok) p = x + ((n * h + ih) * w + iw) * x_row + b_at;
-      }
+      const int ih = b_oh[i] * sh + b_h, iw = b_ow[i] * sw + b_w;
+      const bool ok = b_ok && b_q[i] < p_end &&
+                      static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
+                      static_cast<unsigned>(iw) < static_cast<unsigned>(w);
+      const ct_u16* p =
+          ok ? x + ((b_n[i] * h + ih) * w + iw) * x_row + b_at : x;
       tc_copy16(base + CT_W_A_BYTES + tc_swizzle_w(r, b_chunk, CT_W_B_ROW), p,
                 ok ? 16 : 0);
+      b_q[i] += BK, b_ow[i] += step_w, b_oh[i] += step_h;
+      if (b_ow[i] >= ow) b_ow[i] -= ow, ++b_oh[i];
+      while (b_oh[i] >= oh_count) b_oh[i] -= oh_count, ++b_n[i];
     }
   };
 
+#if CT_WGMMA
+  float acc[CT_MI][CT_NI][4];
+  tc_wgmma_mainloop(acc, steps, smem, load);
+#else
   const int sub = lane >> 3,
             row8 = lane & 7;  // ldmatrix: which matrix, which of its rows
   auto fragments = [&](ct_u32 stage, int kk, ct_u32(&af)[CT_MI][4],
@@ -911,6 +973,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   };
   float acc[CT_MI][CT_NI][4];
   tc_mainloop<CT_W_STAGE_BYTES>(acc, steps, smem, load, fragments);
+#endif
 
   float* out = part + (static_cast<ct_i64>(split) * groups + g) * kg * cols;
   const bool accumulate = a_accumulate != 0;

@@ -15,11 +15,11 @@
 // the start of the workspace; then tc_wrw_reduce writes dw.
 // A config is {BM, BN, BK, WM, WN, stages}; BK 64 where the padded channels
 // allow it (F and B; W steps over 32 positions).
-// gpu_tensor_core_wgmma is the same solver for NVIDIA sm_90 (F and B): its
-// products run as Hopper's warpgroup MMA, compiled for sm_90a, each
-// warpgroup multiplying 64 rows of the block tile by all BN columns straight
-// from the swizzled shared-memory tiles; a config is {BM, BN, BK, BM / 16,
-// 1, stages}.
+// gpu_tensor_core_wgmma is the same solver for NVIDIA sm_90: its products
+// run as Hopper's warpgroup MMA, compiled for sm_90a, each warpgroup
+// multiplying 64 rows of the block tile by all BN columns straight from the
+// swizzled shared-memory tiles (W's read transposed); a config is {BM, BN,
+// BK, BM / 16, 1, stages}, and W's BK (positions) is 32 or 64.
 #include <algorithm>
 #include <array>
 
@@ -44,6 +44,11 @@ constexpr int64_t kPackRun = 4;
 constexpr int64_t kFloatBytes = sizeof(float);
 // The blocks a default config aims for: two waves on a large GPU.
 constexpr int64_t kTargetBlocks = 264;
+// A large GPU's multiprocessors (the H100's and H200's 132) and what each
+// holds, for W's splits.
+constexpr int64_t kWaveSms = 132;
+constexpr int64_t kSmSharedBytes = 228 << 10;
+constexpr int64_t kSmRegisters = 64 << 10;
 // The warpgroup kernel's first config runs two blocks a multiprocessor:
 // three quarters of those two waves keep it (on the H200, ResNet-50's 7x7
 // 512-channel 3x3 layers, 196 blocks of it: F 0.098 ms, against 0.116 for
@@ -80,6 +85,16 @@ constexpr std::array<int64_t, 6> kWrwConfigs[] = {{128, 64, 32, 2, 2, 4},
                                                   {64, 128, 32, 2, 2, 4},
                                                   {128, 128, 32, 2, 2, 4},
                                                   {64, 64, 32, 2, 2, 4}};
+// W on the warpgroup MMA: {BM (output channels), BN (filter columns), BK
+// positions, BM / 16, 1, stages}. The first of those not mostly padding is
+// the default: on the H200, ResNet-50's W 3x3 layers of 128 and 512 output
+// channels took 4-9% less time in the first than in the next best, and the
+// 56x56 one of 64 channels in the 64 x 64 tile (0.151 ms, against 0.158
+// for 64 x 128 and 0.179 for the first).
+constexpr std::array<int64_t, 6> kWgmmaWrwConfigs[] = {
+    {128, 128, 32, 8, 1, 6}, {128, 128, 64, 8, 1, 3}, {128, 64, 64, 8, 1, 4},
+    {64, 64, 64, 4, 1, 4},   {64, 128, 32, 4, 1, 6},  {128, 128, 64, 8, 1, 4},
+    {64, 128, 64, 4, 1, 4}};
 // W splits the positions over at most this many fp32 partial sums, each
 // split keeping at least kMinPositionsPerSplit positions.
 constexpr int64_t kMaxSplits = 256;
@@ -171,6 +186,46 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
   return g;
 }
 
+int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
+
+// `wgmma`: the output tile in fp32, and 1 KiB more for aligning the tiles to
+// 1024 bytes.
+int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
+  const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
+  if (p.direction == Direction::kBackwardWeights)
+    return ring + (wgmma ? 1024 : 0);
+  const int64_t es = wgmma ? 4 : 2;
+  const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * es
+                                                 : c[1] * (c[0] + 8) * es;
+  return std::max(ring, tile) + (wgmma ? 1024 : 0);
+}
+
+// The blocks of `c` that run at once on a multiprocessor of a large GPU
+// (228 KiB of shared memory with 1 KiB reserved a block, 64 Ki registers,
+// taken as 128 a thread).
+int64_t BlocksPerSm(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
+  return std::max<int64_t>(
+      1, std::min(kSmSharedBytes / (SharedBytes(p, c, wgmma) + 1024),
+                  kSmRegisters / (Threads(c) * 128)));
+}
+
+// W's splits of the positions for `tiles` blocks a split: of the counts the
+// positions allow, the one whose blocks fill their last wave best, the
+// fewest splits among those within 2% of it. Each split adds a slice of
+// partial sums to write and add up, and a partly filled last wave leaves
+// multiprocessors idle for a block's whole time.
+int64_t WrwSplits(int64_t tiles, int64_t wave, int64_t most) {
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= most; ++s) {
+    const int64_t blocks = tiles * s;
+    const double fill = static_cast<double>(blocks) /
+                        static_cast<double>(CeilDiv(blocks, wave) * wave);
+    if (fill > best_fill + 0.02) best = s, best_fill = fill;
+  }
+  return best;
+}
+
 // W as conv_tc_wrw sees it, and the workspace: the partial sums at 0, a
 // chunk's packed x at x_at and packed dy at dy_at (when packed).
 struct WrwGeometry {
@@ -186,7 +241,10 @@ struct WrwGeometry {
   int64_t bytes;
 };
 
-WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
+// The partial sums depend on the config (its tiles and how many of its
+// blocks a multiprocessor runs: WrwSplits); `wgmma` picks the kernel.
+WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
+                            bool wgmma) {
   WrwGeometry g;
   g.groups = p.groups, g.cg = p.c_per_group(), g.kg = p.k_per_group();
   g.cp = Pad32(g.cg), g.kp = Pad32(g.kg);
@@ -205,13 +263,11 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
     g.pack_x = true;
   }
   g.cols = g.fh * g.fw * g.cp;
-  // Enough blocks of the largest tile for two waves on a large GPU.
-  const int64_t blocks = CeilDiv(g.kg, 128) * CeilDiv(g.cols, 128) * g.groups;
-  g.splits =
-      std::clamp<int64_t>(CeilDiv(kTargetBlocks * 2, blocks), 1, kMaxSplits);
-  g.splits =
-      std::min(g.splits,
-               std::max<int64_t>(1, p.n * g.oh * g.ow / kMinPositionsPerSplit));
+  g.splits = WrwSplits(
+      CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]) * g.groups,
+      kWaveSms * BlocksPerSm(p, config, wgmma),
+      std::clamp<int64_t>(p.n * g.oh * g.ow / kMinPositionsPerSplit, 1,
+                          kMaxSplits));
   const int64_t es = ElementBytes(p.type);
   g.x_at = AlignWorkspace(g.splits * g.groups * g.kg * g.cols * kFloatBytes);
   const int64_t x_image =
@@ -230,19 +286,6 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p) {
   g.dy_at = AlignWorkspace(g.x_at + g.chunk * x_image * es);
   g.bytes = g.dy_at + g.chunk * dy_image * es;
   return g;
-}
-
-int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
-
-// `wgmma`: the output tile in fp32, and 1 KiB more for aligning the tiles to
-// 1024 bytes.
-int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
-  const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
-  if (p.direction == Direction::kBackwardWeights) return ring;
-  const int64_t es = wgmma ? 4 : 2;
-  const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * es
-                                                 : c[1] * (c[0] + 8) * es;
-  return std::max(ring, tile) + (wgmma ? 1024 : 0);
 }
 
 int64_t Blocks(const Geometry& g, int64_t n, const PerfConfig& c) {
@@ -331,10 +374,6 @@ class GpuTensorCorePipelined final : public GpuSolver {
   }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
-    if (wgmma_ && p.direction == Direction::kBackwardWeights) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "direction: ", name(), " runs forward and backward data, not W"));
-    }
     if (p.type == DataType::kFp32) {
       return absl::FailedPreconditionError(absl::StrCat(
           "type: ", name(), " needs fp16 or bf16 data (got FP32)"));
@@ -352,8 +391,11 @@ class GpuTensorCorePipelined final : public GpuSolver {
     int64_t chunk,
         largest;  // images per chunk; the most elements a kernel indexes
     if (p.direction == Direction::kBackwardWeights) {
-      const WrwGeometry g = MakeWrwGeometry(p);
+      // Every config's partial sums must leave room for an image.
+      const WrwGeometry g = WrwShape(p);
       chunk = g.chunk;
+      for (const PerfConfig& c : ConfigSpace(p))
+        chunk = std::min(chunk, MakeWrwGeometry(p, c, wgmma_).chunk);
       largest = std::max({g.pack_x ? 0 : p.x_elements(),
                           g.pack_dy ? 0 : p.y_elements(), g.kg * g.cols});
     } else {
@@ -382,16 +424,28 @@ class GpuTensorCorePipelined final : public GpuSolver {
   }
 
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return ConfigWorkspaceBytes(p, DefaultConfig(p));
+  }
+  // W's partial sums: a slice for each split, which the config's tiles
+  // choose.
+  bool workspace_depends_on_config() const override { return true; }
+  int64_t ConfigWorkspaceBytes(const ConvProblem& p,
+                               const PerfConfig& config) const override {
     return p.direction == Direction::kBackwardWeights
-               ? MakeWrwGeometry(p).bytes
+               ? MakeWrwGeometry(p, config, wgmma_).bytes
                : MakeGeometry(p, wgmma_).bytes;
   }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     std::vector<PerfConfig> space;
     if (p.direction == Direction::kBackwardWeights) {
-      for (const auto& c : kWrwConfigs)
-        space.push_back(PerfConfig(c.begin(), c.end()));
+      if (wgmma_) {
+        for (const auto& c : kWgmmaWrwConfigs)
+          space.push_back(PerfConfig(c.begin(), c.end()));
+      } else {
+        for (const auto& c : kWrwConfigs)
+          space.push_back(PerfConfig(c.begin(), c.end()));
+      }
       return space;
     }
     const int64_t cp = MakeGeometry(p, wgmma_).cp;
@@ -410,12 +464,17 @@ class GpuTensorCorePipelined final : public GpuSolver {
 
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     if (p.direction == Direction::kBackwardWeights) {
-      const WrwGeometry g = MakeWrwGeometry(p);
-      return LargestFilling(
-          kWrwConfigs, g.cp, g.kg, g.cols, [&](const PerfConfig& c) {
-            return CeilDiv(g.kg, c[0]) * CeilDiv(g.cols, c[1]) * g.groups *
-                   g.splits;
-          });
+      const WrwGeometry g = WrwShape(p);
+      auto blocks = [&](const PerfConfig& c) {
+        return CeilDiv(g.kg, c[0]) * CeilDiv(g.cols, c[1]) * g.groups *
+               MakeWrwGeometry(p, c, wgmma_).splits;
+      };
+      // W's BK counts positions, which any channel count allows (cp 0).
+      // The warpgroup kernel's splits fill whole waves, so any count of
+      // blocks does (target 1).
+      return wgmma_
+                 ? LargestFilling(kWgmmaWrwConfigs, 0, g.kg, g.cols, blocks, 1)
+                 : LargestFilling(kWrwConfigs, 0, g.kg, g.cols, blocks);
     }
     const Geometry g = MakeGeometry(p, wgmma_);
     auto blocks = [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); };
@@ -432,7 +491,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     bool folded;
     int64_t padded;
     if (p.direction == Direction::kBackwardWeights) {
-      const WrwGeometry g = MakeWrwGeometry(p);
+      const WrwGeometry g = WrwShape(p);
       folded = g.fold.on, padded = g.cp;
     } else {
       const Geometry g = MakeGeometry(p, wgmma_);
@@ -469,6 +528,13 @@ class GpuTensorCorePipelined final : public GpuSolver {
   }
 
  private:
+  // W's geometry in what no config changes (all but the splits, the
+  // workspace and the images a chunk).
+  WrwGeometry WrwShape(const ConvProblem& p) const {
+    const auto& first = wgmma_ ? kWgmmaWrwConfigs[0] : kWrwConfigs[0];
+    return MakeWrwGeometry(p, PerfConfig(first.begin(), first.end()), wgmma_);
+  }
+
   void AddSteps(const ConvProblem& p, const PerfConfig& config, int source,
                 v1::ExecutionPlan* plan) const {
     const Geometry g = MakeGeometry(p, wgmma_);
@@ -532,7 +598,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
 
   void AddWrwSteps(const ConvProblem& p, const PerfConfig& config, int source,
                    v1::ExecutionPlan* plan) const {
-    const WrwGeometry g = MakeWrwGeometry(p);
+    const WrwGeometry g = MakeWrwGeometry(p, config, wgmma_);
     const int64_t es = ElementBytes(p.type);
     const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
@@ -554,7 +620,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
                       g.groups, g.splits},
                      static_cast<uint32_t>(Threads(config)));
       step->set_shared_bytes(
-          static_cast<uint32_t>(SharedBytes(p, config, false)));
+          static_cast<uint32_t>(SharedBytes(p, config, wgmma_)));
       if (g.pack_x) {
         AddBuffer(step, v1::BUFFER_WORKSPACE, g.x_at);
       } else {

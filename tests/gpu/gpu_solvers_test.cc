@@ -324,17 +324,14 @@ std::vector<Combo> AllCombos() {
                 kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
                 kGpuWinogradBlasId, kGpuTensorCorePipelinedId,
                 kGpuTensorCoreWgmmaId, gpu::kCudnnSolverId});
-  // The tensor-core solvers take 16-bit types only; the warpgroup-MMA one
-  // runs F and B.
+  // The tensor-core solvers take 16-bit types only.
   combos.erase(
       std::remove_if(combos.begin(), combos.end(),
                      [](const Combo& c) {
                        return (c.type == DataType::kFp32 &&
                                (c.solver_id == kGpuTensorCoreIgemmId ||
                                 c.solver_id == kGpuTensorCorePipelinedId ||
-                                c.solver_id == kGpuTensorCoreWgmmaId)) ||
-                              (c.solver_id == kGpuTensorCoreWgmmaId &&
-                               c.direction == Direction::kBackwardWeights);
+                                c.solver_id == kGpuTensorCoreWgmmaId));
                      }),
       combos.end());
   return combos;

@@ -972,6 +972,46 @@ TEST(GpuSolvers, TensorCorePipelinedSplitsBackwardWeightsIntoPartialSums) {
       << "adds";
 }
 
+TEST(GpuSolvers, TensorCoreWgmmaSplitsBackwardWeightsIntoWholeWaves) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  // ResNet-50's 28x28 3x3 layer of 128 channels, channels-last: read in
+  // place.
+  ConvProblem p;
+  p.n = 128, p.c = 128, p.k = 128, p.in = {1, 28, 28}, p.filter = {1, 3, 3},
+  p.pad = {0, 1, 1};
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  p.direction = Direction::kBackwardWeights;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const PerfConfig config = s->DefaultConfig(p);
+  EXPECT_EQ(config, (PerfConfig{128, 128, 32, 8, 1, 6}));
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, config);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->sources(0).arch_suffix(), "a");
+  EXPECT_EQ(Kernels(*plan),
+            (std::vector<std::string>{"conv_tc_wrw", "tc_wrw_reduce"}));
+  // 1 x 9 tiles of 128 x 128; two blocks a multiprocessor make a wave of
+  // 264 on 132, which 29 splits fill with 261 blocks (58 would fill two
+  // no better).
+  const v1::KernelStep& wrw = plan->steps(0);
+  EXPECT_EQ(wrw.grid(0), 9);
+  EXPECT_EQ(wrw.grid(2), 29) << "splits";
+  EXPECT_EQ(wrw.shared_bytes(), 6 * (128 + 128) * 32 * 2 + 1024);
+  EXPECT_EQ(plan->workspace_bytes(),
+            AlignWorkspace(int64_t{29} * 128 * 9 * 128 * 4));
+  EXPECT_EQ(s->ConfigWorkspaceBytes(p, config), plan->workspace_bytes());
+  // The 64 x 64 tile: 2 x 18 tiles, three blocks a multiprocessor (396 on
+  // 132): 11 splits.
+  plan = s->MakePlan(p, {64, 64, 64, 4, 1, 4});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->steps(0).grid(0), 36);
+  EXPECT_EQ(plan->steps(0).grid(2), 11);
+  EXPECT_EQ(s->ConfigWorkspaceBytes(p, {64, 64, 64, 4, 1, 4}),
+            AlignWorkspace(int64_t{11} * 128 * 9 * 128 * 4));
+  // 64 output channels: a 128-row tile would be half padding.
+  p.k = 64;
+  EXPECT_EQ(s->DefaultConfig(p)[0], 64);
+}
+
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
   EXPECT_TRUE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90"}));

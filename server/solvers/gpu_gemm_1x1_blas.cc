@@ -254,15 +254,15 @@ class GpuGemm1x1Blas final : public GpuSolver {
                  {"N", p.n}});
   }
 
-  // Sized for the staging configs ({1} where it is the default, else {});
-  // the other fits it, and {2} stages nothing.
+  // The default config's: {2} stages nothing; the staging configs are
+  // sized for {1} where it is the default, else {} (the other fits it).
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
-    return StagingOf(p, PacksByDefault(p)).bytes;
+    return ConfigWorkspaceBytes(p, DefaultConfig(p));
   }
   bool workspace_depends_on_config() const override { return true; }
   int64_t ConfigWorkspaceBytes(const ConvProblem& p,
                                const PerfConfig& config) const override {
-    return IsRowsInPlace(config) ? 0 : WorkspaceBytes(p);
+    return IsRowsInPlace(config) ? 0 : StagingOf(p, PacksByDefault(p)).bytes;
   }
 
   PerfConfig DefaultConfig(const ConvProblem& p) const override {

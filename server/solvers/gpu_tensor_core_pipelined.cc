@@ -44,8 +44,9 @@ constexpr int64_t kPackRun = 4;
 constexpr int64_t kFloatBytes = sizeof(float);
 // The blocks a default config aims for: two waves on a large GPU.
 constexpr int64_t kTargetBlocks = 264;
-// A large GPU's multiprocessors (the H100's and H200's 132) and what each
-// holds, for W's splits.
+// A large GPU's multiprocessors (132 on the H100 SXM and the H200) and what
+// each holds, for W's splits: a heuristic for every device, which on a
+// smaller one leaves a last wave filled differently, never a wrong result.
 constexpr int64_t kWaveSms = 132;
 constexpr int64_t kSmSharedBytes = 228 << 10;
 constexpr int64_t kSmRegisters = 64 << 10;
@@ -209,21 +210,25 @@ int64_t BlocksPerSm(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
                   kSmRegisters / (Threads(c) * 128)));
 }
 
-// W's splits of the positions for `tiles` blocks a split: of the counts the
-// positions allow, the one whose blocks fill their last wave best, the
-// fewest splits among those within 2% of it. Each split adds a slice of
-// partial sums to write and add up, and a partly filled last wave leaves
-// multiprocessors idle for a block's whole time.
+// W's splits of the positions for `tiles` blocks a split, at most `most`:
+// of the counts that make at most two waves of `wave` blocks (or one split),
+// the one whose blocks fill their last wave best, the fewest splits among
+// those within 2% of it. A partly filled last wave leaves multiprocessors
+// idle for a block's whole time; each split adds a slice of partial sums to
+// write and add up, which the two-wave bound keeps from growing where one
+// split nearly fills the GPU already.
 int64_t WrwSplits(int64_t tiles, int64_t wave, int64_t most) {
-  int64_t best = 1;
-  double best_fill = 0;
-  for (int64_t s = 1; s <= most; ++s) {
+  most = std::clamp<int64_t>(CeilDiv(2 * wave, tiles), 1, most);
+  auto fill = [&](int64_t s) {
     const int64_t blocks = tiles * s;
-    const double fill = static_cast<double>(blocks) /
-                        static_cast<double>(CeilDiv(blocks, wave) * wave);
-    if (fill > best_fill + 0.02) best = s, best_fill = fill;
-  }
-  return best;
+    return static_cast<double>(blocks) /
+           static_cast<double>(CeilDiv(blocks, wave) * wave);
+  };
+  double best = 0;
+  for (int64_t s = 1; s <= most; ++s) best = std::max(best, fill(s));
+  int64_t s = 1;
+  while (fill(s) < best - 0.02) ++s;
+  return s;
 }
 
 // W as conv_tc_wrw sees it, and the workspace: the partial sums at 0, a
@@ -263,11 +268,16 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
     g.pack_x = true;
   }
   g.cols = g.fh * g.fw * g.cp;
+  // At least kMinPositionsPerSplit positions a split, and the partial sums
+  // within a quarter of the workspace budget.
+  const int64_t slice = g.groups * g.kg * g.cols * kFloatBytes;
   g.splits = WrwSplits(
       CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]) * g.groups,
       kWaveSms * BlocksPerSm(p, config, wgmma),
-      std::clamp<int64_t>(p.n * g.oh * g.ow / kMinPositionsPerSplit, 1,
-                          kMaxSplits));
+      std::clamp<int64_t>(
+          std::min(p.n * g.oh * g.ow / kMinPositionsPerSplit,
+                   kWorkspaceBudget / 4 / std::max<int64_t>(slice, 1)),
+          1, kMaxSplits));
   const int64_t es = ElementBytes(p.type);
   g.x_at = AlignWorkspace(g.splits * g.groups * g.kg * g.cols * kFloatBytes);
   const int64_t x_image =
@@ -520,7 +530,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const int source = AddSource(&plan, "conv_tc.cu", options);
     if (wgmma_) plan.mutable_sources(source)->set_arch_suffix("a");
     if (p.direction == Direction::kBackwardWeights) {
-      AddWrwSteps(p, config, source, &plan);
+      RETURN_IF_ERROR(AddWrwSteps(p, config, source, &plan));
     } else {
       AddSteps(p, config, source, &plan);
     }
@@ -596,9 +606,14 @@ class GpuTensorCorePipelined final : public GpuSolver {
     }
   }
 
-  void AddWrwSteps(const ConvProblem& p, const PerfConfig& config, int source,
-                   v1::ExecutionPlan* plan) const {
+  absl::Status AddWrwSteps(const ConvProblem& p, const PerfConfig& config,
+                           int source, v1::ExecutionPlan* plan) const {
     const WrwGeometry g = MakeWrwGeometry(p, config, wgmma_);
+    if (g.chunk < 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "workspace: ", name(), " config ", PerfConfigString(config),
+          " leaves no room for an image in ", kWorkspaceBudget >> 20, " MiB"));
+    }
     const int64_t es = ElementBytes(p.type);
     const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
     for (int64_t n0 = 0; n0 < p.n; n0 += g.chunk) {
@@ -650,6 +665,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
       for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits})
         reduce->add_scalars(v);
     }
+    return absl::OkStatus();
   }
 
   const bool wgmma_;

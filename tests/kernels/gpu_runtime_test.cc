@@ -234,17 +234,34 @@ v1::ExecutionPlan FillPlan(v1::Backend backend, const std::string& salt) {
   return plan;
 }
 
-TEST(KernelBuilderTest, CompiledOnceAcrossRestartsAndConcurrentBuilds) {
-  TempDir dir;
-  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
-  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+// An NVRTC compiler and a fresh store in a temporary directory.
+class KernelBuilderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+    ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+    nvrtc_ = *std::move(nvrtc);
+    Reopen();
+  }
+  // Closes the store, if open, and opens it again: a restart.
+  void Reopen() {
+    store_.reset();
+    absl::StatusOr<std::unique_ptr<storage::Store>> store =
+        storage::OpenRocksDbStore(dir_.db());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<KernelCompiler> nvrtc_;
+  std::unique_ptr<storage::Store> store_;
+};
+
+TEST_F(KernelBuilderTest, CompiledOnceAcrossRestartsAndConcurrentBuilds) {
   const std::string salt = RandomDefine();
   std::string hash;
   {
-    absl::StatusOr<std::unique_ptr<storage::Store>> store =
-        storage::OpenRocksDbStore(dir.db());
-    ASSERT_TRUE(store.ok()) << store.status();
-    KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
+    KernelBuilder builder(nullptr, *nvrtc_, *store_, "sm_90");
     std::vector<std::thread> threads;
     std::vector<v1::ExecutionPlan> plans(4, FillPlan(v1::CUDA, salt));
     std::atomic<int> failures{0};
@@ -259,34 +276,26 @@ TEST(KernelBuilderTest, CompiledOnceAcrossRestartsAndConcurrentBuilds) {
     EXPECT_EQ(hash.size(), 64u);
     for (const v1::ExecutionPlan& plan : plans)
       EXPECT_EQ(plan.steps(0).code_object_hash(), hash);
-    EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 1);
+    EXPECT_EQ(*storage::KernelCache(store_.get()).Count(), 1);
   }
   // A restart: a new builder on the reopened store reads, never compiles.
-  absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      storage::OpenRocksDbStore(dir.db());
-  ASSERT_TRUE(store.ok()) << store.status();
-  KernelBuilder again(nullptr, **nvrtc, **store, "sm_90");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  KernelBuilder again(nullptr, *nvrtc_, *store_, "sm_90");
   v1::ExecutionPlan plan = FillPlan(v1::CUDA, salt);
   ASSERT_TRUE(again.BuildPlan(&plan).ok());
   EXPECT_EQ(plan.steps(0).code_object_hash(), hash);
   EXPECT_EQ(again.stats().compiled, 0);
   EXPECT_EQ(again.stats().store_hits, 1);
   // Another arch is another code object.
-  KernelBuilder other_arch(nullptr, **nvrtc, **store, "sm_80");
+  KernelBuilder other_arch(nullptr, *nvrtc_, *store_, "sm_80");
   v1::ExecutionPlan plan80 = FillPlan(v1::CUDA, salt);
   ASSERT_TRUE(other_arch.BuildPlan(&plan80).ok());
   EXPECT_NE(plan80.steps(0).code_object_hash(), hash);
   EXPECT_EQ(other_arch.stats().compiled, 1);
 }
 
-TEST(KernelBuilderTest, RejectsBadPlans) {
-  TempDir dir;
-  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
-  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
-  absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      storage::OpenRocksDbStore(dir.db());
-  ASSERT_TRUE(store.ok()) << store.status();
-  KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
+TEST_F(KernelBuilderTest, RejectsBadPlans) {
+  KernelBuilder builder(nullptr, *nvrtc_, *store_, "sm_90");
   v1::ExecutionPlan hip_plan = FillPlan(v1::HIP, RandomDefine());
   EXPECT_EQ(builder.BuildPlan(&hip_plan).code(),
             absl::StatusCode::kInvalidArgument);
@@ -301,17 +310,11 @@ TEST(KernelBuilderTest, RejectsBadPlans) {
   broken.mutable_sources(0)->add_options("--no-such-nvrtc-option");
   EXPECT_EQ(builder.BuildPlan(&broken).code(), absl::StatusCode::kInternal);
   EXPECT_EQ(builder.stats().compiled, 0);
-  EXPECT_EQ(*storage::KernelCache(store->get()).Count(), 0);
+  EXPECT_EQ(*storage::KernelCache(store_.get()).Count(), 0);
 }
 
-TEST(KernelBuilderTest, LeavesLibraryStepsAlone) {
-  TempDir dir;
-  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
-  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
-  absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      storage::OpenRocksDbStore(dir.db());
-  ASSERT_TRUE(store.ok()) << store.status();
-  KernelBuilder builder(nullptr, **nvrtc, **store, "sm_90");
+TEST_F(KernelBuilderTest, LeavesLibraryStepsAlone) {
+  KernelBuilder builder(nullptr, *nvrtc_, *store_, "sm_90");
   // A library step has no source: its source_index means nothing.
   v1::ExecutionPlan plan = FillPlan(v1::CUDA, RandomDefine());
   v1::KernelStep* gemm = plan.add_steps();
@@ -350,15 +353,9 @@ class CodeObjectDevice final : public DeviceWrapper {
   CpuDevice cpu_;
 };
 
-TEST(KernelBuilderTest, ADroppedDeviceNoLongerFailsBuildsForTheOthers) {
-  TempDir dir;
-  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
-  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
-  absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      storage::OpenRocksDbStore(dir.db());
-  ASSERT_TRUE(store.ok()) << store.status();
+TEST_F(KernelBuilderTest, ADroppedDeviceNoLongerFailsBuildsForTheOthers) {
   CodeObjectDevice first, second;
-  KernelBuilder builder(&first, **nvrtc, **store, "sm_90");
+  KernelBuilder builder(&first, *nvrtc_, *store_, "sm_90");
   builder.AddDevice(&second);
   v1::ExecutionPlan plan = FillPlan(v1::CUDA, RandomDefine());
   ASSERT_EQ(builder.BuildPlan(&plan), absl::OkStatus());

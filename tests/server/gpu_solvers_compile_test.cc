@@ -451,6 +451,9 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
     EXPECT_EQ(s->FindConfigs(r).size(), 2u);
     EXPECT_EQ(s->ConfigWorkspaceBytes(r, {2}), 0);
     EXPECT_GT(s->ConfigWorkspaceBytes(r, {}), 0);
+    // What a plan with no tuned config needs: the default's.
+    EXPECT_EQ(s->WorkspaceBytes(r),
+              s->ConfigWorkspaceBytes(r, s->DefaultConfig(r)));
     plan = s->MakePlan(r, {2});
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(plan->workspace_bytes(), 0);
@@ -1010,6 +1013,16 @@ TEST(GpuSolvers, TensorCoreWgmmaSplitsBackwardWeightsIntoWholeWaves) {
   // 64 output channels: a 128-row tile would be half padding.
   p.k = 64;
   EXPECT_EQ(s->DefaultConfig(p)[0], 64);
+  // Where one split nearly fills a wave (16 x 16 tiles of a 2048-channel
+  // 1x1 layer), more would only add partial sums: one split.
+  p.n = 256, p.c = 2048, p.k = 2048, p.in = {1, 14, 14}, p.filter = {1, 1, 1},
+  p.pad = {0, 0, 0};
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->steps(0).grid(0), 256);
+  EXPECT_EQ(plan->steps(0).grid(2), 1);
+  EXPECT_EQ(plan->workspace_bytes(), AlignWorkspace(int64_t{2048} * 2048 * 4));
 }
 
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {

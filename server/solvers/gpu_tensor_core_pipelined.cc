@@ -24,6 +24,7 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "kernels/index_math.h"
 #include "kernels/plan_args.h"
@@ -279,7 +280,7 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
                    kWorkspaceBudget / 4 / std::max<int64_t>(slice, 1)),
           1, kMaxSplits));
   const int64_t es = ElementBytes(p.type);
-  g.x_at = AlignWorkspace(g.splits * g.groups * g.kg * g.cols * kFloatBytes);
+  g.x_at = AlignWorkspace(g.splits * slice);
   const int64_t x_image =
       g.pack_x ? g.h * g.w * g.groups * g.cp : 0;  // elements
   const int64_t dy_image = g.pack_dy ? g.oh * g.ow * g.groups * g.kp : 0;
@@ -343,11 +344,13 @@ void AddPackRowsStep(const WidthFold& fold, int source, int64_t at, int64_t n0,
 // warpgroup and W lists' first) that gives `target` blocks, among those not
 // mostly padding; else the one with the most blocks. `blocks` counts a
 // config's.
-template <size_t kCount, typename BlockCount>
-PerfConfig LargestFilling(const std::array<int64_t, 6> (&configs)[kCount],
-                          int64_t cp, int64_t rows, int64_t cols,
-                          BlockCount blocks, int64_t target = kTargetBlocks) {
-  const std::array<int64_t, 6>* best = &configs[kCount - 1];
+using ConfigList = absl::Span<const std::array<int64_t, 6>>;
+
+template <typename BlockCount>
+PerfConfig LargestFilling(ConfigList configs, int64_t cp, int64_t rows,
+                          int64_t cols, BlockCount blocks,
+                          int64_t target = kTargetBlocks) {
+  const std::array<int64_t, 6>* best = &configs.back();
   int64_t best_blocks = 0;
   for (const auto& c : configs) {
     if (cp % c[2] != 0 || (c[0] > 64 && c[0] >= 2 * rows) ||
@@ -449,13 +452,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     std::vector<PerfConfig> space;
     if (p.direction == Direction::kBackwardWeights) {
-      if (wgmma_) {
-        for (const auto& c : kWgmmaWrwConfigs)
-          space.push_back(PerfConfig(c.begin(), c.end()));
-      } else {
-        for (const auto& c : kWrwConfigs)
-          space.push_back(PerfConfig(c.begin(), c.end()));
-      }
+      for (const auto& c : WrwConfigs())
+        space.push_back(PerfConfig(c.begin(), c.end()));
       return space;
     }
     const int64_t cp = MakeGeometry(p, wgmma_).cp;
@@ -482,9 +480,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
       // W's BK counts positions, which any channel count allows (cp 0).
       // The warpgroup kernel's splits fill whole waves, so any count of
       // blocks does (target 1).
-      return wgmma_
-                 ? LargestFilling(kWgmmaWrwConfigs, 0, g.kg, g.cols, blocks, 1)
-                 : LargestFilling(kWrwConfigs, 0, g.kg, g.cols, blocks);
+      return LargestFilling(WrwConfigs(), 0, g.kg, g.cols, blocks,
+                            wgmma_ ? 1 : kTargetBlocks);
     }
     const Geometry g = MakeGeometry(p, wgmma_);
     auto blocks = [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); };
@@ -538,10 +535,13 @@ class GpuTensorCorePipelined final : public GpuSolver {
   }
 
  private:
+  ConfigList WrwConfigs() const {
+    return wgmma_ ? ConfigList(kWgmmaWrwConfigs) : ConfigList(kWrwConfigs);
+  }
   // W's geometry in what no config changes (all but the splits, the
   // workspace and the images a chunk).
   WrwGeometry WrwShape(const ConvProblem& p) const {
-    const auto& first = wgmma_ ? kWgmmaWrwConfigs[0] : kWrwConfigs[0];
+    const auto& first = WrwConfigs().front();
     return MakeWrwGeometry(p, PerfConfig(first.begin(), first.end()), wgmma_);
   }
 

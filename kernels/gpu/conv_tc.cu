@@ -648,25 +648,37 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int g = blockIdx.y;
   const int chunk = tid % CT_CHUNKS;
 
-  // The source rows and filter rows this thread copies: where each starts,
-  // and for source rows the (ih, iw) of tap (0, 0).
-  int a_at[CT_AL], a_h0[CT_AL], a_w0[CT_AL];
-  ct_u32 a_to[CT_AL];
+  // The source rows and filter rows this thread copies: where each starts
+  // (for source rows, where tap (0, 0) would read, which may lie in the
+  // padding), and for source rows which filter rows and columns (bits of
+  // a_rows and a_cols; the solver allows at most 32 of each) read inside the
+  // source. Each copy of a step then costs a shift, a test and an add.
+  const int fr_count = static_cast<int>(a_r);
+  int a_at[CT_AL];
+  ct_u32 a_to[CT_AL], a_rows[CT_AL], a_cols[CT_AL];
 #pragma unroll
   for (int i = 0; i < CT_AL; ++i) {
     const int r = tid / CT_CHUNKS + i * (CT_THREADS / CT_CHUNKS);
     const int m = m0 + r;
     a_to[i] = tc_swizzle(r, chunk);
-    a_at[i] = 0, a_h0[i] = -(1 << 29), a_w0[i] = 0;
+    a_at[i] = 0, a_rows[i] = 0, a_cols[i] = 0;
     if (m < rows) {
       const int n = m / ohw, pos = m - n * ohw;
       const int oh = pos / ow, oq = pos - oh * ow;
-      a_at[i] = n * h * w * row_stride + g * cp + chunk * 8;
-      a_h0[i] = oh * static_cast<int>(a_sh) - static_cast<int>(a_ph);
-      a_w0[i] = oq * static_cast<int>(a_sw) - static_cast<int>(a_pw);
+      const int ih = oh * static_cast<int>(a_sh) - static_cast<int>(a_ph);
+      const int iw = oq * static_cast<int>(a_sw) - static_cast<int>(a_pw);
+      a_at[i] = (n * h * w + ih * w + iw) * row_stride + g * cp + chunk * 8;
+      for (int t = 0; t < fr_count; ++t) {
+        if (static_cast<unsigned>(ih + t * dh) < static_cast<unsigned>(h))
+          a_rows[i] |= 1u << t;
+      }
+      for (int t = 0; t < fs; ++t) {
+        if (static_cast<unsigned>(iw + t * dw) < static_cast<unsigned>(w))
+          a_cols[i] |= 1u << t;
+      }
     }
   }
-  const int taps = static_cast<int>(a_r) * fs;
+  const int taps = fr_count * fs;
   int b_at[CT_BL];
   bool b_ok[CT_BL];
   ct_u32 b_to[CT_BL];
@@ -693,24 +705,29 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
   const ct_u16* filt = reinterpret_cast<const ct_u16*>(pfilt);
 
-  // Issues the copies of reduction step `kt` into stage `slot`.
-  auto load = [&](int kt, int slot) {
-    const int cb = kt / taps, tap = kt - cb * taps, c0 = cb * BK;
-    const int fr = tap / fs, fc = tap - fr * fs;
+  // Issues the copies of the next reduction step into stage `slot`: the
+  // steps go in order (filter column fastest, then row, then channel
+  // block), one call each, so the step's tap and channels are counted on
+  // rather than divided out of its index.
+  int fr = 0, fc = 0, tap = 0, c0 = 0;
+  auto load = [&](int /*kt*/, int slot) {
+    const int off = (fr * dh * w + fc * dw) * row_stride + c0;
     const ct_u32 base = smem + slot * CT_STAGE_BYTES;
 #pragma unroll
     for (int i = 0; i < CT_AL; ++i) {
-      const int ih = a_h0[i] + fr * dh, iw = a_w0[i] + fc * dw;
-      const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
-                      static_cast<unsigned>(iw) < static_cast<unsigned>(w);
-      const ct_u16* p =
-          ok ? src + a_at[i] + (ih * w + iw) * row_stride + c0 : src;
+      const bool ok = ((a_rows[i] >> fr) & (a_cols[i] >> fc) & 1u) != 0;
+      const ct_u16* p = ok ? src + (a_at[i] + off) : src;
       tc_copy16<true>(base + a_to[i], p, ok ? 16 : 0);
     }
 #pragma unroll
     for (int i = 0; i < CT_BL; ++i) {
       const ct_u16* p = b_ok[i] ? filt + b_at[i] + tap * cp + c0 : filt;
       tc_copy16(base + b_to[i], p, b_ok[i] ? 16 : 0);
+    }
+    ++tap;
+    if (++fc == fs) {
+      fc = 0;
+      if (++fr == fr_count) fr = 0, tap = 0, c0 += BK;
     }
   };
 

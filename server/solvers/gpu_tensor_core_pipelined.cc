@@ -101,6 +101,8 @@ constexpr std::array<int64_t, 6> kWgmmaWrwConfigs[] = {
 // split keeping at least kMinPositionsPerSplit positions.
 constexpr int64_t kMaxSplits = 256;
 constexpr int64_t kMinPositionsPerSplit = 1024;
+// F and B: the most filter rows, and columns, a pass reads.
+constexpr int64_t kMaxFilterSide = 32;
 
 int64_t Pad32(int64_t channels) {
   return CeilDiv(channels, kChannelBlock) * kChannelBlock;
@@ -413,6 +415,12 @@ class GpuTensorCorePipelined final : public GpuSolver {
                           g.pack_dy ? 0 : p.y_elements(), g.kg * g.cols});
     } else {
       const Geometry g = MakeGeometry(p, wgmma_);
+      // conv_tc keeps a bit for each filter row and column a copy reads.
+      if (g.fh > kMaxFilterSide || g.fw > kMaxFilterSide) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("filter: ", name(), " takes at most ", kMaxFilterSide,
+                         " filter rows and columns, got ", g.fh, "x", g.fw));
+      }
       chunk = g.chunk;
       const bool fwd = p.direction == Direction::kForward;
       largest = std::max(

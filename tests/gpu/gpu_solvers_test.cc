@@ -135,6 +135,11 @@ std::vector<Case> Cases() {
     ConvProblem dilated = Small(2, 8, {1, 40, 40}, 8, 3, 1, 8, l);
     dilated.dilation = {1, 2, 2};
     cases.push_back({"depthwise dilation 2" + suffix, dilated});
+    // Dense, dilated, a 3x5 filter with uneven padding: taps fall outside
+    // the source on every side.
+    ConvProblem wide = Small(2, 40, {1, 13, 17}, 24, 3, 1, 1, l);
+    wide.filter = {1, 3, 5}, wide.pad = {0, 2, 1}, wide.dilation = {1, 2, 2};
+    cases.push_back({"dilated 3x5" + suffix, wide});
     // Depthwise with channels in vectors of 8 split over blocks (40), odd
     // sizes, 5x5 stride 2 (backward data gathers), and 3x3 stride 1.
     cases.push_back({"depthwise 5x5 stride 2" + suffix,

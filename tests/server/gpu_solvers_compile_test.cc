@@ -1044,6 +1044,13 @@ TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
   expect_named("stride:");
   p.direction = Direction::kForward;
   EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  // A bit for each filter row and column: 32 of each at most.
+  p.in = {1, 40, 40}, p.filter = {1, 32, 3};
+  EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  p.filter = {1, 3, 33};
+  expect_named("filter:");
+  p.filter = {1, 33, 3};
+  expect_named("filter:");
   p.spatial_dims = 3, p.in = {4, 14, 14}, p.filter = {3, 3, 3},
   p.stride = {1, 1, 1};
   expect_named("spatial_dims:");

@@ -140,6 +140,12 @@ std::vector<Case> Cases() {
     ConvProblem wide = Small(2, 40, {1, 13, 17}, 24, 3, 1, 1, l);
     wide.filter = {1, 3, 5}, wide.pad = {0, 2, 1}, wide.dilation = {1, 2, 2};
     cases.push_back({"dilated 3x5" + suffix, wide});
+    // 3 x 151 x 151 positions, which the warpgroup solver's W splits so
+    // that the last split has none (the compile test
+    // TensorCoreWgmmaLeavesTheLastSplitEmpty checks its plans).
+    ConvProblem empty_split = Small(2, 32, {1, 151, 151}, 16, 1, 1, 1, l);
+    empty_split.n = 3;
+    cases.push_back({"W empty last split" + suffix, empty_split});
     // Depthwise with channels in vectors of 8 split over blocks (40), odd
     // sizes, 5x5 stride 2 (backward data gathers), and 3x3 stride 1.
     cases.push_back({"depthwise 5x5 stride 2" + suffix,

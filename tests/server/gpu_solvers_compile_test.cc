@@ -20,6 +20,7 @@
 #include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
 #include "kernels/gpu/sources.h"
+#include "kernels/index_math.h"
 #include "kernels/problem.h"
 #include "server/solver_registry.h"
 #include "server/solvers/gpu_blas_plan.h"
@@ -1023,6 +1024,34 @@ TEST(GpuSolvers, TensorCoreWgmmaSplitsBackwardWeightsIntoWholeWaves) {
   EXPECT_EQ(plan->steps(0).grid(0), 256);
   EXPECT_EQ(plan->steps(0).grid(2), 1);
   EXPECT_EQ(plan->workspace_bytes(), AlignWorkspace(int64_t{2048} * 2048 * 4));
+}
+
+// The GPU suite's "W empty last split" case: every W config of the
+// warpgroup solver splits its positions so that the last split has none,
+// which the kernel must still write (zeros) for the reduction to add.
+TEST(GpuSolvers, TensorCoreWgmmaLeavesTheLastSplitEmpty) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  ConvProblem p;
+  p.n = 3, p.c = 32, p.k = 16, p.in = {1, 151, 151}, p.filter = {1, 1, 1};
+  p.type = DataType::kFp16;
+  p.direction = Direction::kBackwardWeights;
+  for (Layout l : {Layout::kNCHW, Layout::kNHWC}) {
+    p.layout = l;
+    ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+    for (const PerfConfig& c : s->ConfigSpace(p)) {
+      absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, c);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      const v1::KernelStep* wrw = nullptr;
+      for (const v1::KernelStep& step : plan->steps())
+        if (step.kernel() == "conv_tc_wrw") wrw = &step;
+      ASSERT_NE(wrw, nullptr);
+      // As conv_tc_wrw divides them: whole steps of BK positions a split.
+      const int64_t positions = 3 * 151 * 151, splits = wrw->grid(2);
+      const int64_t per = CeilDiv(CeilDiv(positions, splits), c[2]) * c[2];
+      EXPECT_GT(splits, 1) << PerfConfigString(c);
+      EXPECT_GE((splits - 1) * per, positions) << PerfConfigString(c);
+    }
+  }
 }
 
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {

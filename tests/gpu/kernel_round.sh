@@ -8,7 +8,10 @@
 # BUNDLE is a device-bundle of build/tests/gpu/gpu_solvers_test and
 # build/tests/bench/bench_gpu_vs_cudnn, with the shared problem lists copied
 # in as BUNDLE/shared/problems. The environment chooses what runs:
-#   FILTER       gtest filter for gpu_solvers_test (empty: no tests)
+#   FILTER       gtest filter for gpu_solvers_test (empty: no tests; '*' is
+#                the whole suite)
+#   SHARDS       gpu_solvers_test processes run at once on the GPU, each a
+#                gtest shard of FILTER (default 8)
 #   LISTS        "LIST:LAYOUT[:grouped] ..." (LIST a file of the perf-model
 #                lists, LAYOUT NCHW or NHWC, :grouped for its lines with
 #                more than one group alone; empty: no benchmark)
@@ -28,9 +31,17 @@ python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.bac
 
 if [ -n "${FILTER:-}" ]; then
   echo "== gpu_solvers_test $FILTER"
-  timeout 400 "$bundle/run" gpu_solvers_test --gtest_filter="$FILTER" > "$out/tests.log" 2>&1
-  echo "rc=$?" >> "$out/tests.log"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |rc=" "$out/tests.log" | tail -20
+  shards=${SHARDS:-8}
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 400 "$bundle/run" \
+      gpu_solvers_test --gtest_filter="$FILTER" > "$out/tests.$i.log" 2>&1 &
+  done
+  rc=0
+  for job in $(jobs -p); do wait "$job" || rc=$?; done
+  cat "$out"/tests.*.log > "$out/tests.log"
+  rm -f "$out"/tests.*.log
+  echo "rc=$rc" >> "$out/tests.log"
+  grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]+ test|rc=" "$out/tests.log" | tail -24
 fi
 
 for item in ${LISTS:-}; do

@@ -415,11 +415,12 @@ class GpuTensorCorePipelined final : public GpuSolver {
                           g.pack_dy ? 0 : p.y_elements(), g.kg * g.cols});
     } else {
       const Geometry g = MakeGeometry(p, wgmma_);
-      // conv_tc keeps a bit for each filter row and column a copy reads.
+      // conv_tc keeps a bit for each filter row and column a copy reads
+      // (a folded pass reads one column).
       if (g.fh > kMaxFilterSide || g.fw > kMaxFilterSide) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("filter: ", name(), " takes at most ", kMaxFilterSide,
-                         " filter rows and columns, got ", g.fh, "x", g.fw));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "filter: ", name(), " takes at most ", kMaxFilterSide,
+            " filter rows and columns, got ", p.filter[1], "x", p.filter[2]));
       }
       chunk = g.chunk;
       const bool fwd = p.direction == Direction::kForward;

@@ -32,14 +32,19 @@ python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.bac
 if [ -n "${FILTER:-}" ]; then
   echo "== gpu_solvers_test $FILTER"
   shards=${SHARDS:-8}
+  pids=()
   for ((i = 0; i < shards; i++)); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 400 "$bundle/run" \
       gpu_solvers_test --gtest_filter="$FILTER" > "$out/tests.$i.log" 2>&1 &
+    pids+=($!)
   done
   rc=0
-  for job in $(jobs -p); do wait "$job" || rc=$?; done
-  cat "$out"/tests.*.log > "$out/tests.log"
-  rm -f "$out"/tests.*.log
+  : > "$out/tests.log"
+  for ((i = 0; i < shards; i++)); do
+    wait "${pids[$i]}" || rc=$?
+    cat "$out/tests.$i.log" >> "$out/tests.log"
+    rm -f "$out/tests.$i.log"
+  done
   echo "rc=$rc" >> "$out/tests.log"
   grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]+ test|rc=" "$out/tests.log" | tail -24
 fi

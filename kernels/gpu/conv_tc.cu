@@ -709,9 +709,10 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   // steps go in order (filter column fastest, then row, then channel
   // block), one call each, so the step's tap and channels are counted on
   // rather than divided out of its index.
-  int fr = 0, fc = 0, tap = 0, c0 = 0;
+  int fr = 0, fc = 0, c0 = 0;
   auto load = [&](int /*kt*/, int slot) {
     const int off = (fr * dh * w + fc * dw) * row_stride + c0;
+    const int b_off = (fr * fs + fc) * cp + c0;
     const ct_u32 base = smem + slot * CT_STAGE_BYTES;
 #pragma unroll
     for (int i = 0; i < CT_AL; ++i) {
@@ -721,13 +722,12 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     }
 #pragma unroll
     for (int i = 0; i < CT_BL; ++i) {
-      const ct_u16* p = b_ok[i] ? filt + b_at[i] + tap * cp + c0 : filt;
+      const ct_u16* p = b_ok[i] ? filt + b_at[i] + b_off : filt;
       tc_copy16(base + b_to[i], p, b_ok[i] ? 16 : 0);
     }
-    ++tap;
     if (++fc == fs) {
       fc = 0;
-      if (++fr == fr_count) fr = 0, tap = 0, c0 += BK;
+      if (++fr == fr_count) fr = 0, c0 += BK;
     }
   };
 

@@ -68,6 +68,9 @@ struct CudaApi {
 #define CT_DECLARE(fn) decltype(&fn) fn##_ = nullptr;
   CT_CUDA_FUNCTIONS(CT_DECLARE)
   CT_DECLARE(cuEventElapsedTime)  // loaded apart: it has two names
+  // Optional (CUDA 12 drivers on): null where the driver lacks them.
+  CT_DECLARE(cuTensorMapEncodeTiled)
+  CT_DECLARE(cuTensorMapEncodeIm2col)
 #undef CT_DECLARE
 };
 
@@ -91,6 +94,12 @@ absl::StatusOr<const CudaApi*> LoadDriver() {
     // which has the same signature.
     lib->Require(&t->cuEventElapsedTime_,
                  {CT_STR(cuEventElapsedTime), "cuEventElapsedTime"});
+    t->cuTensorMapEncodeTiled_ =
+        lib->Find<decltype(t->cuTensorMapEncodeTiled_)>(
+            "cuTensorMapEncodeTiled");
+    t->cuTensorMapEncodeIm2col_ =
+        lib->Find<decltype(t->cuTensorMapEncodeIm2col_)>(
+            "cuTensorMapEncodeIm2col");
     if (!lib->missing().empty()) {
       return new Result(absl::UnavailableError(
           absl::StrCat("CUDA driver ", kDriverLibrary, " is too old: it lacks ",
@@ -319,6 +328,8 @@ class CudaDriver final : public gpu::GpuDriver {
     *fn = f;
     return Result(r, "cuModuleGetFunction");
   }
+  absl::Status EncodeTensorMap(const v1::TensorMap& map, void* address,
+                               gpu::TensorMapBits* out) override;
   gpu::GpuResult Launch(gpu::GpuFunction fn, const gpu::LaunchGeometry& g,
                         void** params) override;
   gpu::GpuResult Synchronize() override {
@@ -431,6 +442,60 @@ gpu::GpuResult CudaDriver::DestroyContext(bool faulted, bool reset) {
   api_->cuDevicePrimaryCtxRelease_(dev_);
   ctx_ = nullptr;
   return {};
+}
+
+absl::Status CudaDriver::EncodeTensorMap(const v1::TensorMap& map,
+                                         void* address,
+                                         gpu::TensorMapBits* out) {
+  static_assert(sizeof(CUtensorMap) == sizeof(gpu::TensorMapBits));
+  const bool im2col = map.mode() == v1::TensorMap::IM2COL;
+  const char* call =
+      im2col ? "cuTensorMapEncodeIm2col" : "cuTensorMapEncodeTiled";
+  if (im2col ? api_->cuTensorMapEncodeIm2col_ == nullptr
+             : api_->cuTensorMapEncodeTiled_ == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("the CUDA driver has no ", call));
+  }
+  const CUtensorMapDataType type =
+      map.element_bytes() == 1   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+      : map.element_bytes() == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                 : CU_TENSOR_MAP_DATA_TYPE_UINT32;
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  if (map.swizzle_bytes() == 32) swizzle = CU_TENSOR_MAP_SWIZZLE_32B;
+  if (map.swizzle_bytes() == 64) swizzle = CU_TENSOR_MAP_SWIZZLE_64B;
+  if (map.swizzle_bytes() == 128) swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  const auto rank = static_cast<cuuint32_t>(map.dims_size());
+  const std::vector<cuuint64_t> dims(map.dims().begin(), map.dims().end());
+  const std::vector<cuuint64_t> strides(map.strides().begin(),
+                                        map.strides().end());
+  const std::vector<cuuint32_t> element_strides(map.element_strides().begin(),
+                                                map.element_strides().end());
+  auto* bits = reinterpret_cast<CUtensorMap*>(out);
+  CUresult r;
+  if (im2col) {
+    const std::vector<int> lower(map.lower_corner().begin(),
+                                 map.lower_corner().end());
+    const std::vector<int> upper(map.upper_corner().begin(),
+                                 map.upper_corner().end());
+    r = api_->cuTensorMapEncodeIm2col_(
+        bits, type, rank, address, dims.data(), strides.data(), lower.data(),
+        upper.data(), map.channels_per_pixel(), map.pixels_per_column(),
+        element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  } else {
+    const std::vector<cuuint32_t> box(map.box().begin(), map.box().end());
+    r = api_->cuTensorMapEncodeTiled_(
+        bits, type, rank, address, dims.data(), strides.data(), box.data(),
+        element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  if (r == CUDA_SUCCESS) return absl::OkStatus();
+  // The driver names no field: the usual causes are named instead.
+  return absl::InvalidArgumentError(
+      absl::StrCat(call, ": ", DescribeError(r).name,
+                   " (the address must be 16-byte aligned, the strides "
+                   "multiples of 16 bytes, the corners within the rank's "
+                   "range)"));
 }
 
 gpu::GpuResult CudaDriver::Launch(gpu::GpuFunction fn,

@@ -190,9 +190,21 @@ absl::Status GpuDevice::Launch(const v1::KernelStep& step,
     return driver_->RunLibraryStep(step, buffers);
   }
   ASSIGN_OR_RETURN(gpu::LaunchGeometry g, gpu::StepGeometry(step));
-  gpu::KernelParams params(step, buffers);
+  for (int i = 0; i < step.tensor_maps_size(); ++i)
+    RETURN_IF_ERROR(gpu::CheckTensorMap(step, i, buffers.size()));
+  std::vector<gpu::TensorMapBits> maps(step.tensor_maps_size());
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Enter());
+  for (int i = 0; i < step.tensor_maps_size(); ++i) {
+    const v1::TensorMap& m = step.tensor_maps(i);
+    absl::Status s = driver_->EncodeTensorMap(m, buffers[m.buffer()], &maps[i]);
+    if (!s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("step ", step.kernel(), ": tensor map ", i,
+                                 ": ", s.message()));
+    }
+  }
+  gpu::KernelParams params(step, buffers, std::move(maps));
   ASSIGN_OR_RETURN(gpu::GpuFunction fn,
                    Function(step.code_object_hash(), step.kernel()));
   const gpu::GpuResult r = driver_->Launch(fn, g, params.data());

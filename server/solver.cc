@@ -71,8 +71,11 @@ v1::ExecutionPlan Solver::NewPlan(const ConvProblem& p,
   plan.set_solver_id(id());
   ProblemToProto(p, plan.mutable_problem());
   for (int64_t v : config) plan.add_perf_config(v);
-  plan.set_workspace_bytes(config.empty() ? WorkspaceBytes(p)
-                                          : ConfigWorkspaceBytes(p, config));
+  // `config` is one of the solver's (MakePlan validates it first), so an
+  // empty one is a config of its own where workspaces differ by config.
+  plan.set_workspace_bytes(workspace_depends_on_config()
+                               ? ConfigWorkspaceBytes(p, config)
+                               : WorkspaceBytes(p));
   return plan;
 }
 

@@ -310,10 +310,39 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels,
       ct_copy_row(to, from, ch_count, lane, lanes, vec);
   }
 #else
-  // A band of the dense plane's rows (od, oh) per item.
-  const int plane_rows = out.d * out.h, band = static_cast<int>(a_band);
-  const int bands = (plane_rows + band - 1) / band;
+  const int plane_rows = out.d * out.h;
   const bool channel_major = a_channel_major != 0;
+  // Dense rows of whole 8-byte runs (a plane's, when nothing is skipped,
+  // else each of its rows) aligned to one: the launch's threads take the
+  // runs in turn, each written with one store.
+  constexpr int kRun = 8 / static_cast<int>(sizeof(ct_t));
+  const bool whole = st.d == 1 && st.h == 1 && st.w == 1;  // in = out
+  const int run_rows = whole ? 1 : plane_rows, row_len = whole ? os : out.w;
+  if (row_len % kRun == 0 && (reinterpret_cast<ct_u64>(dense) & 7u) == 0) {
+    const int row_runs = row_len / kRun;
+    const int runs = nb * ch_count * run_rows * row_runs;
+    for (int v = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+         v < runs; v += static_cast<int>(gridDim.x * blockDim.x)) {
+      const int row = v / row_runs, e0 = (v - row * row_runs) * kRun;
+      const int plane = row / run_rows, r = row - plane * run_rows;
+      const int od = r / out.h, oh = r - od * out.h;
+      const ct_t* from = src + static_cast<ct_i64>(plane) * is +
+                         (od * st.d * in.h + oh * st.h) * in.w;
+      __align__(8) ct_t run[kRun];
+#pragma unroll
+      for (int k = 0; k < kRun; ++k) run[k] = from[(e0 + k) * st.w];
+      ct_t* to = dense +
+                 static_cast<ct_i64>(
+                     ct_dense_plane(plane, ch_count, nb, channel_major)) *
+                     os +
+                 r * out.w + e0;
+      *reinterpret_cast<uint2*>(to) = *reinterpret_cast<const uint2*>(run);
+    }
+    return;
+  }
+  // A band of the dense plane's rows (od, oh) per item.
+  const int band = static_cast<int>(a_band);
+  const int bands = (plane_rows + band - 1) / band;
   CT_FOR_ITEMS(item, nb * ch_count * bands, shift) {
     const int plane = item / bands, r0 = (item - plane * bands) * band;
     const int r1 = min(plane_rows, r0 + band);
@@ -332,6 +361,52 @@ CT_KERNEL void conv_pack(const ct_t* psrc, ct_t* dense, ct_i64 a_channels,
   }
 #endif
 }
+
+#if !CT_NHWC
+// conv_unpack (NCHW) where dx's rows are whole runs of kRun elements (Vec
+// their bytes) and dx is aligned to one: the launch's threads take the
+// chunk's runs in turn, each written with one store, the sampled elements
+// from the dense chunk and 0 between them; writing element by element left
+// the stores a quarter as wide. Index arithmetic is most of the work: few
+// divisions a run, its columns walked with a counter.
+template <int kRun, typename Vec>
+CT_DEVICE void ct_unpack_runs(const ct_t* dense, ct_t* dx, int ch_count, int nb,
+                              const CtDims& in, const CtDims& out,
+                              const CtDims& st, bool channel_major) {
+  static_assert(sizeof(Vec) == kRun * sizeof(ct_t), "a run is one vector");
+  const ct_t zero = ct_from_float<ct_t>(0.0f);
+  const int plane_rows = in.d * in.h, os = out.d * out.h * out.w;
+  const int row_runs = in.w / kRun;
+  const int runs = nb * ch_count * plane_rows * row_runs;
+  for (int v = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+       v < runs; v += static_cast<int>(gridDim.x * blockDim.x)) {
+    const int row = v / row_runs, w0 = (v - row * row_runs) * kRun;
+    const int plane = row / plane_rows, r = row - plane * plane_rows;
+    const int d = in.d == 1 ? 0 : r / in.h, h = r - d * in.h;
+    __align__(sizeof(Vec)) ct_t run[kRun];
+    int od = 0, oh;
+    if ((in.d == 1 || ct_reaches(d, st.d, out.d, od)) &&
+        ct_reaches(h, st.h, out.h, oh)) {
+      const ct_t* from_row = dense +
+                             static_cast<ct_i64>(ct_dense_plane(
+                                 plane, ch_count, nb, channel_major)) *
+                                 os +
+                             (od * out.h + oh) * out.w;
+      int ow = w0 / st.w, m = w0 - ow * st.w;
+#pragma unroll
+      for (int k = 0; k < kRun; ++k) {
+        run[k] = m == 0 && ow < out.w ? from_row[ow] : zero;
+        if (++m == st.w) m = 0, ++ow;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRun; ++k) run[k] = zero;
+    }
+    *reinterpret_cast<Vec*>(dx + static_cast<ct_i64>(row) * in.w + w0) =
+        *reinterpret_cast<const Vec*>(run);
+  }
+}
+#endif
 
 CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels,
                            ct_i64 a_id, ct_i64 a_ih, ct_i64 a_iw, ct_i64 a_od,
@@ -375,12 +450,28 @@ CT_KERNEL void conv_unpack(const ct_t* dense, ct_t* pdx, ct_i64 a_channels,
   }
 #else
   const ct_t zero = ct_from_float<ct_t>(0.0f);
+  const int plane_rows = in.d * in.h;
+  // Rows of whole runs of 8 (else 4) bytes, dx aligned to one: see
+  // ct_unpack_runs.
+  const bool channel_major = a_channel_major != 0;
+  const ct_u64 at = reinterpret_cast<ct_u64>(dx);
+  constexpr int kLong = 8 / static_cast<int>(sizeof(ct_t));
+  if (in.w % kLong == 0 && (at & 7u) == 0) {
+    ct_unpack_runs<kLong, uint2>(dense, dx, ch_count, nb, in, out, st,
+                                 channel_major);
+    return;
+  }
+  constexpr int kShort = 4 / static_cast<int>(sizeof(ct_t));
+  if (kShort > 1 && in.w % kShort == 0 && (at & 3u) == 0) {
+    ct_unpack_runs<kShort, ct_u32>(dense, dx, ch_count, nb, in, out, st,
+                                   channel_major);
+    return;
+  }
   // A band of the plane's rows (d, h) of dx per item. Along w a lane meets
   // the same w modulo the stride on every step when the stride divides the
   // lanes; else it walks w with counters.
-  const int plane_rows = in.d * in.h, band = static_cast<int>(a_band);
+  const int band = static_cast<int>(a_band);
   const int bands = (plane_rows + band - 1) / band;
-  const bool channel_major = a_channel_major != 0;
   const bool lane_fixed = lanes % st.w == 0;
   const bool lane_sampled = lane_fixed && lane % st.w == 0;
   CT_FOR_ITEMS(item, nb * ch_count * bands, shift) {

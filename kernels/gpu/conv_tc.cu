@@ -34,8 +34,13 @@
 // warpgroup MMA instead, described at tc_wgmma_mainloop; the copies and the
 // store are the same, and so are the tiles but for W's (tc_swizzle_w).
 //
+// CT_TMA 1 (with CT_WGMMA, F and B): the tensor memory accelerator copies
+// the tiles instead, described at tc_tma_mainloop; the kernel then takes two
+// tensor maps after its scalars, tm_src (im2col over src) and tm_filt (tiles
+// of filt).
+//
 // Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
-// (warps), CT_STAGES, CT_WGMMA. Scalars:
+// (warps), CT_STAGES, CT_WGMMA, CT_TMA. Scalars:
 //   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk)
 //   tc_pack_act     n0 nb G CG CP HW: images [n0, n0 + nb) of a tensor with
 //                   G*CG channels into [nb][HW][G][CP]
@@ -71,6 +76,9 @@
 #ifndef CT_WGMMA
 #define CT_WGMMA 0
 #endif
+#ifndef CT_TMA
+#define CT_TMA 0
+#endif
 
 #define CT_CHUNKS (BK / 8)  // 16-byte chunks per tile row
 #define CT_ROW_BYTES (BK * 2)
@@ -81,6 +89,16 @@
 #define CT_NI (CT_WTN / 8)
 #define CT_A_BYTES (BM * CT_ROW_BYTES)
 #define CT_STAGE_BYTES ((BM + BN) * CT_ROW_BYTES)
+// With CT_TMA, the stage barriers' offset in the aligned shared memory: past
+// the ring and the fp32 output tile, whichever is larger.
+#if CT_NHWC
+#define CT_OUT_TILE_BYTES (BM * (BN + 8) * 4)
+#else
+#define CT_OUT_TILE_BYTES (BN * (BM + 8) * 4)
+#endif
+#define CT_BARRIERS_AT                                                         \
+  (CT_STAGES * CT_STAGE_BYTES > CT_OUT_TILE_BYTES ? CT_STAGES * CT_STAGE_BYTES \
+                                                  : CT_OUT_TILE_BYTES)
 #define CT_AL \
   (BM * CT_CHUNKS / CT_THREADS)  // A chunks a thread copies per stage
 #define CT_BL (BN * CT_CHUNKS / CT_THREADS)
@@ -118,6 +136,9 @@ static_assert(BM % 64 == 0 && WM * 16 == BM && WN == 1,
               "CT_WGMMA: a warpgroup per 64 rows, each warp 16 rows of it");
 static_assert(BN == 64 || BN == 128 || BN == 256, "CT_WGMMA: BN 64, 128, 256");
 static_assert(CT_STAGES >= 3, "CT_WGMMA: at least three stages");
+#endif
+#if CT_TMA
+static_assert(CT_WGMMA && CT_DIR != 3, "CT_TMA: the warpgroup F and B pass");
 #endif
 
 // The byte offset of 16-byte chunk j of row r in a shared tile.
@@ -611,6 +632,104 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
   for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
   tc_wait<0>();
 }
+
+#if CT_TMA
+// A CUDA tensor map (CUtensorMap), opaque, passed by value.
+struct __align__(64) ct_tensor_map {
+  ct_u64 bits[16];
+};
+
+CT_DEVICE void tc_barrier_init(ct_u32 bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(count)
+               : "memory");
+}
+// Arrives on `bar` and adds `bytes` to the bytes its phase waits for.
+CT_DEVICE void tc_barrier_expect(ct_u32 bar, int bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+}
+// Waits until the phase of `bar` with this parity has completed.
+CT_DEVICE void tc_barrier_wait(ct_u32 bar, int parity) {
+  ct_u32 done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+// BM source rows of BK channels at (c, w, h, n), the tap's offset added to
+// w and h, into a swizzled tile at `dst`; completes on `bar`.
+CT_DEVICE void tc_tma_im2col(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
+                             int c, int w, int h, int n, ct_u16 dw, ct_u16 dh) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::
+          "r"(dst),
+      "l"(reinterpret_cast<ct_u64>(map)), "r"(c), "r"(w), "r"(h), "r"(n),
+      "r"(bar), "h"(dw), "h"(dh)
+      : "memory");
+}
+// The box of the tiled map at (c, t, o, g) into `dst`; completes on `bar`.
+CT_DEVICE void tc_tma_tile(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
+                           int c, int t, int o, int g) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<ct_u64>(map)), "r"(c), "r"(t), "r"(o), "r"(g),
+      "r"(bar)
+      : "memory");
+}
+
+// The stage ring with the tensor memory accelerator: one thread issues each
+// step's two tile copies (issue(step, slot)), CT_STAGES - 2 steps ahead as
+// in tc_wgmma_mainloop, and every warp waits on the stage's barrier
+// (bars + 8 * slot), whose phase completes when both tiles have landed. The
+// copies address the source in hardware (im2col mode: each row of the tile
+// one output position's source pixel for the tap, zeros outside the image),
+// so no thread computes an address or tests a bound; they write through the
+// async proxy, which the MMA reads through too.
+template <typename Issue>
+CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
+                               ct_u32 smem, ct_u32 bars, Issue& issue) {
+  float* d = &acc[0][0][0];
+  const bool issuer = threadIdx.x == 0;
+  if (issuer) {
+#pragma unroll
+    for (int st = 0; st < CT_STAGES - 2; ++st) {
+      if (st < steps) issue(st, st);
+    }
+  }
+  const ct_u32 rows = (threadIdx.x / 128) * CT_WG_GROUP_BYTES;
+  for (int kt = 0; kt < steps; ++kt) {
+    // Every warp is past its wait for step kt - 2's MMAs: that slot is free.
+    __syncthreads();
+    const int next = kt + CT_STAGES - 2;
+    if (issuer && next < steps) issue(next, next % CT_STAGES);
+    const int slot = kt % CT_STAGES;
+    tc_barrier_wait(bars + 8 * slot, (kt / CT_STAGES) & 1);
+    const ct_u32 stage = smem + slot * CT_WG_STAGE_BYTES;
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const ct_u32 slice = kk * CT_WG_SLICE_BYTES;
+      tc_wgmma(d, tc_wgmma_desc(stage + rows + slice),
+               tc_wgmma_desc(stage + CT_WG_A_BYTES + slice), kt > 0 || kk > 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
+}
+#endif  // CT_TMA
 #endif  // CT_WGMMA
 
 // The output tile's element as stored in shared memory (tc_put) and as
@@ -630,7 +749,13 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     conv_tc(const ct_t* psrc, const ct_t* pfilt, ct_t* pdst, ct_i64 a_n,
             ct_i64 a_h, ct_i64 a_w, ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko,
             ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s, ct_i64 a_ph,
-            ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh, ct_i64 a_dw) {
+            ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh, ct_i64 a_dw
+#if CT_TMA
+            ,
+            const __grid_constant__ ct_tensor_map tm_src,
+            const __grid_constant__ ct_tensor_map tm_filt
+#endif
+    ) {
   extern __shared__ __align__(16) unsigned char tc_smem[];
   const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
   const int groups = static_cast<int>(a_g), cp = static_cast<int>(a_cp);
@@ -646,6 +771,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int m0 = static_cast<int>(blockIdx.x / col_tiles) * BM;
   const int o0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
   const int g = blockIdx.y;
+#if !CT_TMA
   const int chunk = tid % CT_CHUNKS;
 
   // The source rows and filter rows this thread copies: where each starts
@@ -689,6 +815,9 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     b_to[i] = CT_A_BYTES + tc_swizzle(r, chunk);
     b_at[i] = ((g * ko + (b_ok[i] ? o0 + r : 0)) * taps) * cp + chunk * 8;
   }
+#else
+  const int fr_count = static_cast<int>(a_r);
+#endif
 
 #if CT_WGMMA
   // The MMA's swizzle repeats every 1024 bytes: tiles start on such a
@@ -701,6 +830,37 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   unsigned char* tile_base = tc_smem;
 #endif
   const int cblocks = cp / BK;
+#if CT_TMA
+  const int steps = fr_count * fs * cblocks;
+  // The step barriers follow the stage ring and the output tile.
+  const ct_u32 bars = smem + CT_BARRIERS_AT;
+  if (tid == 0) {
+    for (int st = 0; st < CT_STAGES; ++st) tc_barrier_init(bars + 8 * st, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  // The tile's first output position, where tap (0, 0) of its source
+  // starts: the copies run on from there along the output positions.
+  const int n_first = m0 / ohw, pos_first = m0 - n_first * ohw;
+  const int oh_first = pos_first / ow;
+  const int h_first =
+      oh_first * static_cast<int>(a_sh) - static_cast<int>(a_ph);
+  const int w_first = (pos_first - oh_first * ow) * static_cast<int>(a_sw) -
+                      static_cast<int>(a_pw);
+  // Issued by one thread, in step order (filter column fastest, then row,
+  // then channel block), so the tap and channels are counted on.
+  int fr = 0, fc = 0, c0 = 0;
+  auto issue = [&](int /*kt*/, int slot) {
+    const ct_u32 base = smem + slot * CT_STAGE_BYTES, bar = bars + 8 * slot;
+    tc_barrier_expect(bar, CT_STAGE_BYTES);
+    tc_tma_im2col(base, &tm_src, bar, g * cp + c0, w_first, h_first, n_first,
+                  static_cast<ct_u16>(fc * dw), static_cast<ct_u16>(fr * dh));
+    tc_tma_tile(base + CT_A_BYTES, &tm_filt, bar, c0, fr * fs + fc, o0, g);
+    if (++fc == fs) {
+      fc = 0;
+      if (++fr == fr_count) fr = 0, c0 += BK;
+    }
+  };
+#else
   const int steps = taps * cblocks;
   const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
   const ct_u16* filt = reinterpret_cast<const ct_u16*>(pfilt);
@@ -730,6 +890,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       if (++fr == fr_count) fr = 0, c0 += BK;
     }
   };
+#endif  // CT_TMA
 
 #if !CT_WGMMA
   // Slice kk of a stage: A rows m (ldmatrix matrices (m 0-7, k 0-7), (m 8-15,
@@ -754,7 +915,9 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   };
 #endif
   float acc[CT_MI][CT_NI][4];
-#if CT_WGMMA
+#if CT_TMA
+  tc_tma_mainloop(acc, steps, smem, bars, issue);
+#elif CT_WGMMA
   tc_wgmma_mainloop(acc, steps, smem, load);
 #else
   tc_mainloop<CT_STAGE_BYTES>(acc, steps, smem, load, fragments);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "convtune/v1/plan.pb.h"
 #include "kernels/conv_library.h"
@@ -89,6 +90,14 @@ class GpuDriver {
                                GpuModule* module) = 0;
   virtual GpuResult GetFunction(GpuModule module, const std::string& name,
                                 GpuFunction* fn) = 0;
+  // Encodes `map` (checked by CheckTensorMap) over the memory at `address`
+  // into `out`. InvalidArgument when the driver refuses it; Unimplemented
+  // where the backend or driver has no tensor maps.
+  virtual absl::Status EncodeTensorMap(const v1::TensorMap& map, void* address,
+                                       TensorMapBits* out) {
+    return absl::UnimplementedError(
+        absl::StrCat(context_name(), ": no tensor maps"));
+  }
   // Launches `fn` on the stream; `params` as gpu::KernelParams::data().
   virtual GpuResult Launch(GpuFunction fn, const LaunchGeometry& g,
                            void** params) = 0;

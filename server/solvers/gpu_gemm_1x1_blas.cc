@@ -15,12 +15,13 @@
 //         F  y[:,g]  (N*S x K/G) = x[:,g] (N*S x C/G) * w[g]^T
 //         B  dx[:,g] (N*S x C/G) = dy[:,g] * w[g]
 //         W  dw[g]   (K/G x C/G) = dy[:,g]^T * x[:,g]
-// NCHW F and B over small images (S < kPackBelow) have a second config, {1}:
-// per-image GEMMs that narrow are slow on tensor cores, so x (F) or dy (B)
-// is packed channel-major (conv_pack), one GEMM per group runs over all of
-// a chunk's positions, and conv_unpack writes y or dx from its channel-major
-// result. It is the default there for 16-bit types and strided problems; the
-// workspace is sized for it, and the per-image config ({}) fits it too.
+// NCHW F and B of 16-bit types or at a stride have a second config, {1}:
+// per-image GEMMs over narrow images are slow on tensor cores, so x (F) or
+// dy (B) is packed channel-major (conv_pack), one GEMM per group runs over
+// all of a chunk's positions, and conv_unpack writes y or dx from its
+// channel-major result. It is the default over small images
+// (S < kPackBelow); elsewhere a find times it beside the per-image config.
+// Each config's workspace is its own.
 // With stride 1, F, B and NHWC W run on the tensors in place. With a larger
 // stride, F and W first gather the sampled x into a dense chunk in the
 // workspace, and B computes the dense dx of the sampled positions there and
@@ -59,13 +60,17 @@ bool Strided(const ConvProblem& p) {
 // Output sizes below which NCHW F and B pack by default (see above).
 constexpr int64_t kPackBelow = 128;
 
-// NCHW F or B where the packed config is the default (and so available).
-bool PacksByDefault(const ConvProblem& p) {
+// NCHW F or B where the packed config applies: a 16-bit type or a stride,
+// and one image's x and dy within the chunk bound.
+bool PackApplies(const ConvProblem& p) {
   return p.layout == Layout::kNCHW &&
          p.direction != Direction::kBackwardWeights &&
-         p.out_spatial() < kPackBelow &&
          (p.type != DataType::kFp32 || Strided(p)) &&
          (p.c + p.k) * p.out_spatial() * ElementBytes(p.type) <= kMaxChunkBytes;
+}
+// ... and where it is the default.
+bool PacksByDefault(const ConvProblem& p) {
+  return PackApplies(p) && p.out_spatial() < kPackBelow;
 }
 bool IsPacked(const PerfConfig& c) { return !c.empty() && c[0] == 1; }
 
@@ -254,15 +259,14 @@ class GpuGemm1x1Blas final : public GpuSolver {
                  {"N", p.n}});
   }
 
-  // The default config's: {2} stages nothing; the staging configs are
-  // sized for {1} where it is the default, else {} (the other fits it).
+  // The default config's: {2} stages nothing, {1} and {} their own chunks.
   int64_t WorkspaceBytes(const ConvProblem& p) const override {
     return ConfigWorkspaceBytes(p, DefaultConfig(p));
   }
   bool workspace_depends_on_config() const override { return true; }
   int64_t ConfigWorkspaceBytes(const ConvProblem& p,
                                const PerfConfig& config) const override {
-    return IsRowsInPlace(config) ? 0 : StagingOf(p, PacksByDefault(p)).bytes;
+    return IsRowsInPlace(config) ? 0 : StagingOf(p, IsPacked(config)).bytes;
   }
 
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
@@ -272,7 +276,11 @@ class GpuGemm1x1Blas final : public GpuSolver {
     return PerfConfig{};
   }
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
-    if (PacksByDefault(p)) return {PerfConfig{1}, PerfConfig{}};
+    if (PackApplies(p)) {
+      return PacksByDefault(p)
+                 ? std::vector<PerfConfig>{PerfConfig{1}, PerfConfig{}}
+                 : std::vector<PerfConfig>{PerfConfig{}, PerfConfig{1}};
+    }
     if (RowsInPlaceApply(p)) {
       return p.direction == Direction::kBackwardData
                  ? std::vector<PerfConfig>{PerfConfig{2}, PerfConfig{}}
@@ -280,10 +288,11 @@ class GpuGemm1x1Blas final : public GpuSolver {
     }
     return {PerfConfig{}};
   }
-  // Where the batched rows apply, a find times them and the staged GEMM
-  // both: which is faster depends on how the BLAS runs short batches.
+  // Where the batched rows or the packed GEMM apply, a find times them
+  // beside the per-image GEMMs: which is faster depends on how the BLAS
+  // runs short or narrow batches and on what the staging costs.
   std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const override {
-    if (RowsInPlaceApply(p)) return ConfigSpace(p);
+    if (RowsInPlaceApply(p) || PackApplies(p)) return ConfigSpace(p);
     return {DefaultConfig(p)};
   }
 

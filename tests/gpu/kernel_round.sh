@@ -12,6 +12,7 @@
 #                the whole suite)
 #   SHARDS       gpu_solvers_test processes run at once on the GPU, each a
 #                gtest shard of FILTER (default 8)
+#   SHARD_SECONDS  each shard's time limit (default 400)
 #   LISTS        "LIST:LAYOUT[:grouped] ..." (LIST a file of the perf-model
 #                lists, LAYOUT NCHW or NHWC, :grouped for its lines with
 #                more than one group alone; empty: no benchmark)
@@ -34,7 +35,7 @@ if [ -n "${FILTER:-}" ]; then
   shards=${SHARDS:-8}
   pids=()
   for ((i = 0; i < shards; i++)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 400 "$bundle/run" \
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout ${SHARD_SECONDS:-400} "$bundle/run" \
       gpu_solvers_test --gtest_filter="$FILTER" > "$out/tests.$i.log" 2>&1 &
     pids+=($!)
   done

@@ -13,12 +13,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "kernels/gpu/blas_step.h"
 #include "kernels/gpu/compiler.h"
+#include "kernels/gpu/launch_args.h"
 #include "kernels/gpu/sources.h"
 #include "kernels/index_math.h"
 #include "kernels/problem.h"
@@ -72,9 +74,10 @@ void CheckPlan(const Solver& solver, const ConvProblem& p,
                const v1::ExecutionPlan& plan) {
   ASSERT_EQ(plan.solver_id(), solver.id());
   const PerfConfig config(plan.perf_config().begin(), plan.perf_config().end());
-  ASSERT_EQ(plan.workspace_bytes(),
-            config.empty() ? solver.WorkspaceBytes(p)
-                           : solver.ConfigWorkspaceBytes(p, config));
+  // An empty config is a config of its own where workspaces differ by it.
+  ASSERT_EQ(plan.workspace_bytes(), solver.workspace_depends_on_config()
+                                        ? solver.ConfigWorkspaceBytes(p, config)
+                                        : solver.WorkspaceBytes(p));
   ASSERT_FALSE(plan.steps().empty());
   for (const v1::KernelStep& step : plan.steps()) {
     ASSERT_FALSE(step.kernel().empty());
@@ -417,7 +420,32 @@ TEST(GpuSolvers, Gemm1x1BlasNeedsNoLoweringAndFewSteps) {
               AlignWorkspace(4 * 64 * 49 * 2) + 4 * 32 * 49 * 2);
     EXPECT_EQ(Kernels(*s->MakePlan(h, {})),
               std::vector<std::string>{gpu::kBlasGemmKernel});
+    // Each config's workspace is its own: the per-image GEMMs stage nothing.
+    EXPECT_EQ(s->ConfigWorkspaceBytes(h, {}), 0);
   }
+  // Over larger images the per-image GEMMs are the default and a find times
+  // the packed one beside them; its workspace holds the chunk's x and dy.
+  ConvProblem big = h;
+  big.in = {1, 28, 28}, big.stride = {1, 2, 2}, big.n = 8;
+  for (Direction d : {Direction::kForward, Direction::kBackwardData}) {
+    big.direction = d;
+    SCOPED_TRACE(DirectionName(d));
+    EXPECT_EQ(s->DefaultConfig(big), PerfConfig{});
+    EXPECT_EQ(s->FindConfigs(big),
+              (std::vector<PerfConfig>{PerfConfig{}, PerfConfig{1}}));
+    EXPECT_EQ(s->ConfigWorkspaceBytes(big, {1}),
+              AlignWorkspace(8 * 64 * 196 * 2) + 8 * 32 * 196 * 2);
+    EXPECT_EQ(s->ConfigWorkspaceBytes(big, {}), 8 * 64 * 196 * 2);
+    EXPECT_EQ(s->WorkspaceBytes(big), s->ConfigWorkspaceBytes(big, {}));
+    plan = s->MakePlan(big, {1});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(Kernels(*plan),
+              (std::vector<std::string>{"conv_pack", gpu::kBlasGemmKernel,
+                                        "conv_unpack"}));
+  }
+  // NCHW W never packs this way.
+  big.direction = Direction::kBackwardWeights;
+  for (const PerfConfig& c : s->ConfigSpace(big)) EXPECT_NE(c, PerfConfig{1});
   // fp32 at stride 1 keeps the per-image GEMMs only.
   h.type = DataType::kFp32;
   EXPECT_EQ(s->ConfigSpace(h), std::vector<PerfConfig>{PerfConfig{}});
@@ -1052,6 +1080,120 @@ TEST(GpuSolvers, TensorCoreWgmmaLeavesTheLastSplitEmpty) {
       EXPECT_GE((splits - 1) * per, positions) << PerfConfigString(c);
     }
   }
+}
+
+// F and B on the warpgroup MMA have configs whose tiles the tensor memory
+// accelerator copies; their steps carry the two tensor maps conv_tc takes.
+TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  // NHWC 3x3, padding 1 by 2, stride 2 by 1: x read in place.
+  ConvProblem p =
+      Conv(2, 3, 64, {1, 15, 12}, 96, {1, 3, 3}, {0, 1, 2}, 1, 1, 1);
+  p.stride = {1, 2, 1};
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const PerfConfig tma = {128, 64, 64, 8, 1, 4, 1};
+  std::vector<PerfConfig> space = s->ConfigSpace(p);
+  ASSERT_NE(std::find(space.begin(), space.end(), tma), space.end());
+  // The default copies through tensor maps; a find also times the two
+  // tiles that were fastest on ResNet-50's 3x3 layers.
+  const std::vector<PerfConfig> find = s->FindConfigs(p);
+  ASSERT_GE(find.size(), 2u);
+  EXPECT_EQ(find[0].size(), 7u);
+  for (const PerfConfig& c : {PerfConfig{128, 64, 64, 8, 1, 3, 1},
+                              PerfConfig{128, 128, 64, 8, 1, 3, 1}}) {
+    EXPECT_NE(std::find(find.begin(), find.end(), c), find.end());
+  }
+  PerfConfig ring = find[0];
+  ring.pop_back();
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, tma);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // A copy: the plan is replaced below.
+  const v1::KernelStep step = plan->steps(plan->steps_size() - 1);
+  ASSERT_EQ(step.kernel(), "conv_tc");
+  EXPECT_EQ(step.block(0), 256u);
+  ASSERT_EQ(step.tensor_maps_size(), 2);
+  // Output 8x14: the first tap's pixels run from row -1 by 2 to 13 (1
+  // before the last, 14) and from column -2 to 11 (the last).
+  const v1::TensorMap& src = step.tensor_maps(0);
+  EXPECT_EQ(src.mode(), v1::TensorMap::IM2COL);
+  EXPECT_EQ(src.buffer(), 0);
+  EXPECT_EQ(std::vector<uint64_t>(src.dims().begin(), src.dims().end()),
+            (std::vector<uint64_t>{64, 12, 15, 3}));
+  EXPECT_EQ(std::vector<uint64_t>(src.strides().begin(), src.strides().end()),
+            (std::vector<uint64_t>{128, 12 * 128, 15 * 12 * 128}));
+  EXPECT_EQ(std::vector<uint32_t>(src.element_strides().begin(),
+                                  src.element_strides().end()),
+            (std::vector<uint32_t>{1, 1, 2, 1}));
+  EXPECT_EQ(std::vector<int32_t>(src.lower_corner().begin(),
+                                 src.lower_corner().end()),
+            (std::vector<int32_t>{-2, -1}));
+  EXPECT_EQ(std::vector<int32_t>(src.upper_corner().begin(),
+                                 src.upper_corner().end()),
+            (std::vector<int32_t>{0, -1}));
+  EXPECT_EQ(src.channels_per_pixel(), 64u);
+  EXPECT_EQ(src.pixels_per_column(), 128u);
+  EXPECT_EQ(src.swizzle_bytes(), 128u);
+  // The forward filter read in place: [K][taps][C], boxes of 64 rows.
+  const v1::TensorMap& filt = step.tensor_maps(1);
+  EXPECT_EQ(filt.mode(), v1::TensorMap::TILED);
+  EXPECT_EQ(filt.buffer(), 1);
+  EXPECT_EQ(step.buffers(1).role(), v1::BUFFER_W);
+  EXPECT_EQ(std::vector<uint64_t>(filt.dims().begin(), filt.dims().end()),
+            (std::vector<uint64_t>{64, 9, 96, 1}));
+  EXPECT_EQ(std::vector<uint32_t>(filt.box().begin(), filt.box().end()),
+            (std::vector<uint32_t>{64, 1, 64, 1}));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(gpu::CheckTensorMap(step, i, step.buffers_size()),
+              absl::OkStatus());
+  }
+  // The stage barriers after the larger of the ring and the output tile.
+  EXPECT_EQ(step.shared_bytes(), 4 * (128 + 64) * 128 + 1024 + 4 * 8);
+  EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), "-DCT_TMA=1"));
+  // The copy ring's configs carry no maps.
+  plan = s->MakePlan(p, ring);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->steps(plan->steps_size() - 1).tensor_maps_size(), 0);
+
+  // Backward data reads dy through the turned filter, packed; its 96
+  // channels take BK 32.
+  p.direction = Direction::kBackwardData, p.stride = {1, 1, 1};
+  space = s->ConfigSpace(p);
+  const auto first_tma =
+      std::find_if(space.begin(), space.end(),
+                   [](const PerfConfig& c) { return c.size() == 7; });
+  ASSERT_NE(first_tma, space.end());
+  EXPECT_EQ((*first_tma)[2], 32);
+  plan = s->MakePlan(p, *first_tma);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const v1::KernelStep& bwd = plan->steps(plan->steps_size() - 1);
+  ASSERT_EQ(bwd.tensor_maps_size(), 2);
+  EXPECT_EQ(bwd.buffers(1).role(), v1::BUFFER_WORKSPACE);
+  EXPECT_EQ(bwd.tensor_maps(1).dims(2), 64u) << "c rows of the turned filter";
+
+  // Padding past the corners' 8-bit range, or W: no tensor-map configs.
+  p.direction = Direction::kForward, p.pad = {0, 130, 1}, p.in = {1, 15, 12};
+  p.filter = {1, 3, 3};
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
+  EXPECT_EQ(s->FindConfigs(p).size(), 1u);
+  p.pad = {0, 1, 1}, p.direction = Direction::kBackwardWeights;
+  for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
+
+  // CheckTensorMap names the field it refuses.
+  v1::KernelStep bad = step;
+  bad.mutable_tensor_maps(0)->set_pixels_per_column(2048);
+  EXPECT_TRUE(absl::StrContains(
+      gpu::CheckTensorMap(bad, 0, bad.buffers_size()).message(),
+      "pixels_per_column"));
+  bad = step;
+  bad.mutable_tensor_maps(1)->set_buffer(7);
+  EXPECT_TRUE(absl::StrContains(
+      gpu::CheckTensorMap(bad, 1, bad.buffers_size()).message(), "buffer: 7"));
+  bad = step;
+  bad.mutable_tensor_maps(1)->add_box(1);
+  EXPECT_TRUE(absl::StrContains(
+      gpu::CheckTensorMap(bad, 1, bad.buffers_size()).message(), "box:"));
 }
 
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {

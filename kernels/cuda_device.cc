@@ -1,8 +1,11 @@
 #include "kernels/cuda_device.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -464,31 +467,28 @@ absl::Status CudaDriver::EncodeTensorMap(const v1::TensorMap& map,
   if (map.swizzle_bytes() == 32) swizzle = CU_TENSOR_MAP_SWIZZLE_32B;
   if (map.swizzle_bytes() == 64) swizzle = CU_TENSOR_MAP_SWIZZLE_64B;
   if (map.swizzle_bytes() == 128) swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  const auto rank = static_cast<cuuint32_t>(map.dims_size());
-  const std::vector<cuuint64_t> dims(map.dims().begin(), map.dims().end());
-  const std::vector<cuuint64_t> strides(map.strides().begin(),
-                                        map.strides().end());
-  const std::vector<cuuint32_t> element_strides(map.element_strides().begin(),
-                                                map.element_strides().end());
+  // CheckTensorMap bounds the rank by 5; the 32-bit lists are passed where
+  // they are, the 64-bit ones converted to the driver's type.
+  static_assert(std::is_same_v<cuuint32_t, uint32_t>);
+  const int rank = map.dims_size();
+  std::array<cuuint64_t, 5> dims{}, strides{};
+  std::copy(map.dims().begin(), map.dims().end(), dims.begin());
+  std::copy(map.strides().begin(), map.strides().end(), strides.begin());
   auto* bits = reinterpret_cast<CUtensorMap*>(out);
-  CUresult r;
-  if (im2col) {
-    const std::vector<int> lower(map.lower_corner().begin(),
-                                 map.lower_corner().end());
-    const std::vector<int> upper(map.upper_corner().begin(),
-                                 map.upper_corner().end());
-    r = api_->cuTensorMapEncodeIm2col_(
-        bits, type, rank, address, dims.data(), strides.data(), lower.data(),
-        upper.data(), map.channels_per_pixel(), map.pixels_per_column(),
-        element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  } else {
-    const std::vector<cuuint32_t> box(map.box().begin(), map.box().end());
-    r = api_->cuTensorMapEncodeTiled_(
-        bits, type, rank, address, dims.data(), strides.data(), box.data(),
-        element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  }
+  const CUresult r =
+      im2col ? api_->cuTensorMapEncodeIm2col_(
+                   bits, type, rank, address, dims.data(), strides.data(),
+                   map.lower_corner().data(), map.upper_corner().data(),
+                   map.channels_per_pixel(), map.pixels_per_column(),
+                   map.element_strides().data(), CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+             : api_->cuTensorMapEncodeTiled_(
+                   bits, type, rank, address, dims.data(), strides.data(),
+                   map.box().data(), map.element_strides().data(),
+                   CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r == CUDA_SUCCESS) return absl::OkStatus();
   // The driver names no field: the usual causes are named instead.
   return absl::InvalidArgumentError(

@@ -582,6 +582,28 @@ CT_DEVICE void tc_wgmma(float* d, unsigned long long a, unsigned long long b,
 // Keeps the compiler from moving reads or writes of v across the MMAs.
 CT_DEVICE void tc_hold(float& v) { asm volatile("" : "+f"(v)::"memory"); }
 
+// One reduction step's MMAs on the stage at `stage` (this warpgroup's A
+// rows `rows` bytes in), committed as a group; returns once the step
+// before's group is done, so that one step's MMAs stay in flight. The
+// first step overwrites the sums.
+CT_DEVICE void tc_wgmma_step(float* d, ct_u32 stage, ct_u32 rows, bool first) {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {
+    const ct_u32 slice = kk * CT_WG_SLICE_BYTES;
+    tc_wgmma(d, tc_wgmma_desc(stage + rows + slice),
+             tc_wgmma_desc(stage + CT_WG_A_BYTES + slice), !first || kk > 0);
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
+// Waits for the last step's MMAs; the sums are then in d.
+CT_DEVICE void tc_wgmma_drain(float* d) {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
+}
+
 // The stage ring of the warpgroup MMA: as tc_mainloop, with copies issued
 // CT_STAGES - 2 steps ahead, so that the slot being filled is two steps
 // behind the one being multiplied: each warpgroup keeps one step's MMAs in
@@ -616,20 +638,10 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     const int next = kt + CT_STAGES - 2;
     if (next < steps) load(next, next % CT_STAGES);
     tc_commit();
-    const ct_u32 stage = smem + (kt % CT_STAGES) * CT_WG_STAGE_BYTES;
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      const ct_u32 slice = kk * CT_WG_SLICE_BYTES;
-      tc_wgmma(d, tc_wgmma_desc(stage + rows + slice),
-               tc_wgmma_desc(stage + CT_WG_A_BYTES + slice), kt > 0 || kk > 0);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    tc_wgmma_step(d, smem + (kt % CT_STAGES) * CT_WG_STAGE_BYTES, rows,
+                  kt == 0);
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-  for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
+  tc_wgmma_drain(d);
   tc_wait<0>();
 }
 
@@ -714,20 +726,9 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     if (issuer && next < steps) issue(next, next % CT_STAGES);
     const int slot = kt % CT_STAGES;
     tc_barrier_wait(bars + 8 * slot, (kt / CT_STAGES) & 1);
-    const ct_u32 stage = smem + slot * CT_WG_STAGE_BYTES;
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      const ct_u32 slice = kk * CT_WG_SLICE_BYTES;
-      tc_wgmma(d, tc_wgmma_desc(stage + rows + slice),
-               tc_wgmma_desc(stage + CT_WG_A_BYTES + slice), kt > 0 || kk > 0);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    tc_wgmma_step(d, smem + slot * CT_WG_STAGE_BYTES, rows, kt == 0);
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-  for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
+  tc_wgmma_drain(d);
 }
 #endif  // CT_TMA
 #endif  // CT_WGMMA

@@ -89,13 +89,21 @@
 #define CT_NI (CT_WTN / 8)
 #define CT_A_BYTES (BM * CT_ROW_BYTES)
 #define CT_STAGE_BYTES ((BM + BN) * CT_ROW_BYTES)
-// With CT_TMA, the stage barriers' offset in the aligned shared memory: past
-// the ring and the fp32 output tile, whichever is larger.
+// The output tile in shared memory: in the tensor type, but fp32 for NCHW
+// after the warpgroup MMA. A channels-last tile in fp32 (eight 4-byte stores
+// a fragment, each two-way bank-conflicted, and as many loads) left
+// ResNet-50's 16-bit F and B layers 7-30% slower on the H200; an NCHW tile
+// in the tensor type was no faster (its fragments' neighbours lie a row
+// apart, so each value is a store of its own).
+#define CT_TILE_FP32 (CT_WGMMA && !CT_NHWC)
+#define CT_TILE_ES (CT_TILE_FP32 ? 4 : 2)
 #if CT_NHWC
-#define CT_OUT_TILE_BYTES (BM * (BN + 8) * 4)
+#define CT_OUT_TILE_BYTES (BM * (BN + 8) * CT_TILE_ES)
 #else
-#define CT_OUT_TILE_BYTES (BN * (BM + 8) * 4)
+#define CT_OUT_TILE_BYTES (BN * (BM + 8) * CT_TILE_ES)
 #endif
+// With CT_TMA, the stage barriers' offset in the aligned shared memory: past
+// the ring and the output tile, whichever is larger.
 #define CT_BARRIERS_AT                                                         \
   (CT_STAGES * CT_STAGE_BYTES > CT_OUT_TILE_BYTES ? CT_STAGES * CT_STAGE_BYTES \
                                                   : CT_OUT_TILE_BYTES)
@@ -706,7 +714,11 @@ CT_DEVICE void tc_tma_tile(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
 // copies address the source in hardware (im2col mode: each row of the tile
 // one output position's source pixel for the tap, zeros outside the image),
 // so no thread computes an address or tests a bound; they write through the
-// async proxy, which the MMA reads through too.
+// async proxy, which the MMA reads through too. A warp of its own issuing
+// the copies up to CT_STAGES steps ahead, each slot released by the MMA
+// warps through a second barrier and no block barrier a step, was 2-10%
+// slower on the H200 on ResNet-50's 3x3 and stride-2 1x1 F layers, tile for
+// tile.
 template <typename Issue>
 CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
                                ct_u32 smem, ct_u32 bars, Issue& issue) {
@@ -928,10 +940,9 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const ct_i64 channels = static_cast<ct_i64>(groups) * ko;
 
   // The tile through shared memory: [BN][BM + 8] for NCHW (positions
-  // contiguous), [BM][BN + 8] for NHWC (channels contiguous). In the tensor
-  // type, or in fp32 after the warpgroup MMA, converted on the way out
-  // (conversions of the MMA's own registers would serialise its pipeline).
-#if CT_WGMMA
+  // contiguous), [BM][BN + 8] for NHWC (channels contiguous), in the type
+  // CT_TILE_FP32 names; an fp32 tile is converted on the way out.
+#if CT_TILE_FP32
   float* tile = reinterpret_cast<float*>(tile_base);
 #else
   ct_u16* tile = reinterpret_cast<ct_u16*>(tile_base);
@@ -945,6 +956,19 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   for (int mi = 0; mi < CT_MI; ++mi) {
 #pragma unroll
     for (int ni = 0; ni < CT_NI; ++ni) {
+#if CT_NHWC && !CT_TILE_FP32
+      // Each pair of neighbouring channels as one 32-bit word: the eight
+      // rows and four pairs of a warp's store fall on distinct banks.
+#pragma unroll
+      for (int v = 0; v < 4; v += 2) {
+        const int r = wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
+        const int c = wn * CT_WTN + ni * 8 + (lane & 3) * 2;
+        *reinterpret_cast<ct_u32*>(&tile[r * kLd + c]) =
+            ct_from_float<ct_t>(acc[mi][ni][v]).bits |
+            (static_cast<ct_u32>(ct_from_float<ct_t>(acc[mi][ni][v + 1]).bits)
+             << 16);
+      }
+#else
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const int r = wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
@@ -955,6 +979,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
         tc_put(&tile[c * kLd + r], acc[mi][ni][v]);
 #endif
       }
+#endif
     }
   }
   __syncthreads();
@@ -966,9 +991,10 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   for (int e = tid; e < BM * (BN / 8); e += CT_THREADS) {
     const int r = e / (BN / 8), c = (e - r * (BN / 8)) * 8;
     if (m0 + r >= rows || o0 + c >= ko) continue;
-    const float* from = tile + r * kLd + c;
+    const auto* from = tile + r * kLd + c;
     ct_u16* at = dst + static_cast<ct_i64>(m0 + r) * channels + g * ko + o0 + c;
     if (vector) {
+#if CT_TILE_FP32
       uint4 packed;
       ct_u32* word = reinterpret_cast<ct_u32*>(&packed);
 #pragma unroll
@@ -977,6 +1003,9 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
                   (static_cast<ct_u32>(tc_bits(from[2 * j + 1])) << 16);
       }
       *reinterpret_cast<uint4*>(at) = packed;
+#else
+      *reinterpret_cast<uint4*>(at) = *reinterpret_cast<const uint4*>(from);
+#endif
     } else {
       for (int j = 0; j < 8 && o0 + c + j < ko; ++j) at[j] = tc_bits(from[j]);
     }

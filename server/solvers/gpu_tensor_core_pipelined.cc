@@ -218,14 +218,14 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
 
 int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 
-// `wgmma`: the output tile in fp32, and 1 KiB more for aligning the tiles to
-// 1024 bytes; with the tensor memory accelerator, 8 bytes a stage for its
-// barriers (CT_BARRIERS_AT).
+// `wgmma`: the NCHW output tile in fp32 (CT_TILE_FP32), and 1 KiB more for
+// aligning the tiles to 1024 bytes; with the tensor memory accelerator, 8 bytes
+// a stage for its barriers (CT_BARRIERS_AT).
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
   const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
   if (p.direction == Direction::kBackwardWeights)
     return ring + (wgmma ? 1024 : 0);
-  const int64_t es = wgmma ? 4 : 2;
+  const int64_t es = wgmma && p.layout != Layout::kNHWC ? 4 : 2;
   const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * es
                                                  : c[1] * (c[0] + 8) * es;
   return std::max(ring, tile) + (wgmma ? 1024 : 0) + (IsTma(c) ? 8 * c[5] : 0);

@@ -34,10 +34,10 @@
 // warpgroup MMA instead, described at tc_wgmma_mainloop; the copies and the
 // store are the same, and so are the tiles but for W's (tc_swizzle_w).
 //
-// CT_TMA 1 (with CT_WGMMA, F and B): the tensor memory accelerator copies
-// the tiles instead, described at tc_tma_mainloop; the kernel then takes two
-// tensor maps after its scalars, tm_src (im2col over src) and tm_filt (tiles
-// of filt).
+// CT_TMA 1 (with CT_WGMMA): the tensor memory accelerator copies the tiles
+// instead, described at tc_tma_mainloop; the kernel then takes two tensor
+// maps after its scalars: for F and B tm_src (im2col over src) and tm_filt
+// (tiles of filt), for W tm_x (im2col over x) and tm_dy (tiles of dy).
 //
 // Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
 // (warps), CT_STAGES, CT_WGMMA, CT_TMA. Scalars:
@@ -146,7 +146,7 @@ static_assert(BN == 64 || BN == 128 || BN == 256, "CT_WGMMA: BN 64, 128, 256");
 static_assert(CT_STAGES >= 3, "CT_WGMMA: at least three stages");
 #endif
 #if CT_TMA
-static_assert(CT_WGMMA && CT_DIR != 3, "CT_TMA: the warpgroup F and B pass");
+static_assert(CT_WGMMA, "CT_TMA: the warpgroup MMA");
 #endif
 
 // The byte offset of 16-byte chunk j of row r in a shared tile.
@@ -1062,7 +1062,13 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
                 ct_i64 a_h, ct_i64 a_w, ct_i64 a_g, ct_i64 a_cp, ct_i64 a_kg,
                 ct_i64 a_kp, ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s,
                 ct_i64 a_ph, ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh,
-                ct_i64 a_dw, ct_i64 a_splits, ct_i64 a_accumulate) {
+                ct_i64 a_dw, ct_i64 a_splits, ct_i64 a_accumulate
+#if CT_TMA
+                ,
+                const __grid_constant__ ct_tensor_map tm_x,
+                const __grid_constant__ ct_tensor_map tm_dy
+#endif
+    ) {
   extern __shared__ __align__(16) unsigned char tc_smem[];
   const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
   const int groups = static_cast<int>(a_g), cp = static_cast<int>(a_cp);
@@ -1085,6 +1091,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
             p_end = min(positions, p_begin + per);
   const int steps = (p_end - p_begin + BK - 1) / BK;
 
+#if !CT_TMA
   // The dy columns (output channels) and filter columns (tap, channel) this
   // thread copies.
   const int a_chunk = tid % (BM / 8);
@@ -1100,6 +1107,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int b_w = fc * static_cast<int>(a_dw) - static_cast<int>(a_pw);
   const int b_at = g * cp + (col - tap * cp);
   const int x_row = groups * cp;
+#endif
 
 #if CT_WGMMA
   // Tiles on 1024-byte boundaries, as for conv_tc.
@@ -1107,14 +1115,17 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #else
   const ct_u32 smem = tc_shared_address(tc_smem);
 #endif
+  // The copies of step 0, 1, 2, ... are issued in that order, each moving
+  // the positions on by BK (step_h output rows and step_w columns), so that
+  // none divides.
+  const int oh_count = static_cast<int>(a_oh);
+  const int step_h = BK / ow, step_w = BK - step_h * ow;
+#if !CT_TMA
   const ct_u16* x = reinterpret_cast<const ct_u16*>(px);
   const ct_u16* dy = reinterpret_cast<const ct_u16*>(pdy);
 
   // Where each x row this thread copies stands: position q, image n, output
-  // row and column. The copies of step 0, 1, 2, ... are issued in that order,
-  // each moving the rows on by BK positions, so that none divides.
-  const int oh_count = static_cast<int>(a_oh);
-  const int step_h = BK / ow, step_w = BK - step_h * ow;
+  // row and column.
   int b_q[CT_W_BL], b_n[CT_W_BL], b_oh[CT_W_BL], b_ow[CT_W_BL];
 #pragma unroll
   for (int i = 0; i < CT_W_BL; ++i) {
@@ -1151,8 +1162,69 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       while (b_oh[i] >= oh_count) b_oh[i] -= oh_count, ++b_n[i];
     }
   };
+#endif
 
-#if CT_WGMMA
+#if CT_TMA
+  // Each step's tiles are 64-column atoms of BK rows (tc_swizzle_w): BM / 64
+  // boxes of dy (64 output channels by BK positions) and BN / 64 im2col
+  // columns of x (BK positions' pixels, 64 channels, one tap), each into
+  // its atom in the 128-byte swizzle. Positions past the last read as zeros
+  // in dy, which zeroes their products whatever x holds there. The step
+  // barriers follow the ring.
+  const ct_u32 bars = smem + CT_STAGES * CT_W_STAGE_BYTES;
+  if (tid == 0) {
+    for (int st = 0; st < CT_STAGES; ++st) tc_barrier_init(bars + 8 * st, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  // The x atoms' channel and tap offsets (columns past the last take the
+  // last tap: what they read is never stored).
+  const int taps = static_cast<int>(a_r) * fs;
+  int x_c[BN / 64];
+  ct_u16 x_dw[BN / 64], x_dh[BN / 64];
+#pragma unroll
+  for (int j = 0; j < BN / 64; ++j) {
+    const int col = n0 + j * 64, t = min(col / cp, taps - 1);
+    x_c[j] = g * cp + (col < cols ? col - t * cp : 0);
+    x_dw[j] = static_cast<ct_u16>((t % fs) * static_cast<int>(a_dw));
+    x_dh[j] = static_cast<ct_u16>((t / fs) * static_cast<int>(a_dh));
+  }
+  // Issued by one thread in step order: the step's first position, counted
+  // on by BK.
+  int i_n = p_begin / ohw, i_oh = (p_begin - i_n * ohw) / ow;
+  int i_ow = p_begin - i_n * ohw - i_oh * ow;
+  auto issue = [&](int kt, int slot) {
+    const ct_u32 base = smem + slot * CT_W_STAGE_BYTES, bar = bars + 8 * slot;
+    tc_barrier_expect(bar, CT_W_STAGE_BYTES);
+    const int q0 = p_begin + kt * BK;
+#pragma unroll
+    for (int j = 0; j < BM / 64; ++j) {
+      tc_tma_tile(base + j * (BK * 128), &tm_dy, bar, g * kp + m0 + j * 64, q0,
+                  0, 0);
+    }
+    const int iw = i_ow * sw - static_cast<int>(a_pw);
+    const int ih = i_oh * sh - static_cast<int>(a_ph);
+#pragma unroll
+    for (int j = 0; j < BN / 64; ++j) {
+      tc_tma_im2col(base + CT_W_A_BYTES + j * (BK * 128), &tm_x, bar, x_c[j],
+                    iw, ih, i_n, x_dw[j], x_dh[j]);
+    }
+    i_ow += step_w, i_oh += step_h;
+    if (i_ow >= ow) i_ow -= ow, ++i_oh;
+    while (i_oh >= oh_count) i_oh -= oh_count, ++i_n;
+  };
+  float acc[CT_MI][CT_NI][4];
+  if (steps == 0) {
+    // A split with no positions: its sums are zeros.
+#pragma unroll
+    for (int mi = 0; mi < CT_MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < CT_NI; ++ni)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
+  } else {
+    tc_tma_mainloop(acc, steps, smem, bars, issue);
+  }
+#elif CT_WGMMA
   float acc[CT_MI][CT_NI][4];
   tc_wgmma_mainloop(acc, steps, smem, load);
 #else

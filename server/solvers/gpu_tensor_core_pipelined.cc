@@ -117,6 +117,11 @@ bool IsTma(const PerfConfig& c) { return c.size() == 7 && c[6] == 1; }
 // (0.056 and 0.097 ms F), the 128 x 128 one on the 14x14 layers (0.056 F).
 constexpr std::array<int64_t, 7> kTmaFindConfigs[] = {
     {128, 64, 64, 8, 1, 3, 1}, {128, 128, 64, 8, 1, 3, 1}};
+// What a W find times beside a tensor-map default: on the H200 the 128 x
+// 128 tile of 64 positions at 3 stages was the fastest on ResNet-50's W
+// 3x3 layers of 128 to 512 channels (0.069-0.094 ms, against 0.075-0.104 for
+// the 32-position default), 8% behind the default on the 64-channel one.
+constexpr std::array<int64_t, 7> kTmaWrwFindConfig = {128, 128, 64, 8, 1, 3, 1};
 // The im2col map's bounding-box corners take 8-bit offsets in 2-D, and its
 // traversal strides at most 8.
 constexpr int64_t kTmaCornerMin = -128, kTmaCornerMax = 127;
@@ -224,7 +229,7 @@ int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
   const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
   if (p.direction == Direction::kBackwardWeights)
-    return ring + (wgmma ? 1024 : 0);
+    return ring + (wgmma ? 1024 : 0) + (IsTma(c) ? 8 * c[5] : 0);
   const int64_t es = wgmma && p.layout != Layout::kNHWC ? 4 : 2;
   const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * es
                                                  : c[1] * (c[0] + 8) * es;
@@ -238,7 +243,16 @@ int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
 struct TmaBox {
   int64_t lower[2], upper[2];
 };
-TmaBox TmaBoxOf(const Geometry& g) {
+// What the im2col map needs of a pass: the source it reads, the positions
+// it steps over (dst), and the filter's taps.
+struct TmaSpatial {
+  int64_t src_w, src_h, dst_w, dst_h, pw, ph, sw, sh, fw, fh, dw, dh;
+};
+TmaSpatial SpatialOf(const Geometry& g) {
+  return {g.src_w, g.src_h, g.dst_w, g.dst_h, g.pw, g.ph,
+          g.sw,    g.sh,    g.fw,    g.fh,    g.dw, g.dh};
+}
+TmaBox TmaBoxOf(const TmaSpatial& g) {
   TmaBox b;
   b.lower[0] = -g.pw, b.lower[1] = -g.ph;
   b.upper[0] = (g.dst_w - 1) * g.sw + 1 - g.src_w - g.pw;
@@ -247,7 +261,7 @@ TmaBox TmaBoxOf(const Geometry& g) {
 }
 
 // OK where the tensor maps can describe the pass; else why not.
-absl::Status TmaApplies(const Geometry& g) {
+absl::Status TmaApplies(const TmaSpatial& g) {
   const TmaBox b = TmaBoxOf(g);
   for (int i = 0; i < 2; ++i) {
     for (int64_t v : {b.lower[i], b.upper[i]}) {
@@ -314,6 +328,27 @@ struct WrwGeometry {
   int64_t chunk;  // images per chunk; 0 when one image does not fit
   int64_t bytes;
 };
+
+TmaSpatial SpatialOf(const WrwGeometry& g) {
+  return {g.w, g.h, g.ow, g.oh, g.pw, g.ph, g.sw, g.sh, g.fw, g.fh, g.dw, g.dh};
+}
+
+// OK where W's tiles can come through tensor maps (x as im2col columns of
+// 64 channels, one tap a column, and dy in boxes of 64 channels); else why
+// not.
+absl::Status WrwTmaApplies(const WrwGeometry& g) {
+  if (g.fold.on) {
+    return absl::FailedPreconditionError(
+        "fold: the folded first layer's x is not an image the im2col map "
+        "reads");
+  }
+  if (g.cp % 64 != 0 || g.kp % 64 != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "channels: the maps move 64 channels a box, the padded channels are ",
+        g.cp, " and ", g.kp));
+  }
+  return TmaApplies(SpatialOf(g));
+}
 
 // The partial sums depend on the config (its tiles and how many of its
 // blocks a multiprocessor runs: WrwSplits); `wgmma` picks the kernel.
@@ -529,6 +564,14 @@ class GpuTensorCorePipelined final : public GpuSolver {
     if (p.direction == Direction::kBackwardWeights) {
       for (const auto& c : WrwConfigs())
         space.push_back(PerfConfig(c.begin(), c.end()));
+      // W's tiles through the tensor memory accelerator: each warpgroup
+      // config again with a seventh entry 1.
+      if (wgmma_ && WrwTmaApplies(WrwShape(p)).ok()) {
+        for (const auto& c : WrwConfigs()) {
+          space.push_back(PerfConfig(c.begin(), c.end()));
+          space.back().push_back(1);
+        }
+      }
       return space;
     }
     const Geometry g = MakeGeometry(p, wgmma_);
@@ -541,7 +584,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     };
     if (wgmma_) {
       add(kWgmmaConfigs, false);
-      if (TmaApplies(g).ok()) {
+      if (TmaApplies(SpatialOf(g)).ok()) {
         add(kWgmmaConfigs, true);
         add(kTmaOnlyConfigs, true);
       }
@@ -551,13 +594,21 @@ class GpuTensorCorePipelined final : public GpuSolver {
     return space;
   }
 
-  // The default, and for F and B through the tensor memory accelerator the
-  // two tiles that were fastest on the H200 on one or another of
-  // ResNet-50's 3x3 layers (kTmaFindConfigs).
+  // The default, and where it goes through the tensor memory accelerator
+  // the tiles that were fastest on the H200 on one or another of ResNet-50's
+  // 3x3 layers (kTmaFindConfigs, kTmaWrwFindConfig).
   std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const override {
     std::vector<PerfConfig> configs = {DefaultConfig(p)};
-    if (!IsTma(configs[0])) return configs;
     const std::vector<PerfConfig> space = ConfigSpace(p);
+    if (p.direction == Direction::kBackwardWeights) {
+      const PerfConfig wide(kTmaWrwFindConfig.begin(), kTmaWrwFindConfig.end());
+      if (IsTma(configs[0]) && configs[0] != wide &&
+          std::find(space.begin(), space.end(), wide) != space.end()) {
+        configs.push_back(wide);
+      }
+      return configs;
+    }
+    if (!IsTma(configs[0])) return configs;
     for (const auto& c : kTmaFindConfigs) {
       const PerfConfig config(c.begin(), c.end());
       if (config != configs[0] &&
@@ -578,8 +629,13 @@ class GpuTensorCorePipelined final : public GpuSolver {
       // W's BK counts positions, which any channel count allows (cp 0).
       // The warpgroup kernel's splits fill whole waves, so any count of
       // blocks does (target 1).
-      return LargestFilling(WrwConfigs(), 0, g.kg, g.cols, blocks,
-                            wgmma_ ? 1 : kTargetBlocks);
+      PerfConfig c = LargestFilling(WrwConfigs(), 0, g.kg, g.cols, blocks,
+                                    wgmma_ ? 1 : kTargetBlocks);
+      // Through the tensor maps where they apply: on the H200 each of
+      // ResNet-50's W 3x3 layers took 31-50% less time in its fastest
+      // tensor-map config than in its fastest copy-ring one.
+      if (wgmma_ && WrwTmaApplies(g).ok()) c.push_back(1);
+      return c;
     }
     const Geometry g = MakeGeometry(p, wgmma_);
     auto blocks = [&](const PerfConfig& c) { return Blocks(g, g.chunk, c); };
@@ -590,7 +646,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     // The same tile through the tensor memory accelerator where it applies:
     // on the H200 it took 15-30% less time than the copy ring on each of
     // ResNet-50's F and B 3x3 layers.
-    if (TmaApplies(g).ok()) c.push_back(1);
+    if (TmaApplies(SpatialOf(g)).ok()) c.push_back(1);
     return c;
   }
 
@@ -711,18 +767,16 @@ class GpuTensorCorePipelined final : public GpuSolver {
     }
   }
 
-  // conv_tc's tm_src, over buffer 0: im2col columns of BM pixels of BK
-  // channels from src [nb][H][W][G * CP], stepping by the stride; and
-  // tm_filt, over buffer 1: boxes of BN filter rows of BK channels from
-  // filt [G][KO][R * S][CP]. Both in the tile's swizzle (BK * 2 bytes a
-  // row); what lies outside either tensor arrives as zeros.
-  static void AddTensorMaps(const Geometry& g, int64_t nb,
-                            const PerfConfig& config, int64_t es,
-                            v1::KernelStep* step) {
-    const int64_t row = g.groups * g.cp, bk = config[2];
+  // An im2col map over buffer `buffer`, a source [nb][H][W][row] of `es`-byte
+  // elements: columns of `pixels` pixels of `channels` channels, stepping by
+  // the stride over the positions, in the swizzle of `channels` * `es`-byte
+  // rows; what lies outside the source arrives as zeros.
+  static void AddIm2colMap(int buffer, int64_t es, int64_t row, int64_t nb,
+                           const TmaSpatial& g, int64_t channels,
+                           int64_t pixels, v1::KernelStep* step) {
     v1::TensorMap* src = step->add_tensor_maps();
     src->set_mode(v1::TensorMap::IM2COL);
-    src->set_buffer(0);
+    src->set_buffer(buffer);
     src->set_element_bytes(static_cast<uint32_t>(es));
     for (int64_t d : {row, g.src_w, g.src_h, nb}) src->add_dims(d);
     for (int64_t s :
@@ -735,9 +789,21 @@ class GpuTensorCorePipelined final : public GpuSolver {
       src->add_lower_corner(static_cast<int32_t>(box.lower[i]));
       src->add_upper_corner(static_cast<int32_t>(box.upper[i]));
     }
-    src->set_channels_per_pixel(static_cast<uint32_t>(bk));
-    src->set_pixels_per_column(static_cast<uint32_t>(config[0]));
-    src->set_swizzle_bytes(static_cast<uint32_t>(bk * es));
+    src->set_channels_per_pixel(static_cast<uint32_t>(channels));
+    src->set_pixels_per_column(static_cast<uint32_t>(pixels));
+    src->set_swizzle_bytes(static_cast<uint32_t>(channels * es));
+  }
+
+  // conv_tc's tm_src, over buffer 0: im2col columns of BM pixels of BK
+  // channels from src [nb][H][W][G * CP], stepping by the stride; and
+  // tm_filt, over buffer 1: boxes of BN filter rows of BK channels from
+  // filt [G][KO][R * S][CP]. Both in the tile's swizzle (BK * 2 bytes a
+  // row); what lies outside either tensor arrives as zeros.
+  static void AddTensorMaps(const Geometry& g, int64_t nb,
+                            const PerfConfig& config, int64_t es,
+                            v1::KernelStep* step) {
+    const int64_t row = g.groups * g.cp, bk = config[2];
+    AddIm2colMap(0, es, row, nb, SpatialOf(g), bk, config[0], step);
     v1::TensorMap* filt = step->add_tensor_maps();
     filt->set_mode(v1::TensorMap::TILED);
     filt->set_buffer(1);
@@ -750,6 +816,28 @@ class GpuTensorCorePipelined final : public GpuSolver {
       filt->add_box(static_cast<uint32_t>(b));
     for (int i = 0; i < 4; ++i) filt->add_element_strides(1);
     filt->set_swizzle_bytes(static_cast<uint32_t>(bk * es));
+  }
+
+  // conv_tc_wrw's tm_x, over buffer 0: im2col columns of BK positions'
+  // pixels of 64 channels from x [nb][H][W][G * CP]; and tm_dy, over buffer
+  // 1: boxes of 64 channels by BK positions from dy [nb * OH * OW][G * KP].
+  // Both in the 128-byte swizzle of W's 64-column atoms.
+  static void AddWrwTensorMaps(const WrwGeometry& g, int64_t nb,
+                               const PerfConfig& config, int64_t es,
+                               v1::KernelStep* step) {
+    AddIm2colMap(0, es, g.groups * g.cp, nb, SpatialOf(g), 64, config[2], step);
+    v1::TensorMap* dy = step->add_tensor_maps();
+    dy->set_mode(v1::TensorMap::TILED);
+    dy->set_buffer(1);
+    dy->set_element_bytes(static_cast<uint32_t>(es));
+    const int64_t row = g.groups * g.kp, positions = nb * g.oh * g.ow;
+    for (int64_t d : {row, positions, int64_t{1}, int64_t{1}}) dy->add_dims(d);
+    for (int64_t s : {row * es, positions * row * es, positions * row * es})
+      dy->add_strides(s);
+    for (int64_t b : {int64_t{64}, config[2], int64_t{1}, int64_t{1}})
+      dy->add_box(static_cast<uint32_t>(b));
+    for (int i = 0; i < 4; ++i) dy->add_element_strides(1);
+    dy->set_swizzle_bytes(static_cast<uint32_t>(64 * es));
   }
 
   absl::Status AddWrwSteps(const ConvProblem& p, const PerfConfig& config,
@@ -798,6 +886,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
             g.ph, g.pw, g.sh, g.sw, g.dh, g.dw, g.splits, int64_t{n0 > 0}}) {
         step->add_scalars(v);
       }
+      if (IsTma(config)) AddWrwTensorMaps(g, nb, config, es, step);
     }
     v1::KernelStep* reduce = AddGpuStep(
         plan, g.fold.on ? "tc_wrw_reduce_rows" : "tc_wrw_reduce", source,

@@ -146,6 +146,12 @@ std::vector<Case> Cases() {
     ConvProblem empty_split = Small(2, 32, {1, 151, 151}, 16, 1, 1, 1, l);
     empty_split.n = 3;
     cases.push_back({"W empty last split" + suffix, empty_split});
+    // 64 channels each way, 3x3 stride 2: the warpgroup solver's W copies
+    // through tensor maps, a 128-column tile spanning two taps, 126
+    // positions (the last step partly past them).
+    ConvProblem w_maps = Small(2, 64, {1, 13, 11}, 64, 3, 2, 1, l);
+    w_maps.n = 3;
+    cases.push_back({"W tensor maps" + suffix, w_maps});
     // Depthwise with channels in vectors of 8 split over blocks (40), odd
     // sizes, 5x5 stride 2 (backward data gathers), and 3x3 stride 1.
     cases.push_back({"depthwise 5x5 stride 2" + suffix,

@@ -1014,8 +1014,9 @@ TEST(GpuSolvers, TensorCoreWgmmaSplitsBackwardWeightsIntoWholeWaves) {
   p.type = DataType::kFp16, p.layout = Layout::kNHWC;
   p.direction = Direction::kBackwardWeights;
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  // Through the tensor maps (the seventh entry).
   const PerfConfig config = s->DefaultConfig(p);
-  EXPECT_EQ(config, (PerfConfig{128, 128, 32, 8, 1, 6}));
+  EXPECT_EQ(config, (PerfConfig{128, 128, 32, 8, 1, 6, 1}));
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, config);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->sources(0).arch_suffix(), "a");
@@ -1027,7 +1028,8 @@ TEST(GpuSolvers, TensorCoreWgmmaSplitsBackwardWeightsIntoWholeWaves) {
   const v1::KernelStep& wrw = plan->steps(0);
   EXPECT_EQ(wrw.grid(0), 9);
   EXPECT_EQ(wrw.grid(2), 29) << "splits";
-  EXPECT_EQ(wrw.shared_bytes(), 6 * (128 + 128) * 32 * 2 + 1024);
+  EXPECT_EQ(wrw.shared_bytes(), 6 * (128 + 128) * 32 * 2 + 1024 + 6 * 8);
+  EXPECT_EQ(wrw.tensor_maps_size(), 2);
   EXPECT_EQ(plan->workspace_bytes(),
             AlignWorkspace(int64_t{29} * 128 * 9 * 128 * 4));
   EXPECT_EQ(s->ConfigWorkspaceBytes(p, config), plan->workspace_bytes());
@@ -1171,7 +1173,8 @@ TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
   EXPECT_EQ(bwd.buffers(1).role(), v1::BUFFER_WORKSPACE);
   EXPECT_EQ(bwd.tensor_maps(1).dims(2), 64u) << "c rows of the turned filter";
 
-  // Padding past the corners' 8-bit range, or W: no tensor-map configs.
+  // Padding past the corners' 8-bit range, or W with 96 output channels
+  // (its maps move 64 a box): no tensor-map configs.
   p.direction = Direction::kForward, p.pad = {0, 130, 1}, p.in = {1, 15, 12};
   p.filter = {1, 3, 3};
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
@@ -1194,6 +1197,79 @@ TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
   bad.mutable_tensor_maps(1)->add_box(1);
   EXPECT_TRUE(absl::StrContains(
       gpu::CheckTensorMap(bad, 1, bad.buffers_size()).message(), "box:"));
+}
+
+TEST(GpuSolvers, TensorCoreWgmmaWeightsCopyThroughTensorMaps) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  // NHWC 3x3 W, stride 2 by 1, 128 input and 64 output channels in place.
+  ConvProblem p =
+      Conv(2, 3, 128, {1, 15, 12}, 64, {1, 3, 3}, {0, 1, 1}, 1, 1, 1);
+  p.stride = {1, 2, 1};
+  p.type = DataType::kBf16, p.layout = Layout::kNHWC;
+  p.direction = Direction::kBackwardWeights;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const PerfConfig tma = {128, 128, 32, 8, 1, 6, 1};
+  const std::vector<PerfConfig> space = s->ConfigSpace(p);
+  ASSERT_NE(std::find(space.begin(), space.end(), tma), space.end());
+  const size_t twins = std::count_if(
+      space.begin(), space.end(),
+      [](const PerfConfig& c) { return c.size() == 7 && c[6] == 1; });
+  EXPECT_EQ(twins * 2, space.size()) << "each W config and its twin";
+  // The default goes through the maps; a find also times the 128 x 128 tile
+  // of 64 positions.
+  const std::vector<PerfConfig> find = s->FindConfigs(p);
+  ASSERT_EQ(find.size(), 2u);
+  EXPECT_EQ(find[0], s->DefaultConfig(p));
+  EXPECT_EQ(find[0].size(), 7u);
+  EXPECT_EQ(find[1], (PerfConfig{128, 128, 64, 8, 1, 3, 1}));
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, tma);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), "-DCT_TMA=1"));
+  const v1::KernelStep* step = nullptr;
+  for (const v1::KernelStep& st : plan->steps()) {
+    if (st.kernel() == "conv_tc_wrw") step = &st;
+  }
+  ASSERT_NE(step, nullptr);
+  ASSERT_EQ(step->tensor_maps_size(), 2);
+  EXPECT_EQ(step->buffers(0).role(), v1::BUFFER_X);
+  EXPECT_EQ(step->buffers(1).role(), v1::BUFFER_Y);
+  // x: columns of 32 positions' pixels, 64 channels each; output 8x12, the
+  // first tap's pixels from row -1 by 2 to 13 (1 before the last, 14) and
+  // from column -1 to 10.
+  const v1::TensorMap& x = step->tensor_maps(0);
+  EXPECT_EQ(x.mode(), v1::TensorMap::IM2COL);
+  EXPECT_EQ(std::vector<uint64_t>(x.dims().begin(), x.dims().end()),
+            (std::vector<uint64_t>{128, 12, 15, 3}));
+  EXPECT_EQ(std::vector<uint32_t>(x.element_strides().begin(),
+                                  x.element_strides().end()),
+            (std::vector<uint32_t>{1, 1, 2, 1}));
+  EXPECT_EQ(
+      std::vector<int32_t>(x.lower_corner().begin(), x.lower_corner().end()),
+      (std::vector<int32_t>{-1, -1}));
+  EXPECT_EQ(
+      std::vector<int32_t>(x.upper_corner().begin(), x.upper_corner().end()),
+      (std::vector<int32_t>{-1, -1}));
+  EXPECT_EQ(x.channels_per_pixel(), 64u);
+  EXPECT_EQ(x.pixels_per_column(), 32u);
+  EXPECT_EQ(x.swizzle_bytes(), 128u);
+  // dy: boxes of 64 channels by 32 of the 3 * 8 * 12 positions.
+  const v1::TensorMap& dy = step->tensor_maps(1);
+  EXPECT_EQ(dy.mode(), v1::TensorMap::TILED);
+  EXPECT_EQ(std::vector<uint64_t>(dy.dims().begin(), dy.dims().end()),
+            (std::vector<uint64_t>{64, 3 * 8 * 12, 1, 1}));
+  EXPECT_EQ(std::vector<uint32_t>(dy.box().begin(), dy.box().end()),
+            (std::vector<uint32_t>{64, 32, 1, 1}));
+  EXPECT_EQ(dy.swizzle_bytes(), 128u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(gpu::CheckTensorMap(*step, i, step->buffers_size()),
+              absl::OkStatus());
+  }
+  // The ring, the alignment and the stage barriers.
+  EXPECT_EQ(step->shared_bytes(), 6u * (128 + 128) * 32 * 2 + 1024 + 6 * 8);
+
+  // 32 input channels: a box of 64 would reach into the next pixel.
+  p.c = 32;
+  for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
 }
 
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {

@@ -684,7 +684,8 @@ CT_DEVICE void tc_barrier_wait(ct_u32 bar, int parity) {
         : "memory");
   } while (done == 0);
 }
-// BM source rows of BK channels at (c, w, h, n), the tap's offset added to
+// A column of the im2col map's pixels (BM for F and B, BK for W), its
+// channels from c on, starting at (w, h, n) with the tap's offsets added to
 // w and h, into a swizzled tile at `dst`; completes on `bar`.
 CT_DEVICE void tc_tma_im2col(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
                              int c, int w, int h, int n, ct_u16 dw, ct_u16 dh) {
@@ -708,9 +709,9 @@ CT_DEVICE void tc_tma_tile(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
 }
 
 // The stage ring with the tensor memory accelerator: one thread issues each
-// step's two tile copies (issue(step, slot)), CT_STAGES - 2 steps ahead as
-// in tc_wgmma_mainloop, and every warp waits on the stage's barrier
-// (bars + 8 * slot), whose phase completes when both tiles have landed. The
+// step's tile copies (issue(step, slot)), CT_STAGES - 2 steps ahead as in
+// tc_wgmma_mainloop, and every warp waits on the stage's barrier (bars + 8 *
+// slot), whose phase completes when all of them have landed. The
 // copies address the source in hardware (im2col mode: each row of the tile
 // one output position's source pixel for the tap, zeros outside the image),
 // so no thread computes an address or tests a bound; they write through the
@@ -1168,9 +1169,9 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   // Each step's tiles are 64-column atoms of BK rows (tc_swizzle_w): BM / 64
   // boxes of dy (64 output channels by BK positions) and BN / 64 im2col
   // columns of x (BK positions' pixels, 64 channels, one tap), each into
-  // its atom in the 128-byte swizzle. Positions past the last read as zeros
-  // in dy, which zeroes their products whatever x holds there. The step
-  // barriers follow the ring.
+  // its atom in the 128-byte swizzle. Positions past the last lie outside
+  // both maps (past dy's positions, past x's images) and read as zeros. The
+  // step barriers follow the ring.
   const ct_u32 bars = smem + CT_STAGES * CT_W_STAGE_BYTES;
   if (tid == 0) {
     for (int st = 0; st < CT_STAGES; ++st) tc_barrier_init(bars + 8 * st, 1);

@@ -19,13 +19,14 @@
 // run as Hopper's warpgroup MMA, compiled for sm_90a, each warpgroup
 // multiplying 64 rows of the block tile by all BN columns straight from the
 // swizzled shared-memory tiles (W's read transposed); a config is {BM, BN,
-// BK, BM / 16, 1, stages}, and W's BK (positions) is 32 or 64. F and B also
-// have configs {BM, BN, BK, BM / 16, 1, stages, 1} whose tiles the tensor
-// memory accelerator copies (CT_TMA): the source through an im2col tensor
-// map, the filter through a tiled one, which the plan step carries and the
-// device encodes over the step's buffers at launch; one thread issues both
-// copies a step, where the copy ring has every thread issue 16-byte copies
-// and test their bounds.
+// BK, BM / 16, 1, stages}, and W's BK (positions) is 32 or 64. Each also
+// has a twin {BM, BN, BK, BM / 16, 1, stages, 1} whose tiles the tensor
+// memory accelerator copies (CT_TMA) where the maps apply: for F and B the
+// source through an im2col tensor map and the filter through a tiled one,
+// for W x through an im2col map and dy through a tiled one; the plan step
+// carries the maps and the device encodes them over the step's buffers at
+// launch. One thread issues a step's copies, where the copy ring has every
+// thread issue 16-byte copies and test their bounds.
 #include <algorithm>
 #include <array>
 
@@ -122,11 +123,12 @@ constexpr std::array<int64_t, 7> kTmaFindConfigs[] = {
 // 3x3 layers of 128 to 512 channels (0.069-0.094 ms, against 0.075-0.104 for
 // the 32-position default), 8% behind the default on the 64-channel one.
 constexpr std::array<int64_t, 7> kTmaWrwFindConfig = {128, 128, 64, 8, 1, 3, 1};
-// The im2col map's bounding-box corners take 8-bit offsets in 2-D, and its
-// traversal strides at most 8.
+// A 4-D im2col map (2-D images) takes 8-bit bounding-box corners and 8-bit
+// tap offsets (the copy's offsets from a column's pixels; 16-bit only for
+// 3-D maps), and its traversal strides at most 8.
 constexpr int64_t kTmaCornerMin = -128, kTmaCornerMax = 127;
 constexpr int64_t kTmaMaxStride = 8;
-constexpr int64_t kTmaMaxTapOffset = 65535;
+constexpr int64_t kTmaMaxTapOffset = 255;
 
 // W splits the positions over at most this many fp32 partial sums, each
 // split keeping at least kMinPositionsPerSplit positions.
@@ -225,7 +227,8 @@ int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 
 // `wgmma`: the NCHW output tile in fp32 (CT_TILE_FP32), and 1 KiB more for
 // aligning the tiles to 1024 bytes; with the tensor memory accelerator, 8 bytes
-// a stage for its barriers (CT_BARRIERS_AT).
+// a stage for its barriers (CT_BARRIERS_AT for F and B; W's follow the
+// ring).
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
   const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
   if (p.direction == Direction::kBackwardWeights)
@@ -279,7 +282,9 @@ absl::Status TmaApplies(const TmaSpatial& g) {
   if ((g.fh - 1) * g.dh > kTmaMaxTapOffset ||
       (g.fw - 1) * g.dw > kTmaMaxTapOffset) {
     return absl::FailedPreconditionError(
-        absl::StrCat("dilation: the im2col map's tap offsets are 16-bit"));
+        absl::StrCat("dilation: the im2col map's tap offsets take 0 to ",
+                     kTmaMaxTapOffset, ", the filter and dilation need ",
+                     std::max((g.fh - 1) * g.dh, (g.fw - 1) * g.dw)));
   }
   return absl::OkStatus();
 }

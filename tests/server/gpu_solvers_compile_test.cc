@@ -1182,6 +1182,17 @@ TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
   EXPECT_EQ(s->FindConfigs(p).size(), 1u);
   p.pad = {0, 1, 1}, p.direction = Direction::kBackwardWeights;
   for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
+  // Taps 256 apart (3x3, dilation 128, padding 128): past a 4-D map's 8-bit
+  // tap offsets, though its corners (-128) are in range; 254 apart is not.
+  p.direction = Direction::kForward, p.in = {1, 16, 16};
+  p.pad = {0, 128, 128}, p.dilation = {1, 128, 128};
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
+  p.pad = {0, 127, 127}, p.dilation = {1, 127, 127};
+  space = s->ConfigSpace(p);
+  EXPECT_TRUE(std::any_of(space.begin(), space.end(),
+                          [](const PerfConfig& c) { return c.size() == 7; }));
+  p.pad = {0, 1, 1}, p.dilation = {1, 1, 1}, p.in = {1, 15, 12};
 
   // CheckTensorMap names the field it refuses.
   v1::KernelStep bad = step;

@@ -719,13 +719,22 @@ CT_DEVICE void tc_tma_tile(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
 // the copies up to CT_STAGES steps ahead, each slot released by the MMA
 // warps through a second barrier and no block barrier a step, was 2-10%
 // slower on the H200 on ResNet-50's 3x3 and stride-2 1x1 F layers, tile for
-// tile.
+// tile. The issuing thread sets the barriers up first; the other threads
+// wait on them only after the loop's first block barrier. Without steps (a
+// W split with no positions) the sums are zeros.
 template <typename Issue>
 CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
                                ct_u32 smem, ct_u32 bars, Issue& issue) {
   float* d = &acc[0][0][0];
+  if (steps == 0) {
+#pragma unroll
+    for (int i = 0; i < CT_MI * CT_NI * 4; ++i) d[i] = 0.0f;
+    return;
+  }
   const bool issuer = threadIdx.x == 0;
   if (issuer) {
+    for (int st = 0; st < CT_STAGES; ++st) tc_barrier_init(bars + 8 * st, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #pragma unroll
     for (int st = 0; st < CT_STAGES - 2; ++st) {
       if (st < steps) issue(st, st);
@@ -848,10 +857,6 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int steps = fr_count * fs * cblocks;
   // The step barriers follow the stage ring and the output tile.
   const ct_u32 bars = smem + CT_BARRIERS_AT;
-  if (tid == 0) {
-    for (int st = 0; st < CT_STAGES; ++st) tc_barrier_init(bars + 8 * st, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
   // The tile's first output position, where tap (0, 0) of its source
   // starts: the copies run on from there along the output positions.
   const int n_first = m0 / ohw, pos_first = m0 - n_first * ohw;
@@ -1037,6 +1042,15 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 // For the warpgroup MMA the tile is instead a run of 64-column atoms, each
 // BK rows of 128 bytes, which is the MMA's 128-byte-swizzled layout for an
 // operand whose M or N dimension is contiguous.
+// Moves an output position (image n, row oh, column q of ow) on by step_h
+// rows and step_w (< ow) columns.
+CT_DEVICE void tc_next_position(int& n, int& oh, int& q, int step_h, int step_w,
+                                int ow, int oh_count) {
+  q += step_w, oh += step_h;
+  if (q >= ow) q -= ow, ++oh;
+  while (oh >= oh_count) oh -= oh_count, ++n;
+}
+
 CT_DEVICE ct_u32 tc_swizzle_w(int r, int j, int row) {
 #if CT_WGMMA
   return static_cast<ct_u32>((j >> 3) * (BK * 128) + r * 128 +
@@ -1158,9 +1172,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
           ok ? x + ((b_n[i] * h + ih) * w + iw) * x_row + b_at : x;
       tc_copy16(base + CT_W_A_BYTES + tc_swizzle_w(r, b_chunk, CT_W_B_ROW), p,
                 ok ? 16 : 0);
-      b_q[i] += BK, b_ow[i] += step_w, b_oh[i] += step_h;
-      if (b_ow[i] >= ow) b_ow[i] -= ow, ++b_oh[i];
-      while (b_oh[i] >= oh_count) b_oh[i] -= oh_count, ++b_n[i];
+      b_q[i] += BK;
+      tc_next_position(b_n[i], b_oh[i], b_ow[i], step_h, step_w, ow, oh_count);
     }
   };
 #endif
@@ -1173,10 +1186,6 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   // both maps (past dy's positions, past x's images) and read as zeros. The
   // step barriers follow the ring.
   const ct_u32 bars = smem + CT_STAGES * CT_W_STAGE_BYTES;
-  if (tid == 0) {
-    for (int st = 0; st < CT_STAGES; ++st) tc_barrier_init(bars + 8 * st, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
   // The x atoms' channel and tap offsets (columns past the last take the
   // last tap: what they read is never stored).
   const int taps = static_cast<int>(a_r) * fs;
@@ -1209,22 +1218,10 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
       tc_tma_im2col(base + CT_W_A_BYTES + j * (BK * 128), &tm_x, bar, x_c[j],
                     iw, ih, i_n, x_dw[j], x_dh[j]);
     }
-    i_ow += step_w, i_oh += step_h;
-    if (i_ow >= ow) i_ow -= ow, ++i_oh;
-    while (i_oh >= oh_count) i_oh -= oh_count, ++i_n;
+    tc_next_position(i_n, i_oh, i_ow, step_h, step_w, ow, oh_count);
   };
   float acc[CT_MI][CT_NI][4];
-  if (steps == 0) {
-    // A split with no positions: its sums are zeros.
-#pragma unroll
-    for (int mi = 0; mi < CT_MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < CT_NI; ++ni)
-#pragma unroll
-        for (int v = 0; v < 4; ++v) acc[mi][ni][v] = 0.0f;
-  } else {
-    tc_tma_mainloop(acc, steps, smem, bars, issue);
-  }
+  tc_tma_mainloop(acc, steps, smem, bars, issue);
 #elif CT_WGMMA
   float acc[CT_MI][CT_NI][4];
   tc_wgmma_mainloop(acc, steps, smem, load);

@@ -799,6 +799,26 @@ class GpuTensorCorePipelined final : public GpuSolver {
     src->set_swizzle_bytes(static_cast<uint32_t>(channels * es));
   }
 
+  // A tiled map over buffer `buffer`, a dense tensor of `es`-byte elements
+  // with `dims` (innermost first): boxes of `box`, in the swizzle of the
+  // box's `box[0]` * `es`-byte rows; what lies outside arrives as zeros.
+  static void AddTiledMap(int buffer, int64_t es, std::array<int64_t, 4> dims,
+                          std::array<int64_t, 4> box, v1::KernelStep* step) {
+    v1::TensorMap* map = step->add_tensor_maps();
+    map->set_mode(v1::TensorMap::TILED);
+    map->set_buffer(buffer);
+    map->set_element_bytes(static_cast<uint32_t>(es));
+    int64_t stride = es;
+    for (int i = 0; i < 4; ++i) {
+      map->add_dims(dims[i]);
+      if (i > 0) map->add_strides(stride);
+      stride *= dims[i];
+      map->add_box(static_cast<uint32_t>(box[i]));
+      map->add_element_strides(1);
+    }
+    map->set_swizzle_bytes(static_cast<uint32_t>(box[0] * es));
+  }
+
   // conv_tc's tm_src, over buffer 0: im2col columns of BM pixels of BK
   // channels from src [nb][H][W][G * CP], stepping by the stride; and
   // tm_filt, over buffer 1: boxes of BN filter rows of BK channels from
@@ -809,18 +829,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
                             v1::KernelStep* step) {
     const int64_t row = g.groups * g.cp, bk = config[2];
     AddIm2colMap(0, es, row, nb, SpatialOf(g), bk, config[0], step);
-    v1::TensorMap* filt = step->add_tensor_maps();
-    filt->set_mode(v1::TensorMap::TILED);
-    filt->set_buffer(1);
-    filt->set_element_bytes(static_cast<uint32_t>(es));
-    const int64_t taps = g.fh * g.fw;
-    for (int64_t d : {g.cp, taps, g.co, g.groups}) filt->add_dims(d);
-    for (int64_t s : {g.cp * es, taps * g.cp * es, g.co * taps * g.cp * es})
-      filt->add_strides(s);
-    for (int64_t b : {bk, int64_t{1}, config[1], int64_t{1}})
-      filt->add_box(static_cast<uint32_t>(b));
-    for (int i = 0; i < 4; ++i) filt->add_element_strides(1);
-    filt->set_swizzle_bytes(static_cast<uint32_t>(bk * es));
+    AddTiledMap(1, es, {g.cp, g.fh * g.fw, g.co, g.groups},
+                {bk, 1, config[1], 1}, step);
   }
 
   // conv_tc_wrw's tm_x, over buffer 0: im2col columns of BK positions'
@@ -831,18 +841,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
                                const PerfConfig& config, int64_t es,
                                v1::KernelStep* step) {
     AddIm2colMap(0, es, g.groups * g.cp, nb, SpatialOf(g), 64, config[2], step);
-    v1::TensorMap* dy = step->add_tensor_maps();
-    dy->set_mode(v1::TensorMap::TILED);
-    dy->set_buffer(1);
-    dy->set_element_bytes(static_cast<uint32_t>(es));
-    const int64_t row = g.groups * g.kp, positions = nb * g.oh * g.ow;
-    for (int64_t d : {row, positions, int64_t{1}, int64_t{1}}) dy->add_dims(d);
-    for (int64_t s : {row * es, positions * row * es, positions * row * es})
-      dy->add_strides(s);
-    for (int64_t b : {int64_t{64}, config[2], int64_t{1}, int64_t{1}})
-      dy->add_box(static_cast<uint32_t>(b));
-    for (int i = 0; i < 4; ++i) dy->add_element_strides(1);
-    dy->set_swizzle_bytes(static_cast<uint32_t>(64 * es));
+    AddTiledMap(1, es, {g.groups * g.kp, nb * g.oh * g.ow, 1, 1},
+                {64, config[2], 1, 1}, step);
   }
 
   absl::Status AddWrwSteps(const ConvProblem& p, const PerfConfig& config,

@@ -461,7 +461,8 @@ class DelayProxy {
       const ssize_t n = read(from, buf, sizeof(buf));
       if (n <= 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
-      if (write(to, buf, n) != n) break;
+      // The daemon closes a connection it gave up on: no SIGPIPE for that.
+      if (send(to, buf, n, MSG_NOSIGNAL) != n) break;
     }
     shutdown(to, SHUT_WR);
   }

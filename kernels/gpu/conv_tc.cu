@@ -1278,28 +1278,64 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 
 #endif  // CONVTUNE_BACKEND_CUDA && CT_TYPE != 1
 
-// dw from the splits' partial sums: one element of dw per thread of a 1-D
-// launch, taken in the partials' (k, tap, c) order and written in the
-// filter's layout (CT_NHWC).
-CT_KERNEL void tc_wrw_reduce(const float* part, ct_t* pdw, ct_i64 a_g,
-                             ct_i64 a_kg, ct_i64 a_cg, ct_i64 a_cp, ct_i64 a_r,
-                             ct_i64 a_s, ct_i64 a_splits) {
-  const ct_i64 taps = a_r * a_s;
-  const ct_i64 count = a_g * a_kg * taps * a_cg;
-  const ct_i64 i = ct_global_index_x();
-  if (i >= count) return;
-  const ct_i64 c = i % a_cg, rest = i / a_cg;
-  const ct_i64 tap = rest % taps, k = rest / taps;  // k = g*KG + kk
-  // Partials are [split][G][KG][tap*CP + c].
-  const ct_i64 cols = taps * a_cp;
-  const ct_i64 slice = a_g * a_kg * cols;
-  const ct_i64 at = k * cols + tap * a_cp + c;
-  float sum = 0.0f;
-  for (ct_i64 z = 0; z < a_splits; ++z) sum += part[z * slice + at];
-  ct_i64 st[5];
-  tc_filter_strides(st, a_cg, a_r, a_s);
-  pdw[k * st[0] + c * st[1] + (tap / a_s) * st[3] + (tap % a_s) * st[4]] =
-      ct_from_float<ct_t>(sum);
+// dw from the splits' partial sums, [split][G][KG][tap*CP + c]. A block of
+// 256 threads takes 32 quads (four consecutive channels of one (k, tap);
+// the quads run over G*KG*taps*ceil(CG/4)), one a lane, and its 8 rows of
+// 32 lanes split the splits: row r adds splits r, r + 8, ... in order, each
+// split's four sums one 16-byte load (CP is a multiple of 32, so the four
+// lie within the row). The rows' sums are then added in row order through
+// shared memory and written in the filter's layout (CT_NHWC). The solver
+// keeps every partial's index, and dw's, within 32 bits.
+#define CT_REDUCE_ROWS 8
+CT_KERNEL void __launch_bounds__(32 * CT_REDUCE_ROWS)
+    tc_wrw_reduce(const float* part, ct_t* pdw, ct_i64 a_g, ct_i64 a_kg,
+                  ct_i64 a_cg, ct_i64 a_cp, ct_i64 a_r, ct_i64 a_s,
+                  ct_i64 a_splits) {
+  __shared__ float4 rows_sum[CT_REDUCE_ROWS][32];
+  const unsigned cg = static_cast<unsigned>(a_cg),
+                 cp = static_cast<unsigned>(a_cp);
+  const unsigned taps = static_cast<unsigned>(a_r * a_s);
+  const unsigned quads = (cg + 3) / 4;
+  const unsigned count = static_cast<unsigned>(a_g * a_kg) * taps * quads;
+  const unsigned lane = threadIdx.x % 32, row = threadIdx.x / 32;
+  const unsigned i = blockIdx.x * 32 + lane;
+  const unsigned c0 = (i % quads) * 4, rest = i / quads;
+  const unsigned tap = rest % taps, k = rest / taps;  // k = g*KG + kk
+  float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (i < count) {
+    const unsigned slice = static_cast<unsigned>(a_g * a_kg) * taps * cp;
+    const float4* at = reinterpret_cast<const float4*>(
+        part + (k * taps + tap) * cp + c0 + row * slice);
+    const unsigned step = slice / 4 * CT_REDUCE_ROWS;
+    const unsigned splits = static_cast<unsigned>(a_splits);
+#pragma unroll 4
+    for (unsigned z = row; z < splits; z += CT_REDUCE_ROWS, at += step) {
+      const float4 v = *at;
+      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
+  }
+  rows_sum[row][lane] = sum;
+  __syncthreads();
+  if (row != 0 || i >= count) return;
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < CT_REDUCE_ROWS; ++r) {
+    const float4 v = rows_sum[r][lane];
+    s[0] += v.x, s[1] += v.y, s[2] += v.z, s[3] += v.w;
+  }
+#if CT_NHWC
+  // dw [K][R][S][CG]
+  ct_t* d = pdw + (k * taps + tap) * cg + c0;
+  const unsigned cstride = 1;
+#else
+  // dw [K][CG][R][S]
+  ct_t* d = pdw + k * cg * taps + c0 * taps + tap;
+  const unsigned cstride = taps;
+#endif
+#pragma unroll
+  for (unsigned j = 0; j < 4; ++j) {
+    if (c0 + j < cg) d[j * cstride] = ct_from_float<ct_t>(s[j]);
+  }
 }
 
 // dw from the partial sums of a folded pass ([split][K][R*CP], column

@@ -195,15 +195,35 @@ CT_DEVICE void ct_strides(I* s, I inner, const I* sp) {
 }
 
 // dst[i] = the sum over s < slices of src[s * count + i] (fp32 partial sums
-// in the workspace, summed in order), in the tensor type; grid-stride over
-// a 1-D launch. The body of the kernels that finish split reductions.
+// in the workspace), in the tensor type. The body of the kernels that finish
+// split reductions. A block takes 32 consecutive elements at a time (grid-
+// stride); its rows of 32 threads (blockDim.x a multiple of 32, at most
+// 1024) split the slices, row r summing slices r, r + rows, ... in order,
+// and the rows' sums are added in row order: the same sum for the same
+// launch, with every row's loads in flight at once where the slices are
+// many and the elements few.
 CT_DEVICE void ct_sum_slices(const float* src, ct_t* dst, ct_i64 count,
                              ct_i64 slices) {
-  for (ct_i64 i = ct_global_index_x(); i < count;
-       i += static_cast<ct_i64>(gridDim.x) * blockDim.x) {
+  __shared__ float rows_sum[32][33];
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int row = static_cast<int>(threadIdx.x / 32);
+  const int rows = static_cast<int>(blockDim.x / 32);
+  for (ct_i64 base = static_cast<ct_i64>(blockIdx.x) * 32; base < count;
+       base += static_cast<ct_i64>(gridDim.x) * 32) {
+    const ct_i64 i = base + lane;
     float sum = 0.0f;
-    for (ct_i64 s = 0; s < slices; ++s) sum += src[s * count + i];
-    dst[i] = ct_from_float<ct_t>(sum);
+    if (i < count) {
+      const float* p = src + row * count + i;
+      for (ct_i64 s = row; s < slices; s += rows, p += rows * count) sum += *p;
+    }
+    rows_sum[row][lane] = sum;
+    __syncthreads();
+    if (row == 0 && i < count) {
+      float total = 0.0f;
+      for (int r = 0; r < rows; ++r) total += rows_sum[r][lane];
+      dst[i] = ct_from_float<ct_t>(total);
+    }
+    __syncthreads();
   }
 }
 

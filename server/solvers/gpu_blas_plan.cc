@@ -209,12 +209,8 @@ void AddZeroUnsampledStep(const ConvProblem& p, const SampledTensor& t,
 
 void AddDwFromFp32Step(const ConvProblem& p, int64_t workspace_offset,
                        v1::ExecutionPlan* plan, int64_t slices) {
-  v1::KernelStep* step =
-      AddLoweringStep(p, "conv_f32_to_type", p.w_elements(), plan);
-  AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
-  AddBuffer(step, v1::BUFFER_W);
-  step->add_scalars(p.w_elements());
-  step->add_scalars(slices);
+  AddSumSlicesStep(plan, "conv_f32_to_type", AddLoweringSource(p, plan),
+                   workspace_offset, p.w_elements(), slices);
 }
 
 int64_t AlignWorkspace(int64_t bytes) {

@@ -43,8 +43,6 @@ constexpr int64_t kTargetBlocks = 1024;
 // least.
 constexpr int64_t kMaxChunks = 256;
 constexpr int64_t kMinChunkPositions = 1024;
-constexpr int64_t kReduceBlock = 256;
-constexpr int64_t kMaxReduceBlocks = 1024;
 
 // {TH, TW, KB}, preferred first.
 constexpr std::array<int64_t, 3> kNchwTiles[] = {
@@ -79,8 +77,9 @@ bool IsVec(const PerfConfig& c) { return c.size() == 4; }
 // {0, V, B, CB} preferred first: V positions, B bytes of channels a thread,
 // at most CB vectors a block across.
 constexpr std::array<int64_t, 4> kVecConfigs[] = {
-    {0, 4, 16, 8}, {0, 2, 16, 8}, {0, 8, 16, 8}, {0, 4, 16, 16}, {0, 4, 8, 16},
-    {0, 2, 8, 16}, {0, 4, 4, 32}, {0, 2, 4, 32}, {0, 4, 2, 32}};
+    {0, 4, 16, 8}, {0, 2, 16, 8},  {0, 8, 16, 8}, {0, 4, 16, 16},
+    {0, 4, 8, 16}, {0, 2, 8, 16},  {0, 4, 4, 32}, {0, 2, 4, 32},
+    {0, 4, 2, 32}, {0, 2, 16, 16}, {0, 1, 16, 8}, {0, 1, 16, 16}};
 // fp32 values a vector kernel's thread keeps in registers, at most: F and B
 // the window of one filter row and the sums, W also a sum per tap.
 constexpr int64_t kVecMaxValues = 176;
@@ -459,15 +458,8 @@ class GpuDepthwise final : public GpuSolver {
 
   static void AddReduceStep(const ConvProblem& p, int source, int64_t chunks,
                             v1::ExecutionPlan* plan) {
-    const int64_t count = p.w_elements();
-    v1::KernelStep* reduce = AddGpuStep(
-        plan, "conv_depthwise_reduce", source,
-        {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1},
-        kReduceBlock);
-    AddBuffer(reduce, v1::BUFFER_WORKSPACE);
-    AddBuffer(reduce, v1::BUFFER_W);
-    reduce->add_scalars(count);
-    reduce->add_scalars(chunks);
+    AddSumSlicesStep(plan, "conv_depthwise_reduce", source, 0, p.w_elements(),
+                     chunks);
   }
 
   // The kernels that compile the filter in: conv_depthwise_rows (NCHW) or

@@ -31,8 +31,6 @@ constexpr int64_t kMaxGridYZ = 65535;
 constexpr int64_t kTargetBlocks = 264;
 constexpr int64_t kMaxSplits = 32;
 constexpr int64_t kMinUnitsPerSplit = 4;
-constexpr int64_t kReduceBlock = 256;
-constexpr int64_t kMaxReduceBlocks = 4096;
 
 // {TH, TW}, largest first, and TK.
 constexpr std::array<int64_t, 2> kSpatialTiles[] = {
@@ -206,15 +204,8 @@ class GpuDirectTiled final : public GpuSolver {
     step->add_scalars(l.stage);
     if (p.direction == Direction::kBackwardWeights) step->add_scalars(splits);
     if (splits > 1) {
-      const int64_t count = p.w_elements();
-      v1::KernelStep* reduce = AddGpuStep(
-          &plan, "conv_tiled_reduce", source,
-          {std::min(CeilDiv(count, kReduceBlock), kMaxReduceBlocks), 1, 1},
-          kReduceBlock);
-      AddBuffer(reduce, v1::BUFFER_WORKSPACE);
-      AddBuffer(reduce, v1::BUFFER_W);
-      reduce->add_scalars(count);
-      reduce->add_scalars(splits);
+      AddSumSlicesStep(&plan, "conv_tiled_reduce", source, 0, p.w_elements(),
+                       splits);
     }
     return plan;
   }

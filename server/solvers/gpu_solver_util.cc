@@ -91,6 +91,21 @@ v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel,
   return step;
 }
 
+void AddSumSlicesStep(v1::ExecutionPlan* plan, absl::string_view kernel,
+                      int source, int64_t workspace_offset, int64_t count,
+                      int64_t slices) {
+  constexpr int64_t kBlock = 256, kElementsPerBlock = 32, kMaxBlocks = 4096;
+  v1::KernelStep* step = AddGpuStep(
+      plan, kernel, source,
+      {std::clamp<int64_t>(CeilDiv(count, kElementsPerBlock), 1, kMaxBlocks), 1,
+       1},
+      static_cast<uint32_t>(kBlock));
+  AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
+  AddBuffer(step, v1::BUFFER_W);
+  step->add_scalars(count);
+  step->add_scalars(slices);
+}
+
 void AddConvArgs(const ConvProblem& p, v1::KernelStep* step) {
   AddBuffer(step, v1::BUFFER_X);
   AddBuffer(step, v1::BUFFER_W);
@@ -220,14 +235,8 @@ void AddIgemmSteps(const ConvProblem& p, const PerfConfig& c, IgemmCore core,
   AppendProblemScalars(p, step);
   step->add_scalars(splits);
   if (splits > 1) {
-    const int64_t count = p.w_elements();
-    v1::KernelStep* reduce =
-        AddGpuStep(plan, "conv_igemm_reduce", source,
-                   {std::min<int64_t>(CeilDiv(count, 256), 4096), 1, 1}, 256);
-    AddBuffer(reduce, v1::BUFFER_WORKSPACE);
-    AddBuffer(reduce, v1::BUFFER_W);
-    reduce->add_scalars(count);
-    reduce->add_scalars(splits);
+    AddSumSlicesStep(plan, "conv_igemm_reduce", source, 0, p.w_elements(),
+                     splits);
   }
 }
 

@@ -38,6 +38,13 @@ v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel,
                            int source, std::array<int64_t, 3> grid,
                            uint32_t block);
 
+// Appends a step of `kernel`, a kernel whose body is ct_sum_slices: dw
+// (count elements) from `slices` fp32 partial sums at `workspace_offset`,
+// one block for each 32 elements up to a bound past which blocks stride.
+void AddSumSlicesStep(v1::ExecutionPlan* plan, absl::string_view kernel,
+                      int source, int64_t workspace_offset, int64_t count,
+                      int64_t slices);
+
 // Appends the x, w, y buffers and the problem scalars: the conv kernels'
 // common leading arguments.
 void AddConvArgs(const ConvProblem& p, v1::KernelStep* step);

@@ -893,9 +893,14 @@ class GpuTensorCorePipelined final : public GpuSolver {
       }
       if (IsTma(config)) AddWrwTensorMaps(g, nb, config, es, step);
     }
-    v1::KernelStep* reduce = AddGpuStep(
-        plan, g.fold.on ? "tc_wrw_reduce_rows" : "tc_wrw_reduce", source,
-        {CeilDiv(p.w_elements(), kPackBlock), 1, 1}, kPackBlock);
+    // tc_wrw_reduce takes 32 quads of channels a block of 256 threads.
+    const int64_t blocks =
+        g.fold.on ? CeilDiv(p.w_elements(), kPackBlock)
+                  : CeilDiv(g.groups * g.kg * g.fh * g.fw * CeilDiv(g.cg, 4),
+                            int64_t{32});
+    v1::KernelStep* reduce =
+        AddGpuStep(plan, g.fold.on ? "tc_wrw_reduce_rows" : "tc_wrw_reduce",
+                   source, {blocks, 1, 1}, kPackBlock);
     AddBuffer(reduce, v1::BUFFER_WORKSPACE);
     AddBuffer(reduce, v1::BUFFER_W);
     if (g.fold.on) {

@@ -13,7 +13,7 @@
 //                           [--max-layers N] [--repeats N] [--max-seconds S]
 //                           [--workspace-mib M] [--exhaustive]
 //                           [--list-cold-find] [--steps] [--configs ID]
-//                           FILE...
+//                           [--config-size N] FILE...
 // --layout runs the lists' layers in that layout (default: as the lines say);
 // --max-seconds starts no layer after S seconds; --exhaustive makes
 // convtune's find search every tunable solver's configs; --list-cold-find
@@ -21,7 +21,8 @@
 // a daemon serving `convtune find --file` sees them), on an empty database;
 // --steps adds a line per layer with the time of each step of our best plan;
 // --configs ID one with the time of each config of solver ID (each plan
-// checked against find's output first).
+// checked against find's output first); --config-size N times only its
+// configs of N values (one of a solver's kinds of config).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -153,6 +154,7 @@ struct Bench {
   bool exhaustive = false;
   bool steps = false;
   uint32_t configs_of = 0;  // --configs: a solver id, 0 for none
+  size_t config_size = 0;   // --config-size: 0 for every config
   std::mt19937_64 rng{std::random_device{}()};
 
   absl::StatusOr<v1::ExecutionPlan> BuiltPlan(const ConvProblem& p,
@@ -240,6 +242,7 @@ struct Bench {
       FillNaN(poison.data(), p.type, p.output_elements());
       std::vector<char> got(out_bytes);
       for (const PerfConfig& config : tuned->ConfigSpace(p)) {
+        if (config_size != 0 && config.size() != config_size) continue;
         absl::StatusOr<v1::ExecutionPlan> pl =
             BuiltPlan(p, tuned->id(), config);
         if (!pl.ok()) continue;
@@ -412,7 +415,7 @@ constexpr char kUsage[] =
     "[--max-seconds S]\n"
     "                          [--workspace-mib M] [--exhaustive] "
     "[--list-cold-find] [--steps]\n"
-    "                          [--configs SOLVER_ID] "
+    "                          [--configs SOLVER_ID] [--config-size N] "
     "[--report-timing-ms MS] FILE...\n";
 
 int Main(int argc, char** argv) {
@@ -420,6 +423,7 @@ int Main(int argc, char** argv) {
   int64_t workspace_mib = 4096;
   bool exhaustive = false, list_cold_find = false, steps = false;
   uint32_t configs_of = 0;
+  size_t config_size = 0;
   double max_seconds = 1e9, report_timing_ms = 2000;
   std::vector<std::optional<Layout>> layouts = {std::nullopt};
   std::string json_path;
@@ -436,6 +440,8 @@ int Main(int argc, char** argv) {
       steps = true;
     } else if (a == "--configs" && i + 1 < argc) {
       configs_of = static_cast<uint32_t>(std::atoi(argv[++i]));
+    } else if (a == "--config-size" && i + 1 < argc) {
+      config_size = static_cast<size_t>(std::max(0, std::atoi(argv[++i])));
     } else if (a == "--max-seconds" && i + 1 < argc) {
       max_seconds = std::atof(argv[++i]);
     } else if (a == "--report-timing-ms" && i + 1 < argc) {
@@ -490,6 +496,7 @@ int Main(int argc, char** argv) {
               &builder);
   Bench bench{&dev,       &engine, registry.get(), repeats, workspace_mib << 20,
               exhaustive, steps,   configs_of};
+  bench.config_size = config_size;
   std::printf(
       "device %s, libraries: %s\n\n", dev.info().Key().c_str(),
       dev.info().libraries.empty() ? "none" : dev.info().libraries.c_str());

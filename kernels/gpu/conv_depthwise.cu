@@ -639,6 +639,11 @@ CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count,
 #ifndef CT_WT
 #define CT_WT 1
 #endif
+// Blocks of 256 threads a multiprocessor should hold at once: the compiler
+// keeps a thread's registers within 65536 / (256 * CT_MINB).
+#ifndef CT_MINB
+#define CT_MINB 1
+#endif
 
 struct alignas(CT_DV * sizeof(ct_t)) CtDwVec {
   ct_t e[CT_DV];
@@ -678,7 +683,7 @@ CT_DEVICE void ct_dwv_store(ct_t* p, const float* in, bool vec) {
 #define CT_DWV_WIN ((CT_RV - 1) * CT_RSW + (CT_RFW - 1) * CT_RDW + 1)
 
 #if CT_DIR != 3
-CT_KERNEL void __launch_bounds__(256)
+CT_KERNEL void __launch_bounds__(256, CT_MINB)
     conv_depthwise_nhwc(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PARAMS,
                         ct_i64 a_cvb) {
   const int c = static_cast<int>(a_c);
@@ -750,28 +755,34 @@ CT_KERNEL void __launch_bounds__(256)
 #else
     const int base = x0 + pwd - (CT_RFW - 1) * CT_RDW;
 #endif
-    float win[CT_DWV_WIN][CT_DV];
+    // The row's taps in registers; the window streams through one column
+    // at a time, each column feeding the outputs whose taps reach it
+    // (output j, tap fw reads column j * CT_RSW + fw * CT_RDW), so that
+    // only the sums and one column stay live.
+    float wv[CT_RFW][CT_DV];
+#pragma unroll
+    for (int fw = 0; fw < CT_RFW; ++fw)
+#pragma unroll
+      for (int i = 0; i < CT_DV; ++i)
+        wv[fw][i] = wch[(fh * CT_RFW + fw) * bch + i];
 #pragma unroll
     for (int q = 0; q < CT_DWV_WIN; ++q) {
       const int col = base + q;
+      float v[CT_DV];
       if (col >= 0 && col < src_w) {
-        ct_dwv_load(win[q], srow + col * c, vec);
+        ct_dwv_load(v, srow + col * c, vec);
       } else {
 #pragma unroll
-        for (int i = 0; i < CT_DV; ++i) win[q][i] = 0.0f;
+        for (int i = 0; i < CT_DV; ++i) v[i] = 0.0f;
       }
-    }
 #pragma unroll
-    for (int fw = 0; fw < CT_RFW; ++fw) {
-      const float* wt = wch + (fh * CT_RFW + fw) * bch;
-      float wv[CT_DV];
-#pragma unroll
-      for (int i = 0; i < CT_DV; ++i) wv[i] = wt[i];
-#pragma unroll
-      for (int j = 0; j < CT_RV; ++j)
+      for (int fw = 0; fw < CT_RFW; ++fw) {
+        const int off = q - fw * CT_RDW;
+        if (off < 0 || off % CT_RSW != 0 || off / CT_RSW >= CT_RV) continue;
 #pragma unroll
         for (int i = 0; i < CT_DV; ++i)
-          acc[j][i] += win[j * CT_RSW + fw * CT_RDW][i] * wv[i];
+          acc[off / CT_RSW][i] += v[i] * wv[fw][i];
+      }
     }
 #else
     // B at stride CT_RSW > 1: dx column x reads dy column
@@ -800,7 +811,7 @@ CT_KERNEL void __launch_bounds__(256)
 #endif
 
 #if CT_DIR == 3
-CT_KERNEL void __launch_bounds__(256)
+CT_KERNEL void __launch_bounds__(256, CT_MINB)
     conv_depthwise_nhwc_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
 #if CT_WS_OUT
                             float* pws,

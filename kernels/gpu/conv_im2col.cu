@@ -37,13 +37,13 @@
 //
 // Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_NHWC. The kernels are the
 // same for every direction.
-// Scalars: conv_im2col takes the problem (plan_args order), then n0, nb and
-// images_inner (0 or 1, NCHW only); conv_col2im the problem, n0 and nb;
-// conv_f32_to_type the element count and slices; conv_pack CH, the source's ID,
-// IH, IW, the sampled OD, OH, OW, the strides SD, SH, SW, n0, nb and
-// channel_major (0 or 1), band and lane_shift; conv_unpack CH, dx's ID, IH, IW,
-// the sampled OD, OH, OW, SD, SH, SW, n0, nb, channel_major, band and
-// lane_shift; conv_zero_unsampled the same without channel_major.
+// Scalars: conv_im2col takes the problem (plan_args order), then n0, nb,
+// images_inner (0 or 1) and channel_blocks (NCHW only); conv_col2im the
+// problem, n0 and nb; conv_f32_to_type the element count and slices; conv_pack
+// CH, the source's ID, IH, IW, the sampled OD, OH, OW, the strides SD, SH, SW,
+// n0, nb and channel_major (0 or 1), band and lane_shift; conv_unpack CH, dx's
+// ID, IH, IW, the sampled OD, OH, OW, SD, SH, SW, n0, nb, channel_major, band
+// and lane_shift; conv_zero_unsampled the same without channel_major.
 
 #define CT_PROBLEM_ARGS                                                        \
   a_c, a_id, a_ih, a_iw, a_fd, a_fh, a_fw, a_pd, a_ph, a_pw, a_sd, a_sh, a_sw, \
@@ -82,34 +82,20 @@ CT_DEVICE ct_i64 ct_grid_stride() {
   return static_cast<ct_i64>(gridDim.x) * blockDim.x;
 }
 
+#if CT_NHWC
 CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS,
-                           ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_images_inner) {
+                           ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_images_inner,
+                           ct_i64 a_channel_blocks) {
   const CtLower q = ct_lower(CT_PROBLEM_ARGS);
   const int nb = static_cast<int>(a_nb);
-#if !CT_NHWC
-  const bool images_inner = a_images_inner != 0;
-#endif
   const ct_i64 total = static_cast<ct_i64>(nb) * q.g * q.width * q.os;
   const ct_t* x = px + a_n0 * q.c * q.is;  // the chunk's first image
   for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
     int t = static_cast<int>(idx), i, g, c, f, o;
-#if CT_NHWC
     c = t % q.cg, t /= q.cg;
     f = t % q.fs, t /= q.fs;
     o = t % q.os, t /= q.os;
     i = t % nb, g = t / nb;
-#else
-    o = t % q.os, t /= q.os;
-    if (images_inner) {
-      i = t % nb, t /= nb;
-      f = t % q.fs, t /= q.fs;
-      c = t % q.cg, g = t / q.cg;
-    } else {
-      f = t % q.fs, t /= q.fs;
-      c = t % q.cg, t /= q.cg;
-      g = t % q.g, i = t / q.g;
-    }
-#endif
     const int ow = o % q.out[2], oh = (o / q.out[2]) % q.out[1],
               od = o / (q.out[2] * q.out[1]);
     const int fw = f % q.f[2], fh = (f / q.f[2]) % q.f[1],
@@ -120,16 +106,68 @@ CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS,
     ct_t v = ct_from_float<ct_t>(0.0f);
     if (d >= 0 && d < q.in[0] && h >= 0 && h < q.in[1] && w >= 0 &&
         w < q.in[2]) {
-      const int ch = g * q.cg + c;
-#if CT_NHWC
-      v = x[(((i * q.in[0] + d) * q.in[1] + h) * q.in[2] + w) * q.c + ch];
-#else
-      v = x[(((i * q.c + ch) * q.in[0] + d) * q.in[1] + h) * q.in[2] + w];
-#endif
+      v = x[(((i * q.in[0] + d) * q.in[1] + h) * q.in[2] + w) * q.c + g * q.cg +
+            c];
     }
     col[idx] = v;
   }
 }
+#else
+// NCHW: a thread owns one output position o of one image and group and a
+// block of the group's channels (channel_blocks blocks split them evenly),
+// and walks its channels' taps: its position's sizes are divided out once,
+// and a warp's threads write consecutive entries of each column row.
+CT_KERNEL void conv_im2col(const ct_t* px, ct_t* col, CT_PROBLEM_PARAMS,
+                           ct_i64 a_n0, ct_i64 a_nb, ct_i64 a_images_inner,
+                           ct_i64 a_channel_blocks) {
+  const CtLower q = ct_lower(CT_PROBLEM_ARGS);
+  const int nb = static_cast<int>(a_nb);
+  const bool images_inner = a_images_inner != 0;
+  const int cbs = static_cast<int>(a_channel_blocks);
+  const int per_block = (q.cg + cbs - 1) / cbs;
+  const ct_i64 total = static_cast<ct_i64>(cbs) * q.g * nb * q.os;
+  const ct_t* x = px + a_n0 * q.c * q.is;  // the chunk's first image
+  for (ct_i64 idx = ct_global_index_x(); idx < total; idx += ct_grid_stride()) {
+    int t = static_cast<int>(idx);
+    const int o = t % q.os;
+    t /= q.os;
+    const int i = t % nb;
+    t /= nb;
+    const int g = t % q.g, cb = t / q.g;
+    const int c0 = cb * per_block, c1 = min(q.cg, c0 + per_block);
+    const int ow = o % q.out[2], oh = (o / q.out[2]) % q.out[1],
+              od = o / (q.out[2] * q.out[1]);
+    // Column row r = c * FS + f of this image and group starts at
+    // row0 + r * row_step.
+    const int row_step = images_inner ? nb * q.os : q.os;
+    ct_t* dst =
+        col + o +
+        (images_inner ? static_cast<ct_i64>(g) * q.width * nb * q.os +
+                            static_cast<ct_i64>(i) * q.os
+                      : (static_cast<ct_i64>(i) * q.g + g) * q.width * q.os) +
+        static_cast<ct_i64>(c0) * q.fs * row_step;
+    const int d0 = od * q.st[0] - q.pad[0], h0 = oh * q.st[1] - q.pad[1],
+              w0 = ow * q.st[2] - q.pad[2];
+    for (int c = c0; c < c1; ++c) {
+      const ct_t* xc = x + (static_cast<ct_i64>(i) * q.c + g * q.cg + c) * q.is;
+      for (int fd = 0; fd < q.f[0]; ++fd) {
+        const int d = d0 + fd * q.dil[0];
+        const bool d_in = d >= 0 && d < q.in[0];
+        for (int fh = 0; fh < q.f[1]; ++fh) {
+          const int h = h0 + fh * q.dil[1];
+          const bool dh_in = d_in && h >= 0 && h < q.in[1];
+          const ct_t* xr = xc + (d * q.in[1] + h) * q.in[2];
+          for (int fw = 0; fw < q.f[2]; ++fw, dst += row_step) {
+            const int w = w0 + fw * q.dil[2];
+            *dst = dh_in && w >= 0 && w < q.in[2] ? xr[w]
+                                                  : ct_from_float<ct_t>(0.0f);
+          }
+        }
+      }
+    }
+  }
+}
+#endif
 
 // The output position that padded input coordinate t reaches along an axis,
 // if any.

@@ -201,7 +201,8 @@ CT_DEVICE void ct_strides(I* s, I inner, const I* sp) {
 // 1024) split the slices, row r summing slices r, r + rows, ... in order,
 // and the rows' sums are added in row order: the same sum for the same
 // launch, with every row's loads in flight at once where the slices are
-// many and the elements few.
+// many and the elements few. A row issues four of its loads before it adds
+// them (in order).
 CT_DEVICE void ct_sum_slices(const float* src, ct_t* dst, ct_i64 count,
                              ct_i64 slices) {
   __shared__ float rows_sum[32][33];
@@ -214,7 +215,16 @@ CT_DEVICE void ct_sum_slices(const float* src, ct_t* dst, ct_i64 count,
     float sum = 0.0f;
     if (i < count) {
       const float* p = src + row * count + i;
-      for (ct_i64 s = row; s < slices; s += rows, p += rows * count) sum += *p;
+      const ct_i64 step = rows * count;
+      ct_i64 s = row;
+      for (; s + 3 * rows < slices; s += 4 * rows, p += 4 * step) {
+        const float a = p[0], b = p[step], c = p[2 * step], d = p[3 * step];
+        sum += a;
+        sum += b;
+        sum += c;
+        sum += d;
+      }
+      for (; s < slices; s += rows, p += step) sum += *p;
     }
     rows_sum[row][lane] = sum;
     __syncthreads();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/index_math.h"
 #include "kernels/plan_args.h"
 #include "server/solvers/gpu_solver_util.h"
 
@@ -15,6 +16,9 @@ namespace {
 constexpr int64_t kBlock = 256;
 // Blocks stride over larger ranges rather than growing the grid without end.
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+
+// Threads an NCHW im2col aims for: a few waves of a large GPU.
+constexpr int64_t kIm2colThreads = int64_t{1} << 19;
 
 int64_t Blocks(int64_t threads) {
   return std::clamp<int64_t>((threads + kBlock - 1) / kBlock, 1, kMaxBlocks);
@@ -136,14 +140,28 @@ int AddLoweringSource(const ConvProblem& p, v1::ExecutionPlan* plan) {
 
 void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb,
                    v1::ExecutionPlan* plan, bool images_inner) {
-  v1::KernelStep* step = AddLoweringStep(
-      p, "conv_im2col", nb * p.c * p.filter_spatial() * p.out_spatial(), plan);
+  // NCHW: a thread per output position, image and group walks a block of
+  // the group's channels; the blocks split the channels finely enough to
+  // give about kIm2colThreads threads.
+  const int64_t positions = nb * p.groups * p.out_spatial();
+  const int64_t channel_blocks =
+      p.layout == Layout::kNHWC
+          ? 1
+          : std::clamp<int64_t>(CeilDiv(kIm2colThreads, positions), 1,
+                                p.c_per_group());
+  v1::KernelStep* step =
+      AddLoweringStep(p, "conv_im2col",
+                      p.layout == Layout::kNHWC
+                          ? nb * p.c * p.filter_spatial() * p.out_spatial()
+                          : channel_blocks * positions,
+                      plan);
   AddBuffer(step, v1::BUFFER_X);
   AddBuffer(step, v1::BUFFER_WORKSPACE);
   AppendProblemScalars(p, step);
   step->add_scalars(n0);
   step->add_scalars(nb);
   step->add_scalars(images_inner ? 1 : 0);
+  step->add_scalars(channel_blocks);
 }
 
 void AddCol2imStep(const ConvProblem& p, int64_t n0, int64_t nb,

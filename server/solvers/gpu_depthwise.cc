@@ -74,12 +74,16 @@ bool VecApply(const ConvProblem& p) {
 }
 bool IsVec(const PerfConfig& c) { return c.size() == 4; }
 
-// {0, V, B, CB} preferred first: V positions, B bytes of channels a thread,
-// at most CB vectors a block across.
+// {M, V, B, CB} preferred first: V positions, B bytes of channels a thread,
+// at most CB vectors a block across; M (F and B only) the blocks a
+// multiprocessor should hold at once, which caps a thread's registers (0:
+// the compiler's choice).
 constexpr std::array<int64_t, 4> kVecConfigs[] = {
-    {0, 4, 16, 8}, {0, 2, 16, 8},  {0, 8, 16, 8}, {0, 4, 16, 16},
-    {0, 4, 8, 16}, {0, 2, 8, 16},  {0, 4, 4, 32}, {0, 2, 4, 32},
-    {0, 4, 2, 32}, {0, 2, 16, 16}, {0, 1, 16, 8}, {0, 1, 16, 16}};
+    {0, 4, 16, 8},  {0, 2, 16, 8},  {0, 8, 16, 8}, {0, 4, 16, 16},
+    {0, 4, 8, 16},  {0, 2, 8, 16},  {0, 4, 4, 32}, {0, 2, 4, 32},
+    {0, 4, 2, 32},  {0, 2, 16, 16}, {0, 1, 16, 8}, {0, 1, 16, 16},
+    {3, 4, 16, 8},  {3, 4, 16, 16}, {3, 2, 16, 8}, {3, 2, 16, 16},
+    {4, 2, 16, 16}, {4, 4, 16, 16}, {4, 1, 16, 16}};
 // fp32 values a vector kernel's thread keeps in registers, at most: F and B
 // the window of one filter row and the sums, W also a sum per tap.
 constexpr int64_t kVecMaxValues = 176;
@@ -113,6 +117,7 @@ bool VecFits(const ConvProblem& p, const PerfConfig& c) {
   const int64_t values = (VecWindow(p, c[1]) + c[1]) * dv;
   if (p.direction != Direction::kBackwardWeights)
     return values <= kVecMaxValues;
+  if (c[0] != 0) return false;  // W's sums per tap need every register
   const int64_t sums = p.filter[1] * p.filter[2] * dv;
   return sums <= kVecWrwMaxSums && sums + values <= kVecWrwMaxValues;
 }
@@ -291,6 +296,50 @@ bool Fits(const ConvProblem& p, const PerfConfig& c) {
          l.blocks <= kMaxGridX && l.blocks_y <= kMaxGridY;
 }
 
+// The vector configs worth timing for p, the default first, those of
+// `space` alone. Measured config by config on ShuffleNet v2's depthwise
+// layers in fp16 (H100, bench_gpu_vs_cudnn --configs 104): strided F is
+// fastest at 2 positions a thread with 3 blocks a multiprocessor (up to
+// 1.3x faster than without the cap, whose compiler's choice of registers
+// leaves 2), strided B at 4 with 3 or 4 blocks (up to 1.6x), and every
+// direction gains up to 1.2x from 16-vector blocks where the channels come
+// in few vectors. fp32 keeps its earlier defaults first.
+std::vector<PerfConfig> VecCandidates(const ConvProblem& p,
+                                      const std::vector<PerfConfig>& space) {
+  const bool strided = p.stride[2] > 1, fp32 = p.type == DataType::kFp32;
+  std::vector<std::array<int64_t, 4>> order;
+  switch (p.direction) {
+    case Direction::kForward:
+      if (strided && fp32) {
+        order = {{0, 2, 16, 8}, {3, 2, 16, 16}, {3, 2, 16, 8}};
+      } else if (strided) {
+        order = {{3, 2, 16, 16}, {3, 2, 16, 8}, {0, 2, 16, 8}};
+      } else {
+        order = {{0, 4, 16, 8}, {0, 4, 16, 16}, {3, 4, 16, 8}};
+      }
+      break;
+    case Direction::kBackwardData:
+      if (strided && fp32) {
+        order = {{0, 4, 16, 8}, {3, 4, 16, 16}, {4, 4, 16, 16}};
+      } else if (strided) {
+        order = {{3, 4, 16, 16}, {4, 4, 16, 16}, {3, 4, 16, 8}};
+      } else {
+        order = {{0, 4, 16, 8}, {0, 4, 16, 16}, {3, 4, 16, 8}};
+      }
+      break;
+    case Direction::kBackwardWeights:
+      order = {{0, strided ? 2 : 4, 16, 8}, {0, strided ? 2 : 4, 16, 16}};
+      break;
+  }
+  std::vector<PerfConfig> out;
+  for (const auto& o : order) {
+    const PerfConfig c(o.begin(), o.end());
+    if (std::find(space.begin(), space.end(), c) != space.end())
+      out.push_back(c);
+  }
+  return out;
+}
+
 class GpuDepthwise final : public GpuSolver {
  public:
   uint32_t id() const override { return kGpuDepthwiseId; }
@@ -357,20 +406,15 @@ class GpuDepthwise final : public GpuSolver {
   // The tile with the least estimated cost per useful output: padding of the
   // tile in h, w and channels, idle multiprocessors when the grid is small,
   // and the patch's halo, which mostly hits in L2 and so counts half.
-  // The vector or row kernels where they apply; F and W strided along w
-  // take the vector kernels' 2 outputs a thread (on the H200's Shufflenet
-  // layers at stride 2, 1.3-1.6x faster than 4).
+  // The vector kernels where they apply: the first of VecCandidates in the
+  // space; the row kernels where they apply.
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     const std::vector<PerfConfig> space = ConfigSpace(p);
-    if (!space.empty() && IsVec(space.front()) && p.stride[2] > 1 &&
-        p.direction != Direction::kBackwardData) {
-      for (const PerfConfig& c : space) {
-        if (IsVec(c) && c[1] == 2 && c[2] == space.front()[2]) return c;
-      }
+    if (!space.empty() && IsVec(space.front())) {
+      const std::vector<PerfConfig> candidates = VecCandidates(p, space);
+      return candidates.empty() ? space.front() : candidates.front();
     }
-    if (!space.empty() && (IsVec(space.front()) || IsRows(space.front()))) {
-      return space.front();
-    }
+    if (!space.empty() && IsRows(space.front())) return space.front();
     const std::array<int64_t, 3> sp = DstSpatial(p);
     const int64_t channels = DstChannels(p);
     const bool wrw = p.direction == Direction::kBackwardWeights;
@@ -393,6 +437,16 @@ class GpuDepthwise final : public GpuSolver {
       if (best.empty() || cost < best_cost) best = c, best_cost = cost;
     }
     return best.empty() ? PerfConfig{16, 16, 1} : best;
+  }
+
+  // A find times every vector candidate: the best of them moves from layer
+  // to layer by up to 1.5x, and each takes tens of microseconds.
+  std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const override {
+    const std::vector<PerfConfig> space = ConfigSpace(p);
+    if (space.empty() || !IsVec(space.front())) return {DefaultConfig(p)};
+    std::vector<PerfConfig> candidates = VecCandidates(p, space);
+    if (candidates.empty()) candidates.push_back(space.front());
+    return candidates;
   }
 
   absl::Status ValidateConfig(const ConvProblem& p,
@@ -479,6 +533,9 @@ class GpuDepthwise final : public GpuSolver {
       options.push_back(absl::StrCat("-DCT_DV=", VecChannels(p, config)));
       options.push_back(absl::StrCat("-DCT_RSW=", p.stride[2]));
       options.push_back(absl::StrCat("-DCT_RDW=", p.dilation[2]));
+      if (config[0] > 0) {
+        options.push_back(absl::StrCat("-DCT_MINB=", config[0]));
+      }
       if (wrw) {
         options.push_back(
             absl::StrCat("-DCT_WT=", VecWrwTapsAtOnce(p, config)));

@@ -94,12 +94,15 @@ v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel,
 void AddSumSlicesStep(v1::ExecutionPlan* plan, absl::string_view kernel,
                       int source, int64_t workspace_offset, int64_t count,
                       int64_t slices) {
-  constexpr int64_t kBlock = 256, kElementsPerBlock = 32, kMaxBlocks = 4096;
+  // A row of 32 threads per slice, up to 32 rows: few elements of many
+  // slices (a W's chunks) still put a load of each slice in flight at once.
+  constexpr int64_t kMaxRows = 32, kElementsPerBlock = 32, kMaxBlocks = 4096;
+  const int64_t rows = std::clamp<int64_t>(slices, 1, kMaxRows);
   v1::KernelStep* step = AddGpuStep(
       plan, kernel, source,
       {std::clamp<int64_t>(CeilDiv(count, kElementsPerBlock), 1, kMaxBlocks), 1,
        1},
-      static_cast<uint32_t>(kBlock));
+      static_cast<uint32_t>(32 * rows));
   AddBuffer(step, v1::BUFFER_WORKSPACE, workspace_offset);
   AddBuffer(step, v1::BUFFER_W);
   step->add_scalars(count);

@@ -40,7 +40,8 @@ v1::KernelStep* AddGpuStep(v1::ExecutionPlan* plan, absl::string_view kernel,
 
 // Appends a step of `kernel`, a kernel whose body is ct_sum_slices: dw
 // (count elements) from `slices` fp32 partial sums at `workspace_offset`,
-// one block for each 32 elements up to a bound past which blocks stride.
+// one block for each 32 elements up to a bound past which blocks stride,
+// with a row of 32 threads for each slice up to 32 rows.
 void AddSumSlicesStep(v1::ExecutionPlan* plan, absl::string_view kernel,
                       int source, int64_t workspace_offset, int64_t count,
                       int64_t slices);

@@ -21,8 +21,9 @@
 // a daemon serving `convtune find --file` sees them), on an empty database;
 // --steps adds a line per layer with the time of each step of our best plan;
 // --configs ID one with the time of each config of solver ID (each plan
-// checked against find's output first); --config-size N times only its
-// configs of N values (one of a solver's kinds of config).
+// checked against find's output first; with --steps each config's steps
+// too); --config-size N times only its configs of N values (one of a
+// solver's kinds of config).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -256,6 +257,11 @@ struct Bench {
                               row.config_times.empty() ? "" : ", ",
                               PerfConfigString(config), ms,
                               right ? "" : " WRONG");
+        if (steps) {
+          std::string config_steps;
+          RETURN_IF_ERROR(time_steps(*pl, &config_steps));
+          absl::StrAppend(&row.config_times, " (", config_steps, ")");
+        }
       }
     }
     if (own != nullptr) {

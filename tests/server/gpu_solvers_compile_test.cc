@@ -536,6 +536,12 @@ TEST(GpuSolvers, Im2colGemmBlasBoundsItsColumnMatrix) {
     want.push_back(gpu::kBlasGemmKernel);
   }
   EXPECT_EQ(Kernels(*plan), want);
+  // NCHW im2col: a thread per output position of the chunk's 8 images,
+  // each walking a block of the channels; 25088 positions split the 256
+  // channels into 21 blocks for about 2^19 threads.
+  const v1::KernelStep& im2col = plan->steps(0);
+  EXPECT_EQ(im2col.scalars(im2col.scalars_size() - 1), 21);
+  EXPECT_EQ(im2col.grid(0) * im2col.block(0), 21u * 8 * 56 * 56);
   // Backward data lowers after the GEMM, back into dx.
   p.direction = Direction::kBackwardData;
   EXPECT_EQ(Kernels(*s->MakePlan(p, {})).back(), "conv_col2im");
@@ -754,13 +760,35 @@ TEST(GpuSolvers, DepthwiseChannelsLastHasVectorKernels) {
   EXPECT_NE(std::find(options.begin(), options.end(), "-DCT_WT=5"),
             options.end());
   EXPECT_GE(dw->WorkspaceBytes(p), 4 * p.w_elements() * 4);
-  // Strided along w, F and W take 2 outputs a thread, B keeps 4.
+  // A find times 16-vector blocks too.
+  EXPECT_EQ(dw->FindConfigs(p),
+            (std::vector<PerfConfig>{{0, 4, 16, 8}, {0, 4, 16, 16}}));
+  // Strided along w, F and W take 2 outputs a thread, B keeps 4; F and B
+  // cap their registers for 3 blocks a multiprocessor, W needs them all.
   p.stride = {1, 2, 2};
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 2, 16, 8}));
   p.direction = Direction::kForward;
-  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 2, 16, 8}));
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{3, 2, 16, 16}));
+  EXPECT_EQ(
+      dw->FindConfigs(p),
+      (std::vector<PerfConfig>{{3, 2, 16, 16}, {3, 2, 16, 8}, {0, 2, 16, 8}}));
+  plan = dw->MakePlan(p, dw->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const auto& f_options = plan->sources(0).options();
+  EXPECT_NE(std::find(f_options.begin(), f_options.end(), "-DCT_MINB=3"),
+            f_options.end());
   p.direction = Direction::kBackwardData;
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{3, 4, 16, 16}));
+  for (const PerfConfig& c : dw->ConfigSpace(p)) {
+    if (c.size() == 4 && c[0] != 0) {
+      p.direction = Direction::kBackwardWeights;
+      EXPECT_FALSE(dw->ValidateConfig(p, c).ok()) << PerfConfigString(c);
+      p.direction = Direction::kBackwardData;
+    }
+  }
+  p.type = DataType::kFp32;
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 16, 8}));
+  p.type = DataType::kFp16;
   p.direction = Direction::kForward, p.stride = {1, 1, 1};
   // Odd channels take 2-byte vectors; NCHW and a multiplier have none.
   p.c = p.k = p.groups = 13;

@@ -143,18 +143,15 @@ void AddIm2colStep(const ConvProblem& p, int64_t n0, int64_t nb,
   // NCHW: a thread per output position, image and group walks a block of
   // the group's channels; the blocks split the channels finely enough to
   // give about kIm2colThreads threads.
-  const int64_t positions = nb * p.groups * p.out_spatial();
-  const int64_t channel_blocks =
-      p.layout == Layout::kNHWC
-          ? 1
-          : std::clamp<int64_t>(CeilDiv(kIm2colThreads, positions), 1,
-                                p.c_per_group());
-  v1::KernelStep* step =
-      AddLoweringStep(p, "conv_im2col",
-                      p.layout == Layout::kNHWC
-                          ? nb * p.c * p.filter_spatial() * p.out_spatial()
-                          : channel_blocks * positions,
-                      plan);
+  int64_t channel_blocks = 1;
+  int64_t threads = nb * p.c * p.filter_spatial() * p.out_spatial();
+  if (p.layout != Layout::kNHWC) {
+    const int64_t positions = nb * p.groups * p.out_spatial();
+    channel_blocks = std::clamp<int64_t>(CeilDiv(kIm2colThreads, positions), 1,
+                                         p.c_per_group());
+    threads = channel_blocks * positions;
+  }
+  v1::KernelStep* step = AddLoweringStep(p, "conv_im2col", threads, plan);
   AddBuffer(step, v1::BUFFER_X);
   AddBuffer(step, v1::BUFFER_WORKSPACE);
   AppendProblemScalars(p, step);

@@ -303,33 +303,27 @@ bool Fits(const ConvProblem& p, const PerfConfig& c) {
 // 1.3x faster than without the cap, whose compiler's choice of registers
 // leaves 2), strided B at 4 with 3 or 4 blocks (up to 1.6x), and every
 // direction gains up to 1.2x from 16-vector blocks where the channels come
-// in few vectors. fp32 keeps its earlier defaults first.
+// in few vectors. Strided fp32 keeps its earlier default, the uncapped
+// config of 8 vectors, first.
 std::vector<PerfConfig> VecCandidates(const ConvProblem& p,
                                       const std::vector<PerfConfig>& space) {
-  const bool strided = p.stride[2] > 1, fp32 = p.type == DataType::kFp32;
+  const bool strided = p.stride[2] > 1;
   std::vector<std::array<int64_t, 4>> order;
-  switch (p.direction) {
-    case Direction::kForward:
-      if (strided && fp32) {
-        order = {{0, 2, 16, 8}, {3, 2, 16, 16}, {3, 2, 16, 8}};
-      } else if (strided) {
-        order = {{3, 2, 16, 16}, {3, 2, 16, 8}, {0, 2, 16, 8}};
-      } else {
-        order = {{0, 4, 16, 8}, {0, 4, 16, 16}, {3, 4, 16, 8}};
-      }
-      break;
-    case Direction::kBackwardData:
-      if (strided && fp32) {
-        order = {{0, 4, 16, 8}, {3, 4, 16, 16}, {4, 4, 16, 16}};
-      } else if (strided) {
-        order = {{3, 4, 16, 16}, {4, 4, 16, 16}, {3, 4, 16, 8}};
-      } else {
-        order = {{0, 4, 16, 8}, {0, 4, 16, 16}, {3, 4, 16, 8}};
-      }
-      break;
-    case Direction::kBackwardWeights:
-      order = {{0, strided ? 2 : 4, 16, 8}, {0, strided ? 2 : 4, 16, 16}};
-      break;
+  if (p.direction == Direction::kBackwardWeights) {
+    const int64_t v = strided ? 2 : 4;
+    order = {{0, v, 16, 8}, {0, v, 16, 16}};
+  } else if (!strided) {
+    order = {{0, 4, 16, 8}, {0, 4, 16, 16}, {3, 4, 16, 8}};
+  } else if (p.direction == Direction::kForward) {
+    order = {{3, 2, 16, 16}, {3, 2, 16, 8}, {0, 2, 16, 8}};
+  } else {
+    order = {{3, 4, 16, 16}, {4, 4, 16, 16}, {3, 4, 16, 8}};
+  }
+  if (strided && p.direction != Direction::kBackwardWeights &&
+      p.type == DataType::kFp32) {
+    order.pop_back();
+    order.insert(order.begin(),
+                 {0, p.direction == Direction::kForward ? 2 : 4, 16, 8});
   }
   std::vector<PerfConfig> out;
   for (const auto& o : order) {
@@ -410,11 +404,8 @@ class GpuDepthwise final : public GpuSolver {
   // space; the row kernels where they apply.
   PerfConfig DefaultConfig(const ConvProblem& p) const override {
     const std::vector<PerfConfig> space = ConfigSpace(p);
-    if (!space.empty() && IsVec(space.front())) {
-      const std::vector<PerfConfig> candidates = VecCandidates(p, space);
-      return candidates.empty() ? space.front() : candidates.front();
-    }
-    if (!space.empty() && IsRows(space.front())) return space.front();
+    if (!space.empty() && (IsVec(space.front()) || IsRows(space.front())))
+      return FindConfigsIn(p, space).front();
     const std::array<int64_t, 3> sp = DstSpatial(p);
     const int64_t channels = DstChannels(p);
     const bool wrw = p.direction == Direction::kBackwardWeights;
@@ -444,9 +435,7 @@ class GpuDepthwise final : public GpuSolver {
   std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const override {
     const std::vector<PerfConfig> space = ConfigSpace(p);
     if (space.empty() || !IsVec(space.front())) return {DefaultConfig(p)};
-    std::vector<PerfConfig> candidates = VecCandidates(p, space);
-    if (candidates.empty()) candidates.push_back(space.front());
-    return candidates;
+    return FindConfigsIn(p, space);
   }
 
   absl::Status ValidateConfig(const ConvProblem& p,
@@ -501,6 +490,16 @@ class GpuDepthwise final : public GpuSolver {
   }
 
  private:
+  // Where `space` starts with a vector or row config: the configs a find
+  // times, the default first (the vector candidates, else that config).
+  static std::vector<PerfConfig> FindConfigsIn(
+      const ConvProblem& p, const std::vector<PerfConfig>& space) {
+    std::vector<PerfConfig> configs;
+    if (IsVec(space.front())) configs = VecCandidates(p, space);
+    if (configs.empty()) configs.push_back(space.front());
+    return configs;
+  }
+
   // The most chunks of backward weights any config of `p` takes.
   int64_t MostChunks(const ConvProblem& p) const {
     int64_t chunks = 1;

@@ -865,24 +865,27 @@ CT_KERNEL void __launch_bounds__(256, CT_MINB)
         if (sr < 0 || sr >= ih) continue;
         const ct_t* xr = xp + sr * iw * c;
         const int base = x0 * CT_RSW - pwd;
-        float win[CT_DWV_WIN][CT_DV];
+        // The window streams through one column at a time: column q feeds
+        // tap fw of position j where q = j * CT_RSW + fw * CT_RDW.
 #pragma unroll
         for (int q = 0; q < CT_DWV_WIN; ++q) {
           const int col = base + q;
+          float v[CT_DV];
           if (col >= 0 && col < iw) {
-            ct_dwv_load(win[q], xr + col * c, vec);
+            ct_dwv_load(v, xr + col * c, vec);
           } else {
 #pragma unroll
-            for (int i = 0; i < CT_DV; ++i) win[q][i] = 0.0f;
+            for (int i = 0; i < CT_DV; ++i) v[i] = 0.0f;
           }
-        }
 #pragma unroll
-        for (int fw = 0; fw < CT_RFW; ++fw)
-#pragma unroll
-          for (int j = 0; j < CT_RV; ++j)
+          for (int fw = 0; fw < CT_RFW; ++fw) {
+            const int off = q - fw * CT_RDW;
+            if (off < 0 || off % CT_RSW != 0 || off / CT_RSW >= CT_RV) continue;
 #pragma unroll
             for (int i = 0; i < CT_DV; ++i)
-              acc[fh][fw][i] += g[j][i] * win[j * CT_RSW + fw * CT_RDW][i];
+              acc[fh][fw][i] += g[off / CT_RSW][i] * v[i];
+          }
+        }
       }
     }
   }

@@ -75,23 +75,28 @@ bool VecApply(const ConvProblem& p) {
 bool IsVec(const PerfConfig& c) { return c.size() == 4; }
 
 // {M, V, B, CB} preferred first: V positions, B bytes of channels a thread,
-// at most CB vectors a block across; M (F and B only) the blocks a
-// multiprocessor should hold at once, which caps a thread's registers (0:
-// the compiler's choice).
+// at most CB vectors a block across; M the blocks a multiprocessor should
+// hold at once, which caps a thread's registers (0: the compiler's choice)
+// and, for W, sets how many blocks its chunks make (M per multiprocessor).
 constexpr std::array<int64_t, 4> kVecConfigs[] = {
-    {0, 4, 16, 8},  {0, 2, 16, 8},  {0, 8, 16, 8}, {0, 4, 16, 16},
-    {0, 4, 8, 16},  {0, 2, 8, 16},  {0, 4, 4, 32}, {0, 2, 4, 32},
-    {0, 4, 2, 32},  {0, 2, 16, 16}, {0, 1, 16, 8}, {0, 1, 16, 16},
-    {3, 4, 16, 8},  {3, 4, 16, 16}, {3, 2, 16, 8}, {3, 2, 16, 16},
-    {4, 2, 16, 16}, {4, 4, 16, 16}, {4, 1, 16, 16}};
+    {0, 4, 16, 8},  {0, 2, 16, 8},  {0, 8, 16, 8},  {0, 4, 16, 16},
+    {0, 4, 8, 16},  {0, 2, 8, 16},  {0, 4, 4, 32},  {0, 2, 4, 32},
+    {0, 4, 2, 32},  {0, 2, 16, 16}, {0, 1, 16, 8},  {0, 1, 16, 16},
+    {3, 4, 16, 8},  {3, 4, 16, 16}, {3, 2, 16, 8},  {3, 2, 16, 16},
+    {4, 2, 16, 16}, {4, 4, 16, 16}, {4, 1, 16, 16}, {2, 2, 16, 16},
+    {2, 4, 8, 16},  {3, 4, 8, 16},  {2, 2, 8, 16},  {4, 2, 8, 16}};
 // fp32 values a vector kernel's thread keeps in registers, at most: F and B
-// the window of one filter row and the sums, W also a sum per tap.
+// the window of one filter row and the sums, W also a sum per tap. A W
+// config that caps its registers at M blocks a multiprocessor keeps its
+// sums per tap, its V positions of dy and one column of x within
+// kVecWrwMaxValues / M.
 constexpr int64_t kVecMaxValues = 176;
 constexpr int64_t kVecWrwMaxSums = 100;
 constexpr int64_t kVecWrwMaxValues = 200;
 // A vector W's blocks (chunks of rows times channel blocks): about one a
 // multiprocessor (132 on an H200; a block's threads keep up to 200 values
-// in registers, so one block fills a multiprocessor's registers), as long
+// in registers, so one block fills a multiprocessor's registers), M of
+// them for a config capped at M blocks a multiprocessor, as long
 // as each lane still gets kVecWrwMinItems of V outputs a chunk. Each block
 // ends adding its lanes up, so more blocks than that cost more than they
 // hide: on the H200's Shufflenet layers 500 blocks were 1.1-1.3x slower
@@ -117,8 +122,8 @@ bool VecFits(const ConvProblem& p, const PerfConfig& c) {
   const int64_t values = (VecWindow(p, c[1]) + c[1]) * dv;
   if (p.direction != Direction::kBackwardWeights)
     return values <= kVecMaxValues;
-  if (c[0] != 0) return false;  // W's sums per tap need every register
   const int64_t sums = p.filter[1] * p.filter[2] * dv;
+  if (c[0] > 0) return (sums + (c[1] + 1) * dv) * c[0] <= kVecWrwMaxValues;
   return sums <= kVecWrwMaxSums && sums + values <= kVecWrwMaxValues;
 }
 
@@ -147,7 +152,8 @@ int64_t VecWrwChunks(const ConvProblem& p, const PerfConfig& c) {
   const int64_t rows = p.n * p.out(0) * p.out(1);
   const int64_t items = rows * CeilDiv(p.out(2), c[1]);
   return std::clamp<int64_t>(
-      std::min({CeilDiv(kVecWrwTargetBlocks, split.blocks),
+      std::min({CeilDiv(kVecWrwTargetBlocks * std::max<int64_t>(1, c[0]),
+                        split.blocks),
                 items / (lanes * kVecWrwMinItems), rows}),
       1, kMaxChunks);
 }

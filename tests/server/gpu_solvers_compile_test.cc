@@ -764,7 +764,7 @@ TEST(GpuSolvers, DepthwiseChannelsLastHasVectorKernels) {
   EXPECT_EQ(dw->FindConfigs(p),
             (std::vector<PerfConfig>{{0, 4, 16, 8}, {0, 4, 16, 16}}));
   // Strided along w, F and W take 2 outputs a thread, B keeps 4; F and B
-  // cap their registers for 3 blocks a multiprocessor, W needs them all.
+  // cap their registers for 3 blocks a multiprocessor by default.
   p.stride = {1, 2, 2};
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 2, 16, 8}));
   p.direction = Direction::kForward;
@@ -779,13 +779,38 @@ TEST(GpuSolvers, DepthwiseChannelsLastHasVectorKernels) {
             f_options.end());
   p.direction = Direction::kBackwardData;
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{3, 4, 16, 16}));
-  for (const PerfConfig& c : dw->ConfigSpace(p)) {
-    if (c.size() == 4 && c[0] != 0) {
-      p.direction = Direction::kBackwardWeights;
-      EXPECT_FALSE(dw->ValidateConfig(p, c).ok()) << PerfConfigString(c);
-      p.direction = Direction::kBackwardData;
-    }
+  // W caps its registers at M blocks a multiprocessor only where its 9 sums
+  // a channel, V positions of dy and a column of x fit (200 values / M):
+  // 4 channels a thread at 2 or 3 blocks, 8 channels at 2 positions and 2
+  // blocks, never 8 channels at 3 blocks.
+  p.direction = Direction::kBackwardWeights;
+  for (const PerfConfig& c : {PerfConfig{2, 4, 8, 16}, PerfConfig{3, 4, 8, 16},
+                              PerfConfig{2, 2, 16, 16}}) {
+    EXPECT_TRUE(dw->ValidateConfig(p, c).ok()) << PerfConfigString(c);
   }
+  for (const PerfConfig& c : {PerfConfig{3, 4, 16, 8}, PerfConfig{3, 2, 16, 16},
+                              PerfConfig{4, 4, 16, 16}}) {
+    EXPECT_FALSE(dw->ValidateConfig(p, c).ok()) << PerfConfigString(c);
+  }
+  // Its chunks make about M blocks a multiprocessor on a layer with rows
+  // enough: ShuffleNet's c176 28x28 at batch 128, 2 channel blocks.
+  {
+    ConvProblem big = p;
+    big.n = 128, big.c = big.k = big.groups = 176, big.stride = {1, 1, 1};
+    big.in = {1, 28, 28};
+    const auto blocks = [&](const PerfConfig& c) {
+      absl::StatusOr<v1::ExecutionPlan> bp = dw->MakePlan(big, c);
+      EXPECT_TRUE(bp.ok()) << bp.status();
+      return bp.ok() ? bp->steps(0).grid(0) * bp->steps(0).grid(1) : 0u;
+    };
+    EXPECT_EQ(blocks({0, 4, 16, 16}), 132u);
+    EXPECT_EQ(blocks({3, 4, 8, 16}), 396u);
+    absl::StatusOr<v1::ExecutionPlan> bp = dw->MakePlan(big, {3, 4, 8, 16});
+    ASSERT_TRUE(bp.ok()) << bp.status();
+    EXPECT_EQ(bp->steps(1).scalars(1), 132);  // the reduce's slices
+    EXPECT_GE(dw->WorkspaceBytes(big), 132 * big.w_elements() * 4);
+  }
+  p.direction = Direction::kBackwardData;
   p.type = DataType::kFp32;
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 16, 8}));
   p.type = DataType::kFp16;

@@ -708,16 +708,21 @@ CT_KERNEL void __launch_bounds__(256, CT_MINB)
   const int cb0 = static_cast<int>(blockIdx.y) * cvb * CT_DV;
   const int ch0 = cb0 + cvl * CT_DV;
   // The block's taps, [tap][channel of the block], fp32; B flips the filter.
+  // A thread stages one channel's taps (bch <= 256 threads).
   float* wsm = ct_dw_smem;
   const int taps = CT_RFH * CT_RFW, bch = cvb * CT_DV;
-  for (int e = tid; e < taps * bch; e += static_cast<int>(blockDim.x)) {
-    const int tap = e / bch, ch = cb0 + e % bch;
+  for (int ch = tid; ch < bch; ch += static_cast<int>(blockDim.x)) {
+    const ct_t* ptaps = pw + (cb0 + ch) * taps;
+    const bool live = cb0 + ch < c;
+#pragma unroll
+    for (int tap = 0; tap < taps; ++tap) {
 #if CT_DIR == 1
-    const int t = tap;
+      const int t = tap;
 #else
-    const int t = taps - 1 - tap;
+      const int t = taps - 1 - tap;
 #endif
-    wsm[e] = ch < c ? ct_to_float(pw[ch * taps + t]) : 0.0f;
+      wsm[tap * bch + ch] = live ? ct_to_float(ptaps[t]) : 0.0f;
+    }
   }
   __syncthreads();
   const int owbs = (dst_w + CT_RV - 1) / CT_RV;

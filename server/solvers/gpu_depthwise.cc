@@ -318,6 +318,12 @@ std::vector<PerfConfig> VecCandidates(const ConvProblem& p,
   if (p.direction == Direction::kBackwardWeights) {
     const int64_t v = strided ? 2 : 4;
     order = {{0, v, 16, 8}, {0, v, 16, 16}};
+    // Capped at 2 to 4 blocks a multiprocessor (with as many more chunks).
+    if (strided) {
+      order.push_back({2, 2, 16, 16}), order.push_back({4, 2, 8, 16});
+    } else {
+      order.push_back({2, 4, 8, 16}), order.push_back({3, 4, 8, 16});
+    }
   } else if (!strided) {
     order = {{0, 4, 16, 8}, {0, 4, 16, 16}, {3, 4, 16, 8}};
   } else if (p.direction == Direction::kForward) {

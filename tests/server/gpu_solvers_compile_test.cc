@@ -760,9 +760,11 @@ TEST(GpuSolvers, DepthwiseChannelsLastHasVectorKernels) {
   EXPECT_NE(std::find(options.begin(), options.end(), "-DCT_WT=5"),
             options.end());
   EXPECT_GE(dw->WorkspaceBytes(p), 4 * p.w_elements() * 4);
-  // A find times 16-vector blocks too.
+  // A find times 16-vector blocks too, and blocks capped at 2 and 3 a
+  // multiprocessor.
   EXPECT_EQ(dw->FindConfigs(p),
-            (std::vector<PerfConfig>{{0, 4, 16, 8}, {0, 4, 16, 16}}));
+            (std::vector<PerfConfig>{
+                {0, 4, 16, 8}, {0, 4, 16, 16}, {2, 4, 8, 16}, {3, 4, 8, 16}}));
   // Strided along w, F and W take 2 outputs a thread, B keeps 4; F and B
   // cap their registers for 3 blocks a multiprocessor by default.
   p.stride = {1, 2, 2};

@@ -21,8 +21,10 @@
 //         writes fp32 partials to workspace + c * |dw|, which
 //         conv_depthwise_reduce adds up into dw.
 // One channel per group (C = K = G), NCHW, 2-D, has row kernels that stage
-// nothing: taps are read through the L1 cache, the filter size is compiled
-// in (CT_RFH x CT_RFW) and every loop over taps unrolled.
+// nothing: taps are read through the L1 cache, the filter size, the strides,
+// the dilation and padding along w are compiled in and every loop over taps
+// unrolled, so that a thread reads each filter row's source columns as one
+// window, in whole vectors of CT_RVL elements where rows allow.
 //   F, B  conv_depthwise_rows: a thread computes CT_RV consecutive outputs of
 //         one destination row; a block is rows of 2^lane_shift threads, so a
 //         block covers several rows (of one or more planes) when rows are
@@ -37,9 +39,13 @@
 //
 // Options: CT_TYPE (1 fp32, 2 fp16, 3 bf16), CT_DIR (1 F, 2 B, 3 W), CT_NHWC,
 // CT_TH CT_TW CT_KB (the tile), CT_THREADS (F and B), CT_WS_OUT (W); the row
-// kernels CT_RFH CT_RFW (filter) and CT_RV (outputs or positions per lane).
-// Scalars: the problem (plan_args order); W then the number of chunks; the
-// row kernels then lane_shift. Sizes are never compiled in.
+// kernels CT_RFH CT_RFW (filter), CT_RV (outputs or positions per lane),
+// CT_RSH CT_RSW CT_RDW CT_RPW (stride, dilation along w, padding along w),
+// CT_RVL (elements a window load takes: rows of the source are whole
+// vectors) and CT_RVS (rows of the destination, W's dy, are whole runs of
+// CT_RV elements, each one access). Scalars: the problem (plan_args order); W
+// then the number of chunks; the row kernels then lane_shift. Sizes are never
+// compiled in.
 
 #ifndef CT_TH
 #define CT_TH 16
@@ -65,6 +71,24 @@
 #endif
 #ifndef CT_RV
 #define CT_RV 4
+#endif
+#ifndef CT_RSH
+#define CT_RSH 1
+#endif
+#ifndef CT_RSW
+#define CT_RSW 1
+#endif
+#ifndef CT_RDW
+#define CT_RDW 1
+#endif
+#ifndef CT_RPW
+#define CT_RPW 0
+#endif
+#ifndef CT_RVL
+#define CT_RVL 1
+#endif
+#ifndef CT_RVS
+#define CT_RVS 0
 #endif
 
 // Taps one 32-lane group of the W kernel sums per pass, at most.
@@ -298,17 +322,97 @@ CT_DEVICE int ct_rows_row(int shift) {
   return static_cast<int>(threadIdx.x) >> shift;
 }
 
+// floor(a / b) for b > 0, in constant expressions.
+#define CT_FLOOR_DIV(a, b) (((a) >= 0 ? (a) : (a) - (b) + 1) / (b))
+
+// A thread's window of source columns along one filter row, relative to its
+// base column sb: F and W read sb + j * CT_RSW - CT_RPW + fw * CT_RDW for
+// output (W: position) x0 + j, with sb = x0 * CT_RSW; B reads dy column
+// sb + t / CT_RSW where t = j + CT_RPW - fw * CT_RDW is a multiple of
+// CT_RSW, with sb = x0 / CT_RSW (the solver keeps CT_RV a multiple of the
+// stride). [CT_ROLO, CT_ROHI] bounds the offsets; the window covers it in
+// whole vectors of CT_RVL elements, from CT_RALO, CT_RWIN long.
+#if CT_DIR == 2
+#define CT_ROLO CT_FLOOR_DIV(CT_RPW - (CT_RFW - 1) * CT_RDW, CT_RSW)
+#define CT_ROHI CT_FLOOR_DIV(CT_RV - 1 + CT_RPW, CT_RSW)
+#else
+#define CT_ROLO (-CT_RPW)
+#define CT_ROHI ((CT_RV - 1) * CT_RSW - CT_RPW + (CT_RFW - 1) * CT_RDW)
+#endif
+#define CT_RALO (CT_FLOOR_DIV(CT_ROLO, CT_RVL) * CT_RVL)
+#define CT_RWIN (CT_FLOOR_DIV(CT_ROHI, CT_RVL) * CT_RVL + CT_RVL - CT_RALO)
+
+template <int kElems>
+struct alignas(kElems * sizeof(ct_t)) CtRowVec {
+  ct_t e[kElems];
+};
+
+template <int kElems>
+CT_DEVICE bool ct_rows_aligned(const void* p) {
+  return reinterpret_cast<unsigned long long>(p) % sizeof(CtRowVec<kElems>) ==
+         0;
+}
+
+// win[i] = row[col0 + i] for i < CT_RWIN, zero outside [0, n). With vec
+// (col0 and n multiples of CT_RVL, row aligned to its vectors) a vector lies
+// wholly inside or outside the row and is one load.
+CT_DEVICE void ct_rows_window(float* win, const ct_t* row, int col0, int n,
+                              bool vec) {
+#if CT_RVL > 1
+  if (vec) {
+#pragma unroll
+    for (int v = 0; v < CT_RWIN / CT_RVL; ++v) {
+      const int col = col0 + v * CT_RVL;
+      CtRowVec<CT_RVL> e;
+      if (col >= 0 && col < n) {
+        e = *reinterpret_cast<const CtRowVec<CT_RVL>*>(row + col);
+      }
+#pragma unroll
+      for (int i = 0; i < CT_RVL; ++i) {
+        win[v * CT_RVL + i] = col >= 0 && col < n ? ct_to_float(e.e[i]) : 0.0f;
+      }
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int q = 0; q < CT_RWIN; ++q) {
+    const int col = col0 + q;
+    win[q] = col >= 0 && col < n ? ct_to_float(row[col]) : 0.0f;
+  }
+}
+
+// out[j] = row[x0 + j] for j < CT_RV, zero past n; one load where vec (the
+// row's CT_RV-element runs aligned, n a multiple of CT_RV).
+CT_DEVICE void ct_rows_run(float* out, const ct_t* row, int x0, int n,
+                           bool vec) {
+#if CT_RVS
+  if (vec) {
+    const CtRowVec<CT_RV> e =
+        *reinterpret_cast<const CtRowVec<CT_RV>*>(row + x0);
+#pragma unroll
+    for (int j = 0; j < CT_RV; ++j) out[j] = ct_to_float(e.e[j]);
+    return;
+  }
+#endif
+#pragma unroll
+  for (int j = 0; j < CT_RV; ++j)
+    out[j] = x0 + j < n ? ct_to_float(row[x0 + j]) : 0.0f;
+}
+
 #if CT_DIR != 3
 // F: y from x; B: dx from dy (a tap reaches dx where the stride divides).
-CT_KERNEL void conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py,
-                                   CT_PROBLEM_PARAMS, ct_i64 a_lane_shift) {
+// The stride (CT_RSH, CT_RSW), the dilation along w (CT_RDW) and the padding
+// along w (CT_RPW) are compiled in, so that every column offset is a
+// constant.
+CT_KERNEL void __launch_bounds__(256)
+    conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PARAMS,
+                        ct_i64 a_lane_shift) {
   const int c = static_cast<int>(a_c);
   const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
-  const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
-  const int sh = static_cast<int>(a_sh), sw = static_cast<int>(a_sw);
-  const int dh = static_cast<int>(a_dh), dw = static_cast<int>(a_dw);
-  const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / sh + 1;
-  const int ow = (iw + 2 * pwd - dw * (CT_RFW - 1) - 1) / sw + 1;
+  const int ph = static_cast<int>(a_ph), dh = static_cast<int>(a_dh);
+  const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / CT_RSH + 1;
+  const int ow = (iw + 2 * CT_RPW - CT_RDW * (CT_RFW - 1) - 1) / CT_RSW + 1;
 #if CT_DIR == 1
   const int src_h = ih, src_w = iw, dst_h = oh, dst_w = ow;
   const ct_t* src = px;
@@ -328,73 +432,60 @@ CT_KERNEL void conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py,
   const int plane = row / dst_h, r = row - plane * dst_h;
   const ct_t* sp = src + plane * (src_h * src_w);
   ct_t* dp = dst + plane * (dst_h * dst_w) + r * dst_w;
+  const bool vec_in = ct_rows_aligned<CT_RVL>(src);
+  const bool vec_out = ct_rows_aligned<CT_RV>(dst);
   float wk[CT_RFH][CT_RFW];
+  const ct_t* wp = pw + (plane % c) * (CT_RFH * CT_RFW);
 #pragma unroll
   for (int fh = 0; fh < CT_RFH; ++fh)
 #pragma unroll
     for (int fw = 0; fw < CT_RFW; ++fw) {
-      wk[fh][fw] = ct_to_float(pw[((plane % c) * CT_RFH + fh) * CT_RFW + fw]);
+      wk[fh][fw] = ct_to_float(wp[fh * CT_RFW + fw]);
     }
-  const bool unit = sh == 1 && sw == 1;
   for (int x0 = ct_rows_lane(shift) * CT_RV; x0 < dst_w; x0 += lanes * CT_RV) {
+#if CT_DIR == 1
+    const int sb = x0 * CT_RSW;
+#else
+    const int sb = x0 / CT_RSW;
+#endif
     float acc[CT_RV];
 #pragma unroll
     for (int j = 0; j < CT_RV; ++j) acc[j] = 0.0f;
 #pragma unroll
     for (int fh = 0; fh < CT_RFH; ++fh) {
 #if CT_DIR == 1
-      const int sr = r * sh - ph + fh * dh;
+      const int sr = r * CT_RSH - ph + fh * dh;
       if (sr < 0 || sr >= src_h) continue;
 #else
       const int t = r + ph - fh * dh;
-      if (t < 0 || (!unit && t % sh != 0)) continue;
-      const int sr = unit ? t : t / sh;
+      if (t < 0 || t % CT_RSH != 0) continue;
+      const int sr = t / CT_RSH;
       if (sr >= src_h) continue;
 #endif
-      const ct_t* srow = sp + sr * src_w;
-      if (unit && dw == 1) {
-        // The CT_RV outputs read one window of the source row, loaded once:
-        // F output x at tap fw reads x - pw + fw, B reads x + pw - fw.
-#if CT_DIR == 1
-        const int base = x0 - pwd;
-#else
-        const int base = x0 + pwd - (CT_RFW - 1);
-#endif
-        float win[CT_RV + CT_RFW - 1];
+      float win[CT_RWIN];
+      ct_rows_window(win, sp + sr * src_w, sb + CT_RALO, src_w, vec_in);
 #pragma unroll
-        for (int q = 0; q < CT_RV + CT_RFW - 1; ++q) {
-          const int sc = base + q;
-          win[q] = sc >= 0 && sc < src_w ? ct_to_float(srow[sc]) : 0.0f;
-        }
-#pragma unroll
-        for (int fw = 0; fw < CT_RFW; ++fw)
-#pragma unroll
-          for (int j = 0; j < CT_RV; ++j) {
-#if CT_DIR == 1
-            acc[j] += win[j + fw] * wk[fh][fw];
-#else
-            acc[j] += win[j + CT_RFW - 1 - fw] * wk[fh][fw];
-#endif
-          }
-        continue;
-      }
-#pragma unroll
-      for (int fw = 0; fw < CT_RFW; ++fw) {
+      for (int fw = 0; fw < CT_RFW; ++fw)
 #pragma unroll
         for (int j = 0; j < CT_RV; ++j) {
-          const int x = x0 + j;
 #if CT_DIR == 1
-          const int sc = x * sw - pwd + fw * dw;
-          const bool ok = sc >= 0 && sc < src_w;
+          acc[j] +=
+              win[j * CT_RSW - CT_RPW + fw * CT_RDW - CT_RALO] * wk[fh][fw];
 #else
-          const int u = x + pwd - fw * dw;
-          const int sc = unit ? u : u / sw;
-          const bool ok = u >= 0 && (unit || u % sw == 0) && sc < src_w;
+          const int t = j + CT_RPW - fw * CT_RDW;
+          if (t % CT_RSW == 0) acc[j] += win[t / CT_RSW - CT_RALO] * wk[fh][fw];
 #endif
-          if (ok) acc[j] += ct_to_float(srow[sc]) * wk[fh][fw];
         }
-      }
     }
+#if CT_RVS
+    if (vec_out) {
+      CtRowVec<CT_RV> e;
+#pragma unroll
+      for (int j = 0; j < CT_RV; ++j) e.e[j] = ct_from_float<ct_t>(acc[j]);
+      *reinterpret_cast<CtRowVec<CT_RV>*>(dp + x0) = e;
+      continue;
+    }
+#endif
 #pragma unroll
     for (int j = 0; j < CT_RV; ++j) {
       if (x0 + j < dst_w) dp[x0 + j] = ct_from_float<ct_t>(acc[j]);
@@ -404,7 +495,9 @@ CT_KERNEL void conv_depthwise_rows(ct_t* px, const ct_t* pw, ct_t* py,
 #endif
 
 #if CT_DIR == 3
-// Blocks are (channel, chunk), the channel fastest; 256 threads.
+// Blocks are (channel, chunk), the channel fastest; 256 threads. A lane
+// takes CT_RV consecutive positions of a row (dy read as one vector where
+// CT_RVS) and, along each filter row, one window of x columns.
 CT_KERNEL void __launch_bounds__(256)
     conv_depthwise_rows_wrw(const ct_t* px, ct_t* pw, const ct_t* py,
 #if CT_WS_OUT
@@ -414,11 +507,9 @@ CT_KERNEL void __launch_bounds__(256)
                             ct_i64 a_lane_shift) {
   const int c = static_cast<int>(a_c), chunks = static_cast<int>(a_chunks);
   const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
-  const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
-  const int sh = static_cast<int>(a_sh), sw = static_cast<int>(a_sw);
-  const int dh = static_cast<int>(a_dh), dw = static_cast<int>(a_dw);
-  const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / sh + 1;
-  const int ow = (iw + 2 * pwd - dw * (CT_RFW - 1) - 1) / sw + 1;
+  const int ph = static_cast<int>(a_ph), dh = static_cast<int>(a_dh);
+  const int oh = (ih + 2 * ph - dh * (CT_RFH - 1) - 1) / CT_RSH + 1;
+  const int ow = (iw + 2 * CT_RPW - CT_RDW * (CT_RFW - 1) - 1) / CT_RSW + 1;
   const int ch = static_cast<int>(blockIdx.x) % c,
             chunk = static_cast<int>(blockIdx.x) / c;
   const int rows_total = static_cast<int>(a_n) * oh;
@@ -428,49 +519,34 @@ CT_KERNEL void __launch_bounds__(256)
   const int shift = static_cast<int>(a_lane_shift);
   const int lanes = 1 << shift,
             block_rows = static_cast<int>(blockDim.x) >> shift;
+  const bool vec_x = ct_rows_aligned<CT_RVL>(px);
+  const bool vec_dy = ct_rows_aligned<CT_RV>(py);
 
   float acc[CT_RFH][CT_RFW];
 #pragma unroll
   for (int fh = 0; fh < CT_RFH; ++fh)
 #pragma unroll
     for (int fw = 0; fw < CT_RFW; ++fw) acc[fh][fw] = 0.0f;
-  // A lane takes CT_RV consecutive positions of a row; at unit stride and
-  // dilation the x they read along a filter row is one window, loaded once.
-  const bool unit = sw == 1 && dw == 1;
   for (int row = r_begin + ct_rows_row(shift); row < r_end; row += block_rows) {
     const int n = row / oh, r = row - n * oh;
     const ct_t* dyr = py + ((n * c + ch) * oh + r) * ow;
     const ct_t* xp = px + (n * c + ch) * (ih * iw);
     for (int x0 = ct_rows_lane(shift) * CT_RV; x0 < ow; x0 += lanes * CT_RV) {
       float g[CT_RV];
-#pragma unroll
-      for (int j = 0; j < CT_RV; ++j)
-        g[j] = x0 + j < ow ? ct_to_float(dyr[x0 + j]) : 0.0f;
+      ct_rows_run(g, dyr, x0, ow, vec_dy);
 #pragma unroll
       for (int fh = 0; fh < CT_RFH; ++fh) {
-        const int sr = r * sh - ph + fh * dh;
+        const int sr = r * CT_RSH - ph + fh * dh;
         if (sr < 0 || sr >= ih) continue;
-        const ct_t* xr = xp + sr * iw;
-        if (unit) {
-          float win[CT_RV + CT_RFW - 1];
+        float win[CT_RWIN];
+        ct_rows_window(win, xp + sr * iw, x0 * CT_RSW + CT_RALO, iw, vec_x);
 #pragma unroll
-          for (int q = 0; q < CT_RV + CT_RFW - 1; ++q) {
-            const int sc = x0 - pwd + q;
-            win[q] = sc >= 0 && sc < iw ? ct_to_float(xr[sc]) : 0.0f;
+        for (int fw = 0; fw < CT_RFW; ++fw)
+#pragma unroll
+          for (int j = 0; j < CT_RV; ++j) {
+            acc[fh][fw] +=
+                g[j] * win[j * CT_RSW - CT_RPW + fw * CT_RDW - CT_RALO];
           }
-#pragma unroll
-          for (int fw = 0; fw < CT_RFW; ++fw)
-#pragma unroll
-            for (int j = 0; j < CT_RV; ++j) acc[fh][fw] += g[j] * win[j + fw];
-        } else {
-#pragma unroll
-          for (int fw = 0; fw < CT_RFW; ++fw)
-#pragma unroll
-            for (int j = 0; j < CT_RV; ++j) {
-              const int sc = (x0 + j) * sw - pwd + fw * dw;
-              if (sc >= 0 && sc < iw) acc[fh][fw] += g[j] * ct_to_float(xr[sc]);
-            }
-        }
       }
     }
   }
@@ -629,12 +705,6 @@ CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count,
 // element by element (the same arithmetic).
 #ifndef CT_DV
 #define CT_DV 8
-#endif
-#ifndef CT_RSW
-#define CT_RSW 1
-#endif
-#ifndef CT_RDW
-#define CT_RDW 1
 #endif
 #ifndef CT_WT
 #define CT_WT 1

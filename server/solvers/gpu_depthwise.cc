@@ -56,6 +56,10 @@ constexpr std::array<int64_t, 3> kNhwcTiles[] = {
 constexpr int64_t kMaxRowsFilter = 7;
 constexpr int64_t kRowsThreads = 256;
 constexpr int64_t kRowsMaxLanes = 32;
+// Source columns a row kernel's thread keeps for one filter row, at most.
+constexpr int64_t kRowsMaxWindow = 40;
+// Row configs {0, V, 1}, the default first.
+constexpr int64_t kRowsPerLane[] = {4, 8, 2};
 
 // One channel per group, NCHW, 2-D, a filter of at most 7x7: the row kernels.
 bool RowsApply(const ConvProblem& p) {
@@ -64,6 +68,53 @@ bool RowsApply(const ConvProblem& p) {
          p.filter[2] <= kMaxRowsFilter;
 }
 bool IsRows(const PerfConfig& c) { return c.size() == 3 && c[0] == 0; }
+
+// floor(a / b) for b > 0.
+int64_t FloorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((b - 1 - a) / b);
+}
+
+// Source elements one load of a row kernel's window takes: the widest
+// vector of at most 16 bytes that the source rows (x, or dy for B) and the
+// threads' base columns are whole multiples of; 1 where none is.
+int64_t RowsVectorElems(const ConvProblem& p, int64_t v) {
+  const bool bwd = p.direction == Direction::kBackwardData;
+  const int64_t width = bwd ? p.out(2) : p.in[2];
+  // A thread's base column advances by this much from one to the next.
+  const int64_t step = bwd ? v / p.stride[2] : v * p.stride[2];
+  for (int64_t e = 16 / ElementBytes(p.type); e > 1; e /= 2) {
+    if (width % e == 0 && step % e == 0) return e;
+  }
+  return 1;
+}
+
+// The window of CT_RWIN in conv_depthwise.cu: the source columns a thread
+// of V outputs reads along one filter row, in whole vectors of `elems`.
+int64_t RowsWindow(const ConvProblem& p, int64_t v, int64_t elems) {
+  const int64_t s = p.stride[2], d = p.dilation[2], pad = p.pad[2];
+  const int64_t reach = (p.filter[2] - 1) * d;
+  const bool bwd = p.direction == Direction::kBackwardData;
+  const int64_t lo = bwd ? FloorDiv(pad - reach, s) : -pad;
+  const int64_t hi = bwd ? FloorDiv(v - 1 + pad, s) : (v - 1) * s - pad + reach;
+  return (FloorDiv(hi, elems) + 1 - FloorDiv(lo, elems)) * elems;
+}
+
+// Whether a thread's V outputs (W: its V positions of dy) are one aligned
+// access: the rows are whole runs of V, at most 16 bytes.
+bool RowsRunIsVector(const ConvProblem& p, int64_t v) {
+  const int64_t width =
+      p.direction == Direction::kBackwardData ? p.in[2] : p.out(2);
+  const int64_t bytes = v * ElementBytes(p.type);
+  return width % v == 0 && bytes >= 4 && bytes <= 16;
+}
+
+// Row config {0, V, 1}: B's gather needs V to be a multiple of the stride,
+// and the window must stay in registers.
+bool RowsFit(const ConvProblem& p, int64_t v) {
+  if (p.direction == Direction::kBackwardData && v % p.stride[2] != 0)
+    return false;
+  return RowsWindow(p, v, RowsVectorElems(p, v)) <= kRowsMaxWindow;
+}
 
 // One channel per group, NHWC, 2-D, a filter of at most 7x7: the vector
 // kernels.
@@ -387,8 +438,8 @@ class GpuDepthwise final : public GpuSolver {
   }
 
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
-    // The row kernels first and last: V = 4 (the default) and V = 2.
-    // The vector kernels, where they apply, come first.
+    // The vector kernels where they apply, else the row kernels where they
+    // apply, come first; then the tiles.
     std::vector<PerfConfig> space;
     if (VecApply(p)) {
       for (const auto& v : kVecConfigs) {
@@ -396,16 +447,17 @@ class GpuDepthwise final : public GpuSolver {
         if (Fits(p, c)) space.push_back(std::move(c));
       }
     }
-    const bool rows = RowsApply(p),
-               wrw = p.direction == Direction::kBackwardWeights;
-    if (rows) space.push_back({0, 4, 1});
+    if (RowsApply(p)) {
+      for (const int64_t v : kRowsPerLane) {
+        if (RowsFit(p, v)) space.push_back({0, v, 1});
+      }
+    }
     const bool nhwc = p.layout == Layout::kNHWC;
     for (const auto& t : nhwc ? absl::MakeConstSpan(kNhwcTiles)
                               : absl::MakeConstSpan(kNchwTiles)) {
       PerfConfig c(t.begin(), t.end());
       if (Fits(p, c)) space.push_back(std::move(c));
     }
-    if (rows && !wrw) space.push_back({0, 2, 1});
     return space;
   }
 
@@ -442,11 +494,13 @@ class GpuDepthwise final : public GpuSolver {
     return best.empty() ? PerfConfig{16, 16, 1} : best;
   }
 
-  // A find times every vector candidate: the best of them moves from layer
-  // to layer by up to 1.5x, and each takes tens of microseconds.
+  // A find times every vector candidate, or every row config: the best of
+  // them moves from layer to layer by up to 1.5x, and each takes tens of
+  // microseconds.
   std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const override {
     const std::vector<PerfConfig> space = ConfigSpace(p);
-    if (space.empty() || !IsVec(space.front())) return {DefaultConfig(p)};
+    if (space.empty() || !(IsVec(space.front()) || IsRows(space.front())))
+      return {DefaultConfig(p)};
     return FindConfigsIn(p, space);
   }
 
@@ -503,11 +557,16 @@ class GpuDepthwise final : public GpuSolver {
 
  private:
   // Where `space` starts with a vector or row config: the configs a find
-  // times, the default first (the vector candidates, else that config).
+  // times, the default first (the vector candidates, or every row config).
   static std::vector<PerfConfig> FindConfigsIn(
       const ConvProblem& p, const std::vector<PerfConfig>& space) {
     std::vector<PerfConfig> configs;
     if (IsVec(space.front())) configs = VecCandidates(p, space);
+    if (IsRows(space.front())) {
+      for (const PerfConfig& c : space) {
+        if (IsRows(c)) configs.push_back(c);
+      }
+    }
     if (configs.empty()) configs.push_back(space.front());
     return configs;
   }
@@ -540,10 +599,16 @@ class GpuDepthwise final : public GpuSolver {
     options.push_back(absl::StrCat("-DCT_RFH=", p.filter[1]));
     options.push_back(absl::StrCat("-DCT_RFW=", p.filter[2]));
     options.push_back(absl::StrCat("-DCT_RV=", config[1]));
-    if (vec) {
+    options.push_back(absl::StrCat("-DCT_RSW=", p.stride[2]));
+    options.push_back(absl::StrCat("-DCT_RDW=", p.dilation[2]));
+    if (!vec) {
+      options.push_back(absl::StrCat("-DCT_RSH=", p.stride[1]));
+      options.push_back(absl::StrCat("-DCT_RPW=", p.pad[2]));
+      options.push_back(
+          absl::StrCat("-DCT_RVL=", RowsVectorElems(p, config[1])));
+      if (RowsRunIsVector(p, config[1])) options.push_back("-DCT_RVS=1");
+    } else {
       options.push_back(absl::StrCat("-DCT_DV=", VecChannels(p, config)));
-      options.push_back(absl::StrCat("-DCT_RSW=", p.stride[2]));
-      options.push_back(absl::StrCat("-DCT_RDW=", p.dilation[2]));
       if (config[0] > 0) {
         options.push_back(absl::StrCat("-DCT_MINB=", config[0]));
       }

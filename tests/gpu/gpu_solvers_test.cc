@@ -158,6 +158,10 @@ std::vector<Case> Cases() {
                      Small(2, 40, {1, 13, 11}, 40, 5, 2, 40, l)});
     cases.push_back({"depthwise 3x3 odd channels" + suffix,
                      Small(2, 13, {1, 9, 12}, 13, 3, 1, 13, l)});
+    // Depthwise 3x3 stride 2 on rows of 16: NCHW's row kernels read x, and
+    // B's 8-wide dy rows, in whole vectors and write whole runs.
+    cases.push_back({"depthwise 3x3 stride 2 rows of 16" + suffix,
+                     Small(2, 24, {1, 12, 16}, 24, 3, 2, 24, l)});
     // Grouped 1x1 stride 1 (BLAS 1x1), 2-D and 3-D.
     cases.push_back(
         {"grouped 1x1" + suffix, Small(2, 12, {1, 7, 9}, 18, 1, 1, 3, l)});

@@ -724,6 +724,73 @@ TEST(GpuSolvers, DirectTiledNamesAPatchTooLargeForSharedMemory) {
   EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st;
 }
 
+// Depthwise NCHW: the row kernels come first, a find times every one, and
+// each compiles in the stride, padding and the vectors its rows allow.
+TEST(GpuSolvers, DepthwiseRowsReadWholeVectors) {
+  const Solver* dw = SolverRegistry::Default().Find(kGpuDepthwiseId);
+  ConvProblem p =
+      Conv(2, 2, 88, {1, 28, 28}, 88, {1, 3, 3}, {0, 1, 1}, 1, 1, 88);
+  p.type = DataType::kFp16;
+  ASSERT_EQ(dw->IsApplicable(p), absl::OkStatus());
+  EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 1}));
+  EXPECT_EQ(dw->FindConfigs(p),
+            (std::vector<PerfConfig>{{0, 4, 1}, {0, 8, 1}, {0, 2, 1}}));
+  const auto options = [&](const PerfConfig& c) {
+    absl::StatusOr<v1::ExecutionPlan> plan = dw->MakePlan(p, c);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    std::vector<std::string> out;
+    if (plan.ok()) {
+      EXPECT_EQ(Kernels(*plan).front(),
+                p.direction == Direction::kBackwardWeights
+                    ? "conv_depthwise_rows_wrw"
+                    : "conv_depthwise_rows");
+      for (const std::string& o : plan->sources(0).options()) {
+        if (o.rfind("-DCT_R", 0) == 0) out.push_back(o);
+      }
+    }
+    return out;
+  };
+  // 28-wide rows of fp16: 4 outputs a thread read 8-byte vectors and store
+  // one; 8 outputs read 8-byte vectors too (28 is no multiple of 8) and
+  // store element by element.
+  EXPECT_EQ(options({0, 4, 1}), (std::vector<std::string>{
+                                    "-DCT_RFH=3", "-DCT_RFW=3", "-DCT_RV=4",
+                                    "-DCT_RSW=1", "-DCT_RDW=1", "-DCT_RSH=1",
+                                    "-DCT_RPW=1", "-DCT_RVL=4", "-DCT_RVS=1"}));
+  EXPECT_EQ(options({0, 8, 1}),
+            (std::vector<std::string>{"-DCT_RFH=3", "-DCT_RFW=3", "-DCT_RV=8",
+                                      "-DCT_RSW=1", "-DCT_RDW=1", "-DCT_RSH=1",
+                                      "-DCT_RPW=1", "-DCT_RVL=4"}));
+  // Backward data at stride 2 gathers from 14-wide dy rows: a thread of 4
+  // outputs starts 2 columns on from the last, so 4-byte vectors.
+  p.direction = Direction::kBackwardData, p.stride = {1, 2, 2};
+  EXPECT_EQ(options({0, 4, 1}), (std::vector<std::string>{
+                                    "-DCT_RFH=3", "-DCT_RFW=3", "-DCT_RV=4",
+                                    "-DCT_RSW=2", "-DCT_RDW=1", "-DCT_RSH=2",
+                                    "-DCT_RPW=1", "-DCT_RVL=2", "-DCT_RVS=1"}));
+  // At stride 3 no row config's outputs are a multiple of the stride: the
+  // tiles remain.
+  p.stride = {1, 3, 3};
+  EXPECT_EQ(dw->DefaultConfig(p).size(), 3u);
+  EXPECT_NE(dw->DefaultConfig(p)[0], 0);
+  // W keeps V positions a lane too, fp32 in 16-byte vectors.
+  p.direction = Direction::kBackwardWeights, p.stride = {1, 1, 1};
+  p.type = DataType::kFp32;
+  EXPECT_EQ(dw->FindConfigs(p),
+            (std::vector<PerfConfig>{{0, 4, 1}, {0, 8, 1}, {0, 2, 1}}));
+  EXPECT_EQ(options({0, 4, 1}), (std::vector<std::string>{
+                                    "-DCT_RFH=3", "-DCT_RFW=3", "-DCT_RV=4",
+                                    "-DCT_RSW=1", "-DCT_RDW=1", "-DCT_RSH=1",
+                                    "-DCT_RPW=1", "-DCT_RVL=4", "-DCT_RVS=1"}));
+  // A window past 40 columns leaves a row config out: 7 taps 6 apart take
+  // 44 and 48 columns in vectors of 4 at 4 and 8 outputs a thread, 38 in
+  // vectors of 2 at 2.
+  p.filter = {1, 7, 7}, p.pad = {0, 18, 18}, p.dilation = {1, 6, 6};
+  p.direction = Direction::kForward;
+  ASSERT_EQ(dw->IsApplicable(p), absl::OkStatus());
+  EXPECT_EQ(dw->FindConfigs(p), (std::vector<PerfConfig>{{0, 2, 1}}));
+}
+
 // Depthwise channels-last: the vector kernels come first and are the
 // default, split the channels evenly over blocks, keep their sums within
 // the registers, and every config compiles.

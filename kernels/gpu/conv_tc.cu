@@ -39,8 +39,14 @@
 // maps after its scalars: for F and B tm_src (im2col over src) and tm_filt
 // (tiles of filt), for W tm_x (im2col over x) and tm_dy (tiles of dy).
 //
+// CT_CLUSTER 2 (with CT_TMA, F and B): blocks run in clusters of two along
+// x, the two column tiles of one row tile (the solver launches an even
+// number of column tiles); each block's copy brings half the rows of the
+// source tile into both blocks' shared memory (multicast), so the pair reads
+// its source once. Described at tc_tma_mainloop.
+//
 // Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
-// (warps), CT_STAGES, CT_WGMMA, CT_TMA. Scalars:
+// (warps), CT_STAGES, CT_WGMMA, CT_TMA, CT_CLUSTER. Scalars:
 //   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk)
 //   tc_pack_act     n0 nb G CG CP HW: images [n0, n0 + nb) of a tensor with
 //                   G*CG channels into [nb][HW][G][CP]
@@ -78,6 +84,9 @@
 #endif
 #ifndef CT_TMA
 #define CT_TMA 0
+#endif
+#ifndef CT_CLUSTER
+#define CT_CLUSTER 1
 #endif
 
 #define CT_CHUNKS (BK / 8)  // 16-byte chunks per tile row
@@ -148,6 +157,8 @@ static_assert(CT_STAGES >= 3, "CT_WGMMA: at least three stages");
 #if CT_TMA
 static_assert(CT_WGMMA, "CT_TMA: the warpgroup MMA");
 #endif
+static_assert(CT_CLUSTER == 1 || (CT_CLUSTER == 2 && CT_TMA && CT_DIR != 3),
+              "CT_CLUSTER 2: F and B through the tensor maps");
 
 // The byte offset of 16-byte chunk j of row r in a shared tile.
 CT_DEVICE ct_u32 tc_swizzle(int r, int j) {
@@ -697,6 +708,43 @@ CT_DEVICE void tc_tma_im2col(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
       "r"(bar), "h"(dw), "h"(dh)
       : "memory");
 }
+// As tc_tma_im2col, into `dst` and onto `bar` in each block of the cluster
+// whose bit `mask` sets.
+CT_DEVICE void tc_tma_im2col_multicast(ct_u32 dst, const ct_tensor_map* map,
+                                       ct_u32 bar, int c, int w, int h, int n,
+                                       ct_u16 dw, ct_u16 dh, ct_u16 mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::"
+      "complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6], {%7, %8}, %9;\n" ::"r"(dst),
+      "l"(reinterpret_cast<ct_u64>(map)), "r"(c), "r"(w), "r"(h), "r"(n),
+      "r"(bar), "h"(dw), "h"(dh), "h"(mask)
+      : "memory");
+}
+// Every thread of the cluster arrives, then waits for all the others: the
+// writes of each before it are seen by each after it.
+CT_DEVICE void tc_cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;\n" ::
+          : "memory");
+}
+// This block's rank in its cluster.
+CT_DEVICE int tc_cluster_rank() {
+  ct_u32 rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return static_cast<int>(rank);
+}
+// The barrier of the block tc_tma_mainloop waits on: the block's, or with
+// CT_CLUSTER the cluster's, whose blocks write into each other's stages.
+CT_DEVICE void tc_ring_sync() {
+#if CT_CLUSTER > 1
+  tc_cluster_sync();
+#else
+  __syncthreads();
+#endif
+}
+
 // The box of the tiled map at (c, t, o, g) into `dst`; completes on `bar`.
 CT_DEVICE void tc_tma_tile(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
                            int c, int t, int o, int g) {
@@ -722,6 +770,12 @@ CT_DEVICE void tc_tma_tile(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
 // tile. The issuing thread sets the barriers up first; the other threads
 // wait on them only after the loop's first block barrier. Without steps (a
 // W split with no positions) the sums are zeros.
+// With CT_CLUSTER each block's copies also land in its peer, so every
+// barrier above is the cluster's: a slot is reused once both blocks are done
+// with it, and the first copies go out once both have set their barriers up.
+// Each barrier still waits for a whole stage's bytes, half its source tile
+// copied by each block; a peer's bytes may land before this block's issuer
+// arrives, which the barrier's pending arrival holds the phase open for.
 template <typename Issue>
 CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
                                ct_u32 smem, ct_u32 bars, Issue& issue) {
@@ -735,6 +789,11 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
   if (issuer) {
     for (int st = 0; st < CT_STAGES; ++st) tc_barrier_init(bars + 8 * st, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+#if CT_CLUSTER > 1
+  tc_cluster_sync();
+#endif
+  if (issuer) {
 #pragma unroll
     for (int st = 0; st < CT_STAGES - 2; ++st) {
       if (st < steps) issue(st, st);
@@ -743,7 +802,7 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
   const ct_u32 rows = (threadIdx.x / 128) * CT_WG_GROUP_BYTES;
   for (int kt = 0; kt < steps; ++kt) {
     // Every warp is past its wait for step kt - 2's MMAs: that slot is free.
-    __syncthreads();
+    tc_ring_sync();
     const int next = kt + CT_STAGES - 2;
     if (issuer && next < steps) issue(next, next % CT_STAGES);
     const int slot = kt % CT_STAGES;
@@ -768,7 +827,12 @@ CT_DEVICE ct_u16 tc_bits(float v) { return ct_from_float<ct_t>(v).bits; }
 // Grid: x = row tiles * column tiles (column tiles fastest, so that blocks
 // running together share their source rows), y = groups. Block: CT_THREADS.
 // Dynamic shared memory: the larger of the stage ring and the output tile.
-CT_KERNEL void __launch_bounds__(CT_THREADS)
+#if CT_CLUSTER > 1
+#define CT_CLUSTER_DIMS __cluster_dims__(CT_CLUSTER, 1, 1)
+#else
+#define CT_CLUSTER_DIMS
+#endif
+CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
     conv_tc(const ct_t* psrc, const ct_t* pfilt, ct_t* pdst, ct_i64 a_n,
             ct_i64 a_h, ct_i64 a_w, ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko,
             ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s, ct_i64 a_ph,
@@ -858,8 +922,17 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   // The step barriers follow the stage ring and the output tile.
   const ct_u32 bars = smem + CT_BARRIERS_AT;
   // The tile's first output position, where tap (0, 0) of its source
-  // starts: the copies run on from there along the output positions.
-  const int n_first = m0 / ohw, pos_first = m0 - n_first * ohw;
+  // starts: the copies run on from there along the output positions. In a
+  // cluster, this block copies the rows from rank * BM / 2 on.
+#if CT_CLUSTER > 1
+  const int rank = tc_cluster_rank();
+  const int m_first = m0 + rank * (BM / CT_CLUSTER);
+  const ct_u32 a_half =
+      static_cast<ct_u32>(rank) * (BM / CT_CLUSTER) * CT_ROW_BYTES;
+#else
+  const int m_first = m0;
+#endif
+  const int n_first = m_first / ohw, pos_first = m_first - n_first * ohw;
   const int oh_first = pos_first / ow;
   const int h_first =
       oh_first * static_cast<int>(a_sh) - static_cast<int>(a_ph);
@@ -871,8 +944,15 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   auto issue = [&](int /*kt*/, int slot) {
     const ct_u32 base = smem + slot * CT_STAGE_BYTES, bar = bars + 8 * slot;
     tc_barrier_expect(bar, CT_STAGE_BYTES);
+#if CT_CLUSTER > 1
+    tc_tma_im2col_multicast(base + a_half, &tm_src, bar, g * cp + c0, w_first,
+                            h_first, n_first, static_cast<ct_u16>(fc * dw),
+                            static_cast<ct_u16>(fr * dh),
+                            static_cast<ct_u16>((1u << CT_CLUSTER) - 1));
+#else
     tc_tma_im2col(base, &tm_src, bar, g * cp + c0, w_first, h_first, n_first,
                   static_cast<ct_u16>(fc * dw), static_cast<ct_u16>(fr * dh));
+#endif
     tc_tma_tile(base + CT_A_BYTES, &tm_filt, bar, c0, fr * fs + fc, o0, g);
     if (++fc == fs) {
       fc = 0;

@@ -26,7 +26,9 @@
 // for W x through an im2col map and dy through a tiled one; the plan step
 // carries the maps and the device encodes them over the step's buffers at
 // launch. One thread issues a step's copies, where the copy ring has every
-// thread issue 16-byte copies and test their bounds.
+// thread issue 16-byte copies and test their bounds. F and B also have
+// configs {BM, BN, BK, BM / 16, 1, stages, 2}: through the maps, in clusters
+// of two blocks that copy their shared source tile once between them.
 #include <algorithm>
 #include <array>
 
@@ -112,7 +114,15 @@ constexpr std::array<int64_t, 6> kTmaOnlyConfigs[] = {{256, 128, 64, 16, 1, 3},
                                                       {256, 128, 64, 16, 1, 4},
                                                       {256, 64, 64, 16, 1, 4},
                                                       {128, 64, 64, 8, 1, 6}};
-bool IsTma(const PerfConfig& c) { return c.size() == 7 && c[6] == 1; }
+// A seventh entry 2 runs F and B in clusters of two blocks that share their
+// source tile (-DCT_CLUSTER=2): the two column tiles of a row tile, each
+// copying half the tile's rows into both, where the output channels make an
+// even number of column tiles. These tiles have such twins.
+constexpr std::array<int64_t, 6> kClusterConfigs[] = {
+    {128, 128, 64, 8, 1, 3}, {128, 128, 64, 8, 1, 4}, {128, 64, 64, 8, 1, 3},
+    {128, 64, 64, 8, 1, 4},  {128, 256, 64, 8, 1, 4}, {256, 128, 64, 16, 1, 3}};
+bool IsTma(const PerfConfig& c) { return c.size() == 7 && c[6] >= 1; }
+int64_t ClusterOf(const PerfConfig& c) { return IsTma(c) ? c[6] : 1; }
 // What a find times beside the default: on the H200 the 128 x 64 tile at 3
 // stages was the fastest on ResNet-50's 7x7 and 56x56 F and B 3x3 layers
 // (0.056 and 0.097 ms F), the 128 x 128 one on the 14x14 layers (0.056 F).
@@ -592,6 +602,11 @@ class GpuTensorCorePipelined final : public GpuSolver {
       if (TmaApplies(SpatialOf(g)).ok()) {
         add(kWgmmaConfigs, true);
         add(kTmaOnlyConfigs, true);
+        for (const auto& c : kClusterConfigs) {
+          if (g.cp % c[2] != 0 || CeilDiv(g.co, c[1]) % 2 != 0) continue;
+          space.push_back(PerfConfig(c.begin(), c.end()));
+          space.back().push_back(2);
+        }
       }
     } else {
       add(kConfigs, false);
@@ -689,6 +704,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
       options.push_back(absl::StrCat("-D", names[i], "=", config[i]));
     if (wgmma_) options.push_back("-DCT_WGMMA=1");
     if (IsTma(config)) options.push_back("-DCT_TMA=1");
+    if (ClusterOf(config) > 1)
+      options.push_back(absl::StrCat("-DCT_CLUSTER=", ClusterOf(config)));
     const int source = AddSource(&plan, "conv_tc.cu", options);
     if (wgmma_) plan.mutable_sources(source)->set_arch_suffix("a");
     if (p.direction == Direction::kBackwardWeights) {
@@ -819,7 +836,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
     map->set_swizzle_bytes(static_cast<uint32_t>(box[0] * es));
   }
 
-  // conv_tc's tm_src, over buffer 0: im2col columns of BM pixels of BK
+  // conv_tc's tm_src, over buffer 0: im2col columns of BM pixels (BM / 2
+  // in a cluster of two, each block copying half) of BK
   // channels from src [nb][H][W][G * CP], stepping by the stride; and
   // tm_filt, over buffer 1: boxes of BN filter rows of BK channels from
   // filt [G][KO][R * S][CP]. Both in the tile's swizzle (BK * 2 bytes a
@@ -828,7 +846,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
                             const PerfConfig& config, int64_t es,
                             v1::KernelStep* step) {
     const int64_t row = g.groups * g.cp, bk = config[2];
-    AddIm2colMap(0, es, row, nb, SpatialOf(g), bk, config[0], step);
+    AddIm2colMap(0, es, row, nb, SpatialOf(g), bk,
+                 config[0] / ClusterOf(config), step);
     AddTiledMap(1, es, {g.cp, g.fh * g.fw, g.co, g.groups},
                 {bk, 1, config[1], 1}, step);
   }

@@ -152,6 +152,12 @@ std::vector<Case> Cases() {
     ConvProblem w_maps = Small(2, 64, {1, 13, 11}, 64, 3, 2, 1, l);
     w_maps.n = 3;
     cases.push_back({"W tensor maps" + suffix, w_maps});
+    // 256 output channels: two to four column tiles, so the warpgroup
+    // solver's F and B run in clusters of two; 189 positions, so the last
+    // row tile's second half lies wholly past them.
+    ConvProblem pairs = Small(2, 64, {1, 9, 7}, 256, 3, 1, 1, l);
+    pairs.n = 3;
+    cases.push_back({"cluster pairs" + suffix, pairs});
     // Depthwise with channels in vectors of 8 split over blocks (40), odd
     // sizes, 5x5 stride 2 (backward data gathers), and 3x3 stride 1.
     cases.push_back({"depthwise 5x5 stride 2" + suffix,

@@ -1332,6 +1332,48 @@ TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
       gpu::CheckTensorMap(bad, 1, bad.buffers_size()).message(), "box:"));
 }
 
+TEST(GpuSolvers, TensorCoreWgmmaRunsClusterPairsOverEvenColumnTiles) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  // 256 output channels: two 128-column tiles, four 64-column ones.
+  ConvProblem p = Conv(2, 3, 64, {1, 9, 7}, 256, {1, 3, 3}, {0, 1, 1}, 1, 1, 1);
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  std::vector<PerfConfig> space = s->ConfigSpace(p);
+  const PerfConfig pair = {128, 128, 64, 8, 1, 3, 2};
+  ASSERT_NE(std::find(space.begin(), space.end(), pair), space.end());
+  // 256 columns make one tile: no pairs of it.
+  EXPECT_EQ(std::find(space.begin(), space.end(),
+                      PerfConfig{128, 256, 64, 8, 1, 4, 2}),
+            space.end());
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, pair);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(
+      absl::c_linear_search(plan->sources(0).options(), "-DCT_CLUSTER=2"));
+  EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), "-DCT_TMA=1"));
+  const v1::KernelStep& step = plan->steps(plan->steps_size() - 1);
+  ASSERT_EQ(step.kernel(), "conv_tc");
+  // 189 positions: two row tiles by two column tiles, an even grid.
+  EXPECT_EQ(step.grid(0), 4u);
+  ASSERT_EQ(step.tensor_maps_size(), 2);
+  // Each block of a pair copies half the source tile's rows.
+  EXPECT_EQ(step.tensor_maps(0).pixels_per_column(), 64u);
+  EXPECT_EQ(step.tensor_maps(1).box(2), 128u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(gpu::CheckTensorMap(step, i, step.buffers_size()),
+              absl::OkStatus());
+  }
+  // 48 output channels: one column tile of every width: no pairs.
+  p.k = 48;
+  for (const PerfConfig& c : s->ConfigSpace(p)) {
+    EXPECT_FALSE(c.size() == 7 && c[6] == 2) << PerfConfigString(c);
+  }
+  // W has no pairs.
+  p.k = 256, p.direction = Direction::kBackwardWeights;
+  for (const PerfConfig& c : s->ConfigSpace(p)) {
+    EXPECT_FALSE(c.size() == 7 && c[6] == 2) << PerfConfigString(c);
+  }
+}
+
 TEST(GpuSolvers, TensorCoreWgmmaWeightsCopyThroughTensorMaps) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
   // NHWC 3x3 W, stride 2 by 1, 128 input and 64 output channels in place.

@@ -810,6 +810,11 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     tc_wgmma_step(d, smem + slot * CT_WG_STAGE_BYTES, rows, kt == 0);
   }
   tc_wgmma_drain(d);
+#if CT_CLUSTER > 1
+  // Neither block leaves while copies it issued may still be landing in
+  // the other.
+  tc_cluster_sync();
+#endif
 }
 #endif  // CT_TMA
 #endif  // CT_WGMMA

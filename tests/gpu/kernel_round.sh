@@ -13,9 +13,13 @@
 #   SHARDS       gpu_solvers_test processes run at once on the GPU, each a
 #                gtest shard of FILTER (default 8)
 #   SHARD_SECONDS  each shard's time limit (default 400)
-#   LISTS        "LIST:LAYOUT[:grouped] ..." (LIST a file of the perf-model
-#                lists, LAYOUT NCHW or NHWC, :grouped for its lines with
-#                more than one group alone; empty: no benchmark)
+#   LISTS        "LIST:LAYOUT[:SUBSET[:TYPE[:DIRS]]] ..." (LIST a file of
+#                the perf-model lists, LAYOUT NCHW or NHWC; SUBSET all or
+#                grouped, its lines with more than one group alone; TYPE
+#                fp32, fp16 or bf16, the lines run in that type instead;
+#                DIRS some of F, B and W, those directions' lines alone;
+#                empty: no benchmark). E.g. Resnet50_v1.5_FP16_BS128.txt:
+#                NHWC:all:bf16:W runs that list's W layers in bf16.
 #   MAX_SECONDS  each side's time per list (default 60)
 #   NCU          a kernel name: ncu's summary of its launches in the first
 #                list's find (empty: none)
@@ -51,13 +55,33 @@ if [ -n "${FILTER:-}" ]; then
 fi
 
 for item in ${LISTS:-}; do
-  IFS=: read -r list layout only <<< "$item"
+  IFS=: read -r list layout only type dirs <<< "$item"
   name="${list%.txt}-$layout"
   path="$lists/$list"
-  if [ "${only:-}" = grouped ]; then
-    name="$name-grouped"
+  if [ "${only:-all}${type:-}${dirs:-}" != all ]; then
+    case "${only:-all}" in
+      all) keep='' ;;
+      grouped) keep='--group_count 1 ' name="$name-grouped" ;;
+      *) echo "kernel_round: $item: SUBSET is all or grouped, not '${only:0:16}'" >&2; exit 2 ;;
+    esac
+    case "${type:-}" in
+      '') driver='' ;;
+      fp32) driver=conv ;;
+      fp16) driver=convfp16 ;;
+      bf16) driver=convbfp16 ;;
+      *) echo "kernel_round: $item: TYPE is fp32, fp16 or bf16, not '${type:0:16}'" >&2; exit 2 ;;
+    esac
+    codes=$(echo "${dirs:-FBW}" | sed 's/F/1 /; s/B/2 /; s/W/4 /' | tr -s ' ' '|')
+    if ! [[ "${dirs:-FBW}" =~ ^[FBW]+$ ]]; then
+      echo "kernel_round: $item: DIRS is some of F, B and W, not '${dirs:0:16}'" >&2
+      exit 2
+    fi
+    [ -n "$driver" ] && name="$name-$type"
+    [ -n "${dirs:-}" ] && name="$name-$dirs"
     path="$out/$name.txt"
-    grep -v -- '--group_count 1 ' "$lists/$list" > "$path"
+    grep -E -- "--forw (${codes%|})( |\$)" "$lists/$list" |
+      { if [ -n "$keep" ]; then grep -v -- "$keep"; else cat; fi; } |
+      { if [ -n "$driver" ]; then sed -E "s/MIOpenDriver conv[a-z0-9]* /MIOpenDriver $driver /"; else cat; fi; } > "$path"
   fi
   echo "== $name"
   timeout 500 "$bundle/run" bench_gpu_vs_cudnn --repeats 5 --max-seconds "${MAX_SECONDS:-60}" \

@@ -420,8 +420,13 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
   return g;
 }
 
+// conv_tc's blocks for `n` images: row tiles by column tiles along x, a
+// group's along y.
+int64_t GroupBlocks(const Geometry& g, int64_t n, const PerfConfig& c) {
+  return CeilDiv(n * g.dst_h * g.dst_w, c[0]) * CeilDiv(g.co, c[1]);
+}
 int64_t Blocks(const Geometry& g, int64_t n, const PerfConfig& c) {
-  return CeilDiv(n * g.dst_h * g.dst_w, c[0]) * CeilDiv(g.co, c[1]) * g.groups;
+  return GroupBlocks(g, n, c) * g.groups;
 }
 
 // Appends tc_pack_act: images [n0, n0 + nb) of `src` (channels per group
@@ -767,9 +772,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
       } else if (g.pack_src) {
         AddPackStep(p, source, src, g.src_at, n0, nb, g.ci, g.cp, src_hw, plan);
       }
-      v1::KernelStep* step = AddGpuStep(plan, "conv_tc", source,
-                                        {Blocks(g, nb, config), g.groups, 1},
-                                        static_cast<uint32_t>(Threads(config)));
+      v1::KernelStep* step = AddGpuStep(
+          plan, "conv_tc", source, {GroupBlocks(g, nb, config), g.groups, 1},
+          static_cast<uint32_t>(Threads(config)));
       step->set_shared_bytes(
           static_cast<uint32_t>(SharedBytes(p, config, wgmma_)));
       if (g.pack_src) {

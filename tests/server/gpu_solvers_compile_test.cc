@@ -1035,6 +1035,21 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
     EXPECT_EQ(conv.grid(0),
               (4 * 28 * 28 + c[0] - 1) / c[0] * ((128 + c[1] - 1) / c[1]));
   }
+  // Grouped: a group's tiles along x, the groups along y.
+  {
+    ConvProblem grouped = p;
+    grouped.c = 128, grouped.k = 256, grouped.groups = 2;
+    ASSERT_EQ(s->IsApplicable(grouped), absl::OkStatus());
+    for (const PerfConfig& c : s->ConfigSpace(grouped)) {
+      plan = s->MakePlan(grouped, c);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      const v1::KernelStep& conv = plan->steps(plan->steps_size() - 1);
+      ASSERT_EQ(conv.kernel(), "conv_tc");
+      EXPECT_EQ(conv.grid(0),
+                (4 * 28 * 28 + c[0] - 1) / c[0] * ((128 + c[1] - 1) / c[1]));
+      EXPECT_EQ(conv.grid(1), 2u);
+    }
+  }
   // NHWC with 64 channels: x and the forward filter are read in place.
   p.layout = Layout::kNHWC;
   plan = s->MakePlan(p, s->DefaultConfig(p));

@@ -598,26 +598,25 @@ class GpuTensorCorePipelined final : public GpuSolver {
       return space;
     }
     const Geometry g = MakeGeometry(p, wgmma_);
-    auto add = [&](ConfigList configs, bool tma) {
+    // `cluster`: 0 for the copy ring, else the seventh entry (1 through
+    // the tensor maps, 2 in pairs, which need an even count of column tiles).
+    auto add = [&](ConfigList configs, int64_t cluster) {
       for (const auto& c : configs) {
         if (g.cp % c[2] != 0) continue;
+        if (cluster == 2 && CeilDiv(g.co, c[1]) % 2 != 0) continue;
         space.push_back(PerfConfig(c.begin(), c.end()));
-        if (tma) space.back().push_back(1);
+        if (cluster > 0) space.back().push_back(cluster);
       }
     };
     if (wgmma_) {
-      add(kWgmmaConfigs, false);
+      add(kWgmmaConfigs, 0);
       if (TmaApplies(SpatialOf(g)).ok()) {
-        add(kWgmmaConfigs, true);
-        add(kTmaOnlyConfigs, true);
-        for (const auto& c : kClusterConfigs) {
-          if (g.cp % c[2] != 0 || CeilDiv(g.co, c[1]) % 2 != 0) continue;
-          space.push_back(PerfConfig(c.begin(), c.end()));
-          space.back().push_back(2);
-        }
+        add(kWgmmaConfigs, 1);
+        add(kTmaOnlyConfigs, 1);
+        add(kClusterConfigs, 2);
       }
     } else {
-      add(kConfigs, false);
+      add(kConfigs, 0);
     }
     return space;
   }

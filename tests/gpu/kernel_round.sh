@@ -71,11 +71,12 @@ for item in ${LISTS:-}; do
       bf16) driver=convbfp16 ;;
       *) echo "kernel_round: $item: TYPE is fp32, fp16 or bf16, not '${type:0:16}'" >&2; exit 2 ;;
     esac
-    codes=$(echo "${dirs:-FBW}" | sed 's/F/1 /; s/B/2 /; s/W/4 /' | tr -s ' ' '|')
     if ! [[ "${dirs:-FBW}" =~ ^[FBW]+$ ]]; then
       echo "kernel_round: $item: DIRS is some of F, B and W, not '${dirs:0:16}'" >&2
       exit 2
     fi
+    # MIOpenDriver's --forw codes: F 1, B 2, W 4.
+    codes=$(echo "${dirs:-FBW}" | sed 's/F/1|/g; s/B/2|/g; s/W/4|/g')
     [ -n "$driver" ] && name="$name-$type"
     [ -n "${dirs:-}" ] && name="$name-$dirs"
     path="$out/$name.txt"

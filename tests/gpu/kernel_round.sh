@@ -75,12 +75,13 @@ for item in ${LISTS:-}; do
       echo "kernel_round: $item: DIRS is some of F, B and W, not '${dirs:0:16}'" >&2
       exit 2
     fi
-    # MIOpenDriver's --forw codes: F 1, B 2, W 4.
+    # MIOpenDriver's --forw codes: F 1, B 2, W 4. Some lists end their lines
+    # in CR LF, so the code ends at any space.
     codes=$(echo "${dirs:-FBW}" | sed 's/F/1|/g; s/B/2|/g; s/W/4|/g')
     [ -n "$driver" ] && name="$name-$type"
     [ -n "${dirs:-}" ] && name="$name-$dirs"
     path="$out/$name.txt"
-    grep -E -- "--forw (${codes%|})( |\$)" "$lists/$list" |
+    grep -E -- "--forw (${codes%|})([[:space:]]|\$)" "$lists/$list" |
       { if [ -n "$keep" ]; then grep -v -- "$keep"; else cat; fi; } |
       { if [ -n "$driver" ]; then sed -E "s/MIOpenDriver conv[a-z0-9]* /MIOpenDriver $driver /"; else cat; fi; } > "$path"
   fi

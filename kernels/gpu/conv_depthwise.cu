@@ -44,8 +44,7 @@
 // CT_RVL (elements a window load takes: rows of the source are whole
 // vectors) and CT_RVS (rows of the destination, W's dy, are whole runs of
 // CT_RV elements, each one access). Scalars: the problem (plan_args order); W
-// then the number of chunks; the row kernels then lane_shift; the vector
-// kernels then cvb, and F and B the strides a block walks. Sizes are never
+// then the number of chunks; the row kernels then lane_shift. Sizes are never
 // compiled in.
 
 #ifndef CT_TH
@@ -690,8 +689,7 @@ CT_KERNEL void conv_depthwise_reduce(const float* pws, ct_t* pw, ct_i64 a_count,
 // thread owns CT_DV consecutive channels (one aligned vector load of
 // CT_DV * sizeof(ct_t) bytes per position) and CT_RV consecutive positions
 // along w. A block is cvb channel vectors by blockDim.x / cvb position lanes
-// (cvb a scalar); blockIdx.y picks the block's channel vectors. F and B
-// blocks walk a_steps consecutive strides of their lanes. The filter
+// (cvb a scalar); blockIdx.y picks the block's channel vectors. The filter
 // (CT_RFH x CT_RFW), the stride along w (CT_RSW) and the dilation along w
 // (CT_RDW) are compiled in, so that a thread's window of source columns
 // stays in registers.
@@ -757,7 +755,7 @@ CT_DEVICE void ct_dwv_store(ct_t* p, const float* in, bool vec) {
 #if CT_DIR != 3
 CT_KERNEL void __launch_bounds__(256, CT_MINB)
     conv_depthwise_nhwc(ct_t* px, const ct_t* pw, ct_t* py, CT_PROBLEM_PARAMS,
-                        ct_i64 a_cvb, ct_i64 a_steps) {
+                        ct_i64 a_cvb) {
   const int c = static_cast<int>(a_c);
   const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
   const int ph = static_cast<int>(a_ph), pwd = static_cast<int>(a_pw);
@@ -797,99 +795,92 @@ CT_KERNEL void __launch_bounds__(256, CT_MINB)
     }
   }
   __syncthreads();
-  if (pl >= lanes || ch0 >= c) return;
   const int owbs = (dst_w + CT_RV - 1) / CT_RV;
-  const int items = static_cast<int>(a_n) * dst_h * owbs;
-  // The block walks a_steps consecutive strides of `lanes` items, so that
-  // the source rows one stride shares with the next are read again from L1
-  // rather than from L2, and the taps are staged once for all of them.
-  const int steps = static_cast<int>(a_steps);
-  for (int s = 0; s < steps; ++s) {
-    const int item = (static_cast<int>(blockIdx.x) * steps + s) * lanes + pl;
-    if (item >= items) return;
-    const int x0 = (item % owbs) * CT_RV, row = item / owbs;
-    const int n = row / dst_h, r = row % dst_h;
-    const ct_t* sp = src + static_cast<ct_i64>(n) * src_h * src_w * c + ch0;
-    const float* wch = wsm + cvl * CT_DV;
-    float acc[CT_RV][CT_DV];
+  const int item = static_cast<int>(blockIdx.x) * lanes + pl;
+  if (pl >= lanes || ch0 >= c || item >= static_cast<int>(a_n) * dst_h * owbs)
+    return;
+  const int x0 = (item % owbs) * CT_RV, row = item / owbs;
+  const int n = row / dst_h, r = row % dst_h;
+  const ct_t* sp = src + static_cast<ct_i64>(n) * src_h * src_w * c + ch0;
+  const float* wch = wsm + cvl * CT_DV;
+  float acc[CT_RV][CT_DV];
 #pragma unroll
-    for (int j = 0; j < CT_RV; ++j)
+  for (int j = 0; j < CT_RV; ++j)
 #pragma unroll
-      for (int i = 0; i < CT_DV; ++i) acc[j][i] = 0.0f;
+    for (int i = 0; i < CT_DV; ++i) acc[j][i] = 0.0f;
 
 #pragma unroll
-    for (int fh = 0; fh < CT_RFH; ++fh) {
+  for (int fh = 0; fh < CT_RFH; ++fh) {
 #if CT_DIR == 1
-      const int sr = r * sh - ph + fh * dh;
-      if (sr < 0 || sr >= src_h) continue;
+    const int sr = r * sh - ph + fh * dh;
+    if (sr < 0 || sr >= src_h) continue;
 #else
-      // Flipped tap fh is the filter's row CT_RFH - 1 - fh.
-      const int t = r + ph - (CT_RFH - 1 - fh) * dh;
-      if (t < 0 || t % sh != 0 || t / sh >= src_h) continue;
-      const int sr = t / sh;
+    // Flipped tap fh is the filter's row CT_RFH - 1 - fh.
+    const int t = r + ph - (CT_RFH - 1 - fh) * dh;
+    if (t < 0 || t % sh != 0 || t / sh >= src_h) continue;
+    const int sr = t / sh;
 #endif
-      const ct_t* srow = sp + sr * src_w * c;
+    const ct_t* srow = sp + sr * src_w * c;
 #if CT_DIR == 1 || CT_RSW == 1
-      // F reads columns x0 * CT_RSW - pw + q; B (unit stride along w) reads
-      // x0 + pw - (CT_RFW - 1) * CT_RDW + q, where flipped tap fw of output j
-      // is q = j + fw * CT_RDW.
+    // F reads columns x0 * CT_RSW - pw + q; B (unit stride along w) reads
+    // x0 + pw - (CT_RFW - 1) * CT_RDW + q, where flipped tap fw of output j
+    // is q = j + fw * CT_RDW.
 #if CT_DIR == 1
-      const int base = x0 * CT_RSW - pwd;
+    const int base = x0 * CT_RSW - pwd;
 #else
-      const int base = x0 + pwd - (CT_RFW - 1) * CT_RDW;
+    const int base = x0 + pwd - (CT_RFW - 1) * CT_RDW;
 #endif
-      // The row's taps in registers; the window streams through one column
-      // at a time, each column feeding the outputs whose taps reach it
-      // (output j, tap fw reads column j * CT_RSW + fw * CT_RDW), so that
-      // only the sums and one column stay live.
-      float wv[CT_RFW][CT_DV];
+    // The row's taps in registers; the window streams through one column
+    // at a time, each column feeding the outputs whose taps reach it
+    // (output j, tap fw reads column j * CT_RSW + fw * CT_RDW), so that
+    // only the sums and one column stay live.
+    float wv[CT_RFW][CT_DV];
 #pragma unroll
-      for (int fw = 0; fw < CT_RFW; ++fw)
+    for (int fw = 0; fw < CT_RFW; ++fw)
 #pragma unroll
-        for (int i = 0; i < CT_DV; ++i)
-          wv[fw][i] = wch[(fh * CT_RFW + fw) * bch + i];
+      for (int i = 0; i < CT_DV; ++i)
+        wv[fw][i] = wch[(fh * CT_RFW + fw) * bch + i];
 #pragma unroll
-      for (int q = 0; q < CT_DWV_WIN; ++q) {
-        const int col = base + q;
-        float v[CT_DV];
-        if (col >= 0 && col < src_w) {
-          ct_dwv_load(v, srow + col * c, vec);
-        } else {
+    for (int q = 0; q < CT_DWV_WIN; ++q) {
+      const int col = base + q;
+      float v[CT_DV];
+      if (col >= 0 && col < src_w) {
+        ct_dwv_load(v, srow + col * c, vec);
+      } else {
 #pragma unroll
-          for (int i = 0; i < CT_DV; ++i) v[i] = 0.0f;
-        }
-#pragma unroll
-        for (int fw = 0; fw < CT_RFW; ++fw) {
-          const int off = q - fw * CT_RDW;
-          if (off < 0 || off % CT_RSW != 0 || off / CT_RSW >= CT_RV) continue;
-#pragma unroll
-          for (int i = 0; i < CT_DV; ++i)
-            acc[off / CT_RSW][i] += v[i] * wv[fw][i];
-        }
+        for (int i = 0; i < CT_DV; ++i) v[i] = 0.0f;
       }
-#else
-      // B at stride CT_RSW > 1: dx column x reads dy column
-      // (x + pw - fw * CT_RDW) / CT_RSW where that divides.
 #pragma unroll
       for (int fw = 0; fw < CT_RFW; ++fw) {
-        const float* wt = wch + (fh * CT_RFW + fw) * bch;
+        const int off = q - fw * CT_RDW;
+        if (off < 0 || off % CT_RSW != 0 || off / CT_RSW >= CT_RV) continue;
 #pragma unroll
-        for (int j = 0; j < CT_RV; ++j) {
-          const int u = x0 + j + pwd - (CT_RFW - 1 - fw) * CT_RDW;
-          if (u < 0 || u % CT_RSW != 0 || u / CT_RSW >= src_w) continue;
-          float v[CT_DV];
-          ct_dwv_load(v, srow + (u / CT_RSW) * c, vec);
-#pragma unroll
-          for (int i = 0; i < CT_DV; ++i) acc[j][i] += v[i] * wt[i];
-        }
+        for (int i = 0; i < CT_DV; ++i)
+          acc[off / CT_RSW][i] += v[i] * wv[fw][i];
       }
-#endif
     }
-    ct_t* drow = dst + (static_cast<ct_i64>(n) * dst_h + r) * dst_w * c + ch0;
+#else
+    // B at stride CT_RSW > 1: dx column x reads dy column
+    // (x + pw - fw * CT_RDW) / CT_RSW where that divides.
 #pragma unroll
-    for (int j = 0; j < CT_RV; ++j) {
-      if (x0 + j < dst_w) ct_dwv_store(drow + (x0 + j) * c, acc[j], vec);
+    for (int fw = 0; fw < CT_RFW; ++fw) {
+      const float* wt = wch + (fh * CT_RFW + fw) * bch;
+#pragma unroll
+      for (int j = 0; j < CT_RV; ++j) {
+        const int u = x0 + j + pwd - (CT_RFW - 1 - fw) * CT_RDW;
+        if (u < 0 || u % CT_RSW != 0 || u / CT_RSW >= src_w) continue;
+        float v[CT_DV];
+        ct_dwv_load(v, srow + (u / CT_RSW) * c, vec);
+#pragma unroll
+        for (int i = 0; i < CT_DV; ++i) acc[j][i] += v[i] * wt[i];
+      }
     }
+#endif
+  }
+  ct_t* drow = dst + (static_cast<ct_i64>(n) * dst_h + r) * dst_w * c + ch0;
+#pragma unroll
+  for (int j = 0; j < CT_RV; ++j) {
+    if (x0 + j < dst_w) ct_dwv_store(drow + (x0 + j) * c, acc[j], vec);
   }
 }
 #endif

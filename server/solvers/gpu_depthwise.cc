@@ -6,9 +6,8 @@
 // along channels). One channel per group in NCHW 2-D also has the row
 // kernels, config {0, V, 1}: V outputs (W: positions) per thread. One
 // channel per group in NHWC 2-D has the vector kernels, config
-// {M, V, B, CB[, S]}: a thread owns B bytes of consecutive channels (one
-// vector load) and V positions along w, a block at most CB such vectors
-// across; F and B blocks walk S strides of their lanes (1 without S).
+// {0, V, B, CB}: a thread owns B bytes of consecutive channels (one vector
+// load) and V positions along w, a block at most CB such vectors across.
 // Backward weights splits the (n, od, oh) rows into chunks whose fp32
 // partials a second kernel adds up, the chunk count fixed by the problem so
 // that the workspace does not depend on the config.
@@ -124,9 +123,7 @@ bool VecApply(const ConvProblem& p) {
          p.k_per_group() == 1 && p.filter[1] <= kMaxRowsFilter &&
          p.filter[2] <= kMaxRowsFilter;
 }
-bool IsVec(const PerfConfig& c) { return c.size() == 4 || c.size() == 5; }
-// Strides of its lanes an F or B vector block walks.
-int64_t VecSteps(const PerfConfig& c) { return c.size() == 5 ? c[4] : 1; }
+bool IsVec(const PerfConfig& c) { return c.size() == 4; }
 
 // {M, V, B, CB} preferred first: V positions, B bytes of channels a thread,
 // at most CB vectors a block across; M the blocks a multiprocessor should
@@ -139,13 +136,6 @@ constexpr std::array<int64_t, 4> kVecConfigs[] = {
     {3, 4, 16, 8},  {3, 4, 16, 16}, {3, 2, 16, 8},  {3, 2, 16, 16},
     {4, 2, 16, 16}, {4, 4, 16, 16}, {4, 1, 16, 16}, {2, 2, 16, 16},
     {2, 4, 8, 16},  {3, 4, 8, 16},  {2, 2, 8, 16},  {4, 2, 8, 16}};
-// F and B configs whose blocks walk S strides of their lanes
-// {M, V, B, CB, S}: a source row that one stride and the next both read is
-// then read again from L1, and the taps are staged once for all S.
-constexpr std::array<int64_t, 5> kVecStepConfigs[] = {
-    {0, 4, 16, 8, 4},  {0, 4, 16, 8, 16}, {0, 4, 16, 16, 4}, {0, 4, 16, 16, 16},
-    {3, 4, 16, 8, 4},  {3, 4, 16, 8, 16}, {3, 2, 16, 16, 4}, {3, 2, 16, 16, 16},
-    {3, 4, 16, 16, 4}, {0, 2, 16, 16, 8}, {0, 8, 16, 8, 4},  {0, 4, 8, 16, 8}};
 // fp32 values a vector kernel's thread keeps in registers, at most: F and B
 // the window of one filter row and the sums, W also a sum per tap. A W
 // config that caps its registers at M blocks a multiprocessor keeps its
@@ -322,8 +312,7 @@ Launch DepthwiseLaunch(const ConvProblem& p, const PerfConfig& c) {
       l.blocks = VecWrwChunks(p, c);
     } else {
       const std::array<int64_t, 3> sp = DstSpatial(p);
-      l.blocks =
-          CeilDiv(p.n * sp[1] * CeilDiv(sp[2], c[1]), lanes * VecSteps(c));
+      l.blocks = CeilDiv(p.n * sp[1] * CeilDiv(sp[2], c[1]), lanes);
     }
     return l;
   }
@@ -376,7 +365,7 @@ bool Fits(const ConvProblem& p, const PerfConfig& c) {
 std::vector<PerfConfig> VecCandidates(const ConvProblem& p,
                                       const std::vector<PerfConfig>& space) {
   const bool strided = p.stride[2] > 1;
-  std::vector<std::vector<int64_t>> order;
+  std::vector<std::array<int64_t, 4>> order;
   if (p.direction == Direction::kBackwardWeights) {
     const int64_t v = strided ? 2 : 4;
     order = {{0, v, 16, 8}, {0, v, 16, 16}};
@@ -399,21 +388,10 @@ std::vector<PerfConfig> VecCandidates(const ConvProblem& p,
     order.insert(order.begin(),
                  {0, p.direction == Direction::kForward ? 2 : 4, 16, 8});
   }
-  // F and B also time the default's shape with blocks that walk 4 strides.
-  if (p.direction != Direction::kBackwardWeights) {
-    std::vector<int64_t> walk = order.front();
-    if (walk[0] == 0 && walk[1] == 4 && walk[2] == 16) {
-      walk.push_back(4);
-      order.push_back(walk);
-    }
-    const bool fwd = p.direction == Direction::kForward;
-    order.push_back({strided ? 3 : 0, strided && fwd ? 2 : 4, 16, 16, 4});
-  }
   std::vector<PerfConfig> out;
   for (const auto& o : order) {
     const PerfConfig c(o.begin(), o.end());
-    if (std::find(space.begin(), space.end(), c) != space.end() &&
-        std::find(out.begin(), out.end(), c) == out.end())
+    if (std::find(space.begin(), space.end(), c) != space.end())
       out.push_back(c);
   }
   return out;
@@ -467,12 +445,6 @@ class GpuDepthwise final : public GpuSolver {
       for (const auto& v : kVecConfigs) {
         PerfConfig c(v.begin(), v.end());
         if (Fits(p, c)) space.push_back(std::move(c));
-      }
-      if (p.direction != Direction::kBackwardWeights) {
-        for (const auto& v : kVecStepConfigs) {
-          PerfConfig c(v.begin(), v.end());
-          if (Fits(p, c)) space.push_back(std::move(c));
-        }
       }
     }
     if (RowsApply(p)) {
@@ -662,7 +634,6 @@ class GpuDepthwise final : public GpuSolver {
     step->add_scalars(
         vec ? VecChannelSplit(p, config).per_block
             : RowsLaneShift(wrw ? p.out(2) : DstSpatial(p)[2], config[1]));
-    if (vec && !wrw) step->add_scalars(VecSteps(config));
     if (wrw && chunks > 1) AddReduceStep(p, source, chunks, &plan);
     return plan;
   }

@@ -361,7 +361,12 @@ bool Fits(const ConvProblem& p, const PerfConfig& c) {
 // leaves 2), strided B at 4 with 3 or 4 blocks (up to 1.6x), and every
 // direction gains up to 1.2x from 16-vector blocks where the channels come
 // in few vectors. Strided fp32 keeps its earlier default, the uncapped
-// config of 8 vectors, first.
+// config of 8 vectors, first. F also times the configs that were the
+// fastest on one of ShuffleNet's fp16 NHWC F layers on the H100 and are not
+// among those three: at unit stride 16-vector blocks capped at 3 (c88
+// 28x28, 1.16x ahead of the three) and 8 positions a thread (c176 14x14,
+// 1.05x); at stride 2 blocks capped at 2 (c88 56x56, 1.06x) and 8-byte
+// vectors (c352 14x14, 1.04x).
 std::vector<PerfConfig> VecCandidates(const ConvProblem& p,
                                       const std::vector<PerfConfig>& space) {
   const bool strided = p.stride[2] > 1;
@@ -387,6 +392,11 @@ std::vector<PerfConfig> VecCandidates(const ConvProblem& p,
     order.pop_back();
     order.insert(order.begin(),
                  {0, p.direction == Direction::kForward ? 2 : 4, 16, 8});
+  }
+  if (p.direction == Direction::kForward && !strided) {
+    order.push_back({3, 4, 16, 16}), order.push_back({0, 8, 16, 8});
+  } else if (p.direction == Direction::kForward) {
+    order.push_back({2, 2, 16, 16}), order.push_back({3, 4, 8, 16});
   }
   std::vector<PerfConfig> out;
   for (const auto& o : order) {

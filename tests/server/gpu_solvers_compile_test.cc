@@ -812,6 +812,12 @@ TEST(GpuSolvers, DepthwiseChannelsLastHasVectorKernels) {
   EXPECT_EQ(step.block(0), 42u * 6);
   EXPECT_EQ(step.grid(0), 10u);  // 2 x 28 rows of 7 four-wide blocks
   EXPECT_EQ(step.shared_bytes(), 9u * 6 * 8 * 4);
+  // A find times 16-vector blocks, capped ones and 8 positions a thread too.
+  EXPECT_EQ(dw->FindConfigs(p), (std::vector<PerfConfig>{{0, 4, 16, 8},
+                                                         {0, 4, 16, 16},
+                                                         {3, 4, 16, 8},
+                                                         {3, 4, 16, 16},
+                                                         {0, 8, 16, 8}}));
   // W: 56 rows of 7 items in chunks that leave each of the 42 lanes 2 items
   // or more, its 9 taps added up 5 at a time (256 threads / 48 channels).
   p.direction = Direction::kBackwardWeights;
@@ -838,9 +844,11 @@ TEST(GpuSolvers, DepthwiseChannelsLastHasVectorKernels) {
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 2, 16, 8}));
   p.direction = Direction::kForward;
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{3, 2, 16, 16}));
-  EXPECT_EQ(
-      dw->FindConfigs(p),
-      (std::vector<PerfConfig>{{3, 2, 16, 16}, {3, 2, 16, 8}, {0, 2, 16, 8}}));
+  EXPECT_EQ(dw->FindConfigs(p), (std::vector<PerfConfig>{{3, 2, 16, 16},
+                                                         {3, 2, 16, 8},
+                                                         {0, 2, 16, 8},
+                                                         {2, 2, 16, 16},
+                                                         {3, 4, 8, 16}}));
   plan = dw->MakePlan(p, dw->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
   const auto& f_options = plan->sources(0).options();

@@ -1,8 +1,9 @@
 // Every GPU solver (cuDNN's among them), in every direction and type, on a CUDA
 // device against the float64 reference: layers from the MIOpen perf-model lists
 // (batch cut to at most 2; grouped and depthwise among them) plus small 3-D and
-// NHWC problems. Fresh random inputs, NaN-poisoned outputs and workspace. Skips
-// where no CUDA device is present.
+// NHWC problems; every config of a tunable solver on one case at least. Fresh
+// random inputs, NaN-poisoned outputs and workspace. Skips where no CUDA device
+// is present.
 #include "server/solvers/gpu_solvers.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -299,6 +301,8 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
   }
   std::random_device seeds;
   int applicable = 0, grouped = 0;
+  // Configs of this solver already run on an earlier case.
+  std::set<PerfConfig> checked;
   const std::vector<Case> cases = Cases();
   ASSERT_GE(cases.size(), 20u)
       << "perf-model lists not found under " << SharedDir();
@@ -319,15 +323,21 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
     std::mt19937_64 rng(seed);
     SCOPED_TRACE(
         absl::StrCat(c.name, ": ", DescribeProblem(p), " seed ", seed));
-    // The default, and the first, middle and last configs of dynamic solvers;
-    // every config of the warpgroup-MMA one.
+    // The default, and the first, middle and last configs of dynamic
+    // solvers, then each config of the space that no earlier case ran: every
+    // config is checked at least once. Every config of every case for the
+    // warpgroup-MMA one.
     std::vector<PerfConfig> configs = {solver->DefaultConfig(p)};
     const std::vector<PerfConfig> space = solver->ConfigSpace(p);
     if (solver->id() == kGpuTensorCoreWgmmaId) {
       configs = space;
     } else if (solver->dynamic()) {
-      for (const PerfConfig& extra :
-           {space.front(), space[space.size() / 2], space.back()}) {
+      std::vector<PerfConfig> extras = {space.front(), space[space.size() / 2],
+                                        space.back()};
+      for (const PerfConfig& c : space) {
+        if (checked.count(c) == 0) extras.push_back(c);
+      }
+      for (const PerfConfig& extra : extras) {
         if (std::find(configs.begin(), configs.end(), extra) == configs.end()) {
           configs.push_back(extra);
         }
@@ -337,6 +347,7 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
       ASSERT_EQ(solver->ValidateConfig(p, config), absl::OkStatus());
       RunAndCheck(p, *solver, config, rng);
       if (HasFatalFailure()) return;
+      checked.insert(config);
     }
   }
   EXPECT_GE(applicable, 4) << "too few problems apply to " << solver->name();

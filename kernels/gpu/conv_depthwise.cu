@@ -42,8 +42,9 @@
 // kernels CT_RFH CT_RFW (filter), CT_RV (outputs or positions per lane),
 // CT_RSH CT_RSW CT_RDW CT_RPW (stride, dilation along w, padding along w),
 // CT_RVL (elements a window load takes: rows of the source are whole
-// vectors) and CT_RVS (rows of the destination, W's dy, are whole runs of
-// CT_RV elements, each one access). Scalars: the problem (plan_args order); W
+// vectors), CT_RVS (rows of the destination, W's dy, are whole runs of
+// CT_RV elements, each one access) and CT_RPRE (F and B: every filter row's
+// window loaded before the sums). Scalars: the problem (plan_args order); W
 // then the number of chunks; the row kernels then lane_shift. Sizes are never
 // compiled in.
 
@@ -89,6 +90,9 @@
 #endif
 #ifndef CT_RVS
 #define CT_RVS 0
+#endif
+#ifndef CT_RPRE
+#define CT_RPRE 0
 #endif
 
 // Taps one 32-lane group of the W kernel sums per pass, at most.
@@ -451,8 +455,41 @@ CT_KERNEL void __launch_bounds__(256)
     float acc[CT_RV];
 #pragma unroll
     for (int j = 0; j < CT_RV; ++j) acc[j] = 0.0f;
+#if CT_RPRE
+    // Every filter row's window first, then the sums, so that the loads of
+    // all rows are in flight at once: a row the filter misses reads as an
+    // empty row (no load), and the vector test is made once for all rows.
+    float wins[CT_RFH][CT_RWIN];
+    const ct_t* srows[CT_RFH];
+    int widths[CT_RFH];
 #pragma unroll
     for (int fh = 0; fh < CT_RFH; ++fh) {
+#if CT_DIR == 1
+      const int sr = r * CT_RSH - ph + fh * dh;
+      const bool hit = sr >= 0 && sr < src_h;
+#else
+      const int t = r + ph - fh * dh;
+      const int sr = t >= 0 ? t / CT_RSH : 0;
+      const bool hit = t >= 0 && t % CT_RSH == 0 && sr < src_h;
+#endif
+      srows[fh] = sp + (hit ? sr : 0) * src_w;
+      widths[fh] = hit ? src_w : 0;
+    }
+    if (vec_in) {
+#pragma unroll
+      for (int fh = 0; fh < CT_RFH; ++fh)
+        ct_rows_window(wins[fh], srows[fh], sb + CT_RALO, widths[fh], true);
+    } else {
+#pragma unroll
+      for (int fh = 0; fh < CT_RFH; ++fh)
+        ct_rows_window(wins[fh], srows[fh], sb + CT_RALO, widths[fh], false);
+    }
+#endif
+#pragma unroll
+    for (int fh = 0; fh < CT_RFH; ++fh) {
+#if CT_RPRE
+      const float* win = wins[fh];
+#else
 #if CT_DIR == 1
       const int sr = r * CT_RSH - ph + fh * dh;
       if (sr < 0 || sr >= src_h) continue;
@@ -464,6 +501,7 @@ CT_KERNEL void __launch_bounds__(256)
 #endif
       float win[CT_RWIN];
       ct_rows_window(win, sp + sr * src_w, sb + CT_RALO, src_w, vec_in);
+#endif
 #pragma unroll
       for (int fw = 0; fw < CT_RFW; ++fw)
 #pragma unroll

@@ -4,7 +4,8 @@
 // shared memory. A config is the tile {TH, TW, KB}: TH x TW positions of
 // KB channels (KB is 1 in NCHW, where threads run along w; in NHWC they run
 // along channels). One channel per group in NCHW 2-D also has the row
-// kernels, config {0, V, 1}: V outputs (W: positions) per thread. One
+// kernels, config {0, V, 1}: V outputs (W: positions) per thread; F and B
+// also {0, V, 2}, which load every filter row's window before the sums. One
 // channel per group in NHWC 2-D has the vector kernels, config
 // {0, V, B, CB}: a thread owns B bytes of consecutive channels (one vector
 // load) and V positions along w, a block at most CB such vectors across.
@@ -60,6 +61,9 @@ constexpr int64_t kRowsMaxLanes = 32;
 constexpr int64_t kRowsMaxWindow = 40;
 // Row configs {0, V, 1}, the default first.
 constexpr int64_t kRowsPerLane[] = {4, 8, 2};
+// Source values (every filter row's window) an F or B row config {0, V, 2}
+// keeps in registers before its sums, at most.
+constexpr int64_t kRowsMaxPrefetch = 96;
 
 // One channel per group, NCHW, 2-D, a filter of at most 7x7: the row kernels.
 bool RowsApply(const ConvProblem& p) {
@@ -114,6 +118,14 @@ bool RowsFit(const ConvProblem& p, int64_t v) {
   if (p.direction == Direction::kBackwardData && v % p.stride[2] != 0)
     return false;
   return RowsWindow(p, v, RowsVectorElems(p, v)) <= kRowsMaxWindow;
+}
+
+// Row config {0, V, 2} (F and B): every filter row's window at once, so that
+// their loads are in flight together.
+bool RowsPrefetchFit(const ConvProblem& p, int64_t v) {
+  return p.direction != Direction::kBackwardWeights && RowsFit(p, v) &&
+         p.filter[1] * RowsWindow(p, v, RowsVectorElems(p, v)) <=
+             kRowsMaxPrefetch;
 }
 
 // One channel per group, NHWC, 2-D, a filter of at most 7x7: the vector
@@ -461,6 +473,9 @@ class GpuDepthwise final : public GpuSolver {
       for (const int64_t v : kRowsPerLane) {
         if (RowsFit(p, v)) space.push_back({0, v, 1});
       }
+      for (const int64_t v : kRowsPerLane) {
+        if (RowsPrefetchFit(p, v)) space.push_back({0, v, 2});
+      }
     }
     const bool nhwc = p.layout == Layout::kNHWC;
     for (const auto& t : nhwc ? absl::MakeConstSpan(kNhwcTiles)
@@ -617,6 +632,7 @@ class GpuDepthwise final : public GpuSolver {
       options.push_back(
           absl::StrCat("-DCT_RVL=", RowsVectorElems(p, config[1])));
       if (RowsRunIsVector(p, config[1])) options.push_back("-DCT_RVS=1");
+      if (config[2] == 2) options.push_back("-DCT_RPRE=1");
     } else {
       options.push_back(absl::StrCat("-DCT_DV=", VecChannels(p, config)));
       if (config[0] > 0) {

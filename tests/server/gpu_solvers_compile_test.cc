@@ -733,8 +733,12 @@ TEST(GpuSolvers, DepthwiseRowsReadWholeVectors) {
   p.type = DataType::kFp16;
   ASSERT_EQ(dw->IsApplicable(p), absl::OkStatus());
   EXPECT_EQ(dw->DefaultConfig(p), (PerfConfig{0, 4, 1}));
-  EXPECT_EQ(dw->FindConfigs(p),
-            (std::vector<PerfConfig>{{0, 4, 1}, {0, 8, 1}, {0, 2, 1}}));
+  // F and B also load every filter row's window first ({0, V, 2}) where
+  // the three rows' windows fit 96 values: 36, 48 and 18 here.
+  EXPECT_EQ(
+      dw->FindConfigs(p),
+      (std::vector<PerfConfig>{
+          {0, 4, 1}, {0, 8, 1}, {0, 2, 1}, {0, 4, 2}, {0, 8, 2}, {0, 2, 2}}));
   const auto options = [&](const PerfConfig& c) {
     absl::StatusOr<v1::ExecutionPlan> plan = dw->MakePlan(p, c);
     EXPECT_TRUE(plan.ok()) << plan.status();
@@ -761,6 +765,11 @@ TEST(GpuSolvers, DepthwiseRowsReadWholeVectors) {
             (std::vector<std::string>{"-DCT_RFH=3", "-DCT_RFW=3", "-DCT_RV=8",
                                       "-DCT_RSW=1", "-DCT_RDW=1", "-DCT_RSH=1",
                                       "-DCT_RPW=1", "-DCT_RVL=4"}));
+  EXPECT_EQ(
+      options({0, 8, 2}),
+      (std::vector<std::string>{"-DCT_RFH=3", "-DCT_RFW=3", "-DCT_RV=8",
+                                "-DCT_RSW=1", "-DCT_RDW=1", "-DCT_RSH=1",
+                                "-DCT_RPW=1", "-DCT_RVL=4", "-DCT_RPRE=1"}));
   // Backward data at stride 2 gathers from 14-wide dy rows: a thread of 4
   // outputs starts 2 columns on from the last, so 4-byte vectors.
   p.direction = Direction::kBackwardData, p.stride = {1, 2, 2};
@@ -773,7 +782,8 @@ TEST(GpuSolvers, DepthwiseRowsReadWholeVectors) {
   p.stride = {1, 3, 3};
   EXPECT_EQ(dw->DefaultConfig(p).size(), 3u);
   EXPECT_NE(dw->DefaultConfig(p)[0], 0);
-  // W keeps V positions a lane too, fp32 in 16-byte vectors.
+  // W keeps V positions a lane too, fp32 in 16-byte vectors, and has no
+  // configs that load every row first.
   p.direction = Direction::kBackwardWeights, p.stride = {1, 1, 1};
   p.type = DataType::kFp32;
   EXPECT_EQ(dw->FindConfigs(p),

@@ -1,9 +1,9 @@
 // Every GPU solver (cuDNN's among them), in every direction and type, on a CUDA
 // device against the float64 reference: layers from the MIOpen perf-model lists
 // (batch cut to at most 2; grouped and depthwise among them) plus small 3-D and
-// NHWC problems; every config of a tunable solver on one case at least. Fresh
-// random inputs, NaN-poisoned outputs and workspace. Skips where no CUDA device
-// is present.
+// NHWC problems; each kernel a tunable solver's configs compile to (its own
+// kernels, not a library's) on one case at least. Fresh random inputs,
+// NaN-poisoned outputs and workspace. Skips where no CUDA device is present.
 #include "server/solvers/gpu_solvers.h"
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_device.h"
@@ -288,6 +289,21 @@ void GpuSolverCorrectness::RunAndCheck(const ConvProblem& p,
             absl::OkStatus());
 }
 
+// The kernels the plan of `config` compiles for p, as one string: each
+// source's file, options and arch suffix. Empty where the plan compiles
+// nothing (a library's engines, whose configs are the problem's own).
+std::string CompiledKernels(const Solver& solver, const ConvProblem& p,
+                            const PerfConfig& config) {
+  const absl::StatusOr<v1::ExecutionPlan> plan = solver.MakePlan(p, config);
+  if (!plan.ok()) return "";
+  std::string out;
+  for (const v1::KernelSource& s : plan->sources()) {
+    absl::StrAppend(&out, s.file(), " ", absl::StrJoin(s.options(), " "), " ",
+                    s.arch_suffix(), ";");
+  }
+  return out;
+}
+
 TEST_P(GpuSolverCorrectness, MatchesReference) {
   const Combo combo = GetParam();
   const Solver* solver = registry_->Find(combo.solver_id);
@@ -301,8 +317,8 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
   }
   std::random_device seeds;
   int applicable = 0, grouped = 0;
-  // Configs of this solver already run on an earlier case.
-  std::set<PerfConfig> checked;
+  // Kernels (CompiledKernels) of this solver already run on a case.
+  std::set<std::string> checked;
   const std::vector<Case> cases = Cases();
   ASSERT_GE(cases.size(), 20u)
       << "perf-model lists not found under " << SharedDir();
@@ -324,9 +340,10 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
     SCOPED_TRACE(
         absl::StrCat(c.name, ": ", DescribeProblem(p), " seed ", seed));
     // The default, and the first, middle and last configs of dynamic
-    // solvers, then each config of the space that no earlier case ran: every
-    // config is checked at least once. Every config of every case for the
-    // warpgroup-MMA one.
+    // solvers, then each config of the space whose kernels (as compiled for
+    // this case: filter, stride and vector widths compiled in) no earlier
+    // case ran, so that every kernel a config compiles to is checked once at
+    // least. Every config of every case for the warpgroup-MMA one.
     std::vector<PerfConfig> configs = {solver->DefaultConfig(p)};
     const std::vector<PerfConfig> space = solver->ConfigSpace(p);
     if (solver->id() == kGpuTensorCoreWgmmaId) {
@@ -334,8 +351,11 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
     } else if (solver->dynamic()) {
       std::vector<PerfConfig> extras = {space.front(), space[space.size() / 2],
                                         space.back()};
-      for (const PerfConfig& c : space) {
-        if (checked.count(c) == 0) extras.push_back(c);
+      for (const PerfConfig& cfg : space) {
+        const std::string kernels = CompiledKernels(*solver, p, cfg);
+        if (!kernels.empty() && checked.count(kernels) == 0) {
+          extras.push_back(cfg);
+        }
       }
       for (const PerfConfig& extra : extras) {
         if (std::find(configs.begin(), configs.end(), extra) == configs.end()) {
@@ -347,7 +367,7 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
       ASSERT_EQ(solver->ValidateConfig(p, config), absl::OkStatus());
       RunAndCheck(p, *solver, config, rng);
       if (HasFatalFailure()) return;
-      checked.insert(config);
+      checked.insert(CompiledKernels(*solver, p, config));
     }
   }
   EXPECT_GE(applicable, 4) << "too few problems apply to " << solver->name();

@@ -53,6 +53,7 @@
 //   tc_pack_filter  G KG CG R S flip CP: w into [G][KO][R][S][CP]; flip 0 is
 //                   the forward filter (KO = KG, CG channels padded to CP),
 //                   flip 1 the backward one (KO = CG, KG padded to CP)
+//   tc_pack_filter_t  the same scalars, flip 1 alone, in 32x32 tiles
 //   conv_tc_wrw     N H W G CP KG KP OH OW R S PH PW SH SW DH DW splits
 //                   accumulate (N: the chunk)
 //   tc_wrw_reduce   G KG CG CP R S splits
@@ -273,6 +274,52 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
         pw)[k * st[0] + ci * st[1] + r * st[3] + s * st[4]];
   }
   reinterpret_cast<ct_u16*>(pdst)[i] = v;
+}
+
+// The backward filter of tc_pack_filter (flip 1) in 32x32 tiles of (o, c)
+// through shared memory, so that both the reads (along o, w's input
+// channels) and the writes (along c) are runs of 64 bytes; one element a
+// thread reads w's k-strided elements instead. Grid (CP/32, KO/32, G*R*S),
+// 256 threads.
+CT_KERNEL void tc_pack_filter_t(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
+                                ct_i64 a_kg, ct_i64 a_cg, ct_i64 a_r,
+                                ct_i64 a_s, ct_i64 a_flip, ct_i64 a_cp) {
+  (void)a_g, (void)a_flip;
+  const int kg = static_cast<int>(a_kg), cg = static_cast<int>(a_cg);
+  const int fr = static_cast<int>(a_r), fs = static_cast<int>(a_s);
+  const int cp = static_cast<int>(a_cp);
+  const int rs = blockIdx.z % (fr * fs), g = blockIdx.z / (fr * fs);
+  const int r = rs / fs, s = rs - r * fs;
+  const int c0 = blockIdx.x * 32, o0 = blockIdx.y * 32;
+  const int lane = threadIdx.x & 31, wy = threadIdx.x >> 5;
+  __shared__ ct_u16 tile[32][33];  // [c][o]
+  ct_i64 st[5];
+  tc_filter_strides(st, cg, fr, fs);
+  const int o = o0 + lane;
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) {
+    const int j = wy + 8 * jj, c = c0 + j;
+    ct_u16 v = 0;
+    if (c < kg && o < cg) {
+      // The filter element (k, o, R-1-r, S-1-s) of group g.
+      const ct_i64 k = static_cast<ct_i64>(g) * kg + c;
+      v = reinterpret_cast<const ct_u16*>(
+          pw)[k * st[0] + o * st[1] + (fr - 1 - r) * st[3] +
+              (fs - 1 - s) * st[4]];
+    }
+    tile[j][lane] = v;
+  }
+  __syncthreads();
+  ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
+  const int c = c0 + lane;  // CP is a multiple of 32
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) {
+    const int j = wy + 8 * jj, oo = o0 + j;
+    if (oo < cg) {
+      const ct_i64 at = ((static_cast<ct_i64>(g) * cg + oo) * fr + r) * fs + s;
+      dst[at * cp + c] = tile[lane][j];
+    }
+  }
 }
 
 // Small channel counts (the first layer's 3): the filter width folds into

@@ -749,10 +749,15 @@ class GpuTensorCorePipelined final : public GpuSolver {
       for (int64_t v : {g.co, g.ci, g.fh, g.fold.fs, g.cp})
         step->add_scalars(v);
     } else if (g.pack_filter) {
+      // The backward filter in tiles, where its grid fits.
+      const int64_t taps = g.groups * g.fh * g.fw;
+      const bool tiled = !fwd && taps <= kMaxGridY;
       const int64_t count = g.groups * g.co * g.fh * g.fw * g.cp;
       v1::KernelStep* step =
-          AddGpuStep(plan, "tc_pack_filter", source,
-                     {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
+          tiled ? AddGpuStep(plan, "tc_pack_filter_t", source,
+                             {g.cp / 32, CeilDiv(g.co, 32), taps}, kPackBlock)
+                : AddGpuStep(plan, "tc_pack_filter", source,
+                             {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
       AddBuffer(step, v1::BUFFER_W);
       AddBuffer(step, v1::BUFFER_WORKSPACE);
       for (int64_t v : {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw,

@@ -1074,14 +1074,18 @@ TEST(GpuSolvers, TensorCorePipelinedPacksOnlyWhatIsNotChannelLast) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Kernels(*plan), std::vector<std::string>{"conv_tc"});
   EXPECT_EQ(plan->workspace_bytes(), 0);
-  // Backward data turns the filter (K and C swapped; 128 channels reduced).
+  // Backward data turns the filter (K and C swapped; 128 channels reduced)
+  // in 32x32 tiles: 128/32 reduced by 64/32 out, for each of 9 taps.
   p.direction = Direction::kBackwardData;
   plan = s->MakePlan(p, s->DefaultConfig(p));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(Kernels(*plan),
-            (std::vector<std::string>{"tc_pack_filter", "conv_tc"}));
+            (std::vector<std::string>{"tc_pack_filter_t", "conv_tc"}));
   EXPECT_EQ(plan->workspace_bytes(), 64 * 9 * 128 * 2);
   EXPECT_EQ(plan->steps(0).scalars(5), 1) << "flipped";
+  EXPECT_EQ(plan->steps(0).grid(0), 4u);
+  EXPECT_EQ(plan->steps(0).grid(1), 2u);
+  EXPECT_EQ(plan->steps(0).grid(2), 9u);
   // Four channels per group are padded to 32 in the packed x.
   p.direction = Direction::kForward, p.groups = 16;
   plan = s->MakePlan(p, s->DefaultConfig(p));

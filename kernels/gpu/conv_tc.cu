@@ -46,14 +46,21 @@
 // its source once. Described at tc_tma_mainloop.
 //
 // Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
-// (warps), CT_STAGES, CT_WGMMA, CT_TMA, CT_CLUSTER. Scalars:
-//   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk)
+// (warps), CT_STAGES, CT_WGMMA, CT_TMA, CT_CLUSTER, CT_PHASE. Scalars:
+//   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk),
+//                   with CT_PHASE then FH FW QSH QSW QOH QOW: output (oh,
+//                   ow) lands at (oh * QSH + QOH, ow * QSW + QOW) of a
+//                   destination FH x FW (a phase of a strided backward
+//                   data pass, described at tc_pack_filter_t)
 //   tc_pack_act     n0 nb G CG CP HW: images [n0, n0 + nb) of a tensor with
 //                   G*CG channels into [nb][HW][G][CP]
 //   tc_pack_filter  G KG CG R S flip CP: w into [G][KO][R][S][CP]; flip 0 is
 //                   the forward filter (KO = KG, CG channels padded to CP),
 //                   flip 1 the backward one (KO = CG, KG padded to CP)
-//   tc_pack_filter_t  the same scalars, flip 1 alone, in 32x32 tiles
+//   tc_pack_filter_t  G KG CG R S flip CP JR JS QR QS SR SS: flip 1 alone,
+//                   in 32x32 tiles, the taps (j, l) < (JR, JS) being w's
+//                   taps (QR + SR * (JR - 1 - j), QS + SS * (JS - 1 - l));
+//                   JR = R, JS = S, Q 0 and S 1 turn the whole filter
 //   conv_tc_wrw     N H W G CP KG KP OH OW R S PH PW SH SW DH DW splits
 //                   accumulate (N: the chunk)
 //   tc_wrw_reduce   G KG CG CP R S splits
@@ -88,6 +95,9 @@
 #endif
 #ifndef CT_CLUSTER
 #define CT_CLUSTER 1
+#endif
+#ifndef CT_PHASE
+#define CT_PHASE 0
 #endif
 
 #define CT_CHUNKS (BK / 8)  // 16-byte chunks per tile row
@@ -279,17 +289,29 @@ CT_KERNEL void tc_pack_filter(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
 // The backward filter of tc_pack_filter (flip 1) in 32x32 tiles of (o, c)
 // through shared memory, so that both the reads (along o, w's input
 // channels) and the writes (along c) are runs of 64 bytes; one element a
-// thread reads w's k-strided elements instead. Grid (CP/32, KO/32, G*R*S),
-// 256 threads.
+// thread reads w's k-strided elements instead. Grid (CP/32, KO/32,
+// G*JR*JS), 256 threads; dst [G][KO][JR][JS][CP].
+//
+// Backward data with stride (SR, SS) runs as SR * SS stride-1 passes over
+// dy, one for each phase (QR, QS) of the filter: the rows i of dx with
+// (i + PH) mod SR = QR take only the taps r = QR + SR * j, and such a pass
+// is a forward pass of dy with those taps turned (a JR x JS filter), whose
+// outputs land SR rows and SS columns apart in dx (conv_tc's CT_PHASE).
 CT_KERNEL void tc_pack_filter_t(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
                                 ct_i64 a_kg, ct_i64 a_cg, ct_i64 a_r,
-                                ct_i64 a_s, ct_i64 a_flip, ct_i64 a_cp) {
+                                ct_i64 a_s, ct_i64 a_flip, ct_i64 a_cp,
+                                ct_i64 a_jr, ct_i64 a_js, ct_i64 a_qr,
+                                ct_i64 a_qs, ct_i64 a_sr, ct_i64 a_ss) {
   (void)a_g, (void)a_flip;
   const int kg = static_cast<int>(a_kg), cg = static_cast<int>(a_cg);
   const int fr = static_cast<int>(a_r), fs = static_cast<int>(a_s);
   const int cp = static_cast<int>(a_cp);
-  const int rs = blockIdx.z % (fr * fs), g = blockIdx.z / (fr * fs);
-  const int r = rs / fs, s = rs - r * fs;
+  const int jr = static_cast<int>(a_jr), js = static_cast<int>(a_js);
+  const int rs = blockIdx.z % (jr * js), g = blockIdx.z / (jr * js);
+  const int r = rs / js, s = rs - r * js;
+  // The tap of w that tap (r, s) of the pass takes.
+  const int wr = static_cast<int>(a_qr + a_sr * (jr - 1 - r));
+  const int ws = static_cast<int>(a_qs + a_ss * (js - 1 - s));
   const int c0 = blockIdx.x * 32, o0 = blockIdx.y * 32;
   const int lane = threadIdx.x & 31, wy = threadIdx.x >> 5;
   __shared__ ct_u16 tile[32][33];  // [c][o]
@@ -301,11 +323,10 @@ CT_KERNEL void tc_pack_filter_t(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
     const int j = wy + 8 * jj, c = c0 + j;
     ct_u16 v = 0;
     if (c < kg && o < cg) {
-      // The filter element (k, o, R-1-r, S-1-s) of group g.
+      // The filter element (k, o, wr, ws) of group g.
       const ct_i64 k = static_cast<ct_i64>(g) * kg + c;
       v = reinterpret_cast<const ct_u16*>(
-          pw)[k * st[0] + o * st[1] + (fr - 1 - r) * st[3] +
-              (fs - 1 - s) * st[4]];
+          pw)[k * st[0] + o * st[1] + wr * st[3] + ws * st[4]];
     }
     tile[j][lane] = v;
   }
@@ -316,7 +337,7 @@ CT_KERNEL void tc_pack_filter_t(const ct_t* pw, ct_t* pdst, ct_i64 a_g,
   for (int jj = 0; jj < 4; ++jj) {
     const int j = wy + 8 * jj, oo = o0 + j;
     if (oo < cg) {
-      const ct_i64 at = ((static_cast<ct_i64>(g) * cg + oo) * fr + r) * fs + s;
+      const ct_i64 at = ((static_cast<ct_i64>(g) * cg + oo) * jr + r) * js + s;
       dst[at * cp + c] = tile[lane][j];
     }
   }
@@ -889,6 +910,11 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
             ct_i64 a_h, ct_i64 a_w, ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko,
             ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s, ct_i64 a_ph,
             ct_i64 a_pw, ct_i64 a_sh, ct_i64 a_sw, ct_i64 a_dh, ct_i64 a_dw
+#if CT_PHASE
+            ,
+            ct_i64 a_fh, ct_i64 a_fw, ct_i64 a_qsh, ct_i64 a_qsw, ct_i64 a_qoh,
+            ct_i64 a_qow
+#endif
 #if CT_TMA
             ,
             const __grid_constant__ ct_tensor_map tm_src,
@@ -1076,6 +1102,23 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
   __syncthreads();
   ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
   const ct_i64 channels = static_cast<ct_i64>(groups) * ko;
+  // Where output position `pos` of an image lands in the destination's
+  // image of `plane` positions.
+#if CT_PHASE
+  const ct_i64 plane = a_fh * a_fw;
+  auto landing = [&](int pos) -> ct_i64 {
+    const int oh = pos / ow, oq = pos - oh * ow;
+    return (oh * a_qsh + a_qoh) * a_fw + oq * a_qsw + a_qow;
+  };
+#else
+  const ct_i64 plane = ohw;
+  auto landing = [](int pos) -> ct_i64 { return pos; };
+#endif
+  // The destination pixel of output row m.
+  auto pixel = [&](int m) -> ct_i64 {
+    const int n = m / ohw;
+    return n * plane + landing(m - n * ohw);
+  };
 
   // The tile through shared memory: [BN][BM + 8] for NCHW (positions
   // contiguous), [BM][BN + 8] for NHWC (channels contiguous), in the type
@@ -1130,7 +1173,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
     const int r = e / (BN / 8), c = (e - r * (BN / 8)) * 8;
     if (m0 + r >= rows || o0 + c >= ko) continue;
     const auto* from = tile + r * kLd + c;
-    ct_u16* at = dst + static_cast<ct_i64>(m0 + r) * channels + g * ko + o0 + c;
+    ct_u16* at = dst + pixel(m0 + r) * channels + g * ko + o0 + c;
     if (vector) {
 #if CT_TILE_FP32
       uint4 packed;
@@ -1152,17 +1195,17 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
   for (int e = tid; e < BM * BN; e += CT_THREADS) {
     const int r = e / BN, c = e - r * BN;
     if (m0 + r < rows && o0 + c < ko) {
-      dst[static_cast<ct_i64>(m0 + r) * channels + g * ko + o0 + c] =
-          tile[r * kLd + c];
+      dst[pixel(m0 + r) * channels + g * ko + o0 + c] = tile[r * kLd + c];
     }
   }
 #else
   const int r = tid % BM, m = m0 + r;
   if (m < rows) {
     const int n = m / ohw, pos = m - n * ohw;
-    ct_u16* at = dst + (static_cast<ct_i64>(n) * channels + g * ko) * ohw + pos;
+    ct_u16* at = dst + (static_cast<ct_i64>(n) * channels + g * ko) * plane +
+                 landing(pos);
     for (int c = tid / BM; c < BN && o0 + c < ko; c += CT_THREADS / BM) {
-      at[static_cast<ct_i64>(o0 + c) * ohw] = tc_bits(tile[c * kLd + r]);
+      at[static_cast<ct_i64>(o0 + c) * plane] = tc_bits(tile[c * kLd + r]);
     }
   }
 #endif

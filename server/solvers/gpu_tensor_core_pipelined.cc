@@ -5,7 +5,8 @@
 // overlap the products; gpu_tensor_core_igemm gathers element by element
 // instead.
 // F and B: the filter packed once into the workspace as [G][KO][R][S][CP]
-// (turned 180 degrees with k and c swapped for backward data, stride 1), then
+// (turned 180 degrees with k and c swapped for backward data; with a stride,
+// once for each of its phases, described at Phase), then
 // per chunk of images the source (x, or dy) packed channel-last with the
 // channels of a group padded to a multiple of 32, and conv_tc writing y or
 // dx in place. NHWC tensors whose channels per group are already a multiple
@@ -182,6 +183,35 @@ WidthFold FoldWidth(const ConvProblem& p) {
   return fold;
 }
 
+// Backward data with stride (SH, SW) > 1 as SH * SW stride-1 passes over dy,
+// one for each phase (qh, qw): the rows i of dx with (i + PH) mod SH = qh
+// take only the filter rows qh + SH * j, j < fh; such a pass is the forward
+// pass of dy with those taps turned, padded by ph, and its output row u
+// lands on dx row SH * u + off_h (columns likewise). Its filter is packed at
+// filter_at (elements) of the workspace.
+struct Phase {
+  int64_t qh, qw, fh, fw, ph, pw, dst_h, dst_w, off_h, off_w, filter_at;
+};
+
+// One dimension of a phase: taps, padding, outputs and first output of
+// phase q, for a filter of `taps` taps, padding `pad` and stride `stride`
+// over a dx `size` long.
+struct PhaseSide {
+  int64_t taps, pad, count, off;
+};
+PhaseSide PhaseSideOf(int64_t q, int64_t taps, int64_t pad, int64_t stride,
+                      int64_t size) {
+  PhaseSide s;
+  s.taps = CeilDiv(taps - q, stride);
+  // The first dy row u the phase reads from: ceil((pad - q) / stride).
+  const int64_t a = pad - q;
+  const int64_t first = a >= 0 ? CeilDiv(a, stride) : -((-a) / stride);
+  s.pad = s.taps - 1 - first;
+  s.off = stride * first + q - pad;
+  s.count = s.off < size ? CeilDiv(size - s.off, stride) : 0;
+  return s;
+}
+
 // The pass as conv_tc sees it, and the workspace: the packed filter at 0
 // (when packed), a chunk's packed source at src_at (when packed).
 struct Geometry {
@@ -190,6 +220,8 @@ struct Geometry {
   int64_t src_h, src_w, dst_h, dst_w;
   int64_t fh, fw, ph, pw, sh, sw, dh, dw;
   WidthFold fold;
+  int64_t step_h = 1, step_w = 1;  // backward data's stride
+  std::vector<Phase> phases;       // where that is over 1
   bool pack_src, pack_filter;
   int64_t src_at;
   int64_t chunk;  // images per chunk; 0 when one image does not fit
@@ -225,6 +257,19 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
     g.fw = 1, g.sw = 1, g.pw = 0, g.dw = 1;
     g.pack_src = g.pack_filter = true;
   }
+  if (bwd && (p.stride[1] > 1 || p.stride[2] > 1)) {
+    g.step_h = p.stride[1], g.step_w = p.stride[2];
+    int64_t at = 0;
+    for (int64_t qh = 0; qh < g.step_h; ++qh) {
+      for (int64_t qw = 0; qw < g.step_w; ++qw) {
+        const PhaseSide h = PhaseSideOf(qh, g.fh, p.pad[1], g.step_h, g.dst_h);
+        const PhaseSide w = PhaseSideOf(qw, g.fw, p.pad[2], g.step_w, g.dst_w);
+        g.phases.push_back({qh, qw, h.taps, w.taps, h.pad, w.pad, h.count,
+                            w.count, h.off, w.off, at});
+        at += g.groups * g.co * h.taps * w.taps * g.cp;
+      }
+    }
+  }
   const int64_t es = ElementBytes(p.type);
   const int64_t filter_bytes =
       g.pack_filter ? g.groups * g.co * g.fh * g.fw * g.cp * es : 0;
@@ -239,6 +284,26 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
   g.chunk = std::max<int64_t>(g.chunk, 0);
   g.bytes = g.pack_src ? g.src_at + g.chunk * image * es : filter_bytes;
   return g;
+}
+
+// The stride-1 passes of `g`: its phases, or the whole pass.
+std::vector<Phase> PassesOf(const Geometry& g) {
+  if (!g.phases.empty()) return g.phases;
+  return {{0, 0, g.fh, g.fw, g.ph, g.pw, g.dst_h, g.dst_w, 0, 0, 0}};
+}
+
+// The pass conv_tc runs for phase `f` of `g`.
+Geometry PassOf(const Geometry& g, const Phase& f) {
+  Geometry pass = g;
+  pass.fh = f.fh, pass.fw = f.fw, pass.ph = f.ph, pass.pw = f.pw;
+  pass.dst_h = f.dst_h, pass.dst_w = f.dst_w;
+  return pass;
+}
+
+// Backward data turns its filter in tiles (tc_pack_filter_t) where the
+// tiles' grid fits; phases need it.
+bool TurnsInTiles(const Geometry& g) {
+  return g.groups * g.fh * g.fw <= kMaxGridY;
 }
 
 int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
@@ -304,6 +369,13 @@ absl::Status TmaApplies(const TmaSpatial& g) {
                      kTmaMaxTapOffset, ", the filter and dilation need ",
                      std::max((g.fh - 1) * g.dh, (g.fw - 1) * g.dw)));
   }
+  return absl::OkStatus();
+}
+
+// OK where the tensor maps can describe each stride-1 pass of `g`.
+absl::Status PassesTmaApply(const Geometry& g) {
+  for (const Phase& f : PassesOf(g))
+    RETURN_IF_ERROR(TmaApplies(SpatialOf(PassOf(g, f))));
   return absl::OkStatus();
 }
 
@@ -528,9 +600,31 @@ class GpuTensorCorePipelined final : public GpuSolver {
     }
     if (p.direction == Direction::kBackwardData &&
         (p.stride[1] != 1 || p.stride[2] != 1)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "stride: ", name(), " needs stride 1 for backward data, got ",
-          p.stride[1], "x", p.stride[2]));
+      // A pass for each phase of the stride: each must have a tap, and
+      // dilated taps would spread over the phases.
+      if (p.filter[1] < p.stride[1] || p.filter[2] < p.stride[2]) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("stride: ", name(),
+                         " needs a filter at least as large as the "
+                         "stride for backward data, got ",
+                         p.filter[1], "x", p.filter[2], " with stride ",
+                         p.stride[1], "x", p.stride[2]));
+      }
+      if (p.dilation[1] != 1 || p.dilation[2] != 1) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("dilation: ", name(),
+                         " needs dilation 1 for strided backward "
+                         "data, got ",
+                         p.dilation[1], "x", p.dilation[2]));
+      }
+      if (p.groups * p.filter[1] * p.filter[2] > kMaxGridY) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("groups: ", name(),
+                         " turns a strided backward filter on a "
+                         "16-bit grid axis: ",
+                         p.groups, " groups of ", p.filter[1], "x", p.filter[2],
+                         " taps are too many"));
+      }
     }
     int64_t chunk,
         largest;  // images per chunk; the most elements a kernel indexes
@@ -615,7 +709,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     };
     if (wgmma_) {
       add(kWgmmaConfigs, 0);
-      if (TmaApplies(SpatialOf(g)).ok()) {
+      if (PassesTmaApply(g).ok()) {
         add(kWgmmaConfigs, 1);
         add(kTmaOnlyConfigs, 1);
         add(kClusterConfigs, 2);
@@ -678,7 +772,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     // The same tile through the tensor memory accelerator where it applies:
     // on the H200 it took 15-30% less time than the copy ring on each of
     // ResNet-50's F and B 3x3 layers.
-    if (TmaApplies(SpatialOf(g)).ok()) c.push_back(1);
+    if (PassesTmaApply(g).ok()) c.push_back(1);
     return c;
   }
 
@@ -718,6 +812,10 @@ class GpuTensorCorePipelined final : public GpuSolver {
     if (IsTma(config)) options.push_back("-DCT_TMA=1");
     if (ClusterOf(config) > 1)
       options.push_back(absl::StrCat("-DCT_CLUSTER=", ClusterOf(config)));
+    if (p.direction == Direction::kBackwardData &&
+        (p.stride[1] > 1 || p.stride[2] > 1)) {
+      options.push_back("-DCT_PHASE=1");
+    }
     const int source = AddSource(&plan, "conv_tc.cu", options);
     if (wgmma_) plan.mutable_sources(source)->set_arch_suffix("a");
     if (p.direction == Direction::kBackwardWeights) {
@@ -744,6 +842,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const Geometry g = MakeGeometry(p, wgmma_);
     const bool fwd = p.direction == Direction::kForward;
     const int64_t es = ElementBytes(p.type);
+    const std::vector<Phase> passes = PassesOf(g);
     if (g.fold.on) {
       const int64_t count = g.co * g.fh * g.cp;
       v1::KernelStep* step =
@@ -753,21 +852,30 @@ class GpuTensorCorePipelined final : public GpuSolver {
       AddBuffer(step, v1::BUFFER_WORKSPACE);
       for (int64_t v : {g.co, g.ci, g.fh, g.fold.fs, g.cp})
         step->add_scalars(v);
-    } else if (g.pack_filter) {
-      // The backward filter in tiles, where its grid fits.
-      const int64_t taps = g.groups * g.fh * g.fw;
-      const bool tiled = !fwd && taps <= kMaxGridY;
+    } else if (g.pack_filter && (fwd || !TurnsInTiles(g))) {
       const int64_t count = g.groups * g.co * g.fh * g.fw * g.cp;
       v1::KernelStep* step =
-          tiled ? AddGpuStep(plan, "tc_pack_filter_t", source,
-                             {g.cp / 32, CeilDiv(g.co, 32), taps}, kPackBlock)
-                : AddGpuStep(plan, "tc_pack_filter", source,
-                             {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
+          AddGpuStep(plan, "tc_pack_filter", source,
+                     {CeilDiv(count, kPackBlock), 1, 1}, kPackBlock);
       AddBuffer(step, v1::BUFFER_W);
       AddBuffer(step, v1::BUFFER_WORKSPACE);
       for (int64_t v : {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw,
                         int64_t{!fwd}, g.cp}) {
         step->add_scalars(v);
+      }
+    } else if (g.pack_filter) {
+      // The backward filter in tiles, each pass's taps at its offset.
+      for (const Phase& f : passes) {
+        v1::KernelStep* step = AddGpuStep(
+            plan, "tc_pack_filter_t", source,
+            {g.cp / 32, CeilDiv(g.co, 32), g.groups * f.fh * f.fw}, kPackBlock);
+        AddBuffer(step, v1::BUFFER_W);
+        AddBuffer(step, v1::BUFFER_WORKSPACE, f.filter_at * es);
+        for (int64_t v :
+             {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw,
+              int64_t{1}, g.cp, f.fh, f.fw, f.qh, f.qw, g.step_h, g.step_w}) {
+          step->add_scalars(v);
+        }
       }
     }
     const v1::BufferRole src = fwd ? v1::BUFFER_X : v1::BUFFER_Y;
@@ -781,28 +889,38 @@ class GpuTensorCorePipelined final : public GpuSolver {
       } else if (g.pack_src) {
         AddPackStep(p, source, src, g.src_at, n0, nb, g.ci, g.cp, src_hw, plan);
       }
-      v1::KernelStep* step = AddGpuStep(
-          plan, "conv_tc", source, {GroupBlocks(g, nb, config), g.groups, 1},
-          static_cast<uint32_t>(Threads(config)));
-      step->set_shared_bytes(
-          static_cast<uint32_t>(SharedBytes(p, config, wgmma_)));
-      if (g.pack_src) {
-        AddBuffer(step, v1::BUFFER_WORKSPACE, g.src_at);
-      } else {
-        AddBuffer(step, src, n0 * src_hw * g.groups * g.ci * es);
+      for (const Phase& f : passes) {
+        const Geometry pass = PassOf(g, f);
+        if (pass.dst_h == 0 || pass.dst_w == 0) continue;
+        v1::KernelStep* step =
+            AddGpuStep(plan, "conv_tc", source,
+                       {GroupBlocks(pass, nb, config), g.groups, 1},
+                       static_cast<uint32_t>(Threads(config)));
+        step->set_shared_bytes(
+            static_cast<uint32_t>(SharedBytes(p, config, wgmma_)));
+        if (g.pack_src) {
+          AddBuffer(step, v1::BUFFER_WORKSPACE, g.src_at);
+        } else {
+          AddBuffer(step, src, n0 * src_hw * g.groups * g.ci * es);
+        }
+        if (g.pack_filter) {
+          AddBuffer(step, v1::BUFFER_WORKSPACE, f.filter_at * es);
+        } else {
+          AddBuffer(step, v1::BUFFER_W);
+        }
+        AddBuffer(step, dst, n0 * dst_hw * g.groups * g.co * es);
+        for (int64_t v : {nb, pass.src_h, pass.src_w, g.groups, g.cp, g.co,
+                          pass.dst_h, pass.dst_w, pass.fh, pass.fw, pass.ph,
+                          pass.pw, pass.sh, pass.sw, pass.dh, pass.dw}) {
+          step->add_scalars(v);
+        }
+        if (!g.phases.empty()) {
+          for (int64_t v :
+               {g.dst_h, g.dst_w, g.step_h, g.step_w, f.off_h, f.off_w})
+            step->add_scalars(v);
+        }
+        if (IsTma(config)) AddTensorMaps(pass, nb, config, es, step);
       }
-      if (g.pack_filter) {
-        AddBuffer(step, v1::BUFFER_WORKSPACE);
-      } else {
-        AddBuffer(step, v1::BUFFER_W);
-      }
-      AddBuffer(step, dst, n0 * dst_hw * g.groups * g.co * es);
-      for (int64_t v :
-           {nb, g.src_h, g.src_w, g.groups, g.cp, g.co, g.dst_h, g.dst_w, g.fh,
-            g.fw, g.ph, g.pw, g.sh, g.sw, g.dh, g.dw}) {
-        step->add_scalars(v);
-      }
-      if (IsTma(config)) AddTensorMaps(g, nb, config, es, step);
     }
   }
 

@@ -206,6 +206,11 @@ std::vector<Case> Cases() {
     ConvProblem pads = Small(2, 6, {1, 7, 9}, 10, 3, 1, 1, l);
     pads.pad = {0, 2, 0};
     cases.push_back({"3x3 pads 2,0" + suffix, pads});
+    // 3x3 stride 2 without padding, odd sizes: the tensor-core solvers'
+    // backward data runs four phases of one and two taps a side.
+    ConvProblem unpadded = Small(2, 32, {1, 15, 13}, 40, 3, 2, 1, l);
+    unpadded.pad = {0, 0, 0};
+    cases.push_back({"3x3 stride 2 unpadded" + suffix, unpadded});
   }
   return cases;
 }

@@ -1485,6 +1485,91 @@ TEST(GpuSolvers, TensorCoreWgmmaWeightsCopyThroughTensorMaps) {
   for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
 }
 
+// Strided backward data: the plan's passes, replayed on the host, add up
+// each product dy[oh] * w[r] into dx[oh * stride - pad + r] exactly once.
+TEST(GpuSolvers, TensorCoreStridedBackwardDataCoversEachProductOnce) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  struct Case {
+    int64_t h, w, r, sf, ph, pw, sh, sw;
+  };
+  for (const Case& c : {Case{15, 15, 3, 3, 1, 1, 2, 2},    // ResNet's 3x3 s2
+                        Case{35, 35, 3, 3, 0, 0, 2, 2},    // Inception's
+                        Case{17, 12, 5, 3, 2, 0, 3, 2},    // odd everything
+                        Case{9, 9, 7, 7, 3, 3, 2, 2},      // 7x7 s2
+                        Case{8, 10, 4, 2, 1, 1, 2, 2}}) {  // even taps
+    ConvProblem p;
+    p.n = 2, p.c = 64, p.k = 96, p.in = {1, c.h, c.w},
+    p.filter = {1, c.r, c.sf}, p.pad = {0, c.ph, c.pw},
+    p.stride = {1, c.sh, c.sw};
+    p.direction = Direction::kBackwardData;
+    p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+    SCOPED_TRACE(testing::Message()
+                 << c.h << "x" << c.w << " " << c.r << "x" << c.sf << " stride "
+                 << c.sh << "x" << c.sw);
+    ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+    const int64_t oh = p.out(1), ow = p.out(2);
+    absl::StatusOr<v1::ExecutionPlan> plan =
+        s->MakePlan(p, s->DefaultConfig(p));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    // (dx row, dx column, dy row, dy column, filter row, filter column).
+    std::map<std::array<int64_t, 6>, int> seen;
+    int64_t filter_elements = 0;
+    for (const v1::KernelStep& pack : plan->steps()) {
+      if (pack.kernel() != "tc_pack_filter_t") continue;
+      ASSERT_EQ(pack.scalars_size(), 13);
+      const int64_t jr = pack.scalars(7), js = pack.scalars(8);
+      const int64_t qr = pack.scalars(9), qs = pack.scalars(10);
+      filter_elements += 64 * jr * js * 96;
+      EXPECT_EQ(pack.grid(2), static_cast<uint32_t>(jr * js));
+      for (const v1::KernelStep& conv : plan->steps()) {
+        if (conv.kernel() != "conv_tc" ||
+            conv.buffers(1).offset_bytes() != pack.buffers(1).offset_bytes())
+          continue;
+        ASSERT_EQ(conv.scalars_size(), 22);
+        EXPECT_EQ(conv.scalars(8), jr);
+        EXPECT_EQ(conv.scalars(9), js);
+        EXPECT_EQ(conv.scalars(12), 1);  // stride-1 passes
+        EXPECT_EQ(conv.scalars(16), c.h);
+        EXPECT_EQ(conv.scalars(17), c.w);
+        const int64_t ph = conv.scalars(10), pw = conv.scalars(11);
+        for (int64_t u = 0; u < conv.scalars(6); ++u) {
+          for (int64_t v = 0; v < conv.scalars(7); ++v) {
+            const int64_t ih = u * conv.scalars(18) + conv.scalars(20);
+            const int64_t iw = v * conv.scalars(19) + conv.scalars(21);
+            for (int64_t j = 0; j < jr; ++j) {
+              for (int64_t l = 0; l < js; ++l) {
+                const int64_t yh = u - ph + j, yw = v - pw + l;
+                if (yh < 0 || yh >= oh || yw < 0 || yw >= ow) continue;
+                ++seen[{ih, iw, yh, yw, qr + c.sh * (jr - 1 - j),
+                        qs + c.sw * (js - 1 - l)}];
+              }
+            }
+          }
+        }
+      }
+    }
+    EXPECT_EQ(filter_elements * 2, plan->workspace_bytes());
+    int64_t expected = 0;
+    for (int64_t yh = 0; yh < oh; ++yh) {
+      for (int64_t yw = 0; yw < ow; ++yw) {
+        for (int64_t r = 0; r < c.r; ++r) {
+          for (int64_t q = 0; q < c.sf; ++q) {
+            const int64_t ih = yh * c.sh - c.ph + r, iw = yw * c.sw - c.pw + q;
+            if (ih < 0 || ih >= c.h || iw < 0 || iw >= c.w) continue;
+            ++expected;
+            const auto it = seen.find({ih, iw, yh, yw, r, q});
+            ASSERT_NE(it, seen.end())
+                << "dx " << ih << "," << iw << " misses dy " << yh << "," << yw
+                << " tap " << r << "," << q;
+            EXPECT_EQ(it->second, 1);
+          }
+        }
+      }
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), expected);
+  }
+}
+
 TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCorePipelinedId);
   EXPECT_TRUE(s->SupportsDevice({.backend = v1::CUDA, .arch = "sm_90"}));
@@ -1500,8 +1585,15 @@ TEST(GpuSolvers, TensorCorePipelinedConstraintsAreNamed) {
   expect_named("type:");
   p.type = DataType::kBf16;
   EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  // Strided backward data runs a pass for each phase of the stride: every
+  // phase needs a tap, and undilated ones.
   p.direction = Direction::kBackwardData, p.stride = {1, 2, 2};
+  EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
+  p.filter = {1, 1, 1};
   expect_named("stride:");
+  p.filter = {1, 3, 3}, p.dilation = {1, 2, 2};
+  expect_named("dilation:");
+  p.dilation = {1, 1, 1};
   p.direction = Direction::kForward;
   EXPECT_EQ(s->IsApplicable(p), absl::OkStatus());
   // A bit for each filter row and column: 32 of each at most.

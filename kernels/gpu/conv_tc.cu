@@ -5,7 +5,8 @@
 //   filt[g][o][r][s][c]
 // with ih = oh*SH + r*DH - PH and iw = ow*SW + s*DW - PW (0 outside the
 // source). Forward runs it on x and w; backward data on dy and the filter
-// turned 180 degrees with k and c swapped (stride 1, pad (R-1)*DH - PH).
+// turned 180 degrees with k and c swapped (stride 1, pad (R-1)*DH - PH;
+// with a stride, one such pass for each of its phases: tc_pack_filter_t).
 //   src   [N][H][W][G][CP]   CP: channels per group, a multiple of 32, the
 //                            padding zero
 //   filt  [G][KO][R][S][CP]

@@ -242,7 +242,8 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
   g.dst_w = bwd ? p.in[2] : p.out(2);
   g.fh = p.filter[1], g.fw = p.filter[2];
   g.dh = p.dilation[1], g.dw = p.dilation[2];
-  // Backward data (stride 1) is the forward pass of dy with the filter turned.
+  // Backward data (stride 1) is the forward pass of dy with the filter
+  // turned; with a stride, one such pass for each phase (below).
   g.ph = bwd ? (g.fh - 1) * g.dh - p.pad[1] : p.pad[1];
   g.pw = bwd ? (g.fw - 1) * g.dw - p.pad[2] : p.pad[2];
   g.sh = bwd ? 1 : p.stride[1];

@@ -1104,22 +1104,23 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
   ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
   const ct_i64 channels = static_cast<ct_i64>(groups) * ko;
   // Where output position `pos` of an image lands in the destination's
-  // image of `plane` positions.
+  // image of `plane` positions, and the destination pixel of output row m
+  // (m itself without phases).
 #if CT_PHASE
   const ct_i64 plane = a_fh * a_fw;
   auto landing = [&](int pos) -> ct_i64 {
     const int oh = pos / ow, oq = pos - oh * ow;
     return (oh * a_qsh + a_qoh) * a_fw + oq * a_qsw + a_qow;
   };
-#else
-  const ct_i64 plane = ohw;
-  auto landing = [](int pos) -> ct_i64 { return pos; };
-#endif
-  // The destination pixel of output row m.
   auto pixel = [&](int m) -> ct_i64 {
     const int n = m / ohw;
     return n * plane + landing(m - n * ohw);
   };
+#else
+  const ct_i64 plane = ohw;
+  auto landing = [](int pos) -> ct_i64 { return pos; };
+  auto pixel = [](int m) -> ct_i64 { return m; };
+#endif
 
   // The tile through shared memory: [BN][BM + 8] for NCHW (positions
   // contiguous), [BM][BN + 8] for NHWC (channels contiguous), in the type

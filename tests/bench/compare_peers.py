@@ -118,7 +118,8 @@ class Pair(object):
 
 # The H200's ceilings as measured on the device machine (KINDS.md): a
 # 16-bit matrix product through PyTorch, and a device-to-device copy
-# (bytes read plus written).
+# (bytes read plus written). The H100's, measured the same way: 798 TFLOP/s
+# and 3.0 TB/s (--ceilings 798 3.0).
 PEAK_TFLOPS = 788.0
 PEAK_TBPS = 4.3
 
@@ -144,7 +145,7 @@ def work(rec):
     return flop, float(elements * es)
 
 
-def layer_rows(layers):
+def layer_rows(layers, peak_tflops=PEAK_TFLOPS, peak_tbps=PEAK_TBPS):
     """Per-layer table: the own kernels' pick, its rate and bandwidth beside
     the floor that the ceilings give, and PyTorch."""
     rows = []
@@ -156,8 +157,8 @@ def layer_rows(layers):
             flop, nbytes = amount
             rate = "%.0f" % (flop / (l.own * 1e-3) / 1e12)
             bw = "%.2f" % (nbytes / (l.own * 1e-3) / 1e12)
-            floor = f3(max(flop / (PEAK_TFLOPS * 1e12),
-                           nbytes / (PEAK_TBPS * 1e12)) * 1e3)
+            floor = f3(max(flop / (peak_tflops * 1e12),
+                           nbytes / (peak_tbps * 1e12)) * 1e3)
         rows.append([r["list"], r["direction"], r["type"], r["layout"],
                      str(r["line_no"]), l.describe(),
                      str(r.get("own_solver") or "-"), f3(l.own), rate, bw,
@@ -237,7 +238,16 @@ def main(argv=None):
                     "TFLOP/s and TB/s (fewest bytes) beside the floor of the "
                     "H200's measured ceilings (%.0f TFLOP/s, %.1f TB/s), and "
                     "PyTorch's time" % (PEAK_TFLOPS, PEAK_TBPS))
+    ap.add_argument("--ceilings", nargs=2, type=float,
+                    metavar=("TFLOPS", "TBPS"),
+                    default=[PEAK_TFLOPS, PEAK_TBPS],
+                    help="the card's matrix rate (TFLOP/s) and copy "
+                    "bandwidth (TB/s) for --layers' floor (default the "
+                    "H200's; the H100's: 798 3.0)")
     args = ap.parse_args(argv)
+    if min(args.ceilings) <= 0:
+        ap.error("--ceilings: TFLOPS and TBPS must be positive, got %g %g" %
+                 tuple(args.ceilings))
 
     notes = []
     ours = load(args.ours, OURS_KEYS, "ours", notes)
@@ -352,7 +362,8 @@ def main(argv=None):
                       "own pick", "own ms", "own TFLOP/s", "own TB/s",
                       "floor ms", "find ms", "torch ms", "torch / own"],
                      layer_rows(sorted(layers, key=lambda l: (
-                         l.ours["direction"], l.ours["line_no"]))),
+                         l.ours["direction"], l.ours["line_no"])),
+                         *args.ceilings),
                      args.markdown))
         print()
     left_out = ["%d %s" % (v, k) for k, v in counts.items() if v]

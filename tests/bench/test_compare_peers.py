@@ -67,6 +67,15 @@ class ComparePeersTest(unittest.TestCase):
         self.assertEqual(cells[8:11], ["-", "-", "-"])
         self.assertEqual(cells[13], "0.500")
 
+    def test_ceilings_set_the_floor(self):
+        # 102.8 MB at 0.1 TB/s take 1.028 ms, more than the FLOP at 1000.
+        text = self.run_tool([ours(1, KEY, 0.1)], [peer(1, 0.2)], "--layers",
+                             "--markdown", "--ceilings", "1000", "0.1")
+        row = [l for l in text.splitlines()
+               if l.startswith("| L.txt | F | fp16 | NHWC | ")][0]
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        self.assertEqual(cells[10], "1.028")
+
     def test_without_layers_there_is_no_layer_table(self):
         text = self.run_tool([ours(1, KEY, 0.1)], [peer(1, 0.2)])
         self.assertNotIn("Every layer", text)

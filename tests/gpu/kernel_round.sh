@@ -23,7 +23,8 @@
 #   MAX_SECONDS  each side's time per list (default 60)
 #   NCU          a kernel name: ncu's summary of its launches in the first
 #                list's find (empty: none)
-# Logs, JSON and the comparison tables land in OUTDIR.
+# Logs, JSON and the comparison tables (each layer with its TFLOP/s and
+# TB/s beside the floor of the card's measured ceilings) land in OUTDIR.
 set -uo pipefail
 bundle=$(cd "$1" && pwd)
 out=$2
@@ -32,6 +33,9 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 export CONVTUNE_SHARED_DIR="$bundle/shared"
 lists="$bundle/shared/problems/miopen-perf-models"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
+# The card's measured ceilings for the per-layer floors (compare_peers.py).
+ceilings=()
+grep -q "H100" "$out/gpu.txt" && ceilings=(--ceilings 798 3.0)
 python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())' >> "$out/gpu.txt" 2>&1
 
 if [ -n "${FILTER:-}" ]; then
@@ -94,7 +98,7 @@ for item in ${LISTS:-}; do
     "$path" > "$out/$name-torch.log" 2>&1
   echo "rc=$?" >> "$out/$name-torch.log"
   python3 "$here/tests/bench/compare_peers.py" --ours "$out/$name-ours.json" \
-    --torch "$out/$name-torch.json" --markdown > "$out/$name.md" 2>&1
+    --torch "$out/$name-torch.json" --markdown --layers "${ceilings[@]}" > "$out/$name.md" 2>&1
   grep -E "^\| [^|]+ \| all \| (F|B|W) \|" "$out/$name.md" | cut -d'|' -f4-11
 done
 

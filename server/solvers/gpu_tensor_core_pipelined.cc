@@ -373,10 +373,13 @@ absl::Status TmaApplies(const TmaSpatial& g) {
   return absl::OkStatus();
 }
 
-// OK where the tensor maps can describe each stride-1 pass of `g`.
+// OK where the tensor maps can describe each stride-1 pass of `g` that
+// has outputs (AddSteps launches no other).
 absl::Status PassesTmaApply(const Geometry& g) {
-  for (const Phase& f : PassesOf(g))
+  for (const Phase& f : PassesOf(g)) {
+    if (f.dst_h == 0 || f.dst_w == 0) continue;
     RETURN_IF_ERROR(TmaApplies(SpatialOf(PassOf(g, f))));
+  }
   return absl::OkStatus();
 }
 
@@ -804,6 +807,17 @@ class GpuTensorCorePipelined final : public GpuSolver {
   absl::StatusOr<v1::ExecutionPlan> MakePlan(
       const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
+    if (p.direction == Direction::kBackwardData) {
+      // Phases pack each pass's taps in tiles (IsApplicable sees to it).
+      const Geometry g = MakeGeometry(p, wgmma_);
+      if (!g.phases.empty() && !TurnsInTiles(g)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("groups: ", name(),
+                         " turns a strided backward filter on a 16-bit grid "
+                         "axis, which ",
+                         g.groups * g.fh * g.fw, " tap blocks overflow"));
+      }
+    }
     v1::ExecutionPlan plan = NewPlan(p, config);
     std::vector<std::string> options = ProblemOptions(p);
     const char* names[] = {"BM", "BN", "BK", "WM", "WN", "CT_STAGES"};

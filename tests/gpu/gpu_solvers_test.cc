@@ -211,6 +211,11 @@ std::vector<Case> Cases() {
     ConvProblem unpadded = Small(2, 32, {1, 15, 13}, 40, 3, 2, 1, l);
     unpadded.pad = {0, 0, 0};
     cases.push_back({"3x3 stride 2 unpadded" + suffix, unpadded});
+    // Padding 2: a phase's pass is padded by -1 (its first output reads
+    // the source's second row), the im2col map's lower corner positive.
+    ConvProblem wide_pad = unpadded;
+    wide_pad.pad = {0, 2, 2};
+    cases.push_back({"3x3 stride 2 padding 2" + suffix, wide_pad});
   }
   return cases;
 }

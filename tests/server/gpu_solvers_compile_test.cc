@@ -1492,11 +1492,12 @@ TEST(GpuSolvers, TensorCoreStridedBackwardDataCoversEachProductOnce) {
   struct Case {
     int64_t h, w, r, sf, ph, pw, sh, sw;
   };
-  for (const Case& c : {Case{15, 15, 3, 3, 1, 1, 2, 2},    // ResNet's 3x3 s2
-                        Case{35, 35, 3, 3, 0, 0, 2, 2},    // Inception's
-                        Case{17, 12, 5, 3, 2, 0, 3, 2},    // odd everything
-                        Case{9, 9, 7, 7, 3, 3, 2, 2},      // 7x7 s2
-                        Case{8, 10, 4, 2, 1, 1, 2, 2}}) {  // even taps
+  for (const Case& c : {Case{15, 15, 3, 3, 1, 1, 2, 2},     // ResNet's 3x3 s2
+                        Case{35, 35, 3, 3, 0, 0, 2, 2},     // Inception's
+                        Case{17, 12, 5, 3, 2, 0, 3, 2},     // odd everything
+                        Case{9, 9, 7, 7, 3, 3, 2, 2},       // 7x7 s2
+                        Case{8, 10, 4, 2, 1, 1, 2, 2},      // even taps
+                        Case{15, 13, 3, 3, 2, 2, 2, 2}}) {  // pass pad -1
     ConvProblem p;
     p.n = 2, p.c = 64, p.k = 96, p.in = {1, c.h, c.w},
     p.filter = {1, c.r, c.sf}, p.pad = {0, c.ph, c.pw},
@@ -1513,6 +1514,8 @@ TEST(GpuSolvers, TensorCoreStridedBackwardDataCoversEachProductOnce) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     // (dx row, dx column, dy row, dy column, filter row, filter column).
     std::map<std::array<int64_t, 6>, int> seen;
+    // How often each dx pixel is written: once, products or none.
+    std::map<std::pair<int64_t, int64_t>, int> written;
     int64_t filter_elements = 0;
     for (const v1::KernelStep& pack : plan->steps()) {
       if (pack.kernel() != "tc_pack_filter_t") continue;
@@ -1536,6 +1539,7 @@ TEST(GpuSolvers, TensorCoreStridedBackwardDataCoversEachProductOnce) {
           for (int64_t v = 0; v < conv.scalars(7); ++v) {
             const int64_t ih = u * conv.scalars(18) + conv.scalars(20);
             const int64_t iw = v * conv.scalars(19) + conv.scalars(21);
+            ++written[{ih, iw}];
             for (int64_t j = 0; j < jr; ++j) {
               for (int64_t l = 0; l < js; ++l) {
                 const int64_t yh = u - ph + j, yw = v - pw + l;
@@ -1567,6 +1571,13 @@ TEST(GpuSolvers, TensorCoreStridedBackwardDataCoversEachProductOnce) {
       }
     }
     EXPECT_EQ(static_cast<int64_t>(seen.size()), expected);
+    EXPECT_EQ(static_cast<int64_t>(written.size()), c.h * c.w);
+    for (const auto& [pixel, times] : written) {
+      EXPECT_TRUE(pixel.first >= 0 && pixel.first < c.h && pixel.second >= 0 &&
+                  pixel.second < c.w)
+          << pixel.first << "," << pixel.second;
+      EXPECT_EQ(times, 1) << pixel.first << "," << pixel.second;
+    }
   }
 }
 

@@ -193,6 +193,12 @@ struct Phase {
   int64_t qh, qw, fh, fw, ph, pw, dst_h, dst_w, off_h, off_w, filter_at;
 };
 
+// Backward data with a stride over 1: the passes of Phase.
+bool StridedBackwardData(const ConvProblem& p) {
+  return p.direction == Direction::kBackwardData &&
+         (p.stride[1] > 1 || p.stride[2] > 1);
+}
+
 // One dimension of a phase: taps, padding, outputs and first output of
 // phase q, for a filter of `taps` taps, padding `pad` and stride `stride`
 // over a dx `size` long.
@@ -220,8 +226,7 @@ struct Geometry {
   int64_t src_h, src_w, dst_h, dst_w;
   int64_t fh, fw, ph, pw, sh, sw, dh, dw;
   WidthFold fold;
-  int64_t step_h = 1, step_w = 1;  // backward data's stride
-  std::vector<Phase> phases;       // where that is over 1
+  std::vector<Phase> phases;  // StridedBackwardData's
   bool pack_src, pack_filter;
   int64_t src_at;
   int64_t chunk;  // images per chunk; 0 when one image does not fit
@@ -258,13 +263,14 @@ Geometry MakeGeometry(const ConvProblem& p, bool fold_width) {
     g.fw = 1, g.sw = 1, g.pw = 0, g.dw = 1;
     g.pack_src = g.pack_filter = true;
   }
-  if (bwd && (p.stride[1] > 1 || p.stride[2] > 1)) {
-    g.step_h = p.stride[1], g.step_w = p.stride[2];
+  if (StridedBackwardData(p)) {
     int64_t at = 0;
-    for (int64_t qh = 0; qh < g.step_h; ++qh) {
-      for (int64_t qw = 0; qw < g.step_w; ++qw) {
-        const PhaseSide h = PhaseSideOf(qh, g.fh, p.pad[1], g.step_h, g.dst_h);
-        const PhaseSide w = PhaseSideOf(qw, g.fw, p.pad[2], g.step_w, g.dst_w);
+    for (int64_t qh = 0; qh < p.stride[1]; ++qh) {
+      for (int64_t qw = 0; qw < p.stride[2]; ++qw) {
+        const PhaseSide h =
+            PhaseSideOf(qh, g.fh, p.pad[1], p.stride[1], g.dst_h);
+        const PhaseSide w =
+            PhaseSideOf(qw, g.fw, p.pad[2], p.stride[2], g.dst_w);
         g.phases.push_back({qh, qw, h.taps, w.taps, h.pad, w.pad, h.count,
                             w.count, h.off, w.off, at});
         at += g.groups * g.co * h.taps * w.taps * g.cp;
@@ -602,8 +608,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
       return absl::FailedPreconditionError(
           absl::StrCat("spatial_dims: ", name(), " is 2-D only"));
     }
-    if (p.direction == Direction::kBackwardData &&
-        (p.stride[1] != 1 || p.stride[2] != 1)) {
+    if (StridedBackwardData(p)) {
       // A pass for each phase of the stride: each must have a tap, and
       // dilated taps would spread over the phases.
       if (p.filter[1] < p.stride[1] || p.filter[2] < p.stride[2]) {
@@ -807,17 +812,6 @@ class GpuTensorCorePipelined final : public GpuSolver {
   absl::StatusOr<v1::ExecutionPlan> MakePlan(
       const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
-    if (p.direction == Direction::kBackwardData) {
-      // Phases pack each pass's taps in tiles (IsApplicable sees to it).
-      const Geometry g = MakeGeometry(p, wgmma_);
-      if (!g.phases.empty() && !TurnsInTiles(g)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("groups: ", name(),
-                         " turns a strided backward filter on a 16-bit grid "
-                         "axis, which ",
-                         g.groups * g.fh * g.fw, " tap blocks overflow"));
-      }
-    }
     v1::ExecutionPlan plan = NewPlan(p, config);
     std::vector<std::string> options = ProblemOptions(p);
     const char* names[] = {"BM", "BN", "BK", "WM", "WN", "CT_STAGES"};
@@ -827,10 +821,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     if (IsTma(config)) options.push_back("-DCT_TMA=1");
     if (ClusterOf(config) > 1)
       options.push_back(absl::StrCat("-DCT_CLUSTER=", ClusterOf(config)));
-    if (p.direction == Direction::kBackwardData &&
-        (p.stride[1] > 1 || p.stride[2] > 1)) {
-      options.push_back("-DCT_PHASE=1");
-    }
+    if (StridedBackwardData(p)) options.push_back("-DCT_PHASE=1");
     const int source = AddSource(&plan, "conv_tc.cu", options);
     if (wgmma_) plan.mutable_sources(source)->set_arch_suffix("a");
     if (p.direction == Direction::kBackwardWeights) {
@@ -886,9 +877,9 @@ class GpuTensorCorePipelined final : public GpuSolver {
             {g.cp / 32, CeilDiv(g.co, 32), g.groups * f.fh * f.fw}, kPackBlock);
         AddBuffer(step, v1::BUFFER_W);
         AddBuffer(step, v1::BUFFER_WORKSPACE, f.filter_at * es);
-        for (int64_t v :
-             {g.groups, p.k_per_group(), p.c_per_group(), g.fh, g.fw,
-              int64_t{1}, g.cp, f.fh, f.fw, f.qh, f.qw, g.step_h, g.step_w}) {
+        for (int64_t v : {g.groups, p.k_per_group(), p.c_per_group(), g.fh,
+                          g.fw, int64_t{1}, g.cp, f.fh, f.fw, f.qh, f.qw,
+                          p.stride[1], p.stride[2]}) {
           step->add_scalars(v);
         }
       }
@@ -931,7 +922,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
         }
         if (!g.phases.empty()) {
           for (int64_t v :
-               {g.dst_h, g.dst_w, g.step_h, g.step_w, f.off_h, f.off_w})
+               {g.dst_h, g.dst_w, p.stride[1], p.stride[2], f.off_h, f.off_w})
             step->add_scalars(v);
         }
         if (IsTma(config)) AddTensorMaps(pass, nb, config, es, step);

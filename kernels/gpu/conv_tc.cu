@@ -154,16 +154,22 @@ static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0,
 static_assert(BK == 32 || BK == 64,
               "BK: 32 or 64 channels (positions for W) a step");
 #if CT_DIR != 3
+#if !CT_TMA
 static_assert(CT_AL >= 1 && CT_BL >= 1 &&
                   CT_AL * CT_THREADS == BM * CT_CHUNKS &&
                   CT_BL * CT_THREADS == BN * CT_CHUNKS,
               "tile chunks must divide evenly among the threads");
+#endif
 static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
 #endif
 #if CT_WGMMA
 static_assert(BM % 64 == 0 && WM * 16 == BM && WN == 1,
               "CT_WGMMA: a warpgroup per 64 rows, each warp 16 rows of it");
-static_assert(BN == 64 || BN == 128 || BN == 256, "CT_WGMMA: BN 64, 128, 256");
+#if CT_DIR == 3
+static_assert(BN % 64 == 0, "CT_WGMMA W: BN of whole 64-column atoms");
+#endif
+static_assert(BN == 32 || BN == 64 || BN == 96 || BN == 128 || BN == 256,
+              "CT_WGMMA: BN 32, 64, 96, 128, 256");
 static_assert(CT_STAGES >= 3, "CT_WGMMA: at least three stages");
 #endif
 #if CT_TMA
@@ -593,7 +599,15 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #else
 #define CT_WGMMA_TYPE ".f32.f16.f16"
 #endif
-#if BN == 64
+#if BN == 32
+#define CT_WGMMA_SHAPE "m64n32k16"
+#define CT_WGMMA_D \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define CT_WGMMA_A "%16"
+#define CT_WGMMA_B "%17"
+#define CT_WGMMA_P "%18"
+#define CT_WGMMA_OUTS CT_F8(0), CT_F8(8)
+#elif BN == 64
 #define CT_WGMMA_SHAPE "m64n64k16"
 #define CT_WGMMA_D                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -603,6 +617,18 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_B "%33"
 #define CT_WGMMA_P "%34"
 #define CT_WGMMA_OUTS CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24)
+#elif BN == 96
+#define CT_WGMMA_SHAPE "m64n96k16"
+#define CT_WGMMA_D                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "  \
+  "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
+  "%44, %45, %46, %47}"
+#define CT_WGMMA_A "%48"
+#define CT_WGMMA_B "%49"
+#define CT_WGMMA_P "%50"
+#define CT_WGMMA_OUTS \
+  CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40)
 #elif BN == 128
 #define CT_WGMMA_SHAPE "m64n128k16"
 #define CT_WGMMA_D                                                          \

@@ -115,6 +115,15 @@ constexpr std::array<int64_t, 6> kTmaOnlyConfigs[] = {{256, 128, 64, 16, 1, 3},
                                                       {256, 128, 64, 16, 1, 4},
                                                       {256, 64, 64, 16, 1, 4},
                                                       {128, 64, 64, 8, 1, 6}};
+// Through the maps too, narrow column tiles for layers whose output
+// channels (F) or input channels (B) are 32, or a multiple of 96 that 128
+// would pad: Inception's 32 to 384. A find times the first of them that
+// pads fewer columns than every config it times already (FindConfigs).
+constexpr std::array<int64_t, 6> kNarrowConfigs[] = {{128, 96, 64, 8, 1, 3},
+                                                     {128, 96, 32, 8, 1, 6},
+                                                     {128, 32, 64, 8, 1, 4},
+                                                     {128, 32, 32, 8, 1, 6},
+                                                     {64, 32, 64, 4, 1, 4}};
 // A seventh entry 2 runs F and B in clusters of two blocks that share their
 // source tile (-DCT_CLUSTER=2): the two column tiles of a row tile, each
 // copying half the tile's rows into both, where the output channels make an
@@ -155,6 +164,11 @@ constexpr int64_t kMaxSplits = 256;
 constexpr int64_t kMinPositionsPerSplit = 1024;
 // F and B: the most filter rows, and columns, a pass reads.
 constexpr int64_t kMaxFilterSide = 32;
+
+// The GEMM columns that tiles `bn` wide cover for `columns` of them.
+int64_t PaddedColumns(int64_t columns, int64_t bn) {
+  return CeilDiv(columns, bn) * bn;
+}
 
 int64_t Pad32(int64_t channels) {
   return CeilDiv(channels, kChannelBlock) * kChannelBlock;
@@ -721,6 +735,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
       if (PassesTmaApply(g).ok()) {
         add(kWgmmaConfigs, 1);
         add(kTmaOnlyConfigs, 1);
+        add(kNarrowConfigs, 1);
         add(kClusterConfigs, 2);
       }
     } else {
@@ -744,12 +759,21 @@ class GpuTensorCorePipelined final : public GpuSolver {
       return configs;
     }
     if (!IsTma(configs[0])) return configs;
-    for (const auto& c : kTmaFindConfigs) {
-      const PerfConfig config(c.begin(), c.end());
-      if (config != configs[0] &&
+    const int64_t columns = MakeGeometry(p, wgmma_).co;
+    int64_t least = PaddedColumns(columns, configs[0][1]);
+    auto offer = [&](PerfConfig config) {
+      if (std::find(configs.begin(), configs.end(), config) == configs.end() &&
           std::find(space.begin(), space.end(), config) != space.end()) {
-        configs.push_back(config);
+        least = std::min(least, PaddedColumns(columns, config[1]));
+        configs.push_back(std::move(config));
       }
+    };
+    for (const auto& c : kTmaFindConfigs) offer(PerfConfig(c.begin(), c.end()));
+    for (const auto& c : kNarrowConfigs) {
+      if (PaddedColumns(columns, c[1]) >= least) continue;
+      PerfConfig config(c.begin(), c.end());
+      config.push_back(1);
+      offer(std::move(config));
     }
     return configs;
   }

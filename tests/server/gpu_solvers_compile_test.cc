@@ -1412,6 +1412,51 @@ TEST(GpuSolvers, TensorCoreWgmmaRunsClusterPairsOverEvenColumnTiles) {
   }
 }
 
+TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  auto has = [](const std::vector<PerfConfig>& list, const PerfConfig& c) {
+    return std::find(list.begin(), list.end(), c) != list.end();
+  };
+  // F with 32 output channels: a 32-column tile, its filter boxes 32 rows.
+  ConvProblem p =
+      Conv(2, 3, 64, {1, 21, 19}, 32, {1, 3, 3}, {0, 1, 1}, 1, 1, 1);
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const PerfConfig narrow = {128, 32, 64, 8, 1, 4, 1};
+  std::vector<PerfConfig> find = s->FindConfigs(p);
+  EXPECT_TRUE(has(find, narrow));
+  // One narrow config is enough where the first pads no column.
+  EXPECT_FALSE(has(find, PerfConfig{64, 32, 64, 4, 1, 4, 1}));
+  EXPECT_TRUE(has(s->ConfigSpace(p), PerfConfig{64, 32, 64, 4, 1, 4, 1}));
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, narrow);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), "-DBN=32"));
+  const v1::KernelStep& step = plan->steps(plan->steps_size() - 1);
+  ASSERT_EQ(step.kernel(), "conv_tc");
+  ASSERT_EQ(step.tensor_maps_size(), 2);
+  EXPECT_EQ(step.tensor_maps(1).box(2), 32u);
+  // 3 x 21 x 19 positions in 128-row tiles, one column tile each.
+  EXPECT_EQ(step.grid(0), static_cast<uint32_t>(CeilDiv(3 * 21 * 19, 128)));
+  // B into 80 input channels (padded to 96): the 96-column tile, which
+  // pads none; BK 32, as 96 channels of dy are not whole 64-channel boxes.
+  p.c = 80, p.k = 96, p.direction = Direction::kBackwardData;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  find = s->FindConfigs(p);
+  EXPECT_TRUE(has(find, PerfConfig{128, 96, 32, 8, 1, 6, 1}));
+  EXPECT_FALSE(has(find, PerfConfig{128, 32, 32, 8, 1, 6, 1}));
+  // 256 output channels: the wide tiles pad none, and no narrow one is
+  // timed.
+  p.c = 64, p.k = 256, p.direction = Direction::kForward;
+  for (const PerfConfig& c : s->FindConfigs(p)) {
+    EXPECT_TRUE(c[1] != 32 && c[1] != 96) << PerfConfigString(c);
+  }
+  // W's atoms are 64 columns: no narrow tiles.
+  p.k = 32, p.direction = Direction::kBackwardWeights;
+  for (const PerfConfig& c : s->ConfigSpace(p)) {
+    EXPECT_TRUE(c[1] % 64 == 0) << PerfConfigString(c);
+  }
+}
+
 TEST(GpuSolvers, TensorCoreWgmmaWeightsCopyThroughTensorMaps) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
   // NHWC 3x3 W, stride 2 by 1, 128 input and 64 output channels in place.

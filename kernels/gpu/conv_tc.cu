@@ -1294,7 +1294,14 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   const int ow = static_cast<int>(a_ow), ohw = static_cast<int>(a_oh * a_ow);
   const int fs = static_cast<int>(a_s);
   const int sh = static_cast<int>(a_sh), sw = static_cast<int>(a_sw);
-  const int cols = static_cast<int>(a_r) * fs * cp;
+#if CT_TMA
+  // A tap's columns: cp padded to whole 64-channel boxes, those past cp
+  // never stored.
+  const int cq = (cp + 63) / 64 * 64;
+#else
+  const int cq = cp;
+#endif
+  const int cols = static_cast<int>(a_r) * fs * cq;
   const int positions = static_cast<int>(a_n) * ohw;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1386,18 +1393,21 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
   // boxes of dy (64 output channels by BK positions) and BN / 64 im2col
   // columns of x (BK positions' pixels, 64 channels, one tap), each into
   // its atom in the 128-byte swizzle. Positions past the last lie outside
-  // both maps (past dy's positions, past x's images) and read as zeros. The
-  // step barriers follow the ring.
+  // both maps (past dy's positions, past x's images) and read as zeros;
+  // output channels past kg (a box of 64 where kp is not a multiple of it)
+  // read zeros or the next group's, and are never stored. The step barriers
+  // follow the ring.
   const ct_u32 bars = smem + CT_STAGES * CT_W_STAGE_BYTES;
   // The x atoms' channel and tap offsets (columns past the last take the
-  // last tap: what they read is never stored).
+  // last tap, and channels past cp read zeros past x's row or the next
+  // group's: what they read is never stored).
   const int taps = static_cast<int>(a_r) * fs;
   int x_c[BN / 64];
   ct_u16 x_dw[BN / 64], x_dh[BN / 64];
 #pragma unroll
   for (int j = 0; j < BN / 64; ++j) {
-    const int col = n0 + j * 64, t = min(col / cp, taps - 1);
-    x_c[j] = g * cp + (col < cols ? col - t * cp : 0);
+    const int col = n0 + j * 64, t = min(col / cq, taps - 1);
+    x_c[j] = g * cp + (col < cols ? col - t * cq : 0);
     x_dw[j] = static_cast<ct_u16>((t % fs) * static_cast<int>(a_dw));
     x_dh[j] = static_cast<ct_u16>((t / fs) * static_cast<int>(a_dh));
   }

@@ -441,7 +441,10 @@ struct WrwGeometry {
   int64_t ph, pw, sh, sw, dh, dw;
   WidthFold fold;  // x packed by tc_pack_rows, as for F
   bool pack_x, pack_dy;
-  int64_t cols;  // of a group's GEMM: taps * cp
+  // A tap's columns in the GEMM: cp, or through the tensor maps cp padded
+  // to whole 64-channel boxes (their channels past cp are never stored).
+  int64_t cq;
+  int64_t cols;  // of a group's GEMM: taps * cq
   int64_t splits;
   int64_t x_at, dy_at;
   int64_t chunk;  // images per chunk; 0 when one image does not fit
@@ -461,13 +464,11 @@ absl::Status WrwTmaApplies(const WrwGeometry& g) {
         "fold: the folded first layer's x is not an image the im2col map "
         "reads");
   }
-  if (g.cp % 64 != 0 || g.kp % 64 != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "channels: the maps move 64 channels a box, the padded channels are ",
-        g.cp, " and ", g.kp));
-  }
   return TmaApplies(SpatialOf(g));
 }
+// Whether the maps' 64-channel boxes pad W's columns: then a default keeps
+// to the copy ring, and a find times the maps beside it.
+bool WrwTmaPads(const WrwGeometry& g) { return g.cp % 64 != 0; }
 
 // The partial sums depend on the config (its tiles and how many of its
 // blocks a multiprocessor runs: WrwSplits); `wgmma` picks the kernel.
@@ -490,7 +491,8 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
     g.fw = 1, g.sw = 1, g.pw = 0, g.dw = 1;
     g.pack_x = true;
   }
-  g.cols = g.fh * g.fw * g.cp;
+  g.cq = IsTma(config) ? CeilDiv(g.cp, 64) * 64 : g.cp;
+  g.cols = g.fh * g.fw * g.cq;
   // At least kMinPositionsPerSplit positions a split, and the partial sums
   // within a quarter of the workspace budget.
   const int64_t slice = g.groups * g.kg * g.cols * kFloatBytes;
@@ -655,10 +657,14 @@ class GpuTensorCorePipelined final : public GpuSolver {
       // Every config's partial sums must leave room for an image.
       const WrwGeometry g = WrwShape(p);
       chunk = g.chunk;
-      for (const PerfConfig& c : ConfigSpace(p))
-        chunk = std::min(chunk, MakeWrwGeometry(p, c, wgmma_).chunk);
+      int64_t cols = g.cols;
+      for (const PerfConfig& c : ConfigSpace(p)) {
+        const WrwGeometry config_g = MakeWrwGeometry(p, c, wgmma_);
+        chunk = std::min(chunk, config_g.chunk);
+        cols = std::max(cols, config_g.cols);
+      }
       largest = std::max({g.pack_x ? 0 : p.x_elements(),
-                          g.pack_dy ? 0 : p.y_elements(), g.kg * g.cols});
+                          g.pack_dy ? 0 : p.y_elements(), g.kg * cols});
     } else {
       const Geometry g = MakeGeometry(p, wgmma_);
       // conv_tc keeps a bit for each filter row and column a copy reads
@@ -752,10 +758,16 @@ class GpuTensorCorePipelined final : public GpuSolver {
     const std::vector<PerfConfig> space = ConfigSpace(p);
     if (p.direction == Direction::kBackwardWeights) {
       const PerfConfig wide(kTmaWrwFindConfig.begin(), kTmaWrwFindConfig.end());
-      if (IsTma(configs[0]) && configs[0] != wide &&
-          std::find(space.begin(), space.end(), wide) != space.end()) {
-        configs.push_back(wide);
+      if (std::find(space.begin(), space.end(), wide) == space.end()) {
+        return configs;
       }
+      // Where the maps pad the columns, the default's tile through them too.
+      if (!IsTma(configs[0])) {
+        PerfConfig mapped = configs[0];
+        mapped.push_back(1);
+        configs.push_back(std::move(mapped));
+      }
+      if (configs.back() != wide) configs.push_back(wide);
       return configs;
     }
     if (!IsTma(configs[0])) return configs;
@@ -793,7 +805,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
       // Through the tensor maps where they apply: on the H200 each of
       // ResNet-50's W 3x3 layers took 31-50% less time in its fastest
       // tensor-map config than in its fastest copy-ring one.
-      if (wgmma_ && WrwTmaApplies(g).ok()) c.push_back(1);
+      if (wgmma_ && WrwTmaApplies(g).ok() && !WrwTmaPads(g)) c.push_back(1);
       return c;
     }
     const Geometry g = MakeGeometry(p, wgmma_);
@@ -1091,7 +1103,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
       for (int64_t v : {g.kg, g.cg, g.cp, g.fh, g.fold.fs, g.splits})
         reduce->add_scalars(v);
     } else {
-      for (int64_t v : {g.groups, g.kg, g.cg, g.cp, g.fh, g.fw, g.splits})
+      for (int64_t v : {g.groups, g.kg, g.cg, g.cq, g.fh, g.fw, g.splits})
         reduce->add_scalars(v);
     }
     return absl::OkStatus();

@@ -1333,14 +1333,13 @@ TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
   EXPECT_EQ(bwd.buffers(1).role(), v1::BUFFER_WORKSPACE);
   EXPECT_EQ(bwd.tensor_maps(1).dims(2), 64u) << "c rows of the turned filter";
 
-  // Padding past the corners' 8-bit range, or W with 96 output channels
-  // (its maps move 64 a box): no tensor-map configs.
+  // Padding past the corners' 8-bit range: no tensor-map configs.
   p.direction = Direction::kForward, p.pad = {0, 130, 1}, p.in = {1, 15, 12};
   p.filter = {1, 3, 3};
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
   for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
   EXPECT_EQ(s->FindConfigs(p).size(), 1u);
-  p.pad = {0, 1, 1}, p.direction = Direction::kBackwardWeights;
+  p.direction = Direction::kBackwardWeights;
   for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
   // Taps 256 apart (3x3, dilation 128, padding 128): past a 4-D map's 8-bit
   // tap offsets, though its corners (-128) are in range; 254 apart is not.
@@ -1525,9 +1524,32 @@ TEST(GpuSolvers, TensorCoreWgmmaWeightsCopyThroughTensorMaps) {
   // The ring, the alignment and the stage barriers.
   EXPECT_EQ(step->shared_bytes(), 6u * (128 + 128) * 32 * 2 + 1024 + 6 * 8);
 
-  // 32 input channels: a box of 64 would reach into the next pixel.
+  // 32 input channels: each tap's 64-channel box reads 32 past x's row as
+  // zeros, its columns padded to 64. The default keeps to the copy ring; a
+  // find also times its tile through the maps, and the wide one.
   p.c = 32;
-  for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
+  const PerfConfig ring = s->DefaultConfig(p);
+  EXPECT_EQ(ring.size(), 6u);
+  PerfConfig mapped = ring;
+  mapped.push_back(1);
+  EXPECT_EQ(s->FindConfigs(p), (std::vector<PerfConfig>{
+                                   ring, mapped, {128, 128, 64, 8, 1, 3, 1}}));
+  for (const PerfConfig& c : {ring, mapped}) {
+    plan = s->MakePlan(p, c);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const int64_t columns = 9 * (c.size() == 7 ? 64 : 32);
+    for (const v1::KernelStep& st : plan->steps()) {
+      if (st.kernel() == "conv_tc_wrw") {
+        EXPECT_EQ(st.grid(0), CeilDiv(64, c[0]) * CeilDiv(columns, c[1]))
+            << PerfConfigString(c);
+        EXPECT_EQ(st.scalars(4), 32) << "x's channels a group";
+      }
+      // The partial sums' pitch a tap.
+      if (st.kernel() == "tc_wrw_reduce") {
+        EXPECT_EQ(st.scalars(3), columns / 9) << PerfConfigString(c);
+      }
+    }
+  }
 }
 
 // Strided backward data: the plan's passes, replayed on the host, add up

@@ -40,6 +40,12 @@
 // maps after its scalars: for F and B tm_src (im2col over src) and tm_filt
 // (tiles of filt), for W tm_x (im2col over x) and tm_dy (tiles of dy).
 //
+// WM 1 and WN > 1 (with CT_TMA, F and B: CT_SWAP): the MMA's roles turn,
+// for layers of few output channels: each warpgroup multiplies its 64
+// filter rows (the MMA's M) by the whole source tile (its N, BM positions),
+// so that a 64-column tile still runs the MMA BM wide. The tiles, copies and
+// store are the same; the sums are the tile's transpose in registers.
+//
 // CT_CLUSTER 2 (with CT_TMA, F and B): blocks run in clusters of two along
 // x, the two column tiles of one row tile (the solver launches an even
 // number of column tiles); each block's copy brings half the rows of the
@@ -101,6 +107,14 @@
 #define CT_PHASE 0
 #endif
 
+#define CT_SWAP (CT_WGMMA && CT_DIR != 3 && WN > 1)
+// The MMA's N: the filter tile's columns, or turned the source tile's rows.
+#if CT_SWAP
+#define CT_WG_N BM
+#else
+#define CT_WG_N BN
+#endif
+
 #define CT_CHUNKS (BK / 8)  // 16-byte chunks per tile row
 #define CT_ROW_BYTES (BK * 2)
 #define CT_THREADS (WM * WN * 32)
@@ -160,9 +174,14 @@ static_assert(CT_AL >= 1 && CT_BL >= 1 &&
                   CT_BL * CT_THREADS == BN * CT_CHUNKS,
               "tile chunks must divide evenly among the threads");
 #endif
-static_assert(CT_THREADS % BM == 0, "the NCHW store gives each thread one row");
 #endif
-#if CT_WGMMA
+#if CT_SWAP
+static_assert(WM == 1 && WN * 16 == BN && BN % 64 == 0,
+              "CT_SWAP: a warpgroup per 64 filter rows, each warp 16 of them");
+static_assert(BM == 64 || BM == 128 || BM == 192 || BM == 256,
+              "CT_SWAP: BM 64, 128, 192, 256 (the MMA's N)");
+static_assert(CT_TMA && CT_CLUSTER == 1, "CT_SWAP: through the maps, alone");
+#elif CT_WGMMA
 static_assert(BM % 64 == 0 && WM * 16 == BM && WN == 1,
               "CT_WGMMA: a warpgroup per 64 rows, each warp 16 rows of it");
 #if CT_DIR == 3
@@ -599,7 +618,7 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #else
 #define CT_WGMMA_TYPE ".f32.f16.f16"
 #endif
-#if BN == 32
+#if CT_WG_N == 32
 #define CT_WGMMA_SHAPE "m64n32k16"
 #define CT_WGMMA_D \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
@@ -607,7 +626,7 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_B "%17"
 #define CT_WGMMA_P "%18"
 #define CT_WGMMA_OUTS CT_F8(0), CT_F8(8)
-#elif BN == 64
+#elif CT_WG_N == 64
 #define CT_WGMMA_SHAPE "m64n64k16"
 #define CT_WGMMA_D                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -617,7 +636,7 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_B "%33"
 #define CT_WGMMA_P "%34"
 #define CT_WGMMA_OUTS CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24)
-#elif BN == 96
+#elif CT_WG_N == 96
 #define CT_WGMMA_SHAPE "m64n96k16"
 #define CT_WGMMA_D                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -629,7 +648,7 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_P "%50"
 #define CT_WGMMA_OUTS \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40)
-#elif BN == 128
+#elif CT_WG_N == 128
 #define CT_WGMMA_SHAPE "m64n128k16"
 #define CT_WGMMA_D                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -643,7 +662,23 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_OUTS                                                        \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
       CT_F8(56)
-#elif BN == 256
+#elif CT_WG_N == 192
+#define CT_WGMMA_SHAPE "m64n192k16"
+#define CT_WGMMA_D                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "  \
+  "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "  \
+  "%58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, "  \
+  "%72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "  \
+  "%86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+#define CT_WGMMA_A "%96"
+#define CT_WGMMA_B "%97"
+#define CT_WGMMA_P "%98"
+#define CT_WGMMA_OUTS                                                        \
+  CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
+      CT_F8(56), CT_F8(64), CT_F8(72), CT_F8(80), CT_F8(88)
+#elif CT_WG_N == 256
 #define CT_WGMMA_SHAPE "m64n256k16"
 #define CT_WGMMA_D                                                           \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
@@ -680,8 +715,8 @@ CT_DEVICE unsigned long long tc_wgmma_desc(ct_u32 addr) {
          ((kLead >> 4) << 16) | ((kGroupBytes >> 4) << 32) | (kSwizzle << 62);
 }
 
-// d = A B (+ d when `accumulate`) for one k16 slice; d: this thread's BN / 2
-// sums.
+// d = A B (+ d when `accumulate`) for one k16 slice; d: this thread's
+// CT_WG_N / 2 sums.
 CT_DEVICE void tc_wgmma(float* d, unsigned long long a, unsigned long long b,
                         int accumulate) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " CT_WGMMA_P
@@ -696,17 +731,32 @@ CT_DEVICE void tc_wgmma(float* d, unsigned long long a, unsigned long long b,
 // Keeps the compiler from moving reads or writes of v across the MMAs.
 CT_DEVICE void tc_hold(float& v) { asm volatile("" : "+f"(v)::"memory"); }
 
-// One reduction step's MMAs on the stage at `stage` (this warpgroup's A
-// rows `rows` bytes in), committed as a group; returns once the step
-// before's group is done, so that one step's MMAs stay in flight. The
-// first step overwrites the sums.
-CT_DEVICE void tc_wgmma_step(float* d, ct_u32 stage, ct_u32 rows, bool first) {
+// Where this warpgroup's operands lie in a stage: its 64 rows of the A
+// tile and the whole B tile, or with CT_SWAP its 64 rows of the filter tile
+// (the MMA's A) and the whole source tile (its B).
+struct tc_wg_operands {
+  ct_u32 a, b;
+};
+CT_DEVICE tc_wg_operands tc_wg_operands_of_thread() {
+  const ct_u32 wg = threadIdx.x / 128;
+#if CT_SWAP
+  return {CT_A_BYTES + wg * 64 * CT_ROW_BYTES, 0};
+#else
+  return {wg * CT_WG_GROUP_BYTES, CT_WG_A_BYTES};
+#endif
+}
+
+// One reduction step's MMAs on the stage at `stage`, committed as a group;
+// returns once the step before's group is done, so that one step's MMAs
+// stay in flight. The first step overwrites the sums.
+CT_DEVICE void tc_wgmma_step(float* d, ct_u32 stage, tc_wg_operands at,
+                             bool first) {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
   for (int kk = 0; kk < BK / 16; ++kk) {
     const ct_u32 slice = kk * CT_WG_SLICE_BYTES;
-    tc_wgmma(d, tc_wgmma_desc(stage + rows + slice),
-             tc_wgmma_desc(stage + CT_WG_A_BYTES + slice), !first || kk > 0);
+    tc_wgmma(d, tc_wgmma_desc(stage + at.a + slice),
+             tc_wgmma_desc(stage + at.b + slice), !first || kk > 0);
   }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -715,7 +765,7 @@ CT_DEVICE void tc_wgmma_step(float* d, ct_u32 stage, ct_u32 rows, bool first) {
 CT_DEVICE void tc_wgmma_drain(float* d) {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-  for (int i = 0; i < CT_NI * 4; ++i) tc_hold(d[i]);
+  for (int i = 0; i < CT_MI * CT_NI * 4; ++i) tc_hold(d[i]);
 }
 
 // The stage ring of the warpgroup MMA: as tc_mainloop, with copies issued
@@ -744,7 +794,7 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     if (st < steps) load(st, st);
     tc_commit();
   }
-  const ct_u32 rows = (threadIdx.x / 128) * CT_WG_GROUP_BYTES;
+  const tc_wg_operands at = tc_wg_operands_of_thread();
   for (int kt = 0; kt < steps; ++kt) {
     tc_wait<CT_STAGES - 3>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -752,8 +802,7 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     const int next = kt + CT_STAGES - 2;
     if (next < steps) load(next, next % CT_STAGES);
     tc_commit();
-    tc_wgmma_step(d, smem + (kt % CT_STAGES) * CT_WG_STAGE_BYTES, rows,
-                  kt == 0);
+    tc_wgmma_step(d, smem + (kt % CT_STAGES) * CT_WG_STAGE_BYTES, at, kt == 0);
   }
   tc_wgmma_drain(d);
   tc_wait<0>();
@@ -894,7 +943,7 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
       if (st < steps) issue(st, st);
     }
   }
-  const ct_u32 rows = (threadIdx.x / 128) * CT_WG_GROUP_BYTES;
+  const tc_wg_operands at = tc_wg_operands_of_thread();
   for (int kt = 0; kt < steps; ++kt) {
     // Every warp is past its wait for step kt - 2's MMAs: that slot is free.
     tc_ring_sync();
@@ -902,7 +951,7 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     if (issuer && next < steps) issue(next, next % CT_STAGES);
     const int slot = kt % CT_STAGES;
     tc_barrier_wait(bars + 8 * slot, (kt / CT_STAGES) & 1);
-    tc_wgmma_step(d, smem + slot * CT_WG_STAGE_BYTES, rows, kt == 0);
+    tc_wgmma_step(d, smem + slot * CT_WG_STAGE_BYTES, at, kt == 0);
   }
   tc_wgmma_drain(d);
 #if CT_CLUSTER > 1
@@ -1161,6 +1210,26 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
 #else
   constexpr int kLd = BM + 8;
 #endif
+#if CT_SWAP
+  // The sums turned: the MMA's rows are this warp's 16 filter rows and its
+  // columns the positions, acc[mi][ni] their 8-column slice 2 * mi + ni.
+#pragma unroll
+  for (int mi = 0; mi < CT_MI; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < CT_NI; ++ni) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int r = mi * 16 + ni * 8 + (lane & 3) * 2 + (v & 1);
+        const int c = warp * 16 + (lane >> 2) + (v >> 1) * 8;
+#if CT_NHWC
+        tc_put(&tile[r * kLd + c], acc[mi][ni][v]);
+#else
+        tc_put(&tile[c * kLd + r], acc[mi][ni][v]);
+#endif
+      }
+    }
+  }
+#else
 #pragma unroll
   for (int mi = 0; mi < CT_MI; ++mi) {
 #pragma unroll
@@ -1191,6 +1260,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
 #endif
     }
   }
+#endif  // CT_SWAP
   __syncthreads();
 #if CT_NHWC && CT_WGMMA
   // Eight channels a thread, stored as one 16-byte vector where aligned (the
@@ -1226,7 +1296,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
       dst[pixel(m0 + r) * channels + g * ko + o0 + c] = tile[r * kLd + c];
     }
   }
-#else
+#elif CT_THREADS % BM == 0
   const int r = tid % BM, m = m0 + r;
   if (m < rows) {
     const int n = m / ohw, pos = m - n * ohw;
@@ -1235,6 +1305,16 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
     for (int c = tid / BM; c < BN && o0 + c < ko; c += CT_THREADS / BM) {
       at[static_cast<ct_i64>(o0 + c) * plane] = tc_bits(tile[c * kLd + r]);
     }
+  }
+#else
+  // Fewer threads than rows (CT_SWAP): neighbouring threads take
+  // neighbouring positions of a channel.
+  for (int e = tid; e < BM * BN; e += CT_THREADS) {
+    const int c = e / BM, r = e - c * BM, m = m0 + r;
+    if (m >= rows || o0 + c >= ko) continue;
+    const int n = m / ohw, pos = m - n * ohw;
+    dst[(static_cast<ct_i64>(n) * channels + g * ko + o0 + c) * plane +
+        landing(pos)] = tc_bits(tile[c * kLd + r]);
   }
 #endif
 }

@@ -124,6 +124,16 @@ constexpr std::array<int64_t, 6> kNarrowConfigs[] = {{128, 96, 64, 8, 1, 3},
                                                      {128, 32, 64, 8, 1, 4},
                                                      {128, 32, 32, 8, 1, 6},
                                                      {64, 32, 64, 4, 1, 4}};
+// F and B through the maps with the MMA's roles turned (WM 1, WN = BN / 16:
+// -DCT_SWAP): each warpgroup multiplies 64 filter rows by the whole source
+// tile, BM positions, so that layers of 64 or 128 output channels (F) or
+// input channels (B) still run the MMA 192 or 256 wide. A find times them
+// on such layers, those whose tiles are no wider than the layer's columns
+// (FindConfigs).
+constexpr std::array<int64_t, 6> kSwapConfigs[] = {{256, 64, 64, 1, 4, 3},
+                                                   {192, 64, 64, 1, 4, 3},
+                                                   {256, 128, 64, 1, 8, 3},
+                                                   {192, 64, 32, 1, 4, 4}};
 // A seventh entry 2 runs F and B in clusters of two blocks that share their
 // source tile (-DCT_CLUSTER=2): the two column tiles of a row tile, each
 // copying half the tile's rows into both, where the output channels make an
@@ -742,6 +752,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
         add(kWgmmaConfigs, 1);
         add(kTmaOnlyConfigs, 1);
         add(kNarrowConfigs, 1);
+        add(kSwapConfigs, 1);
         add(kClusterConfigs, 2);
       }
     } else {
@@ -783,6 +794,13 @@ class GpuTensorCorePipelined final : public GpuSolver {
     for (const auto& c : kTmaFindConfigs) offer(PerfConfig(c.begin(), c.end()));
     for (const auto& c : kNarrowConfigs) {
       if (PaddedColumns(columns, c[1]) >= least) continue;
+      PerfConfig config(c.begin(), c.end());
+      config.push_back(1);
+      offer(std::move(config));
+    }
+    const int64_t swapped = PaddedColumns(columns, 64);
+    for (const auto& c : kSwapConfigs) {
+      if (swapped > 128 || c[1] > swapped) continue;
       PerfConfig config(c.begin(), c.end());
       config.push_back(1);
       offer(std::move(config));

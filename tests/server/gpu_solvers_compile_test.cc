@@ -1456,6 +1456,50 @@ TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
   }
 }
 
+TEST(GpuSolvers, TensorCoreWgmmaTurnsTheMmaForFewColumns) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  auto has = [](const std::vector<PerfConfig>& list, const PerfConfig& c) {
+    return std::find(list.begin(), list.end(), c) != list.end();
+  };
+  // B into 64 input channels: a find times the turned tiles 64 wide.
+  ConvProblem p =
+      Conv(2, 3, 64, {1, 21, 19}, 128, {1, 3, 3}, {0, 1, 1}, 1, 1, 1);
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  p.direction = Direction::kBackwardData;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const PerfConfig turned = {256, 64, 64, 1, 4, 3, 1};
+  std::vector<PerfConfig> find = s->FindConfigs(p);
+  EXPECT_TRUE(has(find, turned));
+  EXPECT_TRUE(has(find, PerfConfig{192, 64, 64, 1, 4, 3, 1}));
+  EXPECT_FALSE(has(find, PerfConfig{256, 128, 64, 1, 8, 3, 1}));
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, turned);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const char* option : {"-DWM=1", "-DWN=4", "-DCT_TMA=1"}) {
+    EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), option))
+        << option;
+  }
+  const v1::KernelStep& step = plan->steps(plan->steps_size() - 1);
+  ASSERT_EQ(step.kernel(), "conv_tc");
+  // One warpgroup a block, 256 positions by 64 channels.
+  EXPECT_EQ(step.block(0), 128u);
+  EXPECT_EQ(step.grid(0), static_cast<uint32_t>(CeilDiv(3 * 21 * 19, 256)));
+  EXPECT_EQ(step.tensor_maps(0).pixels_per_column(), 256u);
+  EXPECT_EQ(step.tensor_maps(1).box(2), 64u);
+  // 128 columns: the 128-wide turned tile too; 256: none, the MMA runs 256
+  // wide already.
+  p.c = 128;
+  EXPECT_TRUE(has(s->FindConfigs(p), PerfConfig{256, 128, 64, 1, 8, 3, 1}));
+  p.c = 256;
+  for (const PerfConfig& c : s->FindConfigs(p)) {
+    EXPECT_FALSE(c[3] == 1 && c[4] > 1) << PerfConfigString(c);
+  }
+  // Not for W.
+  p.c = 64, p.direction = Direction::kBackwardWeights;
+  for (const PerfConfig& c : s->ConfigSpace(p)) {
+    EXPECT_FALSE(c[3] == 1 && c[4] > 1) << PerfConfigString(c);
+  }
+}
+
 TEST(GpuSolvers, TensorCoreWgmmaWeightsCopyThroughTensorMaps) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
   // NHWC 3x3 W, stride 2 by 1, 128 input and 64 output channels in place.

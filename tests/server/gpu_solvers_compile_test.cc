@@ -1266,8 +1266,9 @@ TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
                               PerfConfig{128, 256, 64, 8, 1, 4, 1}}) {
     EXPECT_NE(std::find(find.begin(), find.end(), c), find.end());
   }
-  PerfConfig ring = find[0];
-  ring.pop_back();
+  // The default for 96 output channels is the 96-column tile.
+  EXPECT_EQ(find[0], (PerfConfig{128, 96, 64, 8, 1, 3, 1}));
+  const PerfConfig ring = {128, 64, 64, 8, 1, 4};
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, tma);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // A copy: the plan is replaced below.
@@ -1422,6 +1423,7 @@ TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
   p.type = DataType::kFp16, p.layout = Layout::kNHWC;
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
   const PerfConfig narrow = {128, 32, 64, 8, 1, 4, 1};
+  EXPECT_EQ(s->DefaultConfig(p), narrow);
   std::vector<PerfConfig> find = s->FindConfigs(p);
   EXPECT_TRUE(has(find, narrow));
   // One narrow config is enough where the first pads no column.
@@ -1440,9 +1442,14 @@ TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
   // pads none; BK 32, as 96 channels of dy are not whole 64-channel boxes.
   p.c = 80, p.k = 96, p.direction = Direction::kBackwardData;
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  EXPECT_EQ(s->DefaultConfig(p), (PerfConfig{128, 96, 32, 8, 1, 6, 1}));
   find = s->FindConfigs(p);
   EXPECT_TRUE(has(find, PerfConfig{128, 96, 32, 8, 1, 6, 1}));
   EXPECT_FALSE(has(find, PerfConfig{128, 32, 32, 8, 1, 6, 1}));
+  // 48 columns: the wider pick stands.
+  p.c = 48;
+  EXPECT_NE(s->DefaultConfig(p)[1], 32);
+  EXPECT_NE(s->DefaultConfig(p)[1], 96);
   // 256 output channels: the wide tiles pad none, and no narrow one is
   // timed.
   p.c = 64, p.k = 256, p.direction = Direction::kForward;

@@ -1210,6 +1210,14 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
 #else
   constexpr int kLd = BM + 8;
 #endif
+  // The sum of tile row r (an output position) and column c (a channel).
+  auto put = [&](int r, int c, float v) {
+#if CT_NHWC
+    tc_put(&tile[r * kLd + c], v);
+#else
+    tc_put(&tile[c * kLd + r], v);
+#endif
+  };
 #if CT_SWAP
   // The sums turned: the MMA's rows are this warp's 16 filter rows and its
   // columns the positions, acc[mi][ni] their 8-column slice 2 * mi + ni.
@@ -1221,11 +1229,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
       for (int v = 0; v < 4; ++v) {
         const int r = mi * 16 + ni * 8 + (lane & 3) * 2 + (v & 1);
         const int c = warp * 16 + (lane >> 2) + (v >> 1) * 8;
-#if CT_NHWC
-        tc_put(&tile[r * kLd + c], acc[mi][ni][v]);
-#else
-        tc_put(&tile[c * kLd + r], acc[mi][ni][v]);
-#endif
+        put(r, c, acc[mi][ni][v]);
       }
     }
   }
@@ -1251,11 +1255,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
       for (int v = 0; v < 4; ++v) {
         const int r = wm * CT_WTM + mi * 16 + (lane >> 2) + (v >> 1) * 8;
         const int c = wn * CT_WTN + ni * 8 + (lane & 3) * 2 + (v & 1);
-#if CT_NHWC
-        tc_put(&tile[r * kLd + c], acc[mi][ni][v]);
-#else
-        tc_put(&tile[c * kLd + r], acc[mi][ni][v]);
-#endif
+        put(r, c, acc[mi][ni][v]);
       }
 #endif
     }

@@ -31,6 +31,10 @@
 namespace convtune {
 namespace {
 
+bool Has(const std::vector<PerfConfig>& list, const PerfConfig& c) {
+  return std::find(list.begin(), list.end(), c) != list.end();
+}
+
 ConvProblem Conv(int dims, int64_t n, int64_t c, std::array<int64_t, 3> in,
                  int64_t k, std::array<int64_t, 3> f,
                  std::array<int64_t, 3> pad, int64_t stride, int64_t dil,
@@ -1414,9 +1418,6 @@ TEST(GpuSolvers, TensorCoreWgmmaRunsClusterPairsOverEvenColumnTiles) {
 
 TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
-  auto has = [](const std::vector<PerfConfig>& list, const PerfConfig& c) {
-    return std::find(list.begin(), list.end(), c) != list.end();
-  };
   // F with 32 output channels: a 32-column tile, its filter boxes 32 rows.
   ConvProblem p =
       Conv(2, 3, 64, {1, 21, 19}, 32, {1, 3, 3}, {0, 1, 1}, 1, 1, 1);
@@ -1425,10 +1426,10 @@ TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
   const PerfConfig narrow = {128, 32, 64, 8, 1, 4, 1};
   EXPECT_EQ(s->DefaultConfig(p), narrow);
   std::vector<PerfConfig> find = s->FindConfigs(p);
-  EXPECT_TRUE(has(find, narrow));
+  EXPECT_TRUE(Has(find, narrow));
   // One narrow config is enough where the first pads no column.
-  EXPECT_FALSE(has(find, PerfConfig{64, 32, 64, 4, 1, 4, 1}));
-  EXPECT_TRUE(has(s->ConfigSpace(p), PerfConfig{64, 32, 64, 4, 1, 4, 1}));
+  EXPECT_FALSE(Has(find, PerfConfig{64, 32, 64, 4, 1, 4, 1}));
+  EXPECT_TRUE(Has(s->ConfigSpace(p), PerfConfig{64, 32, 64, 4, 1, 4, 1}));
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, narrow);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), "-DBN=32"));
@@ -1444,8 +1445,8 @@ TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
   EXPECT_EQ(s->DefaultConfig(p), (PerfConfig{128, 96, 32, 8, 1, 6, 1}));
   find = s->FindConfigs(p);
-  EXPECT_TRUE(has(find, PerfConfig{128, 96, 32, 8, 1, 6, 1}));
-  EXPECT_FALSE(has(find, PerfConfig{128, 32, 32, 8, 1, 6, 1}));
+  EXPECT_TRUE(Has(find, PerfConfig{128, 96, 32, 8, 1, 6, 1}));
+  EXPECT_FALSE(Has(find, PerfConfig{128, 32, 32, 8, 1, 6, 1}));
   // 48 columns: the wider pick stands.
   p.c = 48;
   EXPECT_NE(s->DefaultConfig(p)[1], 32);
@@ -1465,9 +1466,6 @@ TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
 
 TEST(GpuSolvers, TensorCoreWgmmaTurnsTheMmaForFewColumns) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
-  auto has = [](const std::vector<PerfConfig>& list, const PerfConfig& c) {
-    return std::find(list.begin(), list.end(), c) != list.end();
-  };
   // B into 64 input channels: a find times the turned tiles 64 wide.
   ConvProblem p =
       Conv(2, 3, 64, {1, 21, 19}, 128, {1, 3, 3}, {0, 1, 1}, 1, 1, 1);
@@ -1476,9 +1474,9 @@ TEST(GpuSolvers, TensorCoreWgmmaTurnsTheMmaForFewColumns) {
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
   const PerfConfig turned = {256, 64, 64, 1, 4, 3, 1};
   std::vector<PerfConfig> find = s->FindConfigs(p);
-  EXPECT_TRUE(has(find, turned));
-  EXPECT_TRUE(has(find, PerfConfig{192, 64, 64, 1, 4, 3, 1}));
-  EXPECT_FALSE(has(find, PerfConfig{256, 128, 64, 1, 8, 3, 1}));
+  EXPECT_TRUE(Has(find, turned));
+  EXPECT_TRUE(Has(find, PerfConfig{192, 64, 64, 1, 4, 3, 1}));
+  EXPECT_FALSE(Has(find, PerfConfig{256, 128, 64, 1, 8, 3, 1}));
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, turned);
   ASSERT_TRUE(plan.ok()) << plan.status();
   for (const char* option : {"-DWM=1", "-DWN=4", "-DCT_TMA=1"}) {
@@ -1495,7 +1493,7 @@ TEST(GpuSolvers, TensorCoreWgmmaTurnsTheMmaForFewColumns) {
   // 128 columns: the 128-wide turned tile too; 256: none, the MMA runs 256
   // wide already.
   p.c = 128;
-  EXPECT_TRUE(has(s->FindConfigs(p), PerfConfig{256, 128, 64, 1, 8, 3, 1}));
+  EXPECT_TRUE(Has(s->FindConfigs(p), PerfConfig{256, 128, 64, 1, 8, 3, 1}));
   p.c = 256;
   for (const PerfConfig& c : s->FindConfigs(p)) {
     EXPECT_FALSE(c[3] == 1 && c[4] > 1) << PerfConfigString(c);

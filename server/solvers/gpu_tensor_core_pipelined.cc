@@ -179,6 +179,16 @@ constexpr int64_t kMaxFilterSide = 32;
 int64_t PaddedColumns(int64_t columns, int64_t bn) {
   return CeilDiv(columns, bn) * bn;
 }
+// W's maps move x in boxes of this many channels, a tap's columns padded to
+// them (conv_tc_wrw's cq).
+constexpr int64_t kWrwTmaChannels = 64;
+
+// `c` through the tensor maps: a seventh entry 1.
+PerfConfig Mapped(const std::array<int64_t, 6>& c) {
+  PerfConfig config(c.begin(), c.end());
+  config.push_back(1);
+  return config;
+}
 
 int64_t Pad32(int64_t channels) {
   return CeilDiv(channels, kChannelBlock) * kChannelBlock;
@@ -478,7 +488,7 @@ absl::Status WrwTmaApplies(const WrwGeometry& g) {
 }
 // Whether the maps' 64-channel boxes pad W's columns: then a default keeps
 // to the copy ring, and a find times the maps beside it.
-bool WrwTmaPads(const WrwGeometry& g) { return g.cp % 64 != 0; }
+bool WrwTmaPads(const WrwGeometry& g) { return g.cp % kWrwTmaChannels != 0; }
 
 // The partial sums depend on the config (its tiles and how many of its
 // blocks a multiprocessor runs: WrwSplits); `wgmma` picks the kernel.
@@ -501,7 +511,7 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
     g.fw = 1, g.sw = 1, g.pw = 0, g.dw = 1;
     g.pack_x = true;
   }
-  g.cq = IsTma(config) ? CeilDiv(g.cp, 64) * 64 : g.cp;
+  g.cq = IsTma(config) ? PaddedColumns(g.cp, kWrwTmaChannels) : g.cp;
   g.cols = g.fh * g.fw * g.cq;
   // At least kMinPositionsPerSplit positions a split, and the partial sums
   // within a quarter of the workspace budget.
@@ -793,17 +803,11 @@ class GpuTensorCorePipelined final : public GpuSolver {
     };
     for (const auto& c : kTmaFindConfigs) offer(PerfConfig(c.begin(), c.end()));
     for (const auto& c : kNarrowConfigs) {
-      if (PaddedColumns(columns, c[1]) >= least) continue;
-      PerfConfig config(c.begin(), c.end());
-      config.push_back(1);
-      offer(std::move(config));
+      if (PaddedColumns(columns, c[1]) < least) offer(Mapped(c));
     }
     const int64_t swapped = PaddedColumns(columns, 64);
     for (const auto& c : kSwapConfigs) {
-      if (swapped > 128 || c[1] > swapped) continue;
-      PerfConfig config(c.begin(), c.end());
-      config.push_back(1);
-      offer(std::move(config));
+      if (swapped <= 128 && c[1] <= swapped) offer(Mapped(c));
     }
     return configs;
   }
@@ -842,11 +846,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
     // v3's B 3x3 layers into 32, 80 and 96 channels.
     const int64_t bn = g.co <= 32 ? 32 : g.co > 64 && g.co <= 96 ? 96 : 0;
     for (const auto& n : kNarrowConfigs) {
-      if (n[0] == 128 && n[1] == bn && g.cp % n[2] == 0) {
-        c.assign(n.begin(), n.end());
-        c.push_back(1);
-        break;
-      }
+      if (n[0] == 128 && n[1] == bn && g.cp % n[2] == 0) return Mapped(n);
     }
     return c;
   }

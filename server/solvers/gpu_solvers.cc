@@ -16,6 +16,7 @@ std::vector<std::unique_ptr<Solver>> MakeGpuSolvers() {
   all.push_back(NewGpuWinogradBlasSolver());
   all.push_back(NewGpuTensorCorePipelinedSolver());
   all.push_back(NewGpuTensorCoreWgmmaSolver());
+  all.push_back(NewGpuFewChannelsSolver());
   return all;
 }
 

@@ -23,6 +23,7 @@ inline constexpr uint32_t kGpuDirectTiledId = 109;
 inline constexpr uint32_t kGpuWinogradBlasId = 110;
 inline constexpr uint32_t kGpuTensorCorePipelinedId = 111;
 inline constexpr uint32_t kGpuTensorCoreWgmmaId = 112;
+inline constexpr uint32_t kGpuFewChannelsId = 113;
 
 // One factory per solver above, each defined in its solver's file.
 std::unique_ptr<Solver> NewGpuDirectNaiveSolver();
@@ -37,6 +38,7 @@ std::unique_ptr<Solver> NewGpuDirectTiledSolver();
 std::unique_ptr<Solver> NewGpuWinogradBlasSolver();
 std::unique_ptr<Solver> NewGpuTensorCorePipelinedSolver();
 std::unique_ptr<Solver> NewGpuTensorCoreWgmmaSolver();
+std::unique_ptr<Solver> NewGpuFewChannelsSolver();
 
 std::vector<std::unique_ptr<Solver>> MakeGpuSolvers();
 

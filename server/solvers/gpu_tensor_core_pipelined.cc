@@ -107,6 +107,10 @@ constexpr std::array<int64_t, 6> kWgmmaWrwConfigs[] = {
     {128, 128, 32, 8, 1, 6}, {128, 128, 64, 8, 1, 3}, {128, 64, 64, 8, 1, 4},
     {64, 64, 64, 4, 1, 4},   {64, 128, 32, 4, 1, 6},  {128, 128, 64, 8, 1, 4},
     {64, 128, 64, 4, 1, 4}};
+// What a W find times beside the default where 64-row tiles pad fewer
+// output channels than its tile: Inception v3's 192.
+constexpr std::array<int64_t, 6> kWrwNarrowRowConfigs[] = {
+    {64, 128, 32, 4, 1, 6}, {64, 128, 64, 4, 1, 4}};
 // F and B through the tensor memory accelerator: each of kWgmmaConfigs
 // with a seventh entry 1, and these, {BM, BN, BK, BM / 16, 1, stages} too;
 // 256-row tiles are four warpgroups, which the copy ring's per-thread
@@ -778,17 +782,32 @@ class GpuTensorCorePipelined final : public GpuSolver {
     std::vector<PerfConfig> configs = {DefaultConfig(p)};
     const std::vector<PerfConfig> space = ConfigSpace(p);
     if (p.direction == Direction::kBackwardWeights) {
+      auto offer = [&](PerfConfig config) {
+        if (std::find(configs.begin(), configs.end(), config) ==
+                configs.end() &&
+            std::find(space.begin(), space.end(), config) != space.end()) {
+          configs.push_back(std::move(config));
+        }
+      };
       const PerfConfig wide(kTmaWrwFindConfig.begin(), kTmaWrwFindConfig.end());
-      if (std::find(space.begin(), space.end(), wide) == space.end()) {
-        return configs;
+      if (std::find(space.begin(), space.end(), wide) != space.end()) {
+        // Where the maps pad the columns, the default's tile through them
+        // too.
+        if (!IsTma(configs[0])) {
+          PerfConfig mapped = configs[0];
+          mapped.push_back(1);
+          offer(std::move(mapped));
+        }
+        offer(wide);
       }
-      // Where the maps pad the columns, the default's tile through them too.
-      if (!IsTma(configs[0])) {
-        PerfConfig mapped = configs[0];
-        mapped.push_back(1);
-        configs.push_back(std::move(mapped));
+      // Where 64-row tiles pad fewer output channels than the default's
+      // (192, 320), the 64 x 128 ones on the copy ring.
+      const int64_t kg = WrwShape(p).kg;
+      if (PaddedColumns(kg, 64) < PaddedColumns(kg, configs[0][0])) {
+        for (const auto& c : kWrwNarrowRowConfigs) {
+          offer(PerfConfig(c.begin(), c.end()));
+        }
       }
-      if (configs.back() != wide) configs.push_back(wide);
       return configs;
     }
     if (!IsTma(configs[0])) return configs;

@@ -203,6 +203,10 @@ std::vector<Case> Cases() {
     // its filter width into the channels).
     cases.push_back({"3 channels 7x7 stride 2" + suffix,
                      Small(2, 3, {1, 37, 35}, 16, 7, 2, 1, l)});
+    // A first layer of 3x3 stride 2 without padding, 32 filters.
+    ConvProblem first = Small(2, 3, {1, 37, 35}, 32, 3, 2, 1, l);
+    first.pad = {0, 0, 0};
+    cases.push_back({"3 channels 3x3 stride 2 k32" + suffix, first});
     ConvProblem pads = Small(2, 6, {1, 7, 9}, 10, 3, 1, 1, l);
     pads.pad = {0, 2, 0};
     cases.push_back({"3x3 pads 2,0" + suffix, pads});
@@ -391,15 +395,18 @@ std::vector<Combo> AllCombos() {
                 kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                 kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
                 kGpuWinogradBlasId, kGpuTensorCorePipelinedId,
-                kGpuTensorCoreWgmmaId, gpu::kCudnnSolverId});
-  // The tensor-core solvers take 16-bit types only.
+                kGpuTensorCoreWgmmaId, kGpuFewChannelsId, gpu::kCudnnSolverId});
+  // The tensor-core solvers take 16-bit types only; gpu_few_channels runs
+  // forward only.
   combos.erase(
       std::remove_if(combos.begin(), combos.end(),
                      [](const Combo& c) {
                        return (c.type == DataType::kFp32 &&
                                (c.solver_id == kGpuTensorCoreIgemmId ||
                                 c.solver_id == kGpuTensorCorePipelinedId ||
-                                c.solver_id == kGpuTensorCoreWgmmaId));
+                                c.solver_id == kGpuTensorCoreWgmmaId)) ||
+                              (c.solver_id == kGpuFewChannelsId &&
+                               c.direction != Direction::kForward);
                      }),
       combos.end());
   return combos;

@@ -250,7 +250,7 @@ INSTANTIATE_TEST_SUITE_P(
                       kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                       kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
                       kGpuWinogradBlasId, kGpuTensorCorePipelinedId,
-                      kGpuTensorCoreWgmmaId),
+                      kGpuTensorCoreWgmmaId, kGpuFewChannelsId),
     [](const ::testing::TestParamInfo<uint32_t>& info) {
       return absl::StrCat("solver", info.param);
     });
@@ -262,7 +262,8 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
       {105, "gpu_tensor_core_igemm"},     {106, "gpu_im2col_gemm_blas"},
       {107, "gpu_gemm_1x1_blas"},         {108, "gpu_winograd_f2x3"},
       {109, "gpu_direct_tiled"},          {110, "gpu_winograd_blas"},
-      {111, "gpu_tensor_core_pipelined"}, {112, "gpu_tensor_core_wgmma"}};
+      {111, "gpu_tensor_core_pipelined"}, {112, "gpu_tensor_core_wgmma"},
+      {113, "gpu_few_channels"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
@@ -726,6 +727,65 @@ TEST(GpuSolvers, DirectTiledNamesAPatchTooLargeForSharedMemory) {
   const absl::Status st = s->IsApplicable(p);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st;
+}
+
+// A first layer (Inception v3's: 3 channels, 3x3 stride 2, 32 filters):
+// forward only, each block all 32 channels of a tile, the tile's grid over
+// every output position, the filter and stride compiled in, and a patch
+// that fits shared memory for every config; more than 8 channels a group
+// is refused by name.
+TEST(GpuSolvers, FewChannelsTilesAFirstLayer) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuFewChannelsId);
+  ConvProblem p =
+      Conv(2, 128, 3, {1, 299, 299}, 32, {1, 3, 3}, {0, 0, 0}, 2, 1, 1);
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  const std::vector<PerfConfig> space = s->ConfigSpace(p);
+  ASSERT_EQ(space.size(), 8u);
+  EXPECT_EQ(s->DefaultConfig(p), (PerfConfig{32, 32, 16, 4}));
+  EXPECT_EQ(s->FindConfigs(p).size(), 4u);
+  for (const PerfConfig& c : space) {
+    SCOPED_TRACE(PerfConfigString(c));
+    EXPECT_EQ(c[1], 32) << "one block takes every channel";
+    absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, c);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->steps_size(), 1);
+    const v1::KernelStep& step = plan->steps(0);
+    EXPECT_EQ(step.kernel(), "conv_few_channels");
+    EXPECT_EQ(step.block(0), 256u);
+    const std::vector<std::string> opts(plan->sources(0).options().begin(),
+                                        plan->sources(0).options().end());
+    for (const char* want : {"-DCT_C=3", "-DCT_FH=3", "-DCT_FW=3", "-DCT_SH=2",
+                             "-DCT_SW=2", "-DCT_DW=1"}) {
+      EXPECT_TRUE(absl::c_linear_search(opts, want)) << want;
+    }
+    // TH = PX * (256 * KT / KB) / TW.
+    const int64_t th = c[3] * (256 * c[2] / c[1]) / c[0];
+    EXPECT_EQ(step.grid(0), 128 * CeilDiv(149, th) * CeilDiv(149, c[0]));
+    EXPECT_EQ(step.grid(1), 1u);
+    const int64_t rows = (th - 1) * 2 + 3,
+                  pitch = CeilDiv((c[0] - 1) * 2 + 3, 2) * 2;
+    EXPECT_LE((3 * rows * pitch + 27 * c[1]) * 4, 48 * 1024);
+  }
+  // 512 filters in 4 groups: two blocks of 64 channels a group.
+  ConvProblem g = p;
+  g.k = 512, g.c = 12, g.groups = 4;
+  ASSERT_EQ(s->IsApplicable(g), absl::OkStatus());
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(g, s->DefaultConfig(g));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->steps(0).grid(1), 4u * 2u);
+  for (Direction d : {Direction::kBackwardData, Direction::kBackwardWeights}) {
+    ConvProblem q = p;
+    q.direction = d;
+    const absl::Status st = s->IsApplicable(q);
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(st.message().find("direction"), std::string::npos) << st;
+  }
+  ConvProblem wide = p;
+  wide.c = 16;
+  const absl::Status st = s->IsApplicable(wide);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("C/G"), std::string::npos) << st;
 }
 
 // Depthwise NCHW: the row kernels come first, a find times every one, and
@@ -1462,6 +1522,29 @@ TEST(GpuSolvers, TensorCoreWgmmaFindsNarrowTilesWhereTheyPadLess) {
   for (const PerfConfig& c : s->ConfigSpace(p)) {
     EXPECT_TRUE(c[1] % 64 == 0) << PerfConfigString(c);
   }
+}
+
+// W into 192 output channels (Inception v3's 80 to 192 3x3): the default's
+// 128-row tile pads them to 256, so a find also times the 64 x 128 tiles on
+// the copy ring; into 256 it does not.
+TEST(GpuSolvers, TensorCoreWgmmaWeightsTime64RowTilesWhereTheyPadLess) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  ConvProblem p =
+      Conv(2, 2, 80, {1, 73, 73}, 192, {1, 3, 3}, {0, 0, 0}, 1, 1, 1);
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  p.direction = Direction::kBackwardWeights;
+  ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+  std::vector<PerfConfig> find = s->FindConfigs(p);
+  EXPECT_EQ(find.front()[0], 128);
+  for (const PerfConfig& c :
+       {PerfConfig{64, 128, 32, 4, 1, 6}, PerfConfig{64, 128, 64, 4, 1, 4}}) {
+    EXPECT_TRUE(Has(find, c)) << PerfConfigString(c);
+    EXPECT_EQ(s->ValidateConfig(p, c), absl::OkStatus());
+  }
+  p.k = 256;
+  find = s->FindConfigs(p);
+  EXPECT_FALSE(Has(find, PerfConfig{64, 128, 32, 4, 1, 6}));
+  EXPECT_FALSE(Has(find, PerfConfig{64, 128, 64, 4, 1, 4}));
 }
 
 TEST(GpuSolvers, TensorCoreWgmmaTurnsTheMmaForFewColumns) {

@@ -14,11 +14,24 @@
 // (q % SW) * CT_CPS + q / SW), so that a warp's positions read consecutive
 // words through every tap.
 //
+// conv_few_channels_wrw (backward weights): a block owns all CT_C x CT_FH x
+// CT_FW taps of CT_KB output channels and sums them over a split of the
+// CT_TH x CT_TW output tiles of every image, staging each tile's input patch
+// (as above) and its dy in shared memory. A thread owns CT_KT channels of the
+// CT_FW taps of one (channel, filter row), over every CT_WSUB-th position of
+// each tile; the block then adds its threads' sums and writes them, fp32, to
+// its split's slice of the workspace (dw's layout), and conv_few_channels_sum
+// adds the slices into dw.
+//
 // Compiled in: CT_C (channels a group), the filter CT_FH x CT_FW, its stride
 // CT_SH, CT_SW and dilation CT_DH, CT_DW, and the tile CT_TH, CT_TW, CT_KB,
-// CT_KT, CT_PX. Sizes, padding and groups are arguments. Indices are 32-bit:
+// CT_KT, CT_PX (F). Sizes, padding and groups are arguments; W also takes the
+// number of splits. Indices are 32-bit (a workspace slice's start 64-bit):
 // the solver admits only problems whose tensors index in 32 bits.
 
+#ifndef CT_PX
+#define CT_PX 1
+#endif
 #define CT_FC_THREADS 256
 // Threads that share a set of CT_KT channels, and the tile's rows one step
 // of a thread's CT_PX positions spans.
@@ -32,7 +45,8 @@
 #define CT_PATCH_FLOATS (CT_C * CT_PR * CT_PITCH)
 #define CT_TAPS (CT_C * CT_FH * CT_FW)
 
-#if CT_PT % CT_TW != 0 || CT_TH != CT_PX * CT_ROW_STEP || CT_KT % 4 != 0
+#if CT_DIR == 1 && \
+    (CT_PT % CT_TW != 0 || CT_TH != CT_PX * CT_ROW_STEP || CT_KT % 4 != 0)
 #error "conv_few_channels: inconsistent tile"
 #endif
 
@@ -184,5 +198,161 @@ CT_KERNEL void __launch_bounds__(CT_FC_THREADS)
     }
 #endif
   }
+}
+#endif
+
+#if CT_DIR == 3
+// Threads that own distinct dw elements, and the position subsets that
+// share each such set.
+#define CT_OWNERS ((CT_KB / CT_KT) * CT_C * CT_FH)
+#define CT_WSUB (CT_FC_THREADS / CT_OWNERS)
+#define CT_WTHREADS (CT_OWNERS * CT_WSUB)
+#define CT_TILE (CT_TH * CT_TW)
+#if CT_WSUB < 1 || CT_KB % CT_KT != 0 || CT_KT % 4 != 0
+#error "conv_few_channels_wrw: inconsistent tile"
+#endif
+// The block's sums, one row of CT_KT x CT_FW a thread, fit where the patch
+// and dy tile were.
+#define CT_PATCH_ALIGNED ((CT_PATCH_FLOATS + 3) / 4 * 4)
+#define CT_WSMEM_STAGE (CT_PATCH_ALIGNED + CT_TILE * CT_KB)
+#define CT_WSMEM_SUMS (CT_WTHREADS * CT_KT * CT_FW)
+#define CT_WSMEM \
+  (CT_WSMEM_STAGE > CT_WSMEM_SUMS ? CT_WSMEM_STAGE : CT_WSMEM_SUMS)
+
+CT_KERNEL void __launch_bounds__(CT_WTHREADS)
+    conv_few_channels_wrw(const ct_t* x, ct_t* w, const ct_t* y, float* part,
+                          CT_PROBLEM_PARAMS, ct_i64 a_splits) {
+  __shared__ CtF4 smem4[(CT_WSMEM + 3) / 4];
+  float* xs = reinterpret_cast<float*>(smem4);
+  float* ds = xs + CT_PATCH_ALIGNED;  // [position][CT_KB]
+  const int n_img = static_cast<int>(a_n);
+  const int kg = static_cast<int>(a_k / a_g);
+  const int ktot = static_cast<int>(a_k), ctot = static_cast<int>(a_c);
+  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
+  const int ph = static_cast<int>(a_ph), pw = static_cast<int>(a_pw);
+  const int oh_n = (ih + 2 * ph - CT_DH * (CT_FH - 1) - 1) / CT_SH + 1;
+  const int ow_n = (iw + 2 * pw - CT_DW * (CT_FW - 1) - 1) / CT_SW + 1;
+  const int tiles_w = (ow_n + CT_TW - 1) / CT_TW;
+  const int tiles_h = (oh_n + CT_TH - 1) / CT_TH;
+  const int tiles = n_img * tiles_h * tiles_w;
+  const int splits = static_cast<int>(a_splits);
+  const int kblocks = (kg + CT_KB - 1) / CT_KB;
+  const int g = blockIdx.y / kblocks;
+  const int k0 = (blockIdx.y % kblocks) * CT_KB;
+  const int tid = threadIdx.x;
+  const int owner = tid % CT_OWNERS, sub = tid / CT_OWNERS;
+  const int kq = owner % (CT_KB / CT_KT);
+  const int cr = owner / (CT_KB / CT_KT);  // c * CT_FH + r
+  const int c_own = cr / CT_FH, r_own = cr % CT_FH;
+
+  float acc[CT_KT][CT_FW];
+#pragma unroll
+  for (int i = 0; i < CT_KT; ++i) {
+#pragma unroll
+    for (int s = 0; s < CT_FW; ++s) acc[i][s] = 0.0f;
+  }
+  for (int t = blockIdx.x; t < tiles; t += splits) {
+    const int ow0 = (t % tiles_w) * CT_TW;
+    const int oh0 = ((t / tiles_w) % tiles_h) * CT_TH;
+    const int n = t / (tiles_w * tiles_h);
+    const int h0 = oh0 * CT_SH - ph, w0 = ow0 * CT_SW - pw;
+    __syncthreads();  // the previous tile is consumed
+    for (int e = tid; e < CT_C * CT_PR * CT_PC; e += CT_WTHREADS) {
+#if CT_NHWC
+      const int c = e % CT_C, q = (e / CT_C) % CT_PC, r = e / (CT_C * CT_PC);
+#else
+      const int q = e % CT_PC, r = (e / CT_PC) % CT_PR, c = e / (CT_PC * CT_PR);
+#endif
+      const int h = h0 + r, wc = w0 + q;
+      float v = 0.0f;
+      if (h >= 0 && h < ih && wc >= 0 && wc < iw) {
+#if CT_NHWC
+        v = ct_to_float(x[((n * ih + h) * iw + wc) * ctot + g * CT_C + c]);
+#else
+        v = ct_to_float(x[((n * ctot + g * CT_C + c) * ih + h) * iw + wc]);
+#endif
+      }
+      xs[(c * CT_PR + r) * CT_PITCH + (q % CT_SW) * CT_CPS + q / CT_SW] = v;
+    }
+    // dy of the tile's positions, zero past the output and the channels.
+    for (int e = tid; e < CT_TILE * CT_KB; e += CT_WTHREADS) {
+#if CT_NHWC
+      const int kk = e % CT_KB, pos = e / CT_KB;
+#else
+      const int pos = e % CT_TILE, kk = e / CT_TILE;
+#endif
+      const int oh = oh0 + pos / CT_TW, ow = ow0 + pos % CT_TW;
+      const int k = k0 + kk;
+      float v = 0.0f;
+      if (oh < oh_n && ow < ow_n && k < kg) {
+#if CT_NHWC
+        v = ct_to_float(y[((n * oh_n + oh) * ow_n + ow) * ktot + g * kg + k]);
+#else
+        v = ct_to_float(y[((n * ktot + g * kg + k) * oh_n + oh) * ow_n + ow]);
+#endif
+      }
+      ds[pos * CT_KB + kk] = v;
+    }
+    __syncthreads();
+    const float* xr = xs + (c_own * CT_PR + r_own * CT_DH) * CT_PITCH;
+    for (int pos = sub; pos < CT_TILE; pos += CT_WSUB) {
+      const int ty = pos / CT_TW, tx = pos % CT_TW;
+      const float* xp = xr + ty * CT_SH * CT_PITCH + tx;
+      float xv[CT_FW];
+#pragma unroll
+      for (int s = 0; s < CT_FW; ++s) {
+        xv[s] = xp[((s * CT_DW) % CT_SW) * CT_CPS + (s * CT_DW) / CT_SW];
+      }
+      const CtF4* dp =
+          reinterpret_cast<const CtF4*>(ds + pos * CT_KB + kq * CT_KT);
+#pragma unroll
+      for (int i = 0; i < CT_KT; i += 4) {
+        const CtF4 d = dp[i / 4];
+#pragma unroll
+        for (int s = 0; s < CT_FW; ++s) {
+          acc[i][s] += d.x * xv[s];
+          acc[i + 1][s] += d.y * xv[s];
+          acc[i + 2][s] += d.z * xv[s];
+          acc[i + 3][s] += d.w * xv[s];
+        }
+      }
+    }
+  }
+
+  // The subsets' sums of each owner's elements, then the block's slice.
+  __syncthreads();
+  float* sums = xs;
+#pragma unroll
+  for (int i = 0; i < CT_KT; ++i) {
+#pragma unroll
+    for (int s = 0; s < CT_FW; ++s)
+      sums[(tid * CT_KT + i) * CT_FW + s] = acc[i][s];
+  }
+  __syncthreads();
+  const int count = static_cast<int>(a_k) * CT_TAPS;  // dw's elements
+  float* slice = part + static_cast<long long>(blockIdx.x) * count;
+  for (int e = tid; e < CT_OWNERS * CT_KT * CT_FW; e += CT_WTHREADS) {
+    const int o = e / (CT_KT * CT_FW), i = (e / CT_FW) % CT_KT, s = e % CT_FW;
+    float total = 0.0f;
+    for (int u = 0; u < CT_WSUB; ++u)
+      total += sums[(u * CT_OWNERS + o) * CT_KT * CT_FW + i * CT_FW + s];
+    const int k = k0 + (o % (CT_KB / CT_KT)) * CT_KT + i;
+    const int oc = o / (CT_KB / CT_KT);
+    const int c = oc / CT_FH, r = oc % CT_FH;
+    if (k >= kg) continue;
+#if CT_NHWC
+    const int at = (((g * kg + k) * CT_FH + r) * CT_FW + s) * CT_C + c;
+#else
+    const int at = (((g * kg + k) * CT_C + c) * CT_FH + r) * CT_FW + s;
+#endif
+    slice[at] = total;
+  }
+  (void)w;
+}
+
+// Adds the splits' slices into dw, in its type.
+CT_KERNEL void conv_few_channels_sum(const float* part, ct_t* w, ct_i64 a_count,
+                                     ct_i64 a_splits) {
+  ct_sum_slices(part, w, a_count, a_splits);
 }
 #endif

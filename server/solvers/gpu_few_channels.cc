@@ -1,14 +1,18 @@
-// gpu_few_channels: forward convolution of 2-D layers with at most 8 input
-// channels a group (conv_few_channels.cu), direct on the CUDA cores: each
-// block stages its input patch and filters once in shared memory, so the
-// input is read about once rather than once a tap, and nothing pads the
+// gpu_few_channels: forward and backward-weights convolution of 2-D layers
+// with at most 8 input channels a group (conv_few_channels.cu), direct on
+// the CUDA cores: each block stages an input patch once in shared memory, so
+// the input is read about once rather than once a tap, and nothing pads the
 // short reduction. For a network's first layer, where an implicit GEMM folds
 // or pads three channels into a tensor-core step.
 //
-// A config is {TW, KB, KT, PX}: a block of 256 threads covers KB output
+// F: a config is {TW, KB, KT, PX}. A block of 256 threads covers KB output
 // channels of a TH x TW output tile, each thread PX positions of a column
-// for KT channels; TH = PX * (256 * KT / KB) / TW. The filter, stride,
-// dilation and channels a group are compiled in.
+// for KT channels; TH = PX * (256 * KT / KB) / TW.
+// W: a config is {TW, KB, KT, TH}. A block owns every tap of KB output
+// channels and sums them over a split of the TH x TW output tiles, each
+// thread KT channels of one filter row's taps; the splits' fp32 sums go to
+// the workspace, which a second kernel adds into dw.
+// The filter, stride, dilation and channels a group are compiled in.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -18,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/index_math.h"
+#include "kernels/plan_args.h"
 #include "server/solvers/gpu_solver_util.h"
 #include "server/solvers/gpu_solvers.h"
 
@@ -36,13 +41,32 @@ constexpr int64_t kMaxAccumulators = 64;
 // {KT, PX}: channels and positions a thread, the default first.
 constexpr std::array<std::pair<int64_t, int64_t>, 4> kThreadShapes = {
     {{16, 4}, {8, 4}, {16, 2}, {32, 2}}};
+// W: {TH, TW} tiles of positions, and channels a thread.
+constexpr std::array<std::pair<int64_t, int64_t>, 4> kWrwTiles = {
+    {{4, 32}, {8, 16}, {2, 32}, {4, 16}}};
+constexpr int64_t kWrwChannelsPerThread[] = {8, 4};
+// W's splits of the output tiles: at most this many, each with about
+// kWrwPositionsPerSplit positions at least.
+constexpr int64_t kWrwMaxSplits = 512;
+constexpr int64_t kWrwPositionsPerSplit = 2048;
+
+bool IsWrw(const ConvProblem& p) {
+  return p.direction == Direction::kBackwardWeights;
+}
+
+int64_t WrwSplits(const ConvProblem& p) {
+  return std::clamp<int64_t>(
+      CeilDiv(p.n * p.out(1) * p.out(2), kWrwPositionsPerSplit), 1,
+      kWrwMaxSplits);
+}
 
 struct Tile {
   int64_t th = 0, tw = 0, kb = 0, kt = 0, px = 0;
 };
 
 // The tile of a config, th 0 where it is not a whole tile.
-Tile TileOf(const PerfConfig& c) {
+Tile TileOf(const ConvProblem& p, const PerfConfig& c) {
+  if (IsWrw(p)) return {c[3], c[0], c[1], c[2], 1};
   Tile t{0, c[0], c[1], c[2], c[3]};
   if (t.kb % t.kt != 0 || t.kt % 8 != 0) return t;
   const int64_t pt = kThreads * t.kt / t.kb;
@@ -51,30 +75,62 @@ Tile TileOf(const PerfConfig& c) {
   return t;
 }
 
-// Shared memory of a tile's patch and filters, in bytes.
+// W: threads that own distinct dw elements (KT channels of one filter
+// row's taps), and the block's threads, those times the position subsets
+// that share each (CT_OWNERS, CT_WTHREADS of conv_few_channels.cu).
+int64_t WrwOwners(const ConvProblem& p, const Tile& t) {
+  return t.kb / t.kt * p.c_per_group() * p.filter[1];
+}
+int64_t WrwThreads(const ConvProblem& p, const Tile& t) {
+  const int64_t owners = WrwOwners(p, t);
+  return owners * (kThreads / owners);
+}
+
+// Shared memory of a tile's patch and filters (F) or patch and dy (W, or
+// its threads' sums where more), in bytes.
 int64_t SmemBytes(const ConvProblem& p, const Tile& t) {
   const int64_t rows =
       (t.th - 1) * p.stride[1] + (p.filter[1] - 1) * p.dilation[1] + 1;
   const int64_t cols =
       (t.tw - 1) * p.stride[2] + (p.filter[2] - 1) * p.dilation[2] + 1;
   const int64_t pitch = CeilDiv(cols, p.stride[2]) * p.stride[2];
+  const int64_t patch = p.c_per_group() * rows * pitch;
   const int64_t taps = p.c_per_group() * p.filter[1] * p.filter[2];
-  return static_cast<int64_t>(sizeof(float)) *
-         (p.c_per_group() * rows * pitch + taps * t.kb);
+  const int64_t floats =
+      IsWrw(p) ? std::max(CeilDiv(patch, 4) * 4 + t.th * t.tw * t.kb,
+                          WrwThreads(p, t) * t.kt * p.filter[2])
+               : patch + taps * t.kb;
+  return static_cast<int64_t>(sizeof(float)) * floats;
 }
 
 std::array<int64_t, 3> Grid(const ConvProblem& p, const Tile& t) {
-  return {p.n * CeilDiv(p.out(1), t.th) * CeilDiv(p.out(2), t.tw),
-          p.groups * CeilDiv(p.k_per_group(), t.kb), 1};
+  const int64_t x =
+      IsWrw(p) ? WrwSplits(p)
+               : p.n * CeilDiv(p.out(1), t.th) * CeilDiv(p.out(2), t.tw);
+  return {x, p.groups * CeilDiv(p.k_per_group(), t.kb), 1};
 }
 
 bool Fits(const ConvProblem& p, const PerfConfig& c) {
   if (c.size() != 4) return false;
-  const Tile t = TileOf(c);
-  if (t.th == 0 || t.px * t.kt > kMaxAccumulators) return false;
+  const Tile t = TileOf(p, c);
+  if (t.th == 0) return false;
+  if (IsWrw(p)) {
+    if (t.kb % t.kt != 0 || t.kt % 4 != 0 ||
+        t.kt * p.filter[2] > kMaxAccumulators || WrwOwners(p, t) > kThreads) {
+      return false;
+    }
+  } else if (t.px * t.kt > kMaxAccumulators) {
+    return false;
+  }
   const std::array<int64_t, 3> g = Grid(p, t);
   return SmemBytes(p, t) <= kSmemBytes && g[0] <= kMaxGridX &&
          g[1] <= kMaxGridY;
+}
+
+// Each block takes the group's output channels rounded up to KT (at most
+// 64), so that a patch is staged once for as many channels as it serves.
+int64_t ChannelBlock(const ConvProblem& p, int64_t kt) {
+  return std::max(kt, std::min<int64_t>(64, CeilDiv(p.k_per_group(), kt) * kt));
 }
 
 class GpuFewChannels final : public GpuSolver {
@@ -85,9 +141,10 @@ class GpuFewChannels final : public GpuSolver {
   bool dynamic() const override { return true; }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
-    if (p.direction != Direction::kForward) {
+    if (p.direction == Direction::kBackwardData) {
       return absl::FailedPreconditionError(
-          "direction: gpu_few_channels runs forward only");
+          "direction: gpu_few_channels runs forward and backward weights "
+          "only");
     }
     if (p.spatial_dims != 2) {
       return absl::FailedPreconditionError(
@@ -109,30 +166,46 @@ class GpuFewChannels final : public GpuSolver {
     return absl::OkStatus();
   }
 
-  int64_t WorkspaceBytes(const ConvProblem& p) const override { return 0; }
+  int64_t WorkspaceBytes(const ConvProblem& p) const override {
+    return IsWrw(p) ? WrwSplits(p) * p.w_elements() *
+                          static_cast<int64_t>(sizeof(float))
+                    : 0;
+  }
 
-  // Each block takes the group's channels rounded up to KT (at most 64),
-  // so that a patch is staged once for as many channels as it serves.
   std::vector<PerfConfig> ConfigSpace(const ConvProblem& p) const override {
     std::vector<PerfConfig> space;
+    const auto add = [&](PerfConfig c) {
+      if (Fits(p, c)) space.push_back(std::move(c));
+    };
+    if (IsWrw(p)) {
+      for (const auto& [th, tw] : kWrwTiles) {
+        for (int64_t kt : kWrwChannelsPerThread) {
+          add({tw, ChannelBlock(p, kt), kt, th});
+        }
+      }
+      return space;
+    }
     for (int64_t tw : {32, 16}) {
       for (const auto& [kt, px] : kThreadShapes) {
-        const int64_t kb = std::max(
-            kt, std::min<int64_t>(64, CeilDiv(p.k_per_group(), kt) * kt));
-        PerfConfig c = {tw, kb, kt, px};
-        if (Fits(p, c)) space.push_back(std::move(c));
+        add({tw, ChannelBlock(p, kt), kt, px});
       }
     }
     return space;
   }
 
-  // The 32-column tiles.
+  // F: the 32-column tiles. W: the first two tiles.
   std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const override {
+    const std::vector<PerfConfig> space = ConfigSpace(p);
     std::vector<PerfConfig> out;
-    for (const PerfConfig& c : ConfigSpace(p)) {
-      if (c[0] == 32) out.push_back(c);
+    for (const PerfConfig& c : space) {
+      const bool first_tiles =
+          IsWrw(p)
+              ? (c[3] == kWrwTiles[0].first && c[0] == kWrwTiles[0].second) ||
+                    (c[3] == kWrwTiles[1].first && c[0] == kWrwTiles[1].second)
+              : c[0] == 32;
+      if (first_tiles) out.push_back(c);
     }
-    if (out.empty()) out.push_back(ConfigSpace(p).front());
+    if (out.empty()) out.push_back(space.front());
     return out;
   }
 
@@ -143,7 +216,7 @@ class GpuFewChannels final : public GpuSolver {
   absl::StatusOr<v1::ExecutionPlan> MakePlan(
       const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
-    const Tile t = TileOf(config);
+    const Tile t = TileOf(p, config);
     v1::ExecutionPlan plan = NewPlan(p, config);
     std::vector<std::string> options = ProblemOptions(p);
     const std::array<std::pair<const char*, int64_t>, 12> defines = {{
@@ -164,10 +237,24 @@ class GpuFewChannels final : public GpuSolver {
       options.push_back(absl::StrCat("-D", name, "=", value));
     }
     const int source = AddSource(&plan, "conv_few_channels.cu", options);
+    if (!IsWrw(p)) {
+      v1::KernelStep* step =
+          AddGpuStep(&plan, "conv_few_channels", source, Grid(p, t),
+                     static_cast<uint32_t>(kThreads));
+      AddConvArgs(p, step);
+      return plan;
+    }
     v1::KernelStep* step =
-        AddGpuStep(&plan, "conv_few_channels", source, Grid(p, t),
-                   static_cast<uint32_t>(kThreads));
-    AddConvArgs(p, step);
+        AddGpuStep(&plan, "conv_few_channels_wrw", source, Grid(p, t),
+                   static_cast<uint32_t>(WrwThreads(p, t)));
+    AddBuffer(step, v1::BUFFER_X);
+    AddBuffer(step, v1::BUFFER_W);
+    AddBuffer(step, v1::BUFFER_Y);
+    AddBuffer(step, v1::BUFFER_WORKSPACE);
+    AppendProblemScalars(p, step);
+    step->add_scalars(WrwSplits(p));
+    AddSumSlicesStep(&plan, "conv_few_channels_sum", source, 0, p.w_elements(),
+                     WrwSplits(p));
     return plan;
   }
 };

@@ -397,7 +397,7 @@ std::vector<Combo> AllCombos() {
                 kGpuWinogradBlasId, kGpuTensorCorePipelinedId,
                 kGpuTensorCoreWgmmaId, kGpuFewChannelsId, gpu::kCudnnSolverId});
   // The tensor-core solvers take 16-bit types only; gpu_few_channels runs
-  // forward only.
+  // no backward data.
   combos.erase(
       std::remove_if(combos.begin(), combos.end(),
                      [](const Combo& c) {
@@ -406,7 +406,7 @@ std::vector<Combo> AllCombos() {
                                 c.solver_id == kGpuTensorCorePipelinedId ||
                                 c.solver_id == kGpuTensorCoreWgmmaId)) ||
                               (c.solver_id == kGpuFewChannelsId &&
-                               c.direction != Direction::kForward);
+                               c.direction == Direction::kBackwardData);
                      }),
       combos.end());
   return combos;

@@ -730,10 +730,11 @@ TEST(GpuSolvers, DirectTiledNamesAPatchTooLargeForSharedMemory) {
 }
 
 // A first layer (Inception v3's: 3 channels, 3x3 stride 2, 32 filters):
-// forward only, each block all 32 channels of a tile, the tile's grid over
-// every output position, the filter and stride compiled in, and a patch
-// that fits shared memory for every config; more than 8 channels a group
-// is refused by name.
+// F with each block all 32 channels of a tile, the tile's grid over every
+// output position, the filter and stride compiled in, and a patch that
+// fits shared memory for every config; W in splits of the positions summed
+// from the workspace; no B, and more than 8 channels a group is refused by
+// name.
 TEST(GpuSolvers, FewChannelsTilesAFirstLayer) {
   const Solver* s = SolverRegistry::Default().Find(kGpuFewChannelsId);
   ConvProblem p =
@@ -774,12 +775,34 @@ TEST(GpuSolvers, FewChannelsTilesAFirstLayer) {
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(g, s->DefaultConfig(g));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->steps(0).grid(1), 4u * 2u);
-  for (Direction d : {Direction::kBackwardData, Direction::kBackwardWeights}) {
-    ConvProblem q = p;
-    q.direction = d;
-    const absl::Status st = s->IsApplicable(q);
-    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_NE(st.message().find("direction"), std::string::npos) << st;
+  ConvProblem b = p;
+  b.direction = Direction::kBackwardData;
+  const absl::Status bst = s->IsApplicable(b);
+  EXPECT_EQ(bst.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bst.message().find("direction"), std::string::npos) << bst;
+
+  // W: 128 x 149 x 149 positions in 512 splits, each writing all 864 dw
+  // elements to its slice; {TW, KB, KT, TH}.
+  ConvProblem w = p;
+  w.direction = Direction::kBackwardWeights;
+  ASSERT_EQ(s->IsApplicable(w), absl::OkStatus());
+  EXPECT_EQ(s->WorkspaceBytes(w), 512 * 864 * 4);
+  EXPECT_EQ(s->DefaultConfig(w), (PerfConfig{32, 32, 8, 4}));
+  EXPECT_EQ(s->FindConfigs(w).size(), 4u);
+  for (const PerfConfig& c : s->ConfigSpace(w)) {
+    SCOPED_TRACE(PerfConfigString(c));
+    absl::StatusOr<v1::ExecutionPlan> wp = s->MakePlan(w, c);
+    ASSERT_TRUE(wp.ok()) << wp.status();
+    ASSERT_EQ(wp->steps_size(), 2);
+    EXPECT_EQ(wp->steps(0).kernel(), "conv_few_channels_wrw");
+    EXPECT_EQ(wp->steps(0).grid(0), 512u);
+    // Owners: KB / KT channel sets times 3 x 3 filter rows, each set of
+    // owners repeated over as many position subsets as 256 threads hold.
+    const int64_t owners = c[1] / c[2] * 9;
+    EXPECT_EQ(wp->steps(0).block(0), owners * (256 / owners));
+    EXPECT_EQ(wp->steps(1).kernel(), "conv_few_channels_sum");
+    EXPECT_EQ(wp->steps(1).scalars(0), 864);
+    EXPECT_EQ(wp->steps(1).scalars(1), 512);
   }
   ConvProblem wide = p;
   wide.c = 16;

@@ -209,7 +209,8 @@ CT_DEVICE ct_u32 tc_swizzle(int r, int j) {
 // dst[i][pos][g][c] = the source's channel g*CG + c of image n0 + i at pos,
 // 0 for c >= CG. NCHW: 64x64 tiles of (channel, position) through shared
 // memory, 256 threads, values moved in pairs (positions in, channels out);
-// NHWC: one element per thread of a 1-D launch.
+// NHWC: one element per thread of a 1-D launch, or where CG is a multiple
+// of 8 a run of 8 channels per thread in 16-byte copies.
 CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0,
                            ct_i64 a_nb, ct_i64 a_g, ct_i64 a_cg, ct_i64 a_cp,
                            ct_i64 a_hw) {
@@ -220,6 +221,30 @@ CT_KERNEL void tc_pack_act(const ct_t* psrc, ct_t* pdst, ct_i64 a_n0,
   ct_u16* dst = reinterpret_cast<ct_u16*>(pdst);
 #if CT_NHWC
   const ct_i64 count = a_nb * hw * row;
+  if (cg % 8 == 0) {
+    // Runs of 8 channels, each wholly data or wholly padding (cp is a
+    // multiple of 32), a 16-byte copy each where both tensors align; the
+    // solver launches a thread a run (AddPackStep).
+    const bool whole =
+        ((reinterpret_cast<ct_u64>(psrc) | reinterpret_cast<ct_u64>(pdst)) &
+         15) == 0;
+    const ct_i64 stride = static_cast<ct_i64>(gridDim.x) * blockDim.x;
+    for (ct_i64 i = ct_global_index_x() * 8; i < count; i += stride * 8) {
+      const ct_i64 at = i / row;  // image-in-chunk * hw + pos
+      const int ch = static_cast<int>(i - at * row);
+      const int g = ch / cp, c = ch - g * cp;
+      const ct_u16* from = src + (a_n0 * hw + at) * (groups * cg) + g * cg + c;
+      if (whole) {
+        ct_v16 v = {{0u, 0u, 0u, 0u}};
+        if (c < cg) v = *reinterpret_cast<const ct_v16*>(from);
+        *reinterpret_cast<ct_v16*>(dst + i) = v;
+      } else {
+        for (int j = 0; j < 8; ++j)
+          dst[i + j] = c < cg ? from[j] : static_cast<ct_u16>(0);
+      }
+    }
+    return;
+  }
   const ct_i64 i = ct_global_index_x();
   if (i >= count) return;
   const ct_i64 at = i / row;  // image-in-chunk * hw + pos

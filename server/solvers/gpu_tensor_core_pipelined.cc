@@ -563,9 +563,14 @@ void AddPackStep(const ConvProblem& p, int source, v1::BufferRole src,
                  int64_t at, int64_t n0, int64_t nb, int64_t c, int64_t cp,
                  int64_t hw, v1::ExecutionPlan* plan) {
   const int64_t row = p.groups * cp;
+  // NHWC: a thread an element, or a run of 8 where the channels come in
+  // whole runs (tc_pack_act).
+  const int64_t per_thread = c % 8 == 0 ? 8 : 1;
   const std::array<int64_t, 3> grid =
       p.layout == Layout::kNHWC
-          ? std::array<int64_t, 3>{CeilDiv(nb * hw * row, kPackBlock), 1, 1}
+          ? std::array<int64_t, 3>{CeilDiv(nb * hw * row,
+                                           kPackBlock * per_thread),
+                                   1, 1}
           : std::array<int64_t, 3>{CeilDiv(hw, 64), CeilDiv(row, 64), nb};
   v1::KernelStep* pack =
       AddGpuStep(plan, "tc_pack_act", source, grid, kPackBlock);

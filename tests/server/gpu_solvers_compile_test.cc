@@ -1564,6 +1564,12 @@ TEST(GpuSolvers, TensorCoreWgmmaWeightsTime64RowTilesWhereTheyPadLess) {
     EXPECT_TRUE(Has(find, c)) << PerfConfigString(c);
     EXPECT_EQ(s->ValidateConfig(p, c), absl::OkStatus());
   }
+  // x's 80 channels padded to 96 for the copy ring, a thread for each run
+  // of 8.
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, find.front());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->steps(0).kernel(), "tc_pack_act");
+  EXPECT_EQ(plan->steps(0).grid(0), CeilDiv(2 * 73 * 73 * 96 / 8, 256));
   p.k = 256;
   find = s->FindConfigs(p);
   EXPECT_FALSE(Has(find, PerfConfig{64, 128, 32, 4, 1, 6}));

@@ -29,8 +29,42 @@
 // number of splits. Indices are 32-bit (a workspace slice's start 64-bit):
 // the solver admits only problems whose tensors index in 32 bits.
 
+// Defaults so that the source compiles on its own: a 3x3 first layer.
+#ifndef CT_C
+#define CT_C 3
+#endif
+#ifndef CT_FH
+#define CT_FH 3
+#endif
+#ifndef CT_FW
+#define CT_FW 3
+#endif
+#ifndef CT_SH
+#define CT_SH 1
+#endif
+#ifndef CT_SW
+#define CT_SW 1
+#endif
+#ifndef CT_DH
+#define CT_DH 1
+#endif
+#ifndef CT_DW
+#define CT_DW 1
+#endif
+#ifndef CT_TW
+#define CT_TW 32
+#endif
+#ifndef CT_KB
+#define CT_KB 32
+#endif
+#ifndef CT_KT
+#define CT_KT 8
+#endif
 #ifndef CT_PX
-#define CT_PX 1
+#define CT_PX 4
+#endif
+#ifndef CT_TH
+#define CT_TH 8
 #endif
 #define CT_FC_THREADS 256
 // Threads that share a set of CT_KT channels, and the tile's rows one step
@@ -44,6 +78,7 @@
 #define CT_PITCH (CT_SW * CT_CPS)
 #define CT_PATCH_FLOATS (CT_C * CT_PR * CT_PITCH)
 #define CT_TAPS (CT_C * CT_FH * CT_FW)
+#define CT_TILE (CT_TH * CT_TW)
 
 #if CT_DIR == 1 && \
     (CT_PT % CT_TW != 0 || CT_TH != CT_PX * CT_ROW_STEP || CT_KT % 4 != 0)
@@ -201,13 +236,12 @@ CT_KERNEL void __launch_bounds__(CT_FC_THREADS)
 }
 #endif
 
-#if CT_DIR == 3
+#if CT_DIR == 3 && !defined(CT_FC_MMA)
 // Threads that own distinct dw elements, and the position subsets that
 // share each such set.
 #define CT_OWNERS ((CT_KB / CT_KT) * CT_C * CT_FH)
 #define CT_WSUB (CT_FC_THREADS / CT_OWNERS)
 #define CT_WTHREADS (CT_OWNERS * CT_WSUB)
-#define CT_TILE (CT_TH * CT_TW)
 #if CT_WSUB < 1 || CT_KB % CT_KT != 0 || CT_KT % 4 != 0
 #error "conv_few_channels_wrw: inconsistent tile"
 #endif
@@ -349,10 +383,203 @@ CT_KERNEL void __launch_bounds__(CT_WTHREADS)
   }
   (void)w;
 }
+#endif
 
+#if CT_DIR == 3
 // Adds the splits' slices into dw, in its type.
 CT_KERNEL void conv_few_channels_sum(const float* part, ct_t* w, ct_i64 a_count,
                                      ct_i64 a_splits) {
   ct_sum_slices(part, w, a_count, a_splits);
+}
+#endif
+
+#if CT_DIR == 3 && defined(CT_FC_MMA) && defined(CONVTUNE_BACKEND_CUDA)
+// conv_few_channels_mma_wrw (16-bit types, sm_80+): W as a GEMM on the
+// tensor cores, dw[k][t] = sum over positions p of dy[p][k] * x(p, t), the
+// taps t = (c, fh, fw) in dw's NCHW order. Four warps a block, each with
+// the block's whole CT_KB x taps tile of sums (CT_KB / 16 by CT_NT MMA
+// tiles of 16 x 8) over every fourth step of 16 positions of the staged
+// tile. A lane's A fragments (dy, 16 channels by 16 positions) and B
+// fragments (x, 16 positions by 8 taps) come from the staged dy and patch,
+// two 16-bit values a register; taps past the filter's read as zero. The
+// warps' sums meet in shared memory and go to the block's workspace slice
+// as in conv_few_channels_wrw.
+#define CT_MT (CT_KB / 16)
+#define CT_NT ((CT_TAPS + 7) / 8)
+#define CT_MW 4
+#define CT_DPITCH (CT_KB + 8)  // halves a staged dy position, padded
+#define CT_PATCH_HALVES ((CT_C * CT_PR * CT_PITCH + 7) / 8 * 8)
+#define CT_MSTAGE (CT_PATCH_HALVES + CT_TILE * CT_DPITCH)       // halves
+#define CT_MSUMS (CT_MW * CT_MT * CT_NT * 32 * 4 * 2)           // as halves
+#define CT_MSMEM (CT_MSTAGE > CT_MSUMS ? CT_MSTAGE : CT_MSUMS)  // halves
+#if CT_KB % 16 != 0 || CT_TW % 16 != 0
+#error "conv_few_channels_mma_wrw: inconsistent tile"
+#endif
+
+CT_DEVICE ct_u32 ct_pack2(ct_u16 lo, ct_u16 hi) {
+  return static_cast<ct_u32>(lo) | (static_cast<ct_u32>(hi) << 16);
+}
+
+CT_KERNEL void __launch_bounds__(CT_MW * 32)
+    conv_few_channels_mma_wrw(const ct_t* px, ct_t* w, const ct_t* py,
+                              float* part, CT_PROBLEM_PARAMS, ct_i64 a_splits) {
+  __shared__ ct_v16 smem16[(CT_MSMEM + 7) / 8];
+  ct_u16* xs = reinterpret_cast<ct_u16*>(smem16);
+  ct_u16* ds = xs + CT_PATCH_HALVES;  // [position][CT_DPITCH]
+  const ct_u16* x = reinterpret_cast<const ct_u16*>(px);
+  const ct_u16* y = reinterpret_cast<const ct_u16*>(py);
+  const int n_img = static_cast<int>(a_n);
+  const int kg = static_cast<int>(a_k / a_g);
+  const int ktot = static_cast<int>(a_k), ctot = static_cast<int>(a_c);
+  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
+  const int ph = static_cast<int>(a_ph), pw = static_cast<int>(a_pw);
+  const int oh_n = (ih + 2 * ph - CT_DH * (CT_FH - 1) - 1) / CT_SH + 1;
+  const int ow_n = (iw + 2 * pw - CT_DW * (CT_FW - 1) - 1) / CT_SW + 1;
+  const int tiles_w = (ow_n + CT_TW - 1) / CT_TW;
+  const int tiles_h = (oh_n + CT_TH - 1) / CT_TH;
+  const int tiles = n_img * tiles_h * tiles_w;
+  const int splits = static_cast<int>(a_splits);
+  const int kblocks = (kg + CT_KB - 1) / CT_KB;
+  const int g = blockIdx.y / kblocks;
+  const int k0 = (blockIdx.y % kblocks) * CT_KB;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, q = lane & 3;
+  // dy moves in 16-byte runs of 8 channels where every run aligns.
+  const bool dy_vec = CT_NHWC && ktot % 8 == 0 && (g * kg + k0) % 8 == 0 &&
+                      (reinterpret_cast<ct_u64>(py) & 15) == 0;
+
+  // This lane's tap (column gq of each 8-tap tile) as a patch offset.
+  int toff[CT_NT];
+  bool tap_ok[CT_NT];
+#pragma unroll
+  for (int j = 0; j < CT_NT; ++j) {
+    const int t = 8 * j + gq;
+    tap_ok[j] = t < CT_TAPS;
+    const int tt = tap_ok[j] ? t : 0;
+    const int c = tt / (CT_FH * CT_FW), r = (tt / CT_FW) % CT_FH,
+              s = tt % CT_FW;
+    toff[j] = (c * CT_PR + r * CT_DH) * CT_PITCH +
+              ((s * CT_DW) % CT_SW) * CT_CPS + (s * CT_DW) / CT_SW;
+  }
+  float acc[CT_MT][CT_NT][4];
+#pragma unroll
+  for (int i = 0; i < CT_MT; ++i) {
+#pragma unroll
+    for (int j = 0; j < CT_NT; ++j) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0f;
+    }
+  }
+
+  for (int t = blockIdx.x; t < tiles; t += splits) {
+    const int ow0 = (t % tiles_w) * CT_TW;
+    const int oh0 = ((t / tiles_w) % tiles_h) * CT_TH;
+    const int n = t / (tiles_w * tiles_h);
+    const int h0 = oh0 * CT_SH - ph, w0 = ow0 * CT_SW - pw;
+    __syncthreads();  // the previous tile is consumed
+    for (int e = tid; e < CT_C * CT_PR * CT_PC; e += CT_MW * 32) {
+#if CT_NHWC
+      const int c = e % CT_C, qq = (e / CT_C) % CT_PC, r = e / (CT_C * CT_PC);
+#else
+      const int qq = e % CT_PC, r = (e / CT_PC) % CT_PR,
+                c = e / (CT_PC * CT_PR);
+#endif
+      const int h = h0 + r, wc = w0 + qq;
+      ct_u16 v = 0;
+      if (h >= 0 && h < ih && wc >= 0 && wc < iw) {
+#if CT_NHWC
+        v = x[((n * ih + h) * iw + wc) * ctot + g * CT_C + c];
+#else
+        v = x[((n * ctot + g * CT_C + c) * ih + h) * iw + wc];
+#endif
+      }
+      xs[(c * CT_PR + r) * CT_PITCH + (qq % CT_SW) * CT_CPS + qq / CT_SW] = v;
+    }
+    // dy, [position][channel], zero past the output and the channels.
+    for (int e = tid; e < CT_TILE * (CT_KB / 8); e += CT_MW * 32) {
+      const int pos = e / (CT_KB / 8), kk = (e % (CT_KB / 8)) * 8;
+      const int oh = oh0 + pos / CT_TW, ow = ow0 + pos % CT_TW;
+      const bool in = oh < oh_n && ow < ow_n;
+      ct_u16* to = ds + pos * CT_DPITCH + kk;
+      if (dy_vec && in && k0 + kk + 8 <= kg) {
+        const ct_v16 v = *reinterpret_cast<const ct_v16*>(
+            y + ((n * oh_n + oh) * ow_n + ow) * ktot + g * kg + k0 + kk);
+        *reinterpret_cast<ct_v16*>(to) = v;
+      } else {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int k = k0 + kk + u;
+          ct_u16 v = 0;
+          if (in && k < kg) {
+#if CT_NHWC
+            v = y[((n * oh_n + oh) * ow_n + ow) * ktot + g * kg + k];
+#else
+            v = y[((n * ktot + g * kg + k) * oh_n + oh) * ow_n + ow];
+#endif
+          }
+          to[u] = v;
+        }
+      }
+    }
+    __syncthreads();
+    for (int step = warp; step < CT_TILE / 16; step += CT_MW) {
+      const int p0 = step * 16;
+      const int pb = (p0 / CT_TW) * CT_SH * CT_PITCH + p0 % CT_TW + 2 * q;
+      ct_u32 b[CT_NT][2];
+#pragma unroll
+      for (int j = 0; j < CT_NT; ++j) {
+        const ct_u16* xp = xs + toff[j] + pb;
+        b[j][0] = tap_ok[j] ? ct_pack2(xp[0], xp[1]) : 0u;
+        b[j][1] = tap_ok[j] ? ct_pack2(xp[8], xp[9]) : 0u;
+      }
+      const ct_u16* d0 = ds + (p0 + 2 * q) * CT_DPITCH + gq;
+#pragma unroll
+      for (int i = 0; i < CT_MT; ++i) {
+        const ct_u16* d = d0 + 16 * i;
+        ct_u32 a[4];
+        a[0] = ct_pack2(d[0], d[CT_DPITCH]);
+        a[1] = ct_pack2(d[8], d[CT_DPITCH + 8]);
+        a[2] = ct_pack2(d[8 * CT_DPITCH], d[9 * CT_DPITCH]);
+        a[3] = ct_pack2(d[8 * CT_DPITCH + 8], d[9 * CT_DPITCH + 8]);
+#pragma unroll
+        for (int j = 0; j < CT_NT; ++j) ct_mma_16816(acc[i][j], a, b[j]);
+      }
+    }
+  }
+
+  // The warps' sums, then the block's slice in dw's layout.
+  __syncthreads();
+  float* sums = reinterpret_cast<float*>(smem16);
+#pragma unroll
+  for (int i = 0; i < CT_MT; ++i) {
+#pragma unroll
+    for (int j = 0; j < CT_NT; ++j) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v)
+        sums[(((warp * CT_MT + i) * CT_NT + j) * 4 + v) * 32 + lane] =
+            acc[i][j][v];
+    }
+  }
+  __syncthreads();
+  const int count = static_cast<int>(a_k) * CT_TAPS;  // dw's elements
+  float* slice = part + static_cast<long long>(blockIdx.x) * count;
+  for (int e = tid; e < CT_MT * CT_NT * 4 * 32; e += CT_MW * 32) {
+    float total = 0.0f;
+#pragma unroll
+    for (int u = 0; u < CT_MW; ++u) total += sums[u * CT_MT * CT_NT * 128 + e];
+    const int l = e % 32, v = (e / 32) % 4, j = (e / 128) % CT_NT,
+              i = e / (128 * CT_NT);
+    const int k = k0 + 16 * i + (l >> 2) + 8 * (v >> 1);
+    const int tap = 8 * j + 2 * (l & 3) + (v & 1);
+    if (k >= kg || tap >= CT_TAPS) continue;
+#if CT_NHWC
+    const int c = tap / (CT_FH * CT_FW), rs = tap % (CT_FH * CT_FW);
+    const int at = ((g * kg + k) * CT_FH * CT_FW + rs) * CT_C + c;
+#else
+    const int at = (g * kg + k) * CT_TAPS + tap;
+#endif
+    slice[at] = total;
+  }
+  (void)w;
 }
 #endif

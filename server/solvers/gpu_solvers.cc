@@ -17,6 +17,7 @@ std::vector<std::unique_ptr<Solver>> MakeGpuSolvers() {
   all.push_back(NewGpuTensorCorePipelinedSolver());
   all.push_back(NewGpuTensorCoreWgmmaSolver());
   all.push_back(NewGpuFewChannelsSolver());
+  all.push_back(NewGpuFewChannelsMmaSolver());
   return all;
 }
 

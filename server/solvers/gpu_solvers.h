@@ -24,6 +24,7 @@ inline constexpr uint32_t kGpuWinogradBlasId = 110;
 inline constexpr uint32_t kGpuTensorCorePipelinedId = 111;
 inline constexpr uint32_t kGpuTensorCoreWgmmaId = 112;
 inline constexpr uint32_t kGpuFewChannelsId = 113;
+inline constexpr uint32_t kGpuFewChannelsMmaId = 114;
 
 // One factory per solver above, each defined in its solver's file.
 std::unique_ptr<Solver> NewGpuDirectNaiveSolver();
@@ -39,6 +40,7 @@ std::unique_ptr<Solver> NewGpuWinogradBlasSolver();
 std::unique_ptr<Solver> NewGpuTensorCorePipelinedSolver();
 std::unique_ptr<Solver> NewGpuTensorCoreWgmmaSolver();
 std::unique_ptr<Solver> NewGpuFewChannelsSolver();
+std::unique_ptr<Solver> NewGpuFewChannelsMmaSolver();
 
 std::vector<std::unique_ptr<Solver>> MakeGpuSolvers();
 

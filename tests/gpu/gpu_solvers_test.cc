@@ -390,21 +390,24 @@ TEST_P(GpuSolverCorrectness, MatchesReference) {
 }
 
 std::vector<Combo> AllCombos() {
-  std::vector<Combo> combos =
-      CombosOf({kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
-                kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
-                kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
-                kGpuWinogradBlasId, kGpuTensorCorePipelinedId,
-                kGpuTensorCoreWgmmaId, kGpuFewChannelsId, gpu::kCudnnSolverId});
+  std::vector<Combo> combos = CombosOf(
+      {kGpuDirectNaiveId, kGpuImplicitGemmId, kGpuImplicitGemmStaticId,
+       kGpuDepthwiseId, kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
+       kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
+       kGpuWinogradBlasId, kGpuTensorCorePipelinedId, kGpuTensorCoreWgmmaId,
+       kGpuFewChannelsId, kGpuFewChannelsMmaId, gpu::kCudnnSolverId});
   // The tensor-core solvers take 16-bit types only; gpu_few_channels runs
-  // no backward data.
+  // no backward data, gpu_few_channels_mma backward weights alone.
   combos.erase(
       std::remove_if(combos.begin(), combos.end(),
                      [](const Combo& c) {
                        return (c.type == DataType::kFp32 &&
                                (c.solver_id == kGpuTensorCoreIgemmId ||
                                 c.solver_id == kGpuTensorCorePipelinedId ||
-                                c.solver_id == kGpuTensorCoreWgmmaId)) ||
+                                c.solver_id == kGpuTensorCoreWgmmaId ||
+                                c.solver_id == kGpuFewChannelsMmaId)) ||
+                              (c.solver_id == kGpuFewChannelsMmaId &&
+                               c.direction != Direction::kBackwardWeights) ||
                               (c.solver_id == kGpuFewChannelsId &&
                                c.direction == Direction::kBackwardData);
                      }),

@@ -250,7 +250,8 @@ INSTANTIATE_TEST_SUITE_P(
                       kGpuTensorCoreIgemmId, kGpuIm2colGemmBlasId,
                       kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
                       kGpuWinogradBlasId, kGpuTensorCorePipelinedId,
-                      kGpuTensorCoreWgmmaId, kGpuFewChannelsId),
+                      kGpuTensorCoreWgmmaId, kGpuFewChannelsId,
+                      kGpuFewChannelsMmaId),
     [](const ::testing::TestParamInfo<uint32_t>& info) {
       return absl::StrCat("solver", info.param);
     });
@@ -263,7 +264,7 @@ TEST(GpuSolvers, IdsNamesAndDevices) {
       {107, "gpu_gemm_1x1_blas"},         {108, "gpu_winograd_f2x3"},
       {109, "gpu_direct_tiled"},          {110, "gpu_winograd_blas"},
       {111, "gpu_tensor_core_pipelined"}, {112, "gpu_tensor_core_wgmma"},
-      {113, "gpu_few_channels"}};
+      {113, "gpu_few_channels"},          {114, "gpu_few_channels_mma"}};
   std::map<uint32_t, std::string> got;
   for (const auto& s : MakeGpuSolvers()) {
     got[s->id()] = std::string(s->name());
@@ -743,7 +744,7 @@ TEST(GpuSolvers, FewChannelsTilesAFirstLayer) {
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
   const std::vector<PerfConfig> space = s->ConfigSpace(p);
   ASSERT_EQ(space.size(), 8u);
-  EXPECT_EQ(s->DefaultConfig(p), (PerfConfig{32, 32, 16, 4}));
+  EXPECT_EQ(s->DefaultConfig(p), (PerfConfig{32, 32, 8, 4}));
   EXPECT_EQ(s->FindConfigs(p).size(), 4u);
   for (const PerfConfig& c : space) {
     SCOPED_TRACE(PerfConfigString(c));
@@ -809,6 +810,37 @@ TEST(GpuSolvers, FewChannelsTilesAFirstLayer) {
   const absl::Status st = s->IsApplicable(wide);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("C/G"), std::string::npos) << st;
+
+  // The same W on the tensor cores: 32 channels by 27 taps, 2 x 4 MMA
+  // tiles a lane; W alone, 16-bit alone, CUDA from compute capability 8.0.
+  const Solver* m = SolverRegistry::Default().Find(kGpuFewChannelsMmaId);
+  ASSERT_EQ(m->IsApplicable(w), absl::OkStatus());
+  EXPECT_EQ(m->WorkspaceBytes(w), s->WorkspaceBytes(w));
+  EXPECT_EQ(m->DefaultConfig(w), (PerfConfig{32, 32, 4}));
+  EXPECT_EQ(m->ConfigSpace(w).size(), 5u);
+  for (const PerfConfig& c : m->ConfigSpace(w)) {
+    SCOPED_TRACE(PerfConfigString(c));
+    absl::StatusOr<v1::ExecutionPlan> mp = m->MakePlan(w, c);
+    ASSERT_TRUE(mp.ok()) << mp.status();
+    ASSERT_EQ(mp->steps_size(), 2);
+    EXPECT_EQ(mp->steps(0).kernel(), "conv_few_channels_mma_wrw");
+    EXPECT_EQ(mp->steps(0).block(0), 128u);
+    EXPECT_EQ(mp->steps(0).grid(0), 512u);
+    EXPECT_TRUE(absl::c_linear_search(mp->sources(0).options(),
+                                      std::string("-DCT_FC_MMA=1")));
+    EXPECT_EQ(mp->steps(1).kernel(), "conv_few_channels_sum");
+  }
+  for (ConvProblem q : {p, w}) {
+    if (q.direction == Direction::kBackwardWeights) q.type = DataType::kFp32;
+    EXPECT_EQ(m->IsApplicable(q).code(), absl::StatusCode::kFailedPrecondition);
+  }
+  // A 7x7 filter's 147 taps leave no channel block whose sums fit a lane.
+  ConvProblem big = w;
+  big.filter = {1, 7, 7}, big.pad = {0, 3, 3};
+  EXPECT_EQ(m->IsApplicable(big).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(m->SupportsDevice({.backend = v1::CUDA, .arch = "sm_80"}));
+  EXPECT_FALSE(m->SupportsDevice({.backend = v1::CUDA, .arch = "sm_75"}));
+  EXPECT_FALSE(m->SupportsDevice({.backend = v1::HIP, .arch = "gfx90a"}));
 }
 
 // Depthwise NCHW: the row kernels come first, a find times every one, and

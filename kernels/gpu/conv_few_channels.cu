@@ -89,6 +89,48 @@ struct alignas(16) CtF4 {
   float x, y, z, w;
 };
 
+// A staged value: the input in fp32, or (the MMA kernel) its 16 bits as
+// they are.
+template <typename T>
+CT_DEVICE T ct_fc_value(ct_t v);
+template <>
+CT_DEVICE float ct_fc_value<float>(ct_t v) {
+  return ct_to_float(v);
+}
+#if CT_TYPE != 1
+template <>
+CT_DEVICE ct_u16 ct_fc_value<ct_u16>(ct_t v) {
+  return v.bits;
+}
+#endif
+
+// Stages the CT_C x CT_PR x CT_PC input patch at (h0, w0) of image n, group
+// g, into dst as [channel][row][column by stride phase] (column q at
+// (q % SW) * CT_CPS + q / SW), zero outside the tensor; the tensor's
+// contiguous axis fastest across the block's `threads` threads.
+template <typename T>
+CT_DEVICE void ct_fc_stage_patch(T* dst, const ct_t* x, int n, int g, int h0,
+                                 int w0, int ih, int iw, int ctot, int tid,
+                                 int threads) {
+  for (int e = tid; e < CT_C * CT_PR * CT_PC; e += threads) {
+#if CT_NHWC
+    const int c = e % CT_C, q = (e / CT_C) % CT_PC, r = e / (CT_C * CT_PC);
+#else
+    const int q = e % CT_PC, r = (e / CT_PC) % CT_PR, c = e / (CT_PC * CT_PR);
+#endif
+    const int h = h0 + r, wc = w0 + q;
+    T v = T(0);
+    if (h >= 0 && h < ih && wc >= 0 && wc < iw) {
+#if CT_NHWC
+      v = ct_fc_value<T>(x[((n * ih + h) * iw + wc) * ctot + g * CT_C + c]);
+#else
+      v = ct_fc_value<T>(x[((n * ctot + g * CT_C + c) * ih + h) * iw + wc]);
+#endif
+    }
+    dst[(c * CT_PR + r) * CT_PITCH + (q % CT_SW) * CT_CPS + q / CT_SW] = v;
+  }
+}
+
 // CT_VEC elements of the tensor type in one 16-byte store.
 #define CT_VEC (16 / static_cast<int>(sizeof(ct_t)))
 struct alignas(16) CtFcVec {
@@ -125,24 +167,7 @@ CT_KERNEL void __launch_bounds__(CT_FC_THREADS)
   const int w0 = ow0 * CT_SW - static_cast<int>(a_pw);
   const int tid = threadIdx.x;
 
-  // The patch, the tensor's contiguous axis fastest across threads.
-  for (int e = tid; e < CT_C * CT_PR * CT_PC; e += CT_FC_THREADS) {
-#if CT_NHWC
-    const int c = e % CT_C, q = (e / CT_C) % CT_PC, r = e / (CT_C * CT_PC);
-#else
-    const int q = e % CT_PC, r = (e / CT_PC) % CT_PR, c = e / (CT_PC * CT_PR);
-#endif
-    const int h = h0 + r, wc = w0 + q;
-    float v = 0.0f;
-    if (h >= 0 && h < ih && wc >= 0 && wc < iw) {
-#if CT_NHWC
-      v = ct_to_float(x[((n * ih + h) * iw + wc) * ctot + g * CT_C + c]);
-#else
-      v = ct_to_float(x[((n * ctot + g * CT_C + c) * ih + h) * iw + wc]);
-#endif
-    }
-    xs[(c * CT_PR + r) * CT_PITCH + (q % CT_SW) * CT_CPS + q / CT_SW] = v;
-  }
+  ct_fc_stage_patch(xs, x, n, g, h0, w0, ih, iw, ctot, tid, CT_FC_THREADS);
   // The filters as ws[(c, fh, fw)][k], read in their own order.
   for (int e = tid; e < CT_KB * CT_TAPS; e += CT_FC_THREADS) {
     const int kk = e / CT_TAPS, m = e % CT_TAPS;
@@ -291,23 +316,7 @@ CT_KERNEL void __launch_bounds__(CT_WTHREADS)
     const int n = t / (tiles_w * tiles_h);
     const int h0 = oh0 * CT_SH - ph, w0 = ow0 * CT_SW - pw;
     __syncthreads();  // the previous tile is consumed
-    for (int e = tid; e < CT_C * CT_PR * CT_PC; e += CT_WTHREADS) {
-#if CT_NHWC
-      const int c = e % CT_C, q = (e / CT_C) % CT_PC, r = e / (CT_C * CT_PC);
-#else
-      const int q = e % CT_PC, r = (e / CT_PC) % CT_PR, c = e / (CT_PC * CT_PR);
-#endif
-      const int h = h0 + r, wc = w0 + q;
-      float v = 0.0f;
-      if (h >= 0 && h < ih && wc >= 0 && wc < iw) {
-#if CT_NHWC
-        v = ct_to_float(x[((n * ih + h) * iw + wc) * ctot + g * CT_C + c]);
-#else
-        v = ct_to_float(x[((n * ctot + g * CT_C + c) * ih + h) * iw + wc]);
-#endif
-      }
-      xs[(c * CT_PR + r) * CT_PITCH + (q % CT_SW) * CT_CPS + q / CT_SW] = v;
-    }
+    ct_fc_stage_patch(xs, x, n, g, h0, w0, ih, iw, ctot, tid, CT_WTHREADS);
     // dy of the tile's positions, zero past the output and the channels.
     for (int e = tid; e < CT_TILE * CT_KB; e += CT_WTHREADS) {
 #if CT_NHWC
@@ -426,7 +435,6 @@ CT_KERNEL void __launch_bounds__(CT_MW * 32)
   __shared__ ct_v16 smem16[(CT_MSMEM + 7) / 8];
   ct_u16* xs = reinterpret_cast<ct_u16*>(smem16);
   ct_u16* ds = xs + CT_PATCH_HALVES;  // [position][CT_DPITCH]
-  const ct_u16* x = reinterpret_cast<const ct_u16*>(px);
   const ct_u16* y = reinterpret_cast<const ct_u16*>(py);
   const int n_img = static_cast<int>(a_n);
   const int kg = static_cast<int>(a_k / a_g);
@@ -477,24 +485,7 @@ CT_KERNEL void __launch_bounds__(CT_MW * 32)
     const int n = t / (tiles_w * tiles_h);
     const int h0 = oh0 * CT_SH - ph, w0 = ow0 * CT_SW - pw;
     __syncthreads();  // the previous tile is consumed
-    for (int e = tid; e < CT_C * CT_PR * CT_PC; e += CT_MW * 32) {
-#if CT_NHWC
-      const int c = e % CT_C, qq = (e / CT_C) % CT_PC, r = e / (CT_C * CT_PC);
-#else
-      const int qq = e % CT_PC, r = (e / CT_PC) % CT_PR,
-                c = e / (CT_PC * CT_PR);
-#endif
-      const int h = h0 + r, wc = w0 + qq;
-      ct_u16 v = 0;
-      if (h >= 0 && h < ih && wc >= 0 && wc < iw) {
-#if CT_NHWC
-        v = x[((n * ih + h) * iw + wc) * ctot + g * CT_C + c];
-#else
-        v = x[((n * ctot + g * CT_C + c) * ih + h) * iw + wc];
-#endif
-      }
-      xs[(c * CT_PR + r) * CT_PITCH + (qq % CT_SW) * CT_CPS + qq / CT_SW] = v;
-    }
+    ct_fc_stage_patch(xs, px, n, g, h0, w0, ih, iw, ctot, tid, CT_MW * 32);
     // dy, [position][channel], zero past the output and the channels.
     for (int e = tid; e < CT_TILE * (CT_KB / 8); e += CT_MW * 32) {
       const int pos = e / (CT_KB / 8), kk = (e % (CT_KB / 8)) * 8;

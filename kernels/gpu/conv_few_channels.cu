@@ -89,6 +89,30 @@ struct alignas(16) CtF4 {
   float x, y, z, w;
 };
 
+// The problem as the kernels use it: sizes, the output's CT_TH x CT_TW
+// tiles, and the block's group g and first output channel k0 (blockIdx.y
+// counts CT_KB-channel blocks of each group).
+#define CT_FC_SIZES                                                     \
+  const int n_img = static_cast<int>(a_n);                              \
+  const int kg = static_cast<int>(a_k / a_g);                           \
+  const int ktot = static_cast<int>(a_k), ctot = static_cast<int>(a_c); \
+  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);   \
+  const int ph = static_cast<int>(a_ph), pw = static_cast<int>(a_pw);   \
+  const int oh_n = (ih + 2 * ph - CT_DH * (CT_FH - 1) - 1) / CT_SH + 1; \
+  const int ow_n = (iw + 2 * pw - CT_DW * (CT_FW - 1) - 1) / CT_SW + 1; \
+  const int tiles_w = (ow_n + CT_TW - 1) / CT_TW;                       \
+  const int tiles_h = (oh_n + CT_TH - 1) / CT_TH;                       \
+  const int kblocks = (kg + CT_KB - 1) / CT_KB;                         \
+  const int g = blockIdx.y / kblocks;                                   \
+  const int k0 = (blockIdx.y % kblocks) * CT_KB
+// Output tile t (along the width fastest, then the height, then images):
+// image n, corner (oh0, ow0), and its patch's corner (h0, w0).
+#define CT_FC_TILE(t)                                  \
+  const int ow0 = ((t) % tiles_w) * CT_TW;             \
+  const int oh0 = (((t) / tiles_w) % tiles_h) * CT_TH; \
+  const int n = (t) / (tiles_w * tiles_h);             \
+  const int h0 = oh0 * CT_SH - ph, w0 = ow0 * CT_SW - pw
+
 // A staged value: the input in fp32, or (the MMA kernel) its 16 bits as
 // they are.
 template <typename T>
@@ -144,27 +168,9 @@ CT_KERNEL void __launch_bounds__(CT_FC_THREADS)
   __shared__ float xs[CT_PATCH_FLOATS];
   __shared__ CtF4 ws4[CT_TAPS * CT_KB / 4];
   float* ws = reinterpret_cast<float*>(ws4);
-  const int n_img = static_cast<int>(a_n);
-  const int kg = static_cast<int>(a_k / a_g);
-  const int ktot = static_cast<int>(a_k), ctot = static_cast<int>(a_c);
-  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
-  const int oh_n =
-      (ih + 2 * static_cast<int>(a_ph) - CT_DH * (CT_FH - 1) - 1) / CT_SH + 1;
-  const int ow_n =
-      (iw + 2 * static_cast<int>(a_pw) - CT_DW * (CT_FW - 1) - 1) / CT_SW + 1;
-  const int tiles_w = (ow_n + CT_TW - 1) / CT_TW;
-  const int tiles_h = (oh_n + CT_TH - 1) / CT_TH;
-  int bx = blockIdx.x;
-  const int ow0 = (bx % tiles_w) * CT_TW;
-  bx /= tiles_w;
-  const int oh0 = (bx % tiles_h) * CT_TH;
-  const int n = bx / tiles_h;
+  CT_FC_SIZES;
+  CT_FC_TILE(static_cast<int>(blockIdx.x));
   if (n >= n_img) return;
-  const int kblocks = (kg + CT_KB - 1) / CT_KB;
-  const int g = blockIdx.y / kblocks;
-  const int k0 = (blockIdx.y % kblocks) * CT_KB;
-  const int h0 = oh0 * CT_SH - static_cast<int>(a_ph);
-  const int w0 = ow0 * CT_SW - static_cast<int>(a_pw);
   const int tid = threadIdx.x;
 
   ct_fc_stage_patch(xs, x, n, g, h0, w0, ih, iw, ctot, tid, CT_FC_THREADS);
@@ -284,20 +290,9 @@ CT_KERNEL void __launch_bounds__(CT_WTHREADS)
   __shared__ CtF4 smem4[(CT_WSMEM + 3) / 4];
   float* xs = reinterpret_cast<float*>(smem4);
   float* ds = xs + CT_PATCH_ALIGNED;  // [position][CT_KB]
-  const int n_img = static_cast<int>(a_n);
-  const int kg = static_cast<int>(a_k / a_g);
-  const int ktot = static_cast<int>(a_k), ctot = static_cast<int>(a_c);
-  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
-  const int ph = static_cast<int>(a_ph), pw = static_cast<int>(a_pw);
-  const int oh_n = (ih + 2 * ph - CT_DH * (CT_FH - 1) - 1) / CT_SH + 1;
-  const int ow_n = (iw + 2 * pw - CT_DW * (CT_FW - 1) - 1) / CT_SW + 1;
-  const int tiles_w = (ow_n + CT_TW - 1) / CT_TW;
-  const int tiles_h = (oh_n + CT_TH - 1) / CT_TH;
+  CT_FC_SIZES;
   const int tiles = n_img * tiles_h * tiles_w;
   const int splits = static_cast<int>(a_splits);
-  const int kblocks = (kg + CT_KB - 1) / CT_KB;
-  const int g = blockIdx.y / kblocks;
-  const int k0 = (blockIdx.y % kblocks) * CT_KB;
   const int tid = threadIdx.x;
   const int owner = tid % CT_OWNERS, sub = tid / CT_OWNERS;
   const int kq = owner % (CT_KB / CT_KT);
@@ -311,10 +306,7 @@ CT_KERNEL void __launch_bounds__(CT_WTHREADS)
     for (int s = 0; s < CT_FW; ++s) acc[i][s] = 0.0f;
   }
   for (int t = blockIdx.x; t < tiles; t += splits) {
-    const int ow0 = (t % tiles_w) * CT_TW;
-    const int oh0 = ((t / tiles_w) % tiles_h) * CT_TH;
-    const int n = t / (tiles_w * tiles_h);
-    const int h0 = oh0 * CT_SH - ph, w0 = ow0 * CT_SW - pw;
+    CT_FC_TILE(t);
     __syncthreads();  // the previous tile is consumed
     ct_fc_stage_patch(xs, x, n, g, h0, w0, ih, iw, ctot, tid, CT_WTHREADS);
     // dy of the tile's positions, zero past the output and the channels.
@@ -436,20 +428,9 @@ CT_KERNEL void __launch_bounds__(CT_MW * 32)
   ct_u16* xs = reinterpret_cast<ct_u16*>(smem16);
   ct_u16* ds = xs + CT_PATCH_HALVES;  // [position][CT_DPITCH]
   const ct_u16* y = reinterpret_cast<const ct_u16*>(py);
-  const int n_img = static_cast<int>(a_n);
-  const int kg = static_cast<int>(a_k / a_g);
-  const int ktot = static_cast<int>(a_k), ctot = static_cast<int>(a_c);
-  const int ih = static_cast<int>(a_ih), iw = static_cast<int>(a_iw);
-  const int ph = static_cast<int>(a_ph), pw = static_cast<int>(a_pw);
-  const int oh_n = (ih + 2 * ph - CT_DH * (CT_FH - 1) - 1) / CT_SH + 1;
-  const int ow_n = (iw + 2 * pw - CT_DW * (CT_FW - 1) - 1) / CT_SW + 1;
-  const int tiles_w = (ow_n + CT_TW - 1) / CT_TW;
-  const int tiles_h = (oh_n + CT_TH - 1) / CT_TH;
+  CT_FC_SIZES;
   const int tiles = n_img * tiles_h * tiles_w;
   const int splits = static_cast<int>(a_splits);
-  const int kblocks = (kg + CT_KB - 1) / CT_KB;
-  const int g = blockIdx.y / kblocks;
-  const int k0 = (blockIdx.y % kblocks) * CT_KB;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gq = lane >> 2, q = lane & 3;
   // dy moves in 16-byte runs of 8 channels where every run aligns.
@@ -480,10 +461,7 @@ CT_KERNEL void __launch_bounds__(CT_MW * 32)
   }
 
   for (int t = blockIdx.x; t < tiles; t += splits) {
-    const int ow0 = (t % tiles_w) * CT_TW;
-    const int oh0 = ((t / tiles_w) % tiles_h) * CT_TH;
-    const int n = t / (tiles_w * tiles_h);
-    const int h0 = oh0 * CT_SH - ph, w0 = ow0 * CT_SW - pw;
+    CT_FC_TILE(t);
     __syncthreads();  // the previous tile is consumed
     ct_fc_stage_patch(xs, px, n, g, h0, w0, ih, iw, ctot, tid, CT_MW * 32);
     // dy, [position][channel], zero past the output and the channels.

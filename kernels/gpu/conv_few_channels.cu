@@ -237,8 +237,9 @@ CT_KERNEL void __launch_bounds__(CT_FC_THREADS)
     if (oh >= oh_n) break;
 #if CT_NHWC
     ct_t* dst = y + ((n * oh_n + oh) * ow_n + ow) * ktot + g * kg + kb;
-    // Whole 16-byte runs where the channels keep every run aligned.
-    const bool vec = ktot % CT_VEC == 0 && kg % CT_VEC == 0;
+    // Whole 16-byte runs where the channels and y keep every run aligned.
+    const bool vec = ktot % CT_VEC == 0 && kg % CT_VEC == 0 &&
+                     (reinterpret_cast<ct_u64>(y) & 15) == 0;
 #pragma unroll
     for (int i = 0; i < CT_KT; i += CT_VEC) {
       if (vec && kb + i + CT_VEC <= kg) {
@@ -415,6 +416,9 @@ CT_KERNEL void conv_few_channels_sum(const float* part, ct_t* w, ct_i64 a_count,
 #define CT_MSMEM (CT_MSTAGE > CT_MSUMS ? CT_MSTAGE : CT_MSUMS)  // halves
 #if CT_KB % 16 != 0 || CT_TW % 16 != 0
 #error "conv_few_channels_mma_wrw: inconsistent tile"
+#endif
+#if CT_TYPE == 1
+#error "conv_few_channels_mma_wrw: 16-bit types only"
 #endif
 
 CT_DEVICE ct_u32 ct_pack2(ct_u16 lo, ct_u16 hi) {

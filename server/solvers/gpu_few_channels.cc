@@ -228,9 +228,9 @@ class GpuFewChannels final : public GpuSolver {
       if (Fits(p, c, mma_)) space.push_back(std::move(c));
     };
     if (mma_) {
-      // The widest channel block whose sums fit a lane.
+      // The widest channel block (a multiple of 16) whose sums fit a lane.
       int64_t kb = std::min<int64_t>(64, CeilDiv(p.k_per_group(), 16) * 16);
-      while (kb > 16 && MmaTiles(p, kb) > kMmaMaxTiles) kb /= 2;
+      while (kb > 16 && MmaTiles(p, kb) > kMmaMaxTiles) kb -= 16;
       for (const auto& [th, tw] : kMmaTiles) add({tw, kb, th});
       return space;
     }

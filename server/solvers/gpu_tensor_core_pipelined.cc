@@ -564,7 +564,7 @@ void AddPackStep(const ConvProblem& p, int source, v1::BufferRole src,
                  int64_t hw, v1::ExecutionPlan* plan) {
   const int64_t row = p.groups * cp;
   // NHWC: a thread an element, or a run of 8 where the channels come in
-  // whole runs (tc_pack_act).
+  // whole runs (tc_pack_act; cp, a multiple of 32, keeps runs in a group).
   const int64_t per_thread = c % 8 == 0 ? 8 : 1;
   const std::array<int64_t, 3> grid =
       p.layout == Layout::kNHWC

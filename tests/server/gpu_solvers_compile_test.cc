@@ -834,6 +834,11 @@ TEST(GpuSolvers, FewChannelsTilesAFirstLayer) {
     if (q.direction == Direction::kBackwardWeights) q.type = DataType::kFp32;
     EXPECT_EQ(m->IsApplicable(q).code(), absl::StatusCode::kFailedPrecondition);
   }
+  // 48 filters of 5x5 (75 taps, 10 tiles of 8): blocks of 16 channels.
+  ConvProblem mid = w;
+  mid.k = 48, mid.filter = {1, 5, 5}, mid.pad = {0, 2, 2};
+  ASSERT_EQ(m->IsApplicable(mid), absl::OkStatus());
+  EXPECT_EQ(m->DefaultConfig(mid)[1], 16);
   // A 7x7 filter's 147 taps leave no channel block whose sums fit a lane.
   ConvProblem big = w;
   big.filter = {1, 7, 7}, big.pad = {0, 3, 3};

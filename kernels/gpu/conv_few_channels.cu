@@ -113,6 +113,21 @@ struct alignas(16) CtF4 {
   const int n = (t) / (tiles_w * tiles_h);             \
   const int h0 = oh0 * CT_SH - ph, w0 = ow0 * CT_SW - pw
 
+// Where the patch keeps its column q: by phase of the stride, (q % SW) *
+// CT_CPS + q / SW. Tile column tx through filter column s reads patch column
+// tx * SW + s * DW, kept at tx + ct_fc_col(s * DW).
+CT_DEVICE int ct_fc_col(int q) { return (q % CT_SW) * CT_CPS + q / CT_SW; }
+
+// dw's element for output channel gk (of all groups) and tap (c, r, s), in
+// the filter's layout: [K][FH][FW][C] (NHWC) or [K][C][FH][FW].
+CT_DEVICE int ct_fc_dw_at(int gk, int c, int r, int s) {
+#if CT_NHWC
+  return ((gk * CT_FH + r) * CT_FW + s) * CT_C + c;
+#else
+  return ((gk * CT_C + c) * CT_FH + r) * CT_FW + s;
+#endif
+}
+
 // A staged value: the input in fp32, or (the MMA kernel) its 16 bits as
 // they are.
 template <typename T>
@@ -129,9 +144,9 @@ CT_DEVICE ct_u16 ct_fc_value<ct_u16>(ct_t v) {
 #endif
 
 // Stages the CT_C x CT_PR x CT_PC input patch at (h0, w0) of image n, group
-// g, into dst as [channel][row][column by stride phase] (column q at
-// (q % SW) * CT_CPS + q / SW), zero outside the tensor; the tensor's
-// contiguous axis fastest across the block's `threads` threads.
+// g, into dst as [channel][row][ct_fc_col(column)], zero outside the
+// tensor; the tensor's contiguous axis fastest across the block's `threads`
+// threads.
 template <typename T>
 CT_DEVICE void ct_fc_stage_patch(T* dst, const ct_t* x, int n, int g, int h0,
                                  int w0, int ih, int iw, int ctot, int tid,
@@ -151,7 +166,7 @@ CT_DEVICE void ct_fc_stage_patch(T* dst, const ct_t* x, int n, int g, int h0,
       v = ct_fc_value<T>(x[((n * ctot + g * CT_C + c) * ih + h) * iw + wc]);
 #endif
     }
-    dst[(c * CT_PR + r) * CT_PITCH + (q % CT_SW) * CT_CPS + q / CT_SW] = v;
+    dst[(c * CT_PR + r) * CT_PITCH + ct_fc_col(q)] = v;
   }
 }
 
@@ -208,7 +223,7 @@ CT_KERNEL void __launch_bounds__(CT_FC_THREADS)
       const float* wr = wb + (c * CT_FH + r) * CT_FW * CT_KB;
 #pragma unroll
       for (int s = 0; s < CT_FW; ++s) {
-        const int off = ((s * CT_DW) % CT_SW) * CT_CPS + (s * CT_DW) / CT_SW;
+        const int off = ct_fc_col(s * CT_DW);
         float xv[CT_PX];
 #pragma unroll
         for (int j = 0; j < CT_PX; ++j)
@@ -337,7 +352,7 @@ CT_KERNEL void __launch_bounds__(CT_WTHREADS)
       float xv[CT_FW];
 #pragma unroll
       for (int s = 0; s < CT_FW; ++s) {
-        xv[s] = xp[((s * CT_DW) % CT_SW) * CT_CPS + (s * CT_DW) / CT_SW];
+        xv[s] = xp[ct_fc_col(s * CT_DW)];
       }
       const CtF4* dp =
           reinterpret_cast<const CtF4*>(ds + pos * CT_KB + kq * CT_KT);
@@ -375,13 +390,7 @@ CT_KERNEL void __launch_bounds__(CT_WTHREADS)
     const int k = k0 + (o % (CT_KB / CT_KT)) * CT_KT + i;
     const int oc = o / (CT_KB / CT_KT);
     const int c = oc / CT_FH, r = oc % CT_FH;
-    if (k >= kg) continue;
-#if CT_NHWC
-    const int at = (((g * kg + k) * CT_FH + r) * CT_FW + s) * CT_C + c;
-#else
-    const int at = (((g * kg + k) * CT_C + c) * CT_FH + r) * CT_FW + s;
-#endif
-    slice[at] = total;
+    if (k < kg) slice[ct_fc_dw_at(g * kg + k, c, r, s)] = total;
   }
   (void)w;
 }
@@ -451,8 +460,7 @@ CT_KERNEL void __launch_bounds__(CT_MW * 32)
     const int tt = tap_ok[j] ? t : 0;
     const int c = tt / (CT_FH * CT_FW), r = (tt / CT_FW) % CT_FH,
               s = tt % CT_FW;
-    toff[j] = (c * CT_PR + r * CT_DH) * CT_PITCH +
-              ((s * CT_DW) % CT_SW) * CT_CPS + (s * CT_DW) / CT_SW;
+    toff[j] = (c * CT_PR + r * CT_DH) * CT_PITCH + ct_fc_col(s * CT_DW);
   }
   float acc[CT_MT][CT_NT][4];
 #pragma unroll
@@ -545,13 +553,8 @@ CT_KERNEL void __launch_bounds__(CT_MW * 32)
     const int k = k0 + 16 * i + (l >> 2) + 8 * (v >> 1);
     const int tap = 8 * j + 2 * (l & 3) + (v & 1);
     if (k >= kg || tap >= CT_TAPS) continue;
-#if CT_NHWC
-    const int c = tap / (CT_FH * CT_FW), rs = tap % (CT_FH * CT_FW);
-    const int at = ((g * kg + k) * CT_FH * CT_FW + rs) * CT_C + c;
-#else
-    const int at = (g * kg + k) * CT_TAPS + tap;
-#endif
-    slice[at] = total;
+    slice[ct_fc_dw_at(g * kg + k, tap / (CT_FH * CT_FW), (tap / CT_FW) % CT_FH,
+                      tap % CT_FW)] = total;
   }
   (void)w;
 }

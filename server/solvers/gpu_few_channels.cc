@@ -79,8 +79,10 @@ struct Tile {
   int64_t th = 0, tw = 0, kb = 0, kt = 0, px = 0;
 };
 
-// The tile of a config, th 0 where it is not a whole tile.
-Tile TileOf(const ConvProblem& p, const PerfConfig& c) {
+// The tile of a config ({TW, KB, TH} for the MMA variant, `mma`), th 0
+// where it is not a whole tile.
+Tile TileOf(const ConvProblem& p, const PerfConfig& c, bool mma) {
+  if (mma) return {c[2], c[0], c[1], 0, 1};
   if (IsWrw(p)) return {c[3], c[0], c[1], c[2], 1};
   Tile t{0, c[0], c[1], c[2], c[3]};
   if (t.kb % t.kt != 0 || t.kt % 8 != 0) return t;
@@ -139,7 +141,7 @@ std::array<int64_t, 3> Grid(const ConvProblem& p, const Tile& t) {
 
 bool Fits(const ConvProblem& p, const PerfConfig& c, bool mma) {
   if (c.size() != (mma ? 3u : 4u)) return false;
-  const Tile t = mma ? Tile{c[2], c[0], c[1], 0, 1} : TileOf(p, c);
+  const Tile t = TileOf(p, c, mma);
   if (t.th == 0) return false;
   if (mma) {
     if (t.tw % 16 != 0 || t.kb % 16 != 0 || MmaTiles(p, t.kb) > kMmaMaxTiles) {
@@ -276,8 +278,7 @@ class GpuFewChannels final : public GpuSolver {
   absl::StatusOr<v1::ExecutionPlan> MakePlan(
       const ConvProblem& p, const PerfConfig& config) const override {
     RETURN_IF_ERROR(ValidateConfig(p, config));
-    const Tile t =
-        mma_ ? Tile{config[2], config[0], config[1], 0, 1} : TileOf(p, config);
+    const Tile t = TileOf(p, config, mma_);
     v1::ExecutionPlan plan = NewPlan(p, config);
     std::vector<std::string> options = ProblemOptions(p);
     const std::array<std::pair<const char*, int64_t>, 10> defines = {{

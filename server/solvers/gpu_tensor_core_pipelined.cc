@@ -786,14 +786,16 @@ class GpuTensorCorePipelined final : public GpuSolver {
   std::vector<PerfConfig> FindConfigs(const ConvProblem& p) const override {
     std::vector<PerfConfig> configs = {DefaultConfig(p)};
     const std::vector<PerfConfig> space = ConfigSpace(p);
+    // Adds `config` where it is in the space and not offered yet.
+    const auto offer = [&](PerfConfig config) {
+      if (std::find(configs.begin(), configs.end(), config) != configs.end() ||
+          std::find(space.begin(), space.end(), config) == space.end()) {
+        return false;
+      }
+      configs.push_back(std::move(config));
+      return true;
+    };
     if (p.direction == Direction::kBackwardWeights) {
-      auto offer = [&](PerfConfig config) {
-        if (std::find(configs.begin(), configs.end(), config) ==
-                configs.end() &&
-            std::find(space.begin(), space.end(), config) != space.end()) {
-          configs.push_back(std::move(config));
-        }
-      };
       const PerfConfig wide(kTmaWrwFindConfig.begin(), kTmaWrwFindConfig.end());
       if (std::find(space.begin(), space.end(), wide) != space.end()) {
         // Where the maps pad the columns, the default's tile through them
@@ -818,20 +820,20 @@ class GpuTensorCorePipelined final : public GpuSolver {
     if (!IsTma(configs[0])) return configs;
     const int64_t columns = MakeGeometry(p, wgmma_).co;
     int64_t least = PaddedColumns(columns, configs[0][1]);
-    auto offer = [&](PerfConfig config) {
-      if (std::find(configs.begin(), configs.end(), config) == configs.end() &&
-          std::find(space.begin(), space.end(), config) != space.end()) {
-        least = std::min(least, PaddedColumns(columns, config[1]));
-        configs.push_back(std::move(config));
-      }
+    // The fewest padded columns of the configs offered so far.
+    const auto offer_tile = [&](PerfConfig config) {
+      const int64_t padded = PaddedColumns(columns, config[1]);
+      if (offer(std::move(config))) least = std::min(least, padded);
     };
-    for (const auto& c : kTmaFindConfigs) offer(PerfConfig(c.begin(), c.end()));
+    for (const auto& c : kTmaFindConfigs) {
+      offer_tile(PerfConfig(c.begin(), c.end()));
+    }
     for (const auto& c : kNarrowConfigs) {
-      if (PaddedColumns(columns, c[1]) < least) offer(Mapped(c));
+      if (PaddedColumns(columns, c[1]) < least) offer_tile(Mapped(c));
     }
     const int64_t swapped = PaddedColumns(columns, 64);
     for (const auto& c : kSwapConfigs) {
-      if (swapped <= 128 && c[1] <= swapped) offer(Mapped(c));
+      if (swapped <= 128 && c[1] <= swapped) offer_tile(Mapped(c));
     }
     return configs;
   }

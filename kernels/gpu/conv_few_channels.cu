@@ -348,6 +348,8 @@ CT_KERNEL void __launch_bounds__(CT_WTHREADS)
     const float* xr = xs + (c_own * CT_PR + r_own * CT_DH) * CT_PITCH;
     for (int pos = sub; pos < CT_TILE; pos += CT_WSUB) {
       const int ty = pos / CT_TW, tx = pos % CT_TW;
+      // Past the output, dy is zero but x may be anything, NaN included.
+      if (oh0 + ty >= oh_n || ow0 + tx >= ow_n) continue;
       const float* xp = xr + ty * CT_SH * CT_PITCH + tx;
       float xv[CT_FW];
 #pragma unroll
@@ -506,12 +508,21 @@ CT_KERNEL void __launch_bounds__(CT_MW * 32)
     for (int step = warp; step < CT_TILE / 16; step += CT_MW) {
       const int p0 = step * 16;
       const int pb = (p0 / CT_TW) * CT_SH * CT_PITCH + p0 % CT_TW + 2 * q;
+      // The lane's four positions (one row: CT_TW is a multiple of 16) past
+      // the output read as zero x, since x there may be anything, NaN
+      // included, and zero dy does not cancel it.
+      const int ow_l = ow0 + p0 % CT_TW + 2 * q;
+      const bool row_in = oh0 + p0 / CT_TW < oh_n;
+      const ct_u32 lo = (row_in && ow_l < ow_n ? 0xffffu : 0u) |
+                        (row_in && ow_l + 1 < ow_n ? 0xffff0000u : 0u);
+      const ct_u32 hi = (row_in && ow_l + 8 < ow_n ? 0xffffu : 0u) |
+                        (row_in && ow_l + 9 < ow_n ? 0xffff0000u : 0u);
       ct_u32 b[CT_NT][2];
 #pragma unroll
       for (int j = 0; j < CT_NT; ++j) {
         const ct_u16* xp = xs + toff[j] + pb;
-        b[j][0] = tap_ok[j] ? ct_pack2(xp[0], xp[1]) : 0u;
-        b[j][1] = tap_ok[j] ? ct_pack2(xp[8], xp[9]) : 0u;
+        b[j][0] = tap_ok[j] ? ct_pack2(xp[0], xp[1]) & lo : 0u;
+        b[j][1] = tap_ok[j] ? ct_pack2(xp[8], xp[9]) & hi : 0u;
       }
       const ct_u16* d0 = ds + (p0 + 2 * q) * CT_DPITCH + gq;
 #pragma unroll

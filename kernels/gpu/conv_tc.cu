@@ -1373,7 +1373,8 @@ CT_DEVICE ct_u32 tc_swizzle_w(int r, int j, int row) {
 //       of the split: dy[p][g][k] * x[n][oh*SH + r*DH - PH][ow*SW + s*DW -
 //       PW][g][c]
 // over packed (or already channel-last) x [N][H][W][G][CP] and dy
-// [N][OH][OW][G][KP] (KP: KG padded to 32). Both tiles hold BK positions as
+// [N][OH][OW][G][KP] (CP and KP: CG and KG, padded to 32 unless already
+// channel-last in eights). Both tiles hold BK positions as
 // rows (output channels, filter columns contiguous) and reach the MMA
 // through ldmatrix.trans, or with CT_WGMMA straight from shared memory, read
 // transposed by the warpgroup MMA. Each split writes its own fp32 slice of the
@@ -1600,7 +1601,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 // 256 threads takes 32 quads (four consecutive channels of one (k, tap);
 // the quads run over G*KG*taps*ceil(CG/4)), one a lane, and its 8 rows of
 // 32 lanes split the splits: row r adds splits r, r + 8, ... in order, each
-// split's four sums one 16-byte load (CP is a multiple of 32, so the four
+// split's four sums one 16-byte load (CP is a multiple of 8, so the four
 // lie within the row). The rows' sums are then added in row order through
 // shared memory and written in the filter's layout (CT_NHWC). The solver
 // keeps every partial's index, and dw's, within 32 bits.

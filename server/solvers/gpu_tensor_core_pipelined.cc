@@ -460,7 +460,7 @@ int64_t WrwSplits(int64_t tiles, int64_t wave, int64_t most) {
 // W as conv_tc_wrw sees it, and the workspace: the partial sums at 0, a
 // chunk's packed x at x_at and packed dy at dy_at (when packed).
 struct WrwGeometry {
-  int64_t groups, cg, kg, cp, kp;  // per group; cp, kp padded
+  int64_t groups, cg, kg, cp, kp;  // per group; cp, kp as read
   int64_t h, w, oh, ow, fh, fw;
   int64_t ph, pw, sh, sw, dh, dw;
   WidthFold fold;  // x packed by tc_pack_rows, as for F
@@ -500,12 +500,16 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
                             bool wgmma) {
   WrwGeometry g;
   g.groups = p.groups, g.cg = p.c_per_group(), g.kg = p.k_per_group();
-  g.cp = Pad32(g.cg), g.kp = Pad32(g.kg);
+  // W's channels are GEMM rows and columns, not its reduction: a tap's
+  // columns need only whole 16-byte chunks, so channels-last tensors with
+  // channels in eights are read in place, unpadded.
+  const bool nhwc = p.layout == Layout::kNHWC;
+  g.cp = nhwc && g.cg % 8 == 0 ? g.cg : Pad32(g.cg);
+  g.kp = nhwc && g.kg % 8 == 0 ? g.kg : Pad32(g.kg);
   g.h = p.in[1], g.w = p.in[2], g.oh = p.out(1), g.ow = p.out(2);
   g.fh = p.filter[1], g.fw = p.filter[2];
   g.ph = p.pad[1], g.pw = p.pad[2], g.sh = p.stride[1], g.sw = p.stride[2];
   g.dh = p.dilation[1], g.dw = p.dilation[2];
-  const bool nhwc = p.layout == Layout::kNHWC;
   g.pack_x = !(nhwc && g.cp == g.cg);
   g.pack_dy = !(nhwc && g.kp == g.kg);
   g.fold = FoldWidth(p);

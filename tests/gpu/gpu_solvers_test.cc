@@ -156,6 +156,11 @@ std::vector<Case> Cases() {
     ConvProblem w_maps = Small(2, 64, {1, 13, 11}, 64, 3, 2, 1, l);
     w_maps.n = 3;
     cases.push_back({"W tensor maps" + suffix, w_maps});
+    // Channels in eights but not 32s, two groups: W on the tensor cores
+    // reads NHWC x and dy in place, a tap's 40 columns unpadded, so column
+    // tiles span taps at 8-channel boundaries.
+    cases.push_back({"W channels in eights" + suffix,
+                     Small(2, 80, {1, 11, 10}, 48, 3, 1, 2, l)});
     // 256 output channels: two to four column tiles, so the warpgroup
     // solver's F and B run in clusters of two; 189 positions, so the last
     // row tile's second half lies wholly past them.

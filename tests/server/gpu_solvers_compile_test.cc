@@ -1601,12 +1601,23 @@ TEST(GpuSolvers, TensorCoreWgmmaWeightsTime64RowTilesWhereTheyPadLess) {
     EXPECT_TRUE(Has(find, c)) << PerfConfigString(c);
     EXPECT_EQ(s->ValidateConfig(p, c), absl::OkStatus());
   }
-  // x's 80 channels padded to 96 for the copy ring, a thread for each run
-  // of 8.
+  // W reads x's 80 channels in place: a tap's 720 columns unpadded.
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, find.front());
   ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_EQ(plan->steps(0).kernel(), "tc_pack_act");
-  EXPECT_EQ(plan->steps(0).grid(0), CeilDiv(2 * 73 * 73 * 96 / 8, 256));
+  ASSERT_EQ(plan->steps(0).kernel(), "conv_tc_wrw");
+  EXPECT_EQ(plan->steps(0).grid(0), CeilDiv(192, 128) * CeilDiv(9 * 80, 128));
+  EXPECT_EQ(plan->steps(0).buffers(0).role(), v1::BUFFER_X);
+  // F, whose reduction is over channels, pads them to 96 for the copy ring,
+  // a thread for each run of 8.
+  p.direction = Direction::kForward;
+  plan = s->MakePlan(p, s->DefaultConfig(p));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const auto pack = absl::c_find_if(plan->steps(), [](const auto& step) {
+    return step.kernel() == "tc_pack_act";
+  });
+  ASSERT_NE(pack, plan->steps().end());
+  EXPECT_EQ(pack->grid(0), CeilDiv(2 * 73 * 73 * 96 / 8, 256));
+  p.direction = Direction::kBackwardWeights;
   p.k = 256;
   find = s->FindConfigs(p);
   EXPECT_FALSE(Has(find, PerfConfig{64, 128, 32, 4, 1, 6}));

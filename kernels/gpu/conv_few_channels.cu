@@ -80,7 +80,7 @@
 #define CT_TAPS (CT_C * CT_FH * CT_FW)
 #define CT_TILE (CT_TH * CT_TW)
 
-#if CT_DIR == 1 && \
+#if CT_DIR == 1 && !defined(CT_FC_MMA) && \
     (CT_PT % CT_TW != 0 || CT_TH != CT_PX * CT_ROW_STEP || CT_KT % 4 != 0)
 #error "conv_few_channels: inconsistent tile"
 #endif
@@ -176,7 +176,7 @@ struct alignas(16) CtFcVec {
   ct_t e[16 / sizeof(ct_t)];
 };
 
-#if CT_DIR == 1
+#if CT_DIR == 1 && !defined(CT_FC_MMA)
 CT_KERNEL void __launch_bounds__(CT_FC_THREADS)
     conv_few_channels(const ct_t* x, const ct_t* w, ct_t* y,
                       CT_PROBLEM_PARAMS) {
@@ -406,6 +406,163 @@ CT_KERNEL void conv_few_channels_sum(const float* part, ct_t* w, ct_i64 a_count,
 }
 #endif
 
+#if defined(CT_FC_MMA) && defined(CONVTUNE_BACKEND_CUDA)
+#if CT_TYPE == 1
+#error "conv_few_channels_mma: 16-bit types only"
+#endif
+// The MMA kernels' warps a block, and their 16-bit patch in halves.
+#define CT_MW 4
+#define CT_PATCH_HALVES ((CT_C * CT_PR * CT_PITCH + 7) / 8 * 8)
+
+CT_DEVICE ct_u32 ct_pack2(ct_u16 lo, ct_u16 hi) {
+  return static_cast<ct_u32>(lo) | (static_cast<ct_u32>(hi) << 16);
+}
+#endif
+
+#if CT_DIR == 1 && defined(CT_FC_MMA) && defined(CONVTUNE_BACKEND_CUDA)
+// conv_few_channels_mma (16-bit types, sm_80+): F as a GEMM on the tensor
+// cores, y[p][k] = sum over taps t = (c, fh, fw) of x(p, t) w[k][t]. Four
+// warps a block, each taking every fourth step of 16 positions (of one row:
+// CT_TW is a multiple of 16) of the CT_TH x CT_TW tile for all CT_KB
+// channels: CT_KS k-steps of 16 taps, each CT_KB / 8 MMAs of 16 x 8. A
+// lane's A fragments (x, 16 positions by 16 taps) come from the staged
+// patch, two 16-bit values a register, taps past the filter zero; its B
+// fragments (w, 16 taps by 8 channels) are 32-bit words of the filters
+// staged as [channel][tap]. A step's sums leave through the warp's
+// [position][channel] tile, so that NHWC y takes 16-byte runs.
+#define CT_KS ((CT_TAPS + 15) / 16)  // k-steps of 16 taps
+#define CT_WPITCH (CT_KS * 16 + 8)   // halves a staged filter, padded
+#define CT_OPITCH (CT_KB + 8)        // halves a staged output position
+#define CT_FSMEM (CT_PATCH_HALVES + CT_KB * CT_WPITCH + CT_MW * 16 * CT_OPITCH)
+#if CT_KB % 8 != 0 || CT_TW % 16 != 0
+#error "conv_few_channels_mma: inconsistent tile"
+#endif
+
+CT_KERNEL void __launch_bounds__(CT_MW * 32)
+    conv_few_channels_mma(const ct_t* px, const ct_t* pf, ct_t* py,
+                          CT_PROBLEM_PARAMS) {
+  __shared__ ct_v16 smem16[(CT_FSMEM + 7) / 8];
+  ct_u16* xs = reinterpret_cast<ct_u16*>(smem16);
+  ct_u16* ws = xs + CT_PATCH_HALVES;  // [channel][CT_WPITCH]
+  const ct_u16* f = reinterpret_cast<const ct_u16*>(pf);
+  ct_u16* y = reinterpret_cast<ct_u16*>(py);
+  CT_FC_SIZES;
+  CT_FC_TILE(static_cast<int>(blockIdx.x));
+  if (n >= n_img) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, q = lane & 3;
+  ct_u16* os = ws + CT_KB * CT_WPITCH + warp * 16 * CT_OPITCH;
+
+  ct_fc_stage_patch(xs, px, n, g, h0, w0, ih, iw, ctot, tid, CT_MW * 32);
+  // The filters in tap order (c, fh, fw), zero past the taps and kg.
+  for (int e = tid; e < CT_KB * CT_KS * 16; e += CT_MW * 32) {
+    const int kk = e / (CT_KS * 16), t = e % (CT_KS * 16);
+    const int k = k0 + kk;
+    ct_u16 v = 0;
+    if (k < kg && t < CT_TAPS) {
+#if CT_NHWC
+      // [K][FH][FW][C]
+      const int c = t / (CT_FH * CT_FW), rs = t % (CT_FH * CT_FW);
+      v = f[(g * kg + k) * CT_TAPS + rs * CT_C + c];
+#else
+      v = f[(g * kg + k) * CT_TAPS + t];  // [K][C][FH][FW]
+#endif
+    }
+    ws[kk * CT_WPITCH + t] = v;
+  }
+
+  // This lane's taps of each k-step (2q, 2q + 1, 2q + 8, 2q + 9 past its
+  // first) as patch offsets, -1 past the filter.
+  int toff[CT_KS][4];
+#pragma unroll
+  for (int j = 0; j < CT_KS; ++j) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = 16 * j + 2 * q + (u & 1) + 8 * (u >> 1);
+      const int c = t / (CT_FH * CT_FW), r = (t / CT_FW) % CT_FH, s = t % CT_FW;
+      toff[j][u] = t < CT_TAPS ? (c * CT_PR + r * CT_DH) * CT_PITCH +
+                                     ct_fc_col(s * CT_DW)
+                               : -1;
+    }
+  }
+  // NHWC y in 16-byte runs where the channels and y keep every run aligned.
+  const bool vec =
+      ktot % 8 == 0 && kg % 8 == 0 && (reinterpret_cast<ct_u64>(py) & 15) == 0;
+  __syncthreads();
+
+  for (int step = warp; step < CT_TILE / 16; step += CT_MW) {
+    const int p0 = step * 16;
+    const int ty = p0 / CT_TW, tx0 = p0 % CT_TW;
+    const int oh = oh0 + ty;
+    if (oh >= oh_n || ow0 + tx0 >= ow_n) continue;  // the same for the warp
+    // Position gq's column of the patch (gq + 8's is 8 further on).
+    const ct_u16* xp = xs + ty * CT_SH * CT_PITCH + tx0 + gq;
+    float acc[CT_KB / 8][4];
+#pragma unroll
+    for (int i = 0; i < CT_KB / 8; ++i) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[i][v] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < CT_KS; ++j) {
+      ct_u16 lo[4], hi[4];  // positions gq and gq + 8 at the lane's taps
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int o = toff[j][u];
+        lo[u] = o >= 0 ? xp[o] : ct_u16(0);
+        hi[u] = o >= 0 ? xp[o + 8] : ct_u16(0);
+      }
+      const ct_u32 a[4] = {ct_pack2(lo[0], lo[1]), ct_pack2(hi[0], hi[1]),
+                           ct_pack2(lo[2], lo[3]), ct_pack2(hi[2], hi[3])};
+      const ct_u16* wb = ws + gq * CT_WPITCH + 16 * j + 2 * q;
+#pragma unroll
+      for (int i = 0; i < CT_KB / 8; ++i) {
+        const ct_u32* wi =
+            reinterpret_cast<const ct_u32*>(wb + 8 * i * CT_WPITCH);
+        const ct_u32 b[2] = {wi[0], wi[4]};
+        ct_mma_16816(acc[i], a, b);
+      }
+    }
+    // The step's 16 x CT_KB sums through the warp's tile.
+#pragma unroll
+    for (int i = 0; i < CT_KB / 8; ++i) {
+      const int kk = 8 * i + 2 * q;
+      *reinterpret_cast<ct_u32*>(os + gq * CT_OPITCH + kk) =
+          ct_pack2(ct_from_float<ct_t>(acc[i][0]).bits,
+                   ct_from_float<ct_t>(acc[i][1]).bits);
+      *reinterpret_cast<ct_u32*>(os + (gq + 8) * CT_OPITCH + kk) =
+          ct_pack2(ct_from_float<ct_t>(acc[i][2]).bits,
+                   ct_from_float<ct_t>(acc[i][3]).bits);
+    }
+    __syncwarp();
+#if CT_NHWC
+    for (int e = lane; e < 16 * (CT_KB / 8); e += 32) {
+      const int pos = e / (CT_KB / 8), kk = (e % (CT_KB / 8)) * 8;
+      const int ow = ow0 + tx0 + pos, k = k0 + kk;
+      if (ow >= ow_n || k >= kg) continue;
+      ct_u16* dst = y + ((n * oh_n + oh) * ow_n + ow) * ktot + g * kg + k;
+      const ct_u16* src = os + pos * CT_OPITCH + kk;
+      if (vec && k + 8 <= kg) {
+        *reinterpret_cast<ct_v16*>(dst) = *reinterpret_cast<const ct_v16*>(src);
+      } else {
+        for (int u = 0; u < 8 && k + u < kg; ++u) dst[u] = src[u];
+      }
+    }
+#else
+    for (int e = lane; e < 16 * CT_KB; e += 32) {
+      const int pos = e % 16, kk = e / 16;
+      const int ow = ow0 + tx0 + pos, k = k0 + kk;
+      if (ow >= ow_n || k >= kg) continue;
+      y[((n * ktot + g * kg + k) * oh_n + oh) * ow_n + ow] =
+          os[pos * CT_OPITCH + kk];
+    }
+#endif
+    __syncwarp();  // the tile is read before the next step writes it
+  }
+  (void)vec;
+}
+#endif
+
 #if CT_DIR == 3 && defined(CT_FC_MMA) && defined(CONVTUNE_BACKEND_CUDA)
 // conv_few_channels_mma_wrw (16-bit types, sm_80+): W as a GEMM on the
 // tensor cores, dw[k][t] = sum over positions p of dy[p][k] * x(p, t), the
@@ -419,22 +576,13 @@ CT_KERNEL void conv_few_channels_sum(const float* part, ct_t* w, ct_i64 a_count,
 // as in conv_few_channels_wrw.
 #define CT_MT (CT_KB / 16)
 #define CT_NT ((CT_TAPS + 7) / 8)
-#define CT_MW 4
 #define CT_DPITCH (CT_KB + 8)  // halves a staged dy position, padded
-#define CT_PATCH_HALVES ((CT_C * CT_PR * CT_PITCH + 7) / 8 * 8)
 #define CT_MSTAGE (CT_PATCH_HALVES + CT_TILE * CT_DPITCH)       // halves
 #define CT_MSUMS (CT_MW * CT_MT * CT_NT * 32 * 4 * 2)           // as halves
 #define CT_MSMEM (CT_MSTAGE > CT_MSUMS ? CT_MSTAGE : CT_MSUMS)  // halves
 #if CT_KB % 16 != 0 || CT_TW % 16 != 0
 #error "conv_few_channels_mma_wrw: inconsistent tile"
 #endif
-#if CT_TYPE == 1
-#error "conv_few_channels_mma_wrw: 16-bit types only"
-#endif
-
-CT_DEVICE ct_u32 ct_pack2(ct_u16 lo, ct_u16 hi) {
-  return static_cast<ct_u32>(lo) | (static_cast<ct_u32>(hi) << 16);
-}
 
 CT_KERNEL void __launch_bounds__(CT_MW * 32)
     conv_few_channels_mma_wrw(const ct_t* px, ct_t* w, const ct_t* py,

@@ -14,9 +14,11 @@
 // the workspace, which a second kernel adds into dw.
 // The filter, stride, dilation and channels a group are compiled in.
 //
-// gpu_few_channels_mma: the same W for 16-bit types on the tensor cores
-// (mma.sync, compute capability 8.0 on), a config {TW, KB, TH}: four warps
-// a block, each summing the block's whole KB x taps tile over every fourth
+// gpu_few_channels_mma: the same F and W for 16-bit types on the tensor
+// cores (mma.sync, compute capability 8.0 on), a config {TW, KB, TH}: four
+// warps a block. F: each warp takes every fourth step of 16 positions of
+// the TH x TW tile for all KB channels, the taps its reduction in steps of
+// 16. W: each warp sums the block's whole KB x taps tile over every fourth
 // step of 16 positions of the TH x TW tile.
 #include <algorithm>
 #include <array>
@@ -62,6 +64,9 @@ constexpr int64_t kWrwPositionsPerSplit = 2048;
 // (KB / 16) x ceil(taps / 8) tiles of 4.
 constexpr int64_t kMmaThreads = 128;
 constexpr int64_t kMmaMaxTiles = 16;
+// F: the most k-steps of 16 taps (a lane keeps 4 patch offsets for each),
+// enough for a 7x7 filter of 3 channels.
+constexpr int64_t kMmaMaxTapSteps = 10;
 constexpr std::array<std::pair<int64_t, int64_t>, 5> kMmaTiles = {
     {{4, 32}, {8, 32}, {2, 32}, {8, 16}, {4, 16}}};
 
@@ -103,9 +108,13 @@ int64_t WrwThreads(const ConvProblem& p, const Tile& t) {
   return owners * (kThreads / owners);
 }
 
-// The MMA variant's MMA tiles a lane sums: KB / 16 by ceil(taps / 8).
+int64_t Taps(const ConvProblem& p) {
+  return p.c_per_group() * p.filter[1] * p.filter[2];
+}
+
+// The MMA variant's W tiles of sums a lane holds: KB / 16 by ceil(taps / 8).
 int64_t MmaTiles(const ConvProblem& p, int64_t kb) {
-  return kb / 16 * CeilDiv(p.c_per_group() * p.filter[1] * p.filter[2], 8);
+  return kb / 16 * CeilDiv(Taps(p), 8);
 }
 
 // Shared memory of a tile's patch and filters (F) or patch and dy (W, or
@@ -118,7 +127,13 @@ int64_t SmemBytes(const ConvProblem& p, const Tile& t, bool mma) {
       (t.tw - 1) * p.stride[2] + (p.filter[2] - 1) * p.dilation[2] + 1;
   const int64_t pitch = CeilDiv(cols, p.stride[2]) * p.stride[2];
   const int64_t patch = p.c_per_group() * rows * pitch;
-  const int64_t taps = p.c_per_group() * p.filter[1] * p.filter[2];
+  const int64_t taps = Taps(p);
+  if (mma && !IsWrw(p)) {
+    // The patch, the filters [KB][taps padded to 16, + 8], and each warp's
+    // 16 positions by KB + 8 channels of output (CT_FSMEM).
+    return 2 * (CeilDiv(patch, 8) * 8 + t.kb * (CeilDiv(taps, 16) * 16 + 8) +
+                kMmaThreads / 32 * 16 * (t.kb + 8));
+  }
   if (mma) {
     const int64_t halves =
         std::max(CeilDiv(patch, 8) * 8 + t.th * t.tw * (t.kb + 8),
@@ -143,7 +158,12 @@ bool Fits(const ConvProblem& p, const PerfConfig& c, bool mma) {
   if (c.size() != (mma ? 3u : 4u)) return false;
   const Tile t = TileOf(p, c, mma);
   if (t.th == 0) return false;
-  if (mma) {
+  if (mma && !IsWrw(p)) {
+    if (t.tw % 16 != 0 || t.kb % 8 != 0 ||
+        CeilDiv(Taps(p), 16) > kMmaMaxTapSteps) {
+      return false;
+    }
+  } else if (mma) {
     if (t.tw % 16 != 0 || t.kb % 16 != 0 || MmaTiles(p, t.kb) > kMmaMaxTiles) {
       return false;
     }
@@ -183,12 +203,9 @@ class GpuFewChannels final : public GpuSolver {
   }
 
   absl::Status IsApplicable(const ConvProblem& p) const override {
-    if (p.direction == Direction::kBackwardData ||
-        (mma_ && p.direction != Direction::kBackwardWeights)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("direction: ", name(), " runs ",
-                       mma_ ? "backward weights only"
-                            : "forward and backward weights only"));
+    if (p.direction == Direction::kBackwardData) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "direction: ", name(), " runs forward and backward weights only"));
     }
     if (mma_ && p.type == DataType::kFp32) {
       return absl::FailedPreconditionError(
@@ -210,10 +227,12 @@ class GpuFewChannels final : public GpuSolver {
           " KiB of shared memory with filter ", p.filter[1], "x", p.filter[2],
           ", stride ", p.stride[1], "x", p.stride[2], " and dilation ",
           p.dilation[1], "x", p.dilation[2],
-          mma_ ? absl::StrCat(" and at most ", kMmaMaxTiles,
-                              " MMA tiles of sums a lane (taps ",
-                              p.c_per_group() * p.filter[1] * p.filter[2], ")")
-               : ""));
+          !mma_ ? ""
+          : IsWrw(p)
+              ? absl::StrCat(" and at most ", kMmaMaxTiles,
+                             " MMA tiles of sums a lane (taps ", Taps(p), ")")
+              : absl::StrCat(" and at most ", 16 * kMmaMaxTapSteps, " taps (",
+                             Taps(p), ")")));
     }
     return absl::OkStatus();
   }
@@ -229,6 +248,12 @@ class GpuFewChannels final : public GpuSolver {
     const auto add = [&](PerfConfig c) {
       if (Fits(p, c, mma_)) space.push_back(std::move(c));
     };
+    if (mma_ && !IsWrw(p)) {
+      // Every output channel of the group a block, 64 at most.
+      const int64_t kb = std::min<int64_t>(64, CeilDiv(p.k_per_group(), 8) * 8);
+      for (const auto& [th, tw] : kMmaTiles) add({tw, kb, th});
+      return space;
+    }
     if (mma_) {
       // The widest channel block (a multiple of 16) whose sums fit a lane.
       int64_t kb = std::min<int64_t>(64, CeilDiv(p.k_per_group(), 16) * 16);
@@ -304,9 +329,9 @@ class GpuFewChannels final : public GpuSolver {
     }
     const int source = AddSource(&plan, "conv_few_channels.cu", options);
     if (!IsWrw(p)) {
-      v1::KernelStep* step =
-          AddGpuStep(&plan, "conv_few_channels", source, Grid(p, t),
-                     static_cast<uint32_t>(kThreads));
+      v1::KernelStep* step = AddGpuStep(
+          &plan, mma_ ? "conv_few_channels_mma" : "conv_few_channels", source,
+          Grid(p, t), static_cast<uint32_t>(mma_ ? kMmaThreads : kThreads));
       AddConvArgs(p, step);
       return plan;
     }

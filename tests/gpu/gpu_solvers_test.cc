@@ -442,8 +442,8 @@ std::vector<Combo> AllCombos() {
        kGpuGemm1x1BlasId, kGpuWinogradF2x3Id, kGpuDirectTiledId,
        kGpuWinogradBlasId, kGpuTensorCorePipelinedId, kGpuTensorCoreWgmmaId,
        kGpuFewChannelsId, kGpuFewChannelsMmaId, gpu::kCudnnSolverId});
-  // The tensor-core solvers take 16-bit types only; gpu_few_channels runs
-  // no backward data, gpu_few_channels_mma backward weights alone.
+  // The tensor-core solvers take 16-bit types only; the few-channel ones
+  // run no backward data.
   combos.erase(
       std::remove_if(combos.begin(), combos.end(),
                      [](const Combo& c) {
@@ -452,9 +452,8 @@ std::vector<Combo> AllCombos() {
                                 c.solver_id == kGpuTensorCorePipelinedId ||
                                 c.solver_id == kGpuTensorCoreWgmmaId ||
                                 c.solver_id == kGpuFewChannelsMmaId)) ||
-                              (c.solver_id == kGpuFewChannelsMmaId &&
-                               c.direction != Direction::kBackwardWeights) ||
-                              (c.solver_id == kGpuFewChannelsId &&
+                              ((c.solver_id == kGpuFewChannelsId ||
+                                c.solver_id == kGpuFewChannelsMmaId) &&
                                c.direction == Direction::kBackwardData);
                      }),
       combos.end());

@@ -812,7 +812,7 @@ TEST(GpuSolvers, FewChannelsTilesAFirstLayer) {
   EXPECT_NE(st.message().find("C/G"), std::string::npos) << st;
 
   // The same W on the tensor cores: 32 channels by 27 taps, 2 x 4 MMA
-  // tiles a lane; W alone, 16-bit alone, CUDA from compute capability 8.0.
+  // tiles a lane; F and W, 16-bit alone, CUDA from compute capability 8.0.
   const Solver* m = SolverRegistry::Default().Find(kGpuFewChannelsMmaId);
   ASSERT_EQ(m->IsApplicable(w), absl::OkStatus());
   EXPECT_EQ(m->WorkspaceBytes(w), s->WorkspaceBytes(w));
@@ -830,10 +830,40 @@ TEST(GpuSolvers, FewChannelsTilesAFirstLayer) {
                                       std::string("-DCT_FC_MMA=1")));
     EXPECT_EQ(mp->steps(1).kernel(), "conv_few_channels_sum");
   }
-  for (ConvProblem q : {p, w}) {
-    if (q.direction == Direction::kBackwardWeights) q.type = DataType::kFp32;
+  for (ConvProblem q : {p, w, b}) {
+    if (q.direction != Direction::kBackwardData) q.type = DataType::kFp32;
     EXPECT_EQ(m->IsApplicable(q).code(), absl::StatusCode::kFailedPrecondition);
   }
+  // F on the tensor cores: 16 positions a warp step by all 32 channels, 27
+  // taps in 2 steps of 16; {TW, KB, TH}.
+  ASSERT_EQ(m->IsApplicable(p), absl::OkStatus());
+  EXPECT_EQ(m->WorkspaceBytes(p), 0);
+  EXPECT_EQ(m->DefaultConfig(p), (PerfConfig{32, 32, 4}));
+  for (const PerfConfig& c : m->ConfigSpace(p)) {
+    SCOPED_TRACE(PerfConfigString(c));
+    EXPECT_EQ(c[1], 32);
+    absl::StatusOr<v1::ExecutionPlan> fp = m->MakePlan(p, c);
+    ASSERT_TRUE(fp.ok()) << fp.status();
+    ASSERT_EQ(fp->steps_size(), 1);
+    EXPECT_EQ(fp->steps(0).kernel(), "conv_few_channels_mma");
+    EXPECT_EQ(fp->steps(0).block(0), 128u);
+    EXPECT_EQ(fp->steps(0).grid(0),
+              128 * CeilDiv(149, c[2]) * CeilDiv(149, c[0]));
+    EXPECT_EQ(fp->steps(0).grid(1), 1u);
+  }
+  // F of 24 filters: blocks of 24 channels (3 MMAs of 8 a step).
+  ConvProblem f24 = p;
+  f24.k = 24;
+  EXPECT_EQ(m->DefaultConfig(f24)[1], 24);
+  // F of a 7x7 filter (147 taps, 10 steps of 16) fits, of 11x11 (363) not.
+  ConvProblem f7 = p;
+  f7.filter = {1, 7, 7}, f7.pad = {0, 3, 3}, f7.k = 64;
+  ASSERT_EQ(m->IsApplicable(f7), absl::OkStatus());
+  EXPECT_EQ(m->DefaultConfig(f7)[1], 64);
+  f7.filter = {1, 11, 11}, f7.pad = {0, 5, 5};
+  const absl::Status f11 = m->IsApplicable(f7);
+  EXPECT_EQ(f11.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(f11.message().find("363"), std::string::npos) << f11;
   // 48 filters of 5x5 (75 taps, 10 tiles of 8): blocks of 16 channels.
   ConvProblem mid = w;
   mid.k = 48, mid.filter = {1, 5, 5}, mid.pad = {0, 2, 2};

@@ -165,6 +165,12 @@ constexpr std::array<int64_t, 7> kTmaFindConfigs[] = {
 // 3x3 layers of 128 to 512 channels (0.069-0.094 ms, against 0.075-0.104 for
 // the 32-position default), 8% behind the default on the 64-channel one.
 constexpr std::array<int64_t, 7> kTmaWrwFindConfig = {128, 128, 64, 8, 1, 3, 1};
+// W through the maps alone (the copy ring's per-thread copies leave it no
+// registers): the 128 x 256 tile, which moves 85 sums a byte staged against
+// 64 for 128 x 128. A find times it where neither its rows nor its columns
+// pad much more than the 128 x 128 tile's: VGG's and SSD's layers of 256
+// and 512 channels.
+constexpr std::array<int64_t, 6> kWrwWideTmaConfig = {128, 256, 64, 8, 1, 3};
 // A 4-D im2col map (2-D images) takes 8-bit bounding-box corners and 8-bit
 // tap offsets (the copy's offsets from a column's pixels; 16-bit only for
 // 3-D maps), and its traversal strides at most 8.
@@ -755,6 +761,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
           space.push_back(PerfConfig(c.begin(), c.end()));
           space.back().push_back(1);
         }
+        space.push_back(Mapped(kWrwWideTmaConfig));
       }
       return space;
     }
@@ -810,6 +817,14 @@ class GpuTensorCorePipelined final : public GpuSolver {
           offer(std::move(mapped));
         }
         offer(wide);
+        // The 128 x 256 tile where it pads at most an eighth more columns
+        // than 128 x 128 and no more rows.
+        const WrwGeometry by_maps = MakeWrwGeometry(p, wide, wgmma_);
+        if (8 * PaddedColumns(by_maps.cols, 256) <=
+                9 * PaddedColumns(by_maps.cols, 128) &&
+            PaddedColumns(by_maps.kg, 128) == PaddedColumns(by_maps.kg, 64)) {
+          offer(Mapped(kWrwWideTmaConfig));
+        }
       }
       // Where 64-row tiles pad fewer output channels than the default's
       // (192, 320), the 64 x 128 ones on the copy ring.

@@ -1710,14 +1710,31 @@ TEST(GpuSolvers, TensorCoreWgmmaWeightsCopyThroughTensorMaps) {
   const size_t twins = std::count_if(
       space.begin(), space.end(),
       [](const PerfConfig& c) { return c.size() == 7 && c[6] == 1; });
-  EXPECT_EQ(twins * 2, space.size()) << "each W config and its twin";
+  const PerfConfig wide = {128, 256, 64, 8, 1, 3, 1};
+  EXPECT_TRUE(Has(space, wide));
+  EXPECT_EQ((twins - 1) * 2 + 1, space.size())
+      << "each W config and its twin, and the 128 x 256 tile through the maps";
   // The default goes through the maps; a find also times the 128 x 128 tile
-  // of 64 positions.
+  // of 64 positions, and not the 128 x 256 one, which pads 64 output
+  // channels to 128.
   const std::vector<PerfConfig> find = s->FindConfigs(p);
   ASSERT_EQ(find.size(), 2u);
   EXPECT_EQ(find[0], s->DefaultConfig(p));
   EXPECT_EQ(find[0].size(), 7u);
   EXPECT_EQ(find[1], (PerfConfig{128, 128, 64, 8, 1, 3, 1}));
+  {
+    // 256 output channels and 9 * 128 columns (1280 in 256s, 1152 in
+    // 128s): the 128 x 256 tile too; 64 input channels (768 against 640):
+    // not.
+    ConvProblem q = p;
+    q.k = 256;
+    EXPECT_TRUE(Has(s->FindConfigs(q), wide));
+    EXPECT_EQ(s->ValidateConfig(q, wide), absl::OkStatus());
+    absl::StatusOr<v1::ExecutionPlan> wide_plan = s->MakePlan(q, wide);
+    ASSERT_TRUE(wide_plan.ok()) << wide_plan.status();
+    q.c = 64;
+    EXPECT_FALSE(Has(s->FindConfigs(q), wide));
+  }
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, tma);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), "-DCT_TMA=1"));

@@ -152,15 +152,14 @@
 #define CT_W_B_ROW (BN * 2)  // one position's BN filter columns
 #define CT_W_A_BYTES (BK * CT_W_A_ROW)
 #define CT_W_STAGE_BYTES (BK * (BM + BN) * 2)
-#define CT_W_AL \
-  (BK * (BM / 8) / CT_THREADS)  // chunks a thread copies per stage
-#define CT_W_BL (BK * (BN / 8) / CT_THREADS)
+// Chunks a thread copies per stage (the last round partly, where the
+// threads do not divide the tile: 192-row tiles' 384 threads).
+#define CT_W_AL ((BK * (BM / 8) + CT_THREADS - 1) / CT_THREADS)
+#define CT_W_BL ((BK * (BN / 8) + CT_THREADS - 1) / CT_THREADS)
 static_assert((BK == 32 || (CT_WGMMA && BK == 64)) && BM >= 64 && BN >= 64,
               "W tiles: 32 positions (64 with CT_WGMMA) by rows of 8+ chunks");
-static_assert(CT_W_AL >= 1 && CT_W_BL >= 1 &&
-                  CT_W_AL * CT_THREADS == BK * (BM / 8) &&
-                  CT_W_BL * CT_THREADS == BK * (BN / 8),
-              "tile chunks must divide evenly among the threads");
+static_assert(CT_THREADS % (BM / 8) == 0 && CT_THREADS % (BN / 8) == 0,
+              "each thread copies one chunk column of each tile");
 #endif
 
 static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0,
@@ -1472,6 +1471,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #pragma unroll
     for (int i = 0; i < CT_W_AL; ++i) {
       const int r = tid / (BM / 8) + i * (CT_THREADS / (BM / 8));
+      if (r >= BK) break;
       const int q = q0 + r;
       const bool ok = a_ok && q < p_end;
       const ct_u16* p = ok ? dy + q * dy_row + a_at : dy;
@@ -1480,6 +1480,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
 #pragma unroll
     for (int i = 0; i < CT_W_BL; ++i) {
       const int r = tid / (BN / 8) + i * (CT_THREADS / (BN / 8));
+      if (r >= BK) break;
       const int ih = b_oh[i] * sh + b_h, iw = b_ow[i] * sw + b_w;
       const bool ok = b_ok && b_q[i] < p_end &&
                       static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&

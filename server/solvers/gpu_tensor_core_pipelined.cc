@@ -111,6 +111,12 @@ constexpr std::array<int64_t, 6> kWgmmaWrwConfigs[] = {
 // output channels than its tile: Inception v3's 192.
 constexpr std::array<int64_t, 6> kWrwNarrowRowConfigs[] = {
     {64, 128, 32, 4, 1, 6}, {64, 128, 64, 4, 1, 4}};
+// W's 192-row tiles on the copy ring (three warpgroups, 384 threads), which
+// a find times where they pad fewer output channels than the default's
+// tile: 192 or 576 filters, which 128-row tiles pad by a third or a ninth,
+// while 64-row ones reuse each staged x value a third as often.
+constexpr std::array<int64_t, 6> kWrwWideRowConfigs[] = {
+    {192, 128, 32, 12, 1, 6}, {192, 128, 64, 12, 1, 4}};
 // F and B through the tensor memory accelerator: each of kWgmmaConfigs
 // with a seventh entry 1, and these, {BM, BN, BK, BM / 16, 1, stages} too;
 // 256-row tiles are four warpgroups, which the copy ring's per-thread
@@ -763,6 +769,10 @@ class GpuTensorCorePipelined final : public GpuSolver {
         }
         space.push_back(Mapped(kWrwWideTmaConfig));
       }
+      if (wgmma_) {
+        for (const auto& c : kWrwWideRowConfigs)
+          space.push_back(PerfConfig(c.begin(), c.end()));
+      }
       return space;
     }
     const Geometry g = MakeGeometry(p, wgmma_);
@@ -831,6 +841,11 @@ class GpuTensorCorePipelined final : public GpuSolver {
       const int64_t kg = WrwShape(p).kg;
       if (PaddedColumns(kg, 64) < PaddedColumns(kg, configs[0][0])) {
         for (const auto& c : kWrwNarrowRowConfigs) {
+          offer(PerfConfig(c.begin(), c.end()));
+        }
+      }
+      if (PaddedColumns(kg, 192) < PaddedColumns(kg, configs[0][0])) {
+        for (const auto& c : kWrwWideRowConfigs) {
           offer(PerfConfig(c.begin(), c.end()));
         }
       }

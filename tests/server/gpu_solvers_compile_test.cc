@@ -1627,9 +1627,20 @@ TEST(GpuSolvers, TensorCoreWgmmaWeightsTime64RowTilesWhereTheyPadLess) {
   std::vector<PerfConfig> find = s->FindConfigs(p);
   EXPECT_EQ(find.front()[0], 128);
   for (const PerfConfig& c :
-       {PerfConfig{64, 128, 32, 4, 1, 6}, PerfConfig{64, 128, 64, 4, 1, 4}}) {
+       {PerfConfig{64, 128, 32, 4, 1, 6}, PerfConfig{64, 128, 64, 4, 1, 4},
+        PerfConfig{192, 128, 32, 12, 1, 6},
+        PerfConfig{192, 128, 64, 12, 1, 4}}) {
     EXPECT_TRUE(Has(find, c)) << PerfConfigString(c);
     EXPECT_EQ(s->ValidateConfig(p, c), absl::OkStatus());
+  }
+  {
+    // Three warpgroups: 384 threads, one block of 192 output channels by
+    // 128 of the 720 columns.
+    absl::StatusOr<v1::ExecutionPlan> rows192 =
+        s->MakePlan(p, PerfConfig{192, 128, 32, 12, 1, 6});
+    ASSERT_TRUE(rows192.ok()) << rows192.status();
+    EXPECT_EQ(rows192->steps(0).block(0), 384u);
+    EXPECT_EQ(rows192->steps(0).grid(0), CeilDiv(9 * 80, 128));
   }
   // W reads x's 80 channels in place: a tap's 720 columns unpadded.
   absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, find.front());
@@ -1652,6 +1663,7 @@ TEST(GpuSolvers, TensorCoreWgmmaWeightsTime64RowTilesWhereTheyPadLess) {
   find = s->FindConfigs(p);
   EXPECT_FALSE(Has(find, PerfConfig{64, 128, 32, 4, 1, 6}));
   EXPECT_FALSE(Has(find, PerfConfig{64, 128, 64, 4, 1, 4}));
+  EXPECT_FALSE(Has(find, PerfConfig{192, 128, 32, 12, 1, 6}));
 }
 
 TEST(GpuSolvers, TensorCoreWgmmaTurnsTheMmaForFewColumns) {
@@ -1712,8 +1724,9 @@ TEST(GpuSolvers, TensorCoreWgmmaWeightsCopyThroughTensorMaps) {
       [](const PerfConfig& c) { return c.size() == 7 && c[6] == 1; });
   const PerfConfig wide = {128, 256, 64, 8, 1, 3, 1};
   EXPECT_TRUE(Has(space, wide));
-  EXPECT_EQ((twins - 1) * 2 + 1, space.size())
-      << "each W config and its twin, and the 128 x 256 tile through the maps";
+  EXPECT_EQ((twins - 1) * 2 + 1 + 2, space.size())
+      << "each W config and its twin, the 128 x 256 tile through the maps, "
+         "and the two 192-row tiles";
   // The default goes through the maps; a find also times the 128 x 128 tile
   // of 64 positions, and not the 128 x 256 one, which pads 64 output
   // channels to 128.

@@ -828,7 +828,8 @@ class GpuTensorCorePipelined final : public GpuSolver {
         }
         offer(wide);
         // The 128 x 256 tile where it pads at most an eighth more columns
-        // than 128 x 128 and no more rows.
+        // than 128 x 128, and its 128-row tiles pad no more output
+        // channels than 64-row ones would.
         const WrwGeometry by_maps = MakeWrwGeometry(p, wide, wgmma_);
         if (8 * PaddedColumns(by_maps.cols, 256) <=
                 9 * PaddedColumns(by_maps.cols, 128) &&

@@ -46,6 +46,14 @@
 // so that a 64-column tile still runs the MMA BM wide. The tiles, copies and
 // store are the same; the sums are the tile's transpose in registers.
 //
+// CT_HALO 1 (with CT_WGMMA, F and B over stride-1 passes, NHWC): a block's
+// rows are a CT_HALO_TW wide, BM / CT_HALO_TW high tile of output positions
+// of one image, and each channel block of the source is staged once as the
+// tile's halo (its rows and columns CT_HALO_EH and CT_HALO_EW further, the
+// filter's reach), from which every tap's A fragments are read: the im2col
+// tiles read each source pixel once a tap, the halo about once. Described
+// at tc_halo_mainloop.
+//
 // CT_CLUSTER 2 (with CT_TMA, F and B): blocks run in clusters of two along
 // x, the two column tiles of one row tile (the solver launches an even
 // number of column tiles); each block's copy brings half the rows of the
@@ -53,7 +61,8 @@
 // its source once. Described at tc_tma_mainloop.
 //
 // Options: CT_TYPE (2 fp16, 3 bf16), CT_NHWC, BM BN BK (block tile), WM WN
-// (warps), CT_STAGES, CT_WGMMA, CT_TMA, CT_CLUSTER, CT_PHASE. Scalars:
+// (warps), CT_STAGES, CT_WGMMA, CT_TMA, CT_CLUSTER, CT_PHASE, CT_HALO with
+// CT_HALO_TW, CT_HALO_EH and CT_HALO_EW. Scalars:
 //   conv_tc         N H W G CP KO OH OW R S PH PW SH SW DH DW (N: the chunk),
 //                   with CT_PHASE then FH FW QSH QSW QOH QOW: output (oh,
 //                   ow) lands at (oh * QSH + QOH, ow * QSW + QOW) of a
@@ -105,6 +114,18 @@
 #endif
 #ifndef CT_PHASE
 #define CT_PHASE 0
+#endif
+#ifndef CT_HALO
+#define CT_HALO 0
+#endif
+#ifndef CT_HALO_TW
+#define CT_HALO_TW 16
+#endif
+#ifndef CT_HALO_EH
+#define CT_HALO_EH 2
+#endif
+#ifndef CT_HALO_EW
+#define CT_HALO_EW 2
 #endif
 
 #define CT_SWAP (CT_WGMMA && CT_DIR != 3 && WN > 1)
@@ -193,6 +214,22 @@ static_assert(CT_STAGES >= 3, "CT_WGMMA: at least three stages");
 #if CT_TMA
 static_assert(CT_WGMMA, "CT_TMA: the warpgroup MMA");
 #endif
+#if CT_HALO
+static_assert(CT_WGMMA && !CT_TMA && !CT_SWAP && CT_DIR != 3 && CT_NHWC,
+              "CT_HALO: F and B on the warpgroup MMA's copy ring, NHWC");
+static_assert(CT_HALO_TW % 8 == 0 && BM % CT_HALO_TW == 0,
+              "CT_HALO: tile rows of whole 8-position ldmatrix groups");
+static_assert(CT_HALO_EH >= 0 && CT_HALO_EW >= 0, "CT_HALO: the filter reach");
+#endif
+// The halo tile: its rows and columns of source pixels, each pixel a row of
+// BK channels swizzled as the other tiles (tc_swizzle, by pixel index); the
+// ring's stages hold the filter tile alone, the two halo buffers follow it.
+#define CT_HALO_TH (BM / CT_HALO_TW)
+#define CT_HALO_HW (CT_HALO_TW + CT_HALO_EW)
+#define CT_HALO_PIX ((CT_HALO_TH + CT_HALO_EH) * CT_HALO_HW)
+#define CT_HALO_BYTES (((CT_HALO_PIX * CT_ROW_BYTES) + 1023) / 1024 * 1024)
+#define CT_HALO_STAGE_BYTES (BN * CT_ROW_BYTES)
+#define CT_HALO_AT (CT_STAGES * CT_HALO_STAGE_BYTES)
 static_assert(CT_CLUSTER == 1 || (CT_CLUSTER == 2 && CT_TMA && CT_DIR != 3),
               "CT_CLUSTER 2: F and B through the tensor maps");
 
@@ -649,6 +686,9 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%16"
 #define CT_WGMMA_B "%17"
 #define CT_WGMMA_P "%18"
+#define CT_WGMMA_RA "{%16, %17, %18, %19}"
+#define CT_WGMMA_RB "%20"
+#define CT_WGMMA_RP "%21"
 #define CT_WGMMA_OUTS CT_F8(0), CT_F8(8)
 #elif CT_WG_N == 64
 #define CT_WGMMA_SHAPE "m64n64k16"
@@ -659,6 +699,9 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%32"
 #define CT_WGMMA_B "%33"
 #define CT_WGMMA_P "%34"
+#define CT_WGMMA_RA "{%32, %33, %34, %35}"
+#define CT_WGMMA_RB "%36"
+#define CT_WGMMA_RP "%37"
 #define CT_WGMMA_OUTS CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24)
 #elif CT_WG_N == 96
 #define CT_WGMMA_SHAPE "m64n96k16"
@@ -670,6 +713,9 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%48"
 #define CT_WGMMA_B "%49"
 #define CT_WGMMA_P "%50"
+#define CT_WGMMA_RA "{%48, %49, %50, %51}"
+#define CT_WGMMA_RB "%52"
+#define CT_WGMMA_RP "%53"
 #define CT_WGMMA_OUTS \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40)
 #elif CT_WG_N == 128
@@ -683,6 +729,9 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%64"
 #define CT_WGMMA_B "%65"
 #define CT_WGMMA_P "%66"
+#define CT_WGMMA_RA "{%64, %65, %66, %67}"
+#define CT_WGMMA_RB "%68"
+#define CT_WGMMA_RP "%69"
 #define CT_WGMMA_OUTS                                                        \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
       CT_F8(56)
@@ -699,6 +748,9 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%96"
 #define CT_WGMMA_B "%97"
 #define CT_WGMMA_P "%98"
+#define CT_WGMMA_RA "{%96, %97, %98, %99}"
+#define CT_WGMMA_RB "%100"
+#define CT_WGMMA_RP "%101"
 #define CT_WGMMA_OUTS                                                        \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
       CT_F8(56), CT_F8(64), CT_F8(72), CT_F8(80), CT_F8(88)
@@ -718,6 +770,9 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%128"
 #define CT_WGMMA_B "%129"
 #define CT_WGMMA_P "%130"
+#define CT_WGMMA_RA "{%128, %129, %130, %131}"
+#define CT_WGMMA_RB "%132"
+#define CT_WGMMA_RP "%133"
 #define CT_WGMMA_OUTS                                                        \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
       CT_F8(56), CT_F8(64), CT_F8(72), CT_F8(80), CT_F8(88), CT_F8(96),      \
@@ -750,6 +805,21 @@ CT_DEVICE void tc_wgmma(float* d, unsigned long long a, unsigned long long b,
                ", p, 1, 1, " CT_WGMMA_TRANS ";\n}\n"
                : CT_WGMMA_OUTS
                : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// As tc_wgmma with A from registers (CT_HALO): this thread's four words of
+// its warp's 16 rows of the k16 slice, laid out as mma.sync's A fragment
+// (what ldmatrix x4 reads of rows 0-15 at chunks 2kk and 2kk + 1).
+CT_DEVICE void tc_wgmma_rs(float* d, const ct_u32* a, unsigned long long b,
+                           int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " CT_WGMMA_RP
+               ", 0;\n"
+               "wgmma.mma_async.sync.aligned." CT_WGMMA_SHAPE CT_WGMMA_TYPE
+               " " CT_WGMMA_D ", " CT_WGMMA_RA ", " CT_WGMMA_RB
+               ", p, 1, 1, 0;\n}\n"
+               : CT_WGMMA_OUTS
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b),
+                 "r"(accumulate));
 }
 
 // Keeps the compiler from moving reads or writes of v across the MMAs.
@@ -831,6 +901,57 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
   tc_wgmma_drain(d);
   tc_wait<0>();
 }
+
+#if CT_HALO
+// The stage ring of the halo tiles: as tc_wgmma_mainloop, but a stage holds
+// the filter tile alone (the MMA's B), and the MMA's A comes from
+// registers: before a step's MMAs, fragments(a) reads this warp's 16 rows
+// of each k16 slice for the step's tap out of the halo tile with ldmatrix
+// (the steps in order, one call each). A row of the tile is an output
+// position, and for tap (r, s) its pixel lies r rows and s columns on in
+// the halo, so any tap's rows are a gather that ldmatrix's per-lane
+// addresses make, and the halo is copied once per channel block rather than
+// once per tap. A step's MMAs stay in flight through the next step's wait,
+// barrier and copies, and are waited for before its fragments overwrite
+// the registers they read (ptxas serialises every MMA where a step's
+// fragments are loaded while the step before's MMAs may run, even into a
+// second register set). load(step, slot) copies the step's filter tile, and at
+// a channel block's first tap the block's halo into the buffer of its
+// parity: the buffer is refilled two channel blocks later, CT_STAGES - 2
+// steps ahead, after every warp has read the previous block's last tap
+// (the solver keeps the taps at least CT_STAGES - 2).
+template <typename Load, typename Fragments>
+CT_DEVICE void tc_halo_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
+                                ct_u32 smem, Load& load,
+                                Fragments& fragments) {
+  float* d = &acc[0][0][0];
+#pragma unroll
+  for (int st = 0; st < CT_STAGES - 2; ++st) {
+    if (st < steps) load(st, st);
+    tc_commit();
+  }
+  ct_u32 a[BK / 16][4];
+  for (int kt = 0; kt < steps; ++kt) {
+    tc_wait<CT_STAGES - 3>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    const int next = kt + CT_STAGES - 2;
+    if (next < steps) load(next, next % CT_STAGES);
+    tc_commit();
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fragments(a);
+    const ct_u32 stage = smem + (kt % CT_STAGES) * CT_HALO_STAGE_BYTES;
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      tc_wgmma_rs(d, a[kk], tc_wgmma_desc(stage + kk * 32), kt > 0 || kk > 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  }
+  tc_wgmma_drain(d);
+  tc_wait<0>();
+}
+#endif  // CT_HALO
 
 #if CT_TMA
 // A CUDA tensor map (CUtensorMap), opaque, passed by value.
@@ -1005,7 +1126,15 @@ CT_DEVICE ct_u16 tc_bits(float v) { return ct_from_float<ct_t>(v).bits; }
 #else
 #define CT_CLUSTER_DIMS
 #endif
-CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
+// Halo tiles of 8 warps and at most 128 columns run two blocks a
+// multiprocessor, one's copies and fragment loads beside the other's MMAs
+// (their registers capped to 128 a thread for it).
+#if CT_HALO && CT_THREADS <= 256 && BN <= 128
+#define CT_MIN_BLOCKS 2
+#else
+#define CT_MIN_BLOCKS 1
+#endif
+CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
     conv_tc(const ct_t* psrc, const ct_t* pfilt, ct_t* pdst, ct_i64 a_n,
             ct_i64 a_h, ct_i64 a_w, ct_i64 a_g, ct_i64 a_cp, ct_i64 a_ko,
             ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s, ct_i64 a_ph,
@@ -1045,6 +1174,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
   // a_rows and a_cols; the solver allows at most 32 of each) read inside the
   // source. Each copy of a step then costs a shift, a test and an add.
   const int fr_count = static_cast<int>(a_r);
+#if !CT_HALO
   int a_at[CT_AL];
   ct_u32 a_to[CT_AL], a_rows[CT_AL], a_cols[CT_AL];
 #pragma unroll
@@ -1069,6 +1199,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
       }
     }
   }
+#endif
   const int taps = fr_count * fs;
   int b_at[CT_BL];
   bool b_ok[CT_BL];
@@ -1077,7 +1208,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
   for (int i = 0; i < CT_BL; ++i) {
     const int r = tid / CT_CHUNKS + i * (CT_THREADS / CT_CHUNKS);
     b_ok[i] = o0 + r < ko;
-    b_to[i] = CT_A_BYTES + tc_swizzle(r, chunk);
+    b_to[i] = (CT_HALO ? 0 : CT_A_BYTES) + tc_swizzle(r, chunk);
     b_at[i] = ((g * ko + (b_ok[i] ? o0 + r : 0)) * taps) * cp + chunk * 8;
   }
 #else
@@ -1137,6 +1268,70 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
       if (++fr == fr_count) fr = 0, c0 += BK;
     }
   };
+#elif CT_HALO
+  const int steps = taps * cblocks;
+  const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
+  const ct_u16* filt = reinterpret_cast<const ct_u16*>(pfilt);
+  // The block's tile: image t_n, output rows from y0, columns from x0 (row
+  // tiles in x fastest, then y, then images; column tiles fastest of all).
+  const int oh_count = static_cast<int>(a_oh);
+  const int tiles_w = (ow + CT_HALO_TW - 1) / CT_HALO_TW;
+  const int tiles_h = (oh_count + CT_HALO_TH - 1) / CT_HALO_TH;
+  int tile_at = static_cast<int>(blockIdx.x / col_tiles);
+  const int t_x = tile_at % tiles_w;
+  tile_at /= tiles_w;
+  const int t_y = tile_at % tiles_h, t_n = tile_at / tiles_h;
+  const int y0 = t_y * CT_HALO_TH, x0 = t_x * CT_HALO_TW;
+  const int ih0 = y0 - static_cast<int>(a_ph), iw0 = x0 - static_cast<int>(a_pw);
+  const ct_u16* src_image = src + t_n * h * w * row_stride + g * cp;
+  // Issues the copies of the next step into stage `slot` (and at a channel
+  // block's first tap its halo), the steps in order as below.
+  int fr = 0, fc = 0, c0 = 0, cb = 0;
+  auto load = [&](int /*kt*/, int slot) {
+    if (fr == 0 && fc == 0) {
+      const ct_u32 halo = smem + CT_HALO_AT + (cb & 1) * CT_HALO_BYTES;
+      for (int e = tid; e < CT_HALO_PIX * CT_CHUNKS; e += CT_THREADS) {
+        const int px = e / CT_CHUNKS, j = e - px * CT_CHUNKS;
+        const int hy = px / CT_HALO_HW, hx = px - hy * CT_HALO_HW;
+        const int ih = ih0 + hy, iw = iw0 + hx;
+        const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
+                        static_cast<unsigned>(iw) < static_cast<unsigned>(w);
+        const ct_u16* q =
+            ok ? src_image + (ih * w + iw) * row_stride + c0 + j * 8 : src;
+        tc_copy16(halo + tc_swizzle(px, j), q, ok ? 16 : 0);
+      }
+    }
+    const int b_off = (fr * fs + fc) * cp + c0;
+    const ct_u32 base = smem + slot * CT_HALO_STAGE_BYTES;
+#pragma unroll
+    for (int i = 0; i < CT_BL; ++i) {
+      const ct_u16* p = b_ok[i] ? filt + b_at[i] + b_off : filt;
+      tc_copy16(base + b_to[i], p, b_ok[i] ? 16 : 0);
+    }
+    if (++fc == fs) {
+      fc = 0;
+      if (++fr == fr_count) fr = 0, c0 += BK, ++cb;
+    }
+  };
+  // This thread's A rows: warp w holds tile rows 16w to 16w + 15, lanes
+  // 0-15 address them at a slice's first chunk and lanes 16-31 at its
+  // second; row r is output (r / CT_HALO_TW, r % CT_HALO_TW) of the tile,
+  // whose tap (0, 0) pixel has the same coordinates in the halo.
+  const int a_row = warp * 16 + (lane & 15), a_half = lane >> 4;
+  const int a_pixel = (a_row / CT_HALO_TW) * CT_HALO_HW + a_row % CT_HALO_TW;
+  const int tap_h = dh * CT_HALO_HW;
+  int ar = 0, as = 0, acb = 0;
+  auto fragments = [&](ct_u32(&a)[BK / 16][4]) {
+    const ct_u32 halo = smem + CT_HALO_AT + (acb & 1) * CT_HALO_BYTES;
+    const int px = a_pixel + ar * tap_h + as * dw;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk)
+      tc_ldmatrix4(a[kk], halo + tc_swizzle(px, kk * 2 + a_half));
+    if (++as == fs) {
+      as = 0;
+      if (++ar == fr_count) ar = 0, ++acb;
+    }
+  };
 #else
   const int steps = taps * cblocks;
   const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
@@ -1192,7 +1387,9 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
   };
 #endif
   float acc[CT_MI][CT_NI][4];
-#if CT_TMA
+#if CT_HALO
+  tc_halo_mainloop(acc, steps, smem, load, fragments);
+#elif CT_TMA
   tc_tma_mainloop(acc, steps, smem, bars, issue);
 #elif CT_WGMMA
   tc_wgmma_mainloop(acc, steps, smem, load);
@@ -1291,11 +1488,24 @@ CT_KERNEL void __launch_bounds__(CT_THREADS) CT_CLUSTER_DIMS
   // caller's tensor may start anywhere).
   const bool vector = channels % 8 == 0 && ko % 8 == 0 &&
                       (reinterpret_cast<ct_u64>(pdst) & 15u) == 0;
+  // The destination pixel of tile row r, or -1 past the output.
+#if CT_HALO
+  auto row_pixel = [&](int r) -> ct_i64 {
+    const int y = y0 + r / CT_HALO_TW, x = x0 + r % CT_HALO_TW;
+    if (y >= oh_count || x >= ow) return -1;
+    return t_n * plane + landing(y * ow + x);
+  };
+#else
+  auto row_pixel = [&](int r) -> ct_i64 {
+    return m0 + r < rows ? pixel(m0 + r) : -1;
+  };
+#endif
   for (int e = tid; e < BM * (BN / 8); e += CT_THREADS) {
     const int r = e / (BN / 8), c = (e - r * (BN / 8)) * 8;
-    if (m0 + r >= rows || o0 + c >= ko) continue;
+    const ct_i64 px = row_pixel(r);
+    if (px < 0 || o0 + c >= ko) continue;
     const auto* from = tile + r * kLd + c;
-    ct_u16* at = dst + pixel(m0 + r) * channels + g * ko + o0 + c;
+    ct_u16* at = dst + px * channels + g * ko + o0 + c;
     if (vector) {
 #if CT_TILE_FP32
       uint4 packed;

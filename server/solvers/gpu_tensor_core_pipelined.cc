@@ -154,7 +154,22 @@ constexpr std::array<int64_t, 6> kSwapConfigs[] = {{256, 64, 64, 1, 4, 3},
 constexpr std::array<int64_t, 6> kClusterConfigs[] = {
     {128, 128, 64, 8, 1, 3}, {128, 128, 64, 8, 1, 4}, {128, 64, 64, 8, 1, 3},
     {128, 64, 64, 8, 1, 4},  {128, 256, 64, 8, 1, 4}, {256, 128, 64, 16, 1, 3}};
+// F and B over stride-1 passes, NHWC, on the warpgroup MMA: {BM, BN, BK,
+// BM / 16, 1, stages, 0, TW}, the block's rows a TW wide, BM / TW high tile
+// of output positions whose source halo is staged once a channel block and
+// read for every tap (-DCT_HALO): the im2col tiles of the other configs
+// read each source pixel once a tap through L2, 9 times for 3x3, which
+// holds 64- and 128-channel layers at large images below the MMA's rate
+// (VGG-16's 64-channel 224x224 layers at 367 TFLOP/s on the H100). A find
+// times those that apply (HaloApplies).
+constexpr std::array<int64_t, 8> kHaloConfigs[] = {
+    {128, 128, 64, 8, 1, 4, 0, 16}, {128, 128, 64, 8, 1, 4, 0, 8},
+    {128, 64, 64, 8, 1, 4, 0, 16},  {128, 256, 64, 8, 1, 3, 0, 16},
+    {256, 128, 64, 16, 1, 4, 0, 16}, {256, 64, 64, 16, 1, 3, 0, 16},
+    {128, 64, 32, 8, 1, 6, 0, 16},  {128, 128, 32, 8, 1, 6, 0, 16},
+    {256, 128, 32, 16, 1, 6, 0, 16}};
 bool IsTma(const PerfConfig& c) { return c.size() == 7 && c[6] >= 1; }
+bool IsHalo(const PerfConfig& c) { return c.size() == 8 && c[7] > 0; }
 int64_t ClusterOf(const PerfConfig& c) { return IsTma(c) ? c[6] : 1; }
 // What a find times beside the default: on the H200 the 128 x 64 tile at 3
 // stages was the fastest on ResNet-50's 7x7 and 56x56 F and B 3x3 layers
@@ -369,8 +384,19 @@ int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 // aligning the tiles to 1024 bytes; with the tensor memory accelerator, 8 bytes
 // a stage for its barriers (CT_BARRIERS_AT for F and B; W's follow the
 // ring).
+// A halo config's ring holds filter tiles alone, and two halo buffers
+// (CT_HALO_BYTES) follow it.
+int64_t HaloReach(const ConvProblem& p, int dim) {
+  return (p.filter[dim] - 1) * p.dilation[dim];
+}
+int64_t HaloBytes(const ConvProblem& p, const PerfConfig& c) {
+  const int64_t pixels =
+      (c[0] / c[7] + HaloReach(p, 1)) * (c[7] + HaloReach(p, 2));
+  return CeilDiv(pixels * c[2] * 2, 1024) * 1024;
+}
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
-  const int64_t ring = c[5] * (c[0] + c[1]) * c[2] * 2;
+  const int64_t ring = IsHalo(c) ? c[5] * c[1] * c[2] * 2 + 2 * HaloBytes(p, c)
+                                 : c[5] * (c[0] + c[1]) * c[2] * 2;
   if (p.direction == Direction::kBackwardWeights)
     return ring + (wgmma ? 1024 : 0) + (IsTma(c) ? 8 * c[5] : 0);
   const int64_t es = wgmma && p.layout != Layout::kNHWC ? 4 : 2;
@@ -437,6 +463,21 @@ absl::Status PassesTmaApply(const Geometry& g) {
     RETURN_IF_ERROR(TmaApplies(SpatialOf(PassOf(g, f))));
   }
   return absl::OkStatus();
+}
+
+// The most dynamic shared memory a block takes on compute capability 9.0.
+constexpr int64_t kMaxBlockSharedBytes = 227 << 10;
+
+// Whether halo config `c` runs the pass of `g` (for `p`): F, or stride-1
+// B, over channels-last tensors without a folded width, the channels a
+// whole number of steps, at least CT_STAGES - 2 taps (tc_halo_mainloop
+// refills a halo buffer that many steps ahead), the halo in shared memory.
+bool HaloApplies(const ConvProblem& p, const Geometry& g,
+                 const PerfConfig& c) {
+  return p.layout == Layout::kNHWC && g.phases.empty() && !g.fold.on &&
+         g.sh == 1 && g.sw == 1 && g.cp % c[2] == 0 &&
+         g.fh * g.fw >= std::max<int64_t>(2, c[5] - 2) &&
+         SharedBytes(p, c, true) <= kMaxBlockSharedBytes;
 }
 
 // The blocks of `c` that run at once on a multiprocessor of a large GPU
@@ -566,6 +607,10 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
 // conv_tc's blocks for `n` images: row tiles by column tiles along x, a
 // group's along y.
 int64_t GroupBlocks(const Geometry& g, int64_t n, const PerfConfig& c) {
+  if (IsHalo(c)) {
+    return n * CeilDiv(g.dst_h, c[0] / c[7]) * CeilDiv(g.dst_w, c[7]) *
+           CeilDiv(g.co, c[1]);
+  }
   return CeilDiv(n * g.dst_h * g.dst_w, c[0]) * CeilDiv(g.co, c[1]);
 }
 int64_t Blocks(const Geometry& g, int64_t n, const PerfConfig& c) {
@@ -795,6 +840,10 @@ class GpuTensorCorePipelined final : public GpuSolver {
         add(kSwapConfigs, 1);
         add(kClusterConfigs, 2);
       }
+      for (const auto& c : kHaloConfigs) {
+        const PerfConfig config(c.begin(), c.end());
+        if (HaloApplies(p, g, config)) space.push_back(config);
+      }
     } else {
       add(kConfigs, 0);
     }
@@ -851,6 +900,10 @@ class GpuTensorCorePipelined final : public GpuSolver {
         }
       }
       return configs;
+    }
+    // Every halo tile that applies.
+    for (const PerfConfig& c : space) {
+      if (IsHalo(c)) offer(c);
     }
     if (!IsTma(configs[0])) return configs;
     const int64_t columns = MakeGeometry(p, wgmma_).co;
@@ -949,6 +1002,12 @@ class GpuTensorCorePipelined final : public GpuSolver {
     if (ClusterOf(config) > 1)
       options.push_back(absl::StrCat("-DCT_CLUSTER=", ClusterOf(config)));
     if (StridedBackwardData(p)) options.push_back("-DCT_PHASE=1");
+    if (IsHalo(config)) {
+      options.push_back("-DCT_HALO=1");
+      options.push_back(absl::StrCat("-DCT_HALO_TW=", config[7]));
+      options.push_back(absl::StrCat("-DCT_HALO_EH=", HaloReach(p, 1)));
+      options.push_back(absl::StrCat("-DCT_HALO_EW=", HaloReach(p, 2)));
+    }
     const int source = AddSource(&plan, "conv_tc.cu", options);
     if (wgmma_) plan.mutable_sources(source)->set_arch_suffix("a");
     if (p.direction == Direction::kBackwardWeights) {

@@ -1397,6 +1397,99 @@ TEST(GpuSolvers, TensorCoreWgmmaLeavesTheLastSplitEmpty) {
   }
 }
 
+// F and stride-1 B over channels-last tensors have halo configs: blocks of
+// a 2-D tile of output positions whose source halo is staged once a channel
+// block. A find times each; they compile for sm_90a in both 16-bit types.
+TEST(GpuSolvers, TensorCoreWgmmaStagesHaloTiles) {
+  const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
+  ConvProblem p =
+      Conv(2, 2, 64, {1, 20, 22}, 64, {1, 3, 3}, {0, 1, 1}, 1, 1, 1);
+  p.type = DataType::kFp16, p.layout = Layout::kNHWC;
+  const auto halo = [](const PerfConfig& c) { return c.size() == 8; };
+  const PerfConfig square = {128, 128, 64, 8, 1, 4, 0, 16};
+  SourceSet sources;
+  for (Direction d : {Direction::kForward, Direction::kBackwardData}) {
+    p.direction = d;
+    ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
+    const std::vector<PerfConfig> space = s->ConfigSpace(p);
+    const std::vector<PerfConfig> find = s->FindConfigs(p);
+    int halos = 0;
+    for (const PerfConfig& c : space) {
+      if (!halo(c)) continue;
+      ++halos;
+      EXPECT_NE(std::find(find.begin(), find.end(), c), find.end())
+          << PerfConfigString(c);
+      for (DataType t : {DataType::kFp16, DataType::kBf16}) {
+        ConvProblem q = p;
+        q.type = t;
+        absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(q, c);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        CheckPlan(*s, q, *plan);
+        for (const v1::KernelSource& src : plan->sources()) {
+          sources.emplace(SourceKey{src.file(),
+                                    {src.options().begin(),
+                                     src.options().end()},
+                                    src.arch_suffix()},
+                          DescribeProblem(q));
+        }
+      }
+    }
+    // All nine tiles: 64 channels take both channel steps, and the
+    // halos fit.
+    EXPECT_EQ(halos, 9) << DescribeProblem(p);
+    absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, square);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const v1::KernelStep& step = plan->steps(plan->steps_size() - 1);
+    ASSERT_EQ(step.kernel(), "conv_tc");
+    // 2 images of 3 x 2 tiles of 8 x 16 outputs, one column tile.
+    EXPECT_EQ(step.grid(0), 12u);
+    EXPECT_EQ(step.block(0), 256u);
+    // Four 128-row filter stages and two 10 x 18 pixel halos (22.5 KiB,
+    // kept in whole KiB), larger than the 128 x 136 output tile.
+    EXPECT_EQ(step.shared_bytes(), 4 * 128 * 128 + 2 * 23 * 1024 + 1024);
+    for (const char* o : {"-DCT_HALO=1", "-DCT_HALO_TW=16", "-DCT_HALO_EH=2",
+                          "-DCT_HALO_EW=2"}) {
+      EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), o)) << o;
+    }
+  }
+  // A dilated 3x5 filter reaches 4 rows and 8 columns past the tile.
+  ConvProblem dilated = p;
+  dilated.direction = Direction::kForward;
+  dilated.filter = {1, 3, 5}, dilated.pad = {0, 2, 4};
+  dilated.dilation = {1, 2, 2};
+  ASSERT_EQ(s->IsApplicable(dilated), absl::OkStatus());
+  absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(dilated, square);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const char* o : {"-DCT_HALO_EH=4", "-DCT_HALO_EW=8"}) {
+    EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), o)) << o;
+  }
+  // No halo where the kernel has none: NCHW output, a strided F or B pass,
+  // a single tap.
+  std::vector<ConvProblem> without;
+  ConvProblem q = p;
+  q.direction = Direction::kForward, q.layout = Layout::kNCHW;
+  without.push_back(q);
+  q.layout = Layout::kNHWC, q.stride = {1, 2, 2};
+  without.push_back(q);
+  q.direction = Direction::kBackwardData;
+  without.push_back(q);
+  q = p;
+  q.direction = Direction::kForward, q.filter = {1, 1, 1}, q.pad = {0, 0, 0};
+  without.push_back(q);
+  for (const ConvProblem& r : without) {
+    ASSERT_EQ(s->IsApplicable(r), absl::OkStatus()) << DescribeProblem(r);
+    for (const PerfConfig& c : s->ConfigSpace(r))
+      EXPECT_FALSE(halo(c)) << DescribeProblem(r) << " " << PerfConfigString(c);
+    EXPECT_FALSE(s->ValidateConfig(r, square).ok()) << DescribeProblem(r);
+  }
+  absl::StatusOr<std::unique_ptr<KernelCompiler>> nvrtc = MakeNvrtcCompiler();
+  ASSERT_TRUE(nvrtc.ok()) << nvrtc.status();
+  const std::vector<std::string> failed = CompileAll(**nvrtc, "sm_90", sources);
+  EXPECT_TRUE(failed.empty()) << failed.size() << " of " << sources.size()
+                              << " sources fail on NVRTC:\n"
+                              << absl::StrJoin(failed, "\n");
+}
+
 // F and B on the warpgroup MMA have configs whose tiles the tensor memory
 // accelerator copies; their steps carry the two tensor maps conv_tc takes.
 TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
@@ -1488,12 +1581,16 @@ TEST(GpuSolvers, TensorCoreWgmmaCopiesThroughTensorMaps) {
   EXPECT_EQ(bwd.buffers(1).role(), v1::BUFFER_WORKSPACE);
   EXPECT_EQ(bwd.tensor_maps(1).dims(2), 64u) << "c rows of the turned filter";
 
-  // Padding past the corners' 8-bit range: no tensor-map configs.
+  // Padding past the corners' 8-bit range: no tensor-map configs (the halo
+  // tiles, which copy on the ring, still apply to F).
   p.direction = Direction::kForward, p.pad = {0, 130, 1}, p.in = {1, 15, 12};
   p.filter = {1, 3, 3};
   ASSERT_EQ(s->IsApplicable(p), absl::OkStatus());
-  for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
-  EXPECT_EQ(s->FindConfigs(p).size(), 1u);
+  for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_NE(c.size(), 7u);
+  const std::vector<PerfConfig> unmapped = s->FindConfigs(p);
+  EXPECT_EQ(std::count_if(unmapped.begin(), unmapped.end(),
+                          [](const PerfConfig& c) { return c.size() != 8; }),
+            1);
   p.direction = Direction::kBackwardWeights;
   for (const PerfConfig& c : s->ConfigSpace(p)) EXPECT_EQ(c.size(), 6u);
   // Taps 256 apart (3x3, dilation 128, padding 128): past a 4-D map's 8-bit

@@ -50,9 +50,9 @@
 // rows are a CT_HALO_TW wide, BM / CT_HALO_TW high tile of output positions
 // of one image, and each channel block of the source is staged once as the
 // tile's halo (its rows and columns CT_HALO_EH and CT_HALO_EW further, the
-// filter's reach), from which every tap's A fragments are read: the im2col
-// tiles read each source pixel once a tap, the halo about once. Described
-// at tc_halo_mainloop.
+// filter's reach), which the MMA reads for every tap at the tap's offset:
+// the im2col tiles read each source pixel once a tap, the halo about once.
+// Described at tc_halo_desc.
 //
 // CT_CLUSTER 2 (with CT_TMA, F and B): blocks run in clusters of two along
 // x, the two column tiles of one row tile (the solver launches an even
@@ -217,17 +217,20 @@ static_assert(CT_WGMMA, "CT_TMA: the warpgroup MMA");
 #if CT_HALO
 static_assert(CT_WGMMA && !CT_TMA && !CT_SWAP && CT_DIR != 3 && CT_NHWC,
               "CT_HALO: F and B on the warpgroup MMA's copy ring, NHWC");
-static_assert(CT_HALO_TW % 8 == 0 && BM % CT_HALO_TW == 0,
-              "CT_HALO: tile rows of whole 8-position ldmatrix groups");
+static_assert((CT_HALO_TW == 8 || CT_HALO_TW % 64 == 0) && BM % CT_HALO_TW == 0,
+              "CT_HALO: tile rows of 8 positions, or of whole warpgroups");
 static_assert(CT_HALO_EH >= 0 && CT_HALO_EW >= 0, "CT_HALO: the filter reach");
 #endif
-// The halo tile: its rows and columns of source pixels, each pixel a row of
-// BK channels swizzled as the other tiles (tc_swizzle, by pixel index); the
+// The halo tile: its rows and columns of source pixels in CT_CHUNKS planes,
+// plane j holding every pixel's chunk j (channels 8j to 8j + 7), pixels 16
+// bytes apart in row order. A plane is an odd number of 16-byte units long,
+// so that the eight planes of one pixel's copies fall on distinct banks. The
 // ring's stages hold the filter tile alone, the two halo buffers follow it.
 #define CT_HALO_TH (BM / CT_HALO_TW)
 #define CT_HALO_HW (CT_HALO_TW + CT_HALO_EW)
 #define CT_HALO_PIX ((CT_HALO_TH + CT_HALO_EH) * CT_HALO_HW)
-#define CT_HALO_BYTES (((CT_HALO_PIX * CT_ROW_BYTES) + 1023) / 1024 * 1024)
+#define CT_HALO_PLANE ((CT_HALO_PIX | 1) * 16)
+#define CT_HALO_BYTES ((CT_CHUNKS * CT_HALO_PLANE + 1023) / 1024 * 1024)
 #define CT_HALO_STAGE_BYTES (BN * CT_ROW_BYTES)
 #define CT_HALO_AT (CT_STAGES * CT_HALO_STAGE_BYTES)
 static_assert(CT_CLUSTER == 1 || (CT_CLUSTER == 2 && CT_TMA && CT_DIR != 3),
@@ -686,9 +689,6 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%16"
 #define CT_WGMMA_B "%17"
 #define CT_WGMMA_P "%18"
-#define CT_WGMMA_RA "{%16, %17, %18, %19}"
-#define CT_WGMMA_RB "%20"
-#define CT_WGMMA_RP "%21"
 #define CT_WGMMA_OUTS CT_F8(0), CT_F8(8)
 #elif CT_WG_N == 64
 #define CT_WGMMA_SHAPE "m64n64k16"
@@ -699,9 +699,6 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%32"
 #define CT_WGMMA_B "%33"
 #define CT_WGMMA_P "%34"
-#define CT_WGMMA_RA "{%32, %33, %34, %35}"
-#define CT_WGMMA_RB "%36"
-#define CT_WGMMA_RP "%37"
 #define CT_WGMMA_OUTS CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24)
 #elif CT_WG_N == 96
 #define CT_WGMMA_SHAPE "m64n96k16"
@@ -713,9 +710,6 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%48"
 #define CT_WGMMA_B "%49"
 #define CT_WGMMA_P "%50"
-#define CT_WGMMA_RA "{%48, %49, %50, %51}"
-#define CT_WGMMA_RB "%52"
-#define CT_WGMMA_RP "%53"
 #define CT_WGMMA_OUTS \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40)
 #elif CT_WG_N == 128
@@ -729,9 +723,6 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%64"
 #define CT_WGMMA_B "%65"
 #define CT_WGMMA_P "%66"
-#define CT_WGMMA_RA "{%64, %65, %66, %67}"
-#define CT_WGMMA_RB "%68"
-#define CT_WGMMA_RP "%69"
 #define CT_WGMMA_OUTS                                                        \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
       CT_F8(56)
@@ -748,9 +739,6 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%96"
 #define CT_WGMMA_B "%97"
 #define CT_WGMMA_P "%98"
-#define CT_WGMMA_RA "{%96, %97, %98, %99}"
-#define CT_WGMMA_RB "%100"
-#define CT_WGMMA_RP "%101"
 #define CT_WGMMA_OUTS                                                        \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
       CT_F8(56), CT_F8(64), CT_F8(72), CT_F8(80), CT_F8(88)
@@ -770,9 +758,6 @@ CT_DEVICE void tc_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #define CT_WGMMA_A "%128"
 #define CT_WGMMA_B "%129"
 #define CT_WGMMA_P "%130"
-#define CT_WGMMA_RA "{%128, %129, %130, %131}"
-#define CT_WGMMA_RB "%132"
-#define CT_WGMMA_RP "%133"
 #define CT_WGMMA_OUTS                                                        \
   CT_F8(0), CT_F8(8), CT_F8(16), CT_F8(24), CT_F8(32), CT_F8(40), CT_F8(48), \
       CT_F8(56), CT_F8(64), CT_F8(72), CT_F8(80), CT_F8(88), CT_F8(96),      \
@@ -807,21 +792,6 @@ CT_DEVICE void tc_wgmma(float* d, unsigned long long a, unsigned long long b,
                : "l"(a), "l"(b), "r"(accumulate));
 }
 
-// As tc_wgmma with A from registers (CT_HALO): this thread's four words of
-// its warp's 16 rows of the k16 slice, laid out as mma.sync's A fragment
-// (what ldmatrix x4 reads of rows 0-15 at chunks 2kk and 2kk + 1).
-CT_DEVICE void tc_wgmma_rs(float* d, const ct_u32* a, unsigned long long b,
-                           int accumulate) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " CT_WGMMA_RP
-               ", 0;\n"
-               "wgmma.mma_async.sync.aligned." CT_WGMMA_SHAPE CT_WGMMA_TYPE
-               " " CT_WGMMA_D ", " CT_WGMMA_RA ", " CT_WGMMA_RB
-               ", p, 1, 1, 0;\n}\n"
-               : CT_WGMMA_OUTS
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b),
-                 "r"(accumulate));
-}
-
 // Keeps the compiler from moving reads or writes of v across the MMAs.
 CT_DEVICE void tc_hold(float& v) { asm volatile("" : "+f"(v)::"memory"); }
 
@@ -840,20 +810,28 @@ CT_DEVICE tc_wg_operands tc_wg_operands_of_thread() {
 #endif
 }
 
-// One reduction step's MMAs on the stage at `stage`, committed as a group;
-// returns once the step before's group is done, so that one step's MMAs
-// stay in flight. The first step overwrites the sums.
-CT_DEVICE void tc_wgmma_step(float* d, ct_u32 stage, tc_wg_operands at,
-                             bool first) {
+// One reduction step's MMAs, A through descriptor `a` (its k16 slices
+// `a_slice` of the descriptor's 16-byte units apart) and B the tile at `b`,
+// committed as a group; returns once the step before's group is done, so
+// that one step's MMAs stay in flight. The first step overwrites the sums.
+CT_DEVICE void tc_wgmma_step_at(float* d, unsigned long long a,
+                                unsigned long long a_slice, ct_u32 b,
+                                bool first) {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
   for (int kk = 0; kk < BK / 16; ++kk) {
-    const ct_u32 slice = kk * CT_WG_SLICE_BYTES;
-    tc_wgmma(d, tc_wgmma_desc(stage + at.a + slice),
-             tc_wgmma_desc(stage + at.b + slice), !first || kk > 0);
+    tc_wgmma(d, a + kk * a_slice, tc_wgmma_desc(b + kk * CT_WG_SLICE_BYTES),
+             !first || kk > 0);
   }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
+// As tc_wgmma_step_at on the stage at `stage`, this warpgroup's operands
+// where `at` says.
+CT_DEVICE void tc_wgmma_step(float* d, ct_u32 stage, tc_wg_operands at,
+                             bool first) {
+  tc_wgmma_step_at(d, tc_wgmma_desc(stage + at.a), CT_WG_SLICE_BYTES >> 4,
+                   stage + at.b, first);
 }
 // Waits for the last step's MMAs; the sums are then in d.
 CT_DEVICE void tc_wgmma_drain(float* d) {
@@ -871,9 +849,9 @@ CT_DEVICE void tc_wgmma_drain(float* d) {
 // ResNet-50's 3x3 F and B layers 8-11% slower on the H200. cp.async writes
 // through the generic proxy and the MMA reads through the async one: each
 // thread fences its landed copies before the barrier.
-template <typename Load>
-CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
-                                 ct_u32 smem, Load& load) {
+template <int kStageBytes, typename Load, typename Step>
+CT_DEVICE void tc_wgmma_ring(float (&acc)[CT_MI][CT_NI][4], int steps,
+                             ct_u32 smem, Load& load, Step& step) {
   // The first slice overwrites the sums: zeroing them first would be reads
   // of the MMA's registers in its pipeline. Without steps (a W split with no
   // positions) no MMA runs, and the sums are zeros.
@@ -888,7 +866,6 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     if (st < steps) load(st, st);
     tc_commit();
   }
-  const tc_wg_operands at = tc_wg_operands_of_thread();
   for (int kt = 0; kt < steps; ++kt) {
     tc_wait<CT_STAGES - 3>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -896,60 +873,46 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     const int next = kt + CT_STAGES - 2;
     if (next < steps) load(next, next % CT_STAGES);
     tc_commit();
-    tc_wgmma_step(d, smem + (kt % CT_STAGES) * CT_WG_STAGE_BYTES, at, kt == 0);
+    step(d, smem + (kt % CT_STAGES) * kStageBytes, kt == 0);
   }
   tc_wgmma_drain(d);
   tc_wait<0>();
 }
+// The ring over stages holding both tiles (tc_wgmma_step).
+template <typename Load>
+CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
+                                 ct_u32 smem, Load& load) {
+  const tc_wg_operands at = tc_wg_operands_of_thread();
+  auto step = [&](float* d, ct_u32 stage, bool first) {
+    tc_wgmma_step(d, stage, at, first);
+  };
+  tc_wgmma_ring<CT_WG_STAGE_BYTES>(acc, steps, smem, load, step);
+}
 
 #if CT_HALO
-// The stage ring of the halo tiles: as tc_wgmma_mainloop, but a stage holds
-// the filter tile alone (the MMA's B), and the MMA's A comes from
-// registers: before a step's MMAs, fragments(a) reads this warp's 16 rows
-// of each k16 slice for the step's tap out of the halo tile with ldmatrix
-// (the steps in order, one call each). A row of the tile is an output
-// position, and for tap (r, s) its pixel lies r rows and s columns on in
-// the halo, so any tap's rows are a gather that ldmatrix's per-lane
-// addresses make, and the halo is copied once per channel block rather than
-// once per tap. A step's MMAs stay in flight through the next step's wait,
-// barrier and copies, and are waited for before its fragments overwrite
-// the registers they read (ptxas serialises every MMA where a step's
-// fragments are loaded while the step before's MMAs may run, even into a
-// second register set). load(step, slot) copies the step's filter tile, and at
-// a channel block's first tap the block's halo into the buffer of its
-// parity: the buffer is refilled two channel blocks later, CT_STAGES - 2
-// steps ahead, after every warp has read the previous block's last tap
-// (the solver keeps the taps at least CT_STAGES - 2).
-template <typename Load, typename Fragments>
-CT_DEVICE void tc_halo_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
-                                ct_u32 smem, Load& load,
-                                Fragments& fragments) {
-  float* d = &acc[0][0][0];
-#pragma unroll
-  for (int st = 0; st < CT_STAGES - 2; ++st) {
-    if (st < steps) load(st, st);
-    tc_commit();
-  }
-  ct_u32 a[BK / 16][4];
-  for (int kt = 0; kt < steps; ++kt) {
-    tc_wait<CT_STAGES - 3>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
-    const int next = kt + CT_STAGES - 2;
-    if (next < steps) load(next, next % CT_STAGES);
-    tc_commit();
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    fragments(a);
-    const ct_u32 stage = smem + (kt % CT_STAGES) * CT_HALO_STAGE_BYTES;
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      tc_wgmma_rs(d, a[kk], tc_wgmma_desc(stage + kk * 32), kt > 0 || kk > 0);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  }
-  tc_wgmma_drain(d);
-  tc_wait<0>();
+// The halo tiles (CT_HALO): a stage of the ring holds the filter tile alone
+// (the MMA's B), and the MMA reads A straight from the halo of the step's
+// channel block. Without a swizzle the MMA takes A as 8 x 16-byte core
+// matrices of 128 contiguous bytes: eight rows' chunk j, the rows 16 bytes
+// apart. In a plane of the halo that is eight pixels of one halo row, so
+// for tap (r, s) a warpgroup's 64 rows (eight tile rows of 8 positions, or
+// 64 positions of one tile row) are core matrices starting at its first
+// output position's pixel moved r rows and s columns on: the descriptor's
+// start address is any 16-byte unit, its stride from one 8-row group to the
+// next a halo row (or 128 bytes), its leading offset from chunk to chunk a
+// plane. Every tap reads the same halo, which is copied once a channel
+// block (load(step, slot) copies it at the block's first tap, into the
+// buffer of the block's parity). That buffer is refilled two channel blocks
+// later, CT_STAGES - 2 steps ahead; every warpgroup has then waited for the
+// MMAs of the step two before the refill's, the previous block's last tap
+// or later when the taps are at least CT_STAGES - 1 (the solver keeps
+// them so).
+CT_DEVICE unsigned long long tc_halo_desc(ct_u32 addr) {
+  constexpr unsigned long long kLead = CT_HALO_PLANE,
+                               kStride =
+                                   CT_HALO_TW == 8 ? CT_HALO_HW * 16 : 128;
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         ((kLead >> 4) << 16) | ((kStride >> 4) << 32);
 }
 #endif  // CT_HALO
 
@@ -1127,8 +1090,8 @@ CT_DEVICE ct_u16 tc_bits(float v) { return ct_from_float<ct_t>(v).bits; }
 #define CT_CLUSTER_DIMS
 #endif
 // Halo tiles of 8 warps and at most 128 columns run two blocks a
-// multiprocessor, one's copies and fragment loads beside the other's MMAs
-// (their registers capped to 128 a thread for it).
+// multiprocessor, one's copies beside the other's MMAs (their registers
+// capped to 128 a thread for it).
 #if CT_HALO && CT_THREADS <= 256 && BN <= 128
 #define CT_MIN_BLOCKS 2
 #else
@@ -1282,7 +1245,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
   tile_at /= tiles_w;
   const int t_y = tile_at % tiles_h, t_n = tile_at / tiles_h;
   const int y0 = t_y * CT_HALO_TH, x0 = t_x * CT_HALO_TW;
-  const int ih0 = y0 - static_cast<int>(a_ph), iw0 = x0 - static_cast<int>(a_pw);
+  const int ih0 = y0 - static_cast<int>(a_ph),
+            iw0 = x0 - static_cast<int>(a_pw);
   const ct_u16* src_image = src + t_n * h * w * row_stride + g * cp;
   // Issues the copies of the next step into stage `slot` (and at a channel
   // block's first tap its halo), the steps in order as below.
@@ -1298,7 +1262,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
                         static_cast<unsigned>(iw) < static_cast<unsigned>(w);
         const ct_u16* q =
             ok ? src_image + (ih * w + iw) * row_stride + c0 + j * 8 : src;
-        tc_copy16(halo + tc_swizzle(px, j), q, ok ? 16 : 0);
+        tc_copy16(halo + j * CT_HALO_PLANE + px * 16, q, ok ? 16 : 0);
       }
     }
     const int b_off = (fr * fs + fc) * cp + c0;
@@ -1313,20 +1277,20 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
       if (++fr == fr_count) fr = 0, c0 += BK, ++cb;
     }
   };
-  // This thread's A rows: warp w holds tile rows 16w to 16w + 15, lanes
-  // 0-15 address them at a slice's first chunk and lanes 16-31 at its
-  // second; row r is output (r / CT_HALO_TW, r % CT_HALO_TW) of the tile,
-  // whose tap (0, 0) pixel has the same coordinates in the halo.
-  const int a_row = warp * 16 + (lane & 15), a_half = lane >> 4;
-  const int a_pixel = (a_row / CT_HALO_TW) * CT_HALO_HW + a_row % CT_HALO_TW;
-  const int tap_h = dh * CT_HALO_HW;
+  // This warpgroup's 64 rows start at tile row wg * 64, output position
+  // (wg * 64 / CT_HALO_TW, wg * 64 % CT_HALO_TW) of the tile, whose tap
+  // (0, 0) pixel has the same coordinates in the halo; each step moves them
+  // on by its tap (the steps in order, one call each).
+  const int wg_row = (tid / 128) * 64;
+  const ct_u32 wg_at =
+      ((wg_row / CT_HALO_TW) * CT_HALO_HW + wg_row % CT_HALO_TW) * 16;
+  const int tap_h = dh * CT_HALO_HW * 16, tap_w = dw * 16;
   int ar = 0, as = 0, acb = 0;
-  auto fragments = [&](ct_u32(&a)[BK / 16][4]) {
-    const ct_u32 halo = smem + CT_HALO_AT + (acb & 1) * CT_HALO_BYTES;
-    const int px = a_pixel + ar * tap_h + as * dw;
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-      tc_ldmatrix4(a[kk], halo + tc_swizzle(px, kk * 2 + a_half));
+  auto step = [&](float* d, ct_u32 stage, bool first) {
+    const ct_u32 a = smem + CT_HALO_AT + (acb & 1) * CT_HALO_BYTES + wg_at +
+                     ar * tap_h + as * tap_w;
+    tc_wgmma_step_at(d, tc_halo_desc(a), (2 * CT_HALO_PLANE) >> 4, stage,
+                     first);
     if (++as == fs) {
       as = 0;
       if (++ar == fr_count) ar = 0, ++acb;
@@ -1388,7 +1352,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
 #endif
   float acc[CT_MI][CT_NI][4];
 #if CT_HALO
-  tc_halo_mainloop(acc, steps, smem, load, fragments);
+  tc_wgmma_ring<CT_HALO_STAGE_BYTES>(acc, steps, smem, load, step);
 #elif CT_TMA
   tc_tma_mainloop(acc, steps, smem, bars, issue);
 #elif CT_WGMMA

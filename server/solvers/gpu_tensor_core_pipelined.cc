@@ -32,6 +32,7 @@
 // of two blocks that copy their shared source tile once between them.
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -156,18 +157,20 @@ constexpr std::array<int64_t, 6> kClusterConfigs[] = {
     {128, 64, 64, 8, 1, 4},  {128, 256, 64, 8, 1, 4}, {256, 128, 64, 16, 1, 3}};
 // F and B over stride-1 passes, NHWC, on the warpgroup MMA: {BM, BN, BK,
 // BM / 16, 1, stages, 0, TW}, the block's rows a TW wide, BM / TW high tile
-// of output positions whose source halo is staged once a channel block and
-// read for every tap (-DCT_HALO): the im2col tiles of the other configs
-// read each source pixel once a tap through L2, 9 times for 3x3, which
-// holds 64- and 128-channel layers at large images below the MMA's rate
-// (VGG-16's 64-channel 224x224 layers at 367 TFLOP/s on the H100). A find
-// times those that apply (HaloApplies).
+// of output positions (TW 8, or 64 for a warpgroup a tile row) whose source
+// halo is staged once a channel block and read by the MMA for every tap
+// (-DCT_HALO): the im2col tiles of the other configs read each source pixel
+// once a tap through L2, 9 times for 3x3, which holds 32- to 128-channel
+// layers at large images below the MMA's rate (VGG-16's 64-channel 224x224
+// layers at 367-391 TFLOP/s on the H100, Inception's 32-channel 147x147
+// ones at 176); a 16 x 8 tile's 3x3 halo is 1.4 times its positions. A
+// find times those that apply (HaloApplies).
 constexpr std::array<int64_t, 8> kHaloConfigs[] = {
-    {128, 128, 64, 8, 1, 4, 0, 16}, {128, 128, 64, 8, 1, 4, 0, 8},
-    {128, 64, 64, 8, 1, 4, 0, 16},  {128, 256, 64, 8, 1, 3, 0, 16},
-    {256, 128, 64, 16, 1, 4, 0, 16}, {256, 64, 64, 16, 1, 3, 0, 16},
-    {128, 64, 32, 8, 1, 6, 0, 16},  {128, 128, 32, 8, 1, 6, 0, 16},
-    {256, 128, 32, 16, 1, 6, 0, 16}};
+    {128, 128, 64, 8, 1, 4, 0, 8},  {128, 64, 64, 8, 1, 4, 0, 8},
+    {128, 32, 64, 8, 1, 5, 0, 8},   {128, 256, 64, 8, 1, 3, 0, 8},
+    {256, 128, 64, 16, 1, 4, 0, 8}, {256, 64, 64, 16, 1, 4, 0, 8},
+    {128, 64, 32, 8, 1, 6, 0, 8},   {64, 32, 32, 4, 1, 6, 0, 8},
+    {128, 128, 32, 8, 1, 6, 0, 8},  {128, 128, 64, 8, 1, 4, 0, 64}};
 bool IsTma(const PerfConfig& c) { return c.size() == 7 && c[6] >= 1; }
 bool IsHalo(const PerfConfig& c) { return c.size() == 8 && c[7] > 0; }
 int64_t ClusterOf(const PerfConfig& c) { return IsTma(c) ? c[6] : 1; }
@@ -385,14 +388,15 @@ int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 // a stage for its barriers (CT_BARRIERS_AT for F and B; W's follow the
 // ring).
 // A halo config's ring holds filter tiles alone, and two halo buffers
-// (CT_HALO_BYTES) follow it.
+// (CT_HALO_BYTES: a plane of an odd number of 16-byte pixels for each
+// 8-channel chunk) follow it.
 int64_t HaloReach(const ConvProblem& p, int dim) {
   return (p.filter[dim] - 1) * p.dilation[dim];
 }
 int64_t HaloBytes(const ConvProblem& p, const PerfConfig& c) {
   const int64_t pixels =
       (c[0] / c[7] + HaloReach(p, 1)) * (c[7] + HaloReach(p, 2));
-  return CeilDiv(pixels * c[2] * 2, 1024) * 1024;
+  return CeilDiv((c[2] / 8) * (pixels | 1) * 16, 1024) * 1024;
 }
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
   const int64_t ring = IsHalo(c) ? c[5] * c[1] * c[2] * 2 + 2 * HaloBytes(p, c)
@@ -470,13 +474,13 @@ constexpr int64_t kMaxBlockSharedBytes = 227 << 10;
 
 // Whether halo config `c` runs the pass of `g` (for `p`): F, or stride-1
 // B, over channels-last tensors without a folded width, the channels a
-// whole number of steps, at least CT_STAGES - 2 taps (tc_halo_mainloop
-// refills a halo buffer that many steps ahead), the halo in shared memory.
-bool HaloApplies(const ConvProblem& p, const Geometry& g,
-                 const PerfConfig& c) {
+// whole number of steps, at least CT_STAGES - 1 taps (a halo buffer is
+// refilled CT_STAGES - 2 steps ahead, once the step two before is done:
+// tc_halo_desc), the halo in shared memory.
+bool HaloApplies(const ConvProblem& p, const Geometry& g, const PerfConfig& c) {
   return p.layout == Layout::kNHWC && g.phases.empty() && !g.fold.on &&
          g.sh == 1 && g.sw == 1 && g.cp % c[2] == 0 &&
-         g.fh * g.fw >= std::max<int64_t>(2, c[5] - 2) &&
+         g.fh * g.fw >= std::max<int64_t>(2, c[5] - 1) &&
          SharedBytes(p, c, true) <= kMaxBlockSharedBytes;
 }
 
@@ -901,12 +905,21 @@ class GpuTensorCorePipelined final : public GpuSolver {
       }
       return configs;
     }
-    // Every halo tile that applies.
+    // The halo tiles that apply and pad the fewest columns among them; the
+    // 32-column ones only where the 64-column ones pad more.
+    const int64_t columns = MakeGeometry(p, wgmma_).co;
+    int64_t halo_least = std::numeric_limits<int64_t>::max();
     for (const PerfConfig& c : space) {
-      if (IsHalo(c)) offer(c);
+      if (IsHalo(c))
+        halo_least = std::min(halo_least, PaddedColumns(columns, c[1]));
+    }
+    for (const PerfConfig& c : space) {
+      if (IsHalo(c) && PaddedColumns(columns, c[1]) == halo_least &&
+          (c[1] != 32 || PaddedColumns(columns, 64) > halo_least)) {
+        offer(c);
+      }
     }
     if (!IsTma(configs[0])) return configs;
-    const int64_t columns = MakeGeometry(p, wgmma_).co;
     int64_t least = PaddedColumns(columns, configs[0][1]);
     // The fewest padded columns of the configs offered so far.
     const auto offer_tile = [&](PerfConfig config) {

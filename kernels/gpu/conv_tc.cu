@@ -221,16 +221,16 @@ static_assert((CT_HALO_TW == 8 || CT_HALO_TW % 64 == 0) && BM % CT_HALO_TW == 0,
               "CT_HALO: tile rows of 8 positions, or of whole warpgroups");
 static_assert(CT_HALO_EH >= 0 && CT_HALO_EW >= 0, "CT_HALO: the filter reach");
 #endif
-// The halo tile: its rows and columns of source pixels in CT_CHUNKS planes,
-// plane j holding every pixel's chunk j (channels 8j to 8j + 7), pixels 16
-// bytes apart in row order. A plane is an odd number of 16-byte units long,
-// so that the eight planes of one pixel's copies fall on distinct banks. The
+// The halo tile: its rows and columns of source pixels, each pixel a row of
+// BK channels swizzled as the other tiles (tc_swizzle, by pixel index); the
 // ring's stages hold the filter tile alone, the two halo buffers follow it.
 #define CT_HALO_TH (BM / CT_HALO_TW)
 #define CT_HALO_HW (CT_HALO_TW + CT_HALO_EW)
 #define CT_HALO_PIX ((CT_HALO_TH + CT_HALO_EH) * CT_HALO_HW)
-#define CT_HALO_PLANE ((CT_HALO_PIX | 1) * 16)
-#define CT_HALO_BYTES ((CT_CHUNKS * CT_HALO_PLANE + 1023) / 1024 * 1024)
+#define CT_HALO_BYTES (((CT_HALO_PIX * CT_ROW_BYTES) + 1023) / 1024 * 1024)
+#ifndef CT_HALO_BASE_OFFSET
+#define CT_HALO_BASE_OFFSET 0
+#endif
 #define CT_HALO_STAGE_BYTES (BN * CT_ROW_BYTES)
 #define CT_HALO_AT (CT_STAGES * CT_HALO_STAGE_BYTES)
 static_assert(CT_CLUSTER == 1 || (CT_CLUSTER == 2 && CT_TMA && CT_DIR != 3),
@@ -892,27 +892,37 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 #if CT_HALO
 // The halo tiles (CT_HALO): a stage of the ring holds the filter tile alone
 // (the MMA's B), and the MMA reads A straight from the halo of the step's
-// channel block. Without a swizzle the MMA takes A as 8 x 16-byte core
-// matrices of 128 contiguous bytes: eight rows' chunk j, the rows 16 bytes
-// apart. In a plane of the halo that is eight pixels of one halo row, so
-// for tap (r, s) a warpgroup's 64 rows (eight tile rows of 8 positions, or
-// 64 positions of one tile row) are core matrices starting at its first
-// output position's pixel moved r rows and s columns on: the descriptor's
-// start address is any 16-byte unit, its stride from one 8-row group to the
-// next a halo row (or 128 bytes), its leading offset from chunk to chunk a
-// plane. Every tap reads the same halo, which is copied once a channel
-// block (load(step, slot) copies it at the block's first tap, into the
-// buffer of the block's parity). That buffer is refilled two channel blocks
-// later, CT_STAGES - 2 steps ahead; every warpgroup has then waited for the
-// MMAs of the step two before the refill's, the previous block's last tap
-// or later when the taps are at least CT_STAGES - 1 (the solver keeps
-// them so).
+// channel block, whose pixels are rows of BK channels swizzled as the other
+// tiles' rows (tc_swizzle by pixel index, from a 1024-byte boundary). The
+// swizzle is a function of the address, so any run of pixels is a K-major
+// operand with the same swizzle: for tap (r, s) a warpgroup's 64 rows
+// (eight tile rows of 8 positions, or 64 positions of one tile row) start
+// at its first output position's pixel moved r rows and s columns on, and
+// the descriptor's stride from one 8-row group to the next is a halo row
+// (or 8 pixels). Every tap reads the same halo, which is copied once a
+// channel block (load(step, slot) copies it at the block's first tap, into
+// the buffer of the block's parity). That buffer is refilled two channel
+// blocks later, CT_STAGES - 2 steps ahead; every warpgroup has then waited
+// for the MMAs of the step two before the refill's, the previous block's
+// last tap or later when the taps are at least CT_STAGES - 1 (the solver
+// keeps them so). A halo laid out in planes of one 16-byte chunk of every
+// pixel, read without a swizzle, was checked and ran 1.2-3x slower than
+// the im2col tiles on VGG-16's 64-channel 224x224 B layer on the H100: the
+// eight rows the MMA reads together then share their banks.
 CT_DEVICE unsigned long long tc_halo_desc(ct_u32 addr) {
-  constexpr unsigned long long kLead = CT_HALO_PLANE,
-                               kStride =
-                                   CT_HALO_TW == 8 ? CT_HALO_HW * 16 : 128;
-  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
-         ((kLead >> 4) << 16) | ((kStride >> 4) << 32);
+#if BK == 64
+  constexpr unsigned long long kSwizzle = 1;
+#else
+  constexpr unsigned long long kSwizzle = 2;
+#endif
+  constexpr unsigned long long kStride =
+      (CT_HALO_TW == 8 ? CT_HALO_HW : 8) * CT_ROW_BYTES;
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
+         ((kStride >> 4) << 32) |
+         (static_cast<unsigned long long>(CT_HALO_BASE_OFFSET ? (addr >> 7) & 7
+                                                              : 0)
+          << 49) |
+         (kSwizzle << 62);
 }
 #endif  // CT_HALO
 
@@ -1262,7 +1272,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
                         static_cast<unsigned>(iw) < static_cast<unsigned>(w);
         const ct_u16* q =
             ok ? src_image + (ih * w + iw) * row_stride + c0 + j * 8 : src;
-        tc_copy16(halo + j * CT_HALO_PLANE + px * 16, q, ok ? 16 : 0);
+        tc_copy16(halo + tc_swizzle(px, j), q, ok ? 16 : 0);
       }
     }
     const int b_off = (fr * fs + fc) * cp + c0;
@@ -1283,14 +1293,13 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
   // on by its tap (the steps in order, one call each).
   const int wg_row = (tid / 128) * 64;
   const ct_u32 wg_at =
-      ((wg_row / CT_HALO_TW) * CT_HALO_HW + wg_row % CT_HALO_TW) * 16;
-  const int tap_h = dh * CT_HALO_HW * 16, tap_w = dw * 16;
+      ((wg_row / CT_HALO_TW) * CT_HALO_HW + wg_row % CT_HALO_TW) * CT_ROW_BYTES;
+  const int tap_h = dh * CT_HALO_HW * CT_ROW_BYTES, tap_w = dw * CT_ROW_BYTES;
   int ar = 0, as = 0, acb = 0;
   auto step = [&](float* d, ct_u32 stage, bool first) {
     const ct_u32 a = smem + CT_HALO_AT + (acb & 1) * CT_HALO_BYTES + wg_at +
                      ar * tap_h + as * tap_w;
-    tc_wgmma_step_at(d, tc_halo_desc(a), (2 * CT_HALO_PLANE) >> 4, stage,
-                     first);
+    tc_wgmma_step_at(d, tc_halo_desc(a), 32 >> 4, stage, first);
     if (++as == fs) {
       as = 0;
       if (++ar == fr_count) ar = 0, ++acb;

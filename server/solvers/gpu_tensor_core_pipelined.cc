@@ -388,15 +388,14 @@ int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 // a stage for its barriers (CT_BARRIERS_AT for F and B; W's follow the
 // ring).
 // A halo config's ring holds filter tiles alone, and two halo buffers
-// (CT_HALO_BYTES: a plane of an odd number of 16-byte pixels for each
-// 8-channel chunk) follow it.
+// (CT_HALO_BYTES) follow it.
 int64_t HaloReach(const ConvProblem& p, int dim) {
   return (p.filter[dim] - 1) * p.dilation[dim];
 }
 int64_t HaloBytes(const ConvProblem& p, const PerfConfig& c) {
   const int64_t pixels =
       (c[0] / c[7] + HaloReach(p, 1)) * (c[7] + HaloReach(p, 2));
-  return CeilDiv((c[2] / 8) * (pixels | 1) * 16, 1024) * 1024;
+  return CeilDiv(pixels * c[2] * 2, 1024) * 1024;
 }
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
   const int64_t ring = IsHalo(c) ? c[5] * c[1] * c[2] * 2 + 2 * HaloBytes(p, c)

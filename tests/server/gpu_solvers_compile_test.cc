@@ -1448,9 +1448,8 @@ TEST(GpuSolvers, TensorCoreWgmmaStagesHaloTiles) {
     // 2 images of 2 x 3 tiles of 16 x 8 outputs, one column tile.
     EXPECT_EQ(step.grid(0), 12u);
     EXPECT_EQ(step.block(0), 256u);
-    // Four 128-row filter stages and two 18 x 10 pixel halos (eight planes
-    // of 181 16-byte units, 22.6 KiB, kept in whole KiB), larger than the
-    // 128 x 136 output tile.
+    // Four 128-row filter stages and two 18 x 10 pixel halos (22.5 KiB,
+    // kept in whole KiB), larger than the 128 x 136 output tile.
     EXPECT_EQ(step.shared_bytes(), 4 * 128 * 128 + 2 * 23 * 1024 + 1024);
     for (const char* o : {"-DCT_HALO=1", "-DCT_HALO_TW=8", "-DCT_HALO_EH=2",
                           "-DCT_HALO_EW=2"}) {

@@ -52,7 +52,8 @@
 // tile's halo (its rows and columns CT_HALO_EH and CT_HALO_EW further, the
 // filter's reach), which the MMA reads for every tap at the tap's offset:
 // the im2col tiles read each source pixel once a tap, the halo about once.
-// Described at tc_halo_desc.
+// With CT_TMA the copies go through the tensor maps, tm_src then a tiled
+// map over the source. Described at tc_halo_desc.
 //
 // CT_CLUSTER 2 (with CT_TMA, F and B): blocks run in clusters of two along
 // x, the two column tiles of one row tile (the solver launches an even
@@ -162,9 +163,14 @@
 #endif
 // With CT_TMA, the stage barriers' offset in the aligned shared memory: past
 // the ring and the output tile, whichever is larger.
-#define CT_BARRIERS_AT                                                         \
-  (CT_STAGES * CT_STAGE_BYTES > CT_OUT_TILE_BYTES ? CT_STAGES * CT_STAGE_BYTES \
-                                                  : CT_OUT_TILE_BYTES)
+// (The halo tiles' ring holds the filter tiles and two halos.)
+#if CT_HALO && CT_DIR != 3
+#define CT_RING_BYTES (CT_HALO_AT + 2 * CT_HALO_BYTES)
+#else
+#define CT_RING_BYTES (CT_STAGES * CT_STAGE_BYTES)
+#endif
+#define CT_BARRIERS_AT \
+  (CT_RING_BYTES > CT_OUT_TILE_BYTES ? CT_RING_BYTES : CT_OUT_TILE_BYTES)
 #define CT_AL \
   (BM * CT_CHUNKS / CT_THREADS)  // A chunks a thread copies per stage
 #define CT_BL (BN * CT_CHUNKS / CT_THREADS)
@@ -231,8 +237,10 @@ static_assert(CT_STAGES >= 3, "CT_WGMMA: at least three stages");
 static_assert(CT_WGMMA, "CT_TMA: the warpgroup MMA");
 #endif
 #if CT_HALO
-static_assert(CT_WGMMA && !CT_TMA && !CT_SWAP && CT_NHWC,
-              "CT_HALO: on the warpgroup MMA's copy ring, NHWC");
+static_assert(CT_WGMMA && !CT_SWAP && CT_NHWC && CT_CLUSTER == 1 &&
+                  (!CT_TMA || CT_DIR != 3),
+              "CT_HALO: on the warpgroup MMA, NHWC; through the tensor maps "
+              "for F and B alone");
 static_assert((CT_HALO_TW == 8 || CT_HALO_TW % 64 == 0) && BM % CT_HALO_TW == 0,
               "CT_HALO: tile rows of 8 positions, or of whole warpgroups");
 static_assert(CT_HALO_EH >= 0 && CT_HALO_EW >= 0, "CT_HALO: the filter reach");
@@ -244,9 +252,6 @@ static_assert(CT_HALO_EH >= 0 && CT_HALO_EW >= 0, "CT_HALO: the filter reach");
 #define CT_HALO_HW (CT_HALO_TW + CT_HALO_EW)
 #define CT_HALO_PIX ((CT_HALO_TH + CT_HALO_EH) * CT_HALO_HW)
 #define CT_HALO_BYTES (((CT_HALO_PIX * CT_ROW_BYTES) + 1023) / 1024 * 1024)
-#ifndef CT_HALO_BASE_OFFSET
-#define CT_HALO_BASE_OFFSET 0
-#endif
 #define CT_HALO_STAGE_BYTES (BN * CT_ROW_BYTES)
 #define CT_HALO_AT (CT_STAGES * CT_HALO_STAGE_BYTES)
 static_assert(CT_CLUSTER == 1 || (CT_CLUSTER == 2 && CT_TMA && CT_DIR != 3),
@@ -923,10 +928,20 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
 // blocks later, CT_STAGES - 2 steps ahead; every warpgroup has then waited
 // for the MMAs of the step two before the refill's, the previous block's
 // last tap or later when the taps are at least CT_STAGES - 1 (the solver
-// keeps them so). A halo laid out in planes of one 16-byte chunk of every
-// pixel, read without a swizzle, was checked and ran 1.2-3x slower than
-// the im2col tiles on VGG-16's 64-channel 224x224 B layer on the H100: the
-// eight rows the MMA reads together then share their banks.
+// keeps them so). The descriptor's base offset stays 0 at any start: on
+// the H100 a 128-byte swizzled operand starting 1 to 21 rows past a
+// 1024-byte boundary read exactly with it, and wrongly with the start's
+// row within the pattern there. A halo laid out in planes of one 16-byte
+// chunk of every pixel, read without a swizzle, was checked and ran 1.2-3x
+// slower than the im2col tiles on VGG-16's 64-channel 224x224 B layer on
+// the H100: the eight rows the MMA reads together then share their banks.
+//
+// Through the tensor maps (CT_TMA), one thread issues each step's filter
+// tile and at a channel block's first tap the halo (a box of the tiled map
+// tm_src over the source, its rows and columns from the tile's first
+// output position less the padding, zeros outside the image) onto the
+// stage's barrier, as tc_tma_mainloop; the halo lands in the same swizzle,
+// the map's being a function of the address too.
 CT_DEVICE unsigned long long tc_halo_desc(ct_u32 addr) {
 #if BK == 64
   constexpr unsigned long long kSwizzle = 1;
@@ -936,11 +951,7 @@ CT_DEVICE unsigned long long tc_halo_desc(ct_u32 addr) {
   constexpr unsigned long long kStride =
       (CT_HALO_TW == 8 ? CT_HALO_HW : 8) * CT_ROW_BYTES;
   return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
-         ((kStride >> 4) << 32) |
-         (static_cast<unsigned long long>(CT_HALO_BASE_OFFSET ? (addr >> 7) & 7
-                                                              : 0)
-          << 49) |
-         (kSwizzle << 62);
+         ((kStride >> 4) << 32) | (kSwizzle << 62);
 }
 #endif  // CT_HALO
 
@@ -1056,13 +1067,14 @@ CT_DEVICE void tc_tma_tile(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
 // Each barrier still waits for a whole stage's bytes, half its source tile
 // copied by each block; a peer's bytes may land before this block's issuer
 // arrives, which the barrier's pending arrival holds the phase open for.
-template <typename Issue>
-CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
-                               ct_u32 smem, ct_u32 bars, Issue& issue) {
-  float* d = &acc[0][0][0];
+// d: this thread's kSums sums; step(d, stage, first) multiplies a stage
+// (as tc_wgmma_ring).
+template <int kStageBytes, int kSums, typename Issue, typename Step>
+CT_DEVICE void tc_tma_ring(float* d, int steps, ct_u32 smem, ct_u32 bars,
+                           Issue& issue, Step& step) {
   if (steps == 0) {
 #pragma unroll
-    for (int i = 0; i < CT_MI * CT_NI * 4; ++i) d[i] = 0.0f;
+    for (int i = 0; i < kSums; ++i) d[i] = 0.0f;
     return;
   }
   const bool issuer = threadIdx.x == 0;
@@ -1079,7 +1091,6 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
       if (st < steps) issue(st, st);
     }
   }
-  const tc_wg_operands at = tc_wg_operands_of_thread();
   for (int kt = 0; kt < steps; ++kt) {
     // Every warp is past its wait for step kt - 2's MMAs: that slot is free.
     tc_ring_sync();
@@ -1087,14 +1098,25 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
     if (issuer && next < steps) issue(next, next % CT_STAGES);
     const int slot = kt % CT_STAGES;
     tc_barrier_wait(bars + 8 * slot, (kt / CT_STAGES) & 1);
-    tc_wgmma_step(d, smem + slot * CT_WG_STAGE_BYTES, at, kt == 0);
+    step(d, smem + slot * kStageBytes, kt == 0);
   }
-  tc_wgmma_drain(d);
+  tc_wgmma_drain<kSums>(d);
 #if CT_CLUSTER > 1
   // Neither block leaves while copies it issued may still be landing in
   // the other.
   tc_cluster_sync();
 #endif
+}
+// The ring over stages holding both tiles (tc_wgmma_step).
+template <typename Issue>
+CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
+                               ct_u32 smem, ct_u32 bars, Issue& issue) {
+  const tc_wg_operands at = tc_wg_operands_of_thread();
+  auto step = [&](float* d, ct_u32 stage, bool first) {
+    tc_wgmma_step(d, stage, at, first);
+  };
+  tc_tma_ring<CT_WG_STAGE_BYTES, CT_MI * CT_NI * 4>(&acc[0][0][0], steps, smem,
+                                                    bars, issue, step);
 }
 #endif  // CT_TMA
 #endif  // CT_WGMMA
@@ -1217,7 +1239,93 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
   unsigned char* tile_base = tc_smem;
 #endif
   const int cblocks = cp / BK;
+#if CT_HALO
+  const int steps = fr_count * fs * cblocks;
+  // The block's tile: image t_n, output rows from y0, columns from x0 (row
+  // tiles in x fastest, then y, then images; column tiles fastest of all).
+  const int oh_count = static_cast<int>(a_oh);
+  const int tiles_w = (ow + CT_HALO_TW - 1) / CT_HALO_TW;
+  const int tiles_h = (oh_count + CT_HALO_TH - 1) / CT_HALO_TH;
+  int tile_at = static_cast<int>(blockIdx.x / col_tiles);
+  const int t_x = tile_at % tiles_w;
+  tile_at /= tiles_w;
+  const int t_y = tile_at % tiles_h, t_n = tile_at / tiles_h;
+  const int y0 = t_y * CT_HALO_TH, x0 = t_x * CT_HALO_TW;
+  const int ih0 = y0 - static_cast<int>(a_ph),
+            iw0 = x0 - static_cast<int>(a_pw);
 #if CT_TMA
+  const ct_u32 bars = smem + CT_BARRIERS_AT;
+  // Issued by one thread in step order, as the copies below.
+  int fr = 0, fc = 0, c0 = 0, cb = 0;
+  auto issue = [&](int /*kt*/, int slot) {
+    const ct_u32 bar = bars + 8 * slot;
+    if (fr == 0 && fc == 0) {
+      tc_barrier_expect(bar, CT_HALO_STAGE_BYTES + CT_HALO_PIX * CT_ROW_BYTES);
+      tc_tma_tile(smem + CT_HALO_AT + (cb & 1) * CT_HALO_BYTES, &tm_src, bar,
+                  g * cp + c0, iw0, ih0, t_n);
+    } else {
+      tc_barrier_expect(bar, CT_HALO_STAGE_BYTES);
+    }
+    tc_tma_tile(smem + slot * CT_HALO_STAGE_BYTES, &tm_filt, bar, c0,
+                fr * fs + fc, o0, g);
+    if (++fc == fs) {
+      fc = 0;
+      if (++fr == fr_count) fr = 0, c0 += BK, ++cb;
+    }
+  };
+#else
+  const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
+  const ct_u16* filt = reinterpret_cast<const ct_u16*>(pfilt);
+  const ct_u16* src_image = src + t_n * h * w * row_stride + g * cp;
+  // Issues the copies of the next step into stage `slot` (and at a channel
+  // block's first tap its halo), the steps in order as below.
+  int fr = 0, fc = 0, c0 = 0, cb = 0;
+  auto load = [&](int /*kt*/, int slot) {
+    if (fr == 0 && fc == 0) {
+      const ct_u32 halo = smem + CT_HALO_AT + (cb & 1) * CT_HALO_BYTES;
+      for (int e = tid; e < CT_HALO_PIX * CT_CHUNKS; e += CT_THREADS) {
+        const int px = e / CT_CHUNKS, j = e - px * CT_CHUNKS;
+        const int hy = px / CT_HALO_HW, hx = px - hy * CT_HALO_HW;
+        const int ih = ih0 + hy, iw = iw0 + hx;
+        const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
+                        static_cast<unsigned>(iw) < static_cast<unsigned>(w);
+        const ct_u16* q =
+            ok ? src_image + (ih * w + iw) * row_stride + c0 + j * 8 : src;
+        tc_copy16(halo + tc_swizzle(px, j), q, ok ? 16 : 0);
+      }
+    }
+    const int b_off = (fr * fs + fc) * cp + c0;
+    const ct_u32 base = smem + slot * CT_HALO_STAGE_BYTES;
+#pragma unroll
+    for (int i = 0; i < CT_BL; ++i) {
+      const ct_u16* p = b_ok[i] ? filt + b_at[i] + b_off : filt;
+      tc_copy16(base + b_to[i], p, b_ok[i] ? 16 : 0);
+    }
+    if (++fc == fs) {
+      fc = 0;
+      if (++fr == fr_count) fr = 0, c0 += BK, ++cb;
+    }
+  };
+#endif  // CT_TMA
+  // This warpgroup's 64 rows start at tile row wg * 64, output position
+  // (wg * 64 / CT_HALO_TW, wg * 64 % CT_HALO_TW) of the tile, whose tap
+  // (0, 0) pixel has the same coordinates in the halo; each step moves them
+  // on by its tap (the steps in order, one call each).
+  const int wg_row = (tid / 128) * 64;
+  const ct_u32 wg_at =
+      ((wg_row / CT_HALO_TW) * CT_HALO_HW + wg_row % CT_HALO_TW) * CT_ROW_BYTES;
+  const int tap_h = dh * CT_HALO_HW * CT_ROW_BYTES, tap_w = dw * CT_ROW_BYTES;
+  int ar = 0, as = 0, acb = 0;
+  auto step = [&](float* d, ct_u32 stage, bool first) {
+    const ct_u32 a = smem + CT_HALO_AT + (acb & 1) * CT_HALO_BYTES + wg_at +
+                     ar * tap_h + as * tap_w;
+    tc_wgmma_step_at(d, tc_halo_desc(a), 32 >> 4, stage, first);
+    if (++as == fs) {
+      as = 0;
+      if (++ar == fr_count) ar = 0, ++acb;
+    }
+  };
+#elif CT_TMA
   const int steps = fr_count * fs * cblocks;
   // The step barriers follow the stage ring and the output tile.
   const ct_u32 bars = smem + CT_BARRIERS_AT;
@@ -1257,70 +1365,6 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
     if (++fc == fs) {
       fc = 0;
       if (++fr == fr_count) fr = 0, c0 += BK;
-    }
-  };
-#elif CT_HALO
-  const int steps = taps * cblocks;
-  const ct_u16* src = reinterpret_cast<const ct_u16*>(psrc);
-  const ct_u16* filt = reinterpret_cast<const ct_u16*>(pfilt);
-  // The block's tile: image t_n, output rows from y0, columns from x0 (row
-  // tiles in x fastest, then y, then images; column tiles fastest of all).
-  const int oh_count = static_cast<int>(a_oh);
-  const int tiles_w = (ow + CT_HALO_TW - 1) / CT_HALO_TW;
-  const int tiles_h = (oh_count + CT_HALO_TH - 1) / CT_HALO_TH;
-  int tile_at = static_cast<int>(blockIdx.x / col_tiles);
-  const int t_x = tile_at % tiles_w;
-  tile_at /= tiles_w;
-  const int t_y = tile_at % tiles_h, t_n = tile_at / tiles_h;
-  const int y0 = t_y * CT_HALO_TH, x0 = t_x * CT_HALO_TW;
-  const int ih0 = y0 - static_cast<int>(a_ph),
-            iw0 = x0 - static_cast<int>(a_pw);
-  const ct_u16* src_image = src + t_n * h * w * row_stride + g * cp;
-  // Issues the copies of the next step into stage `slot` (and at a channel
-  // block's first tap its halo), the steps in order as below.
-  int fr = 0, fc = 0, c0 = 0, cb = 0;
-  auto load = [&](int /*kt*/, int slot) {
-    if (fr == 0 && fc == 0) {
-      const ct_u32 halo = smem + CT_HALO_AT + (cb & 1) * CT_HALO_BYTES;
-      for (int e = tid; e < CT_HALO_PIX * CT_CHUNKS; e += CT_THREADS) {
-        const int px = e / CT_CHUNKS, j = e - px * CT_CHUNKS;
-        const int hy = px / CT_HALO_HW, hx = px - hy * CT_HALO_HW;
-        const int ih = ih0 + hy, iw = iw0 + hx;
-        const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
-                        static_cast<unsigned>(iw) < static_cast<unsigned>(w);
-        const ct_u16* q =
-            ok ? src_image + (ih * w + iw) * row_stride + c0 + j * 8 : src;
-        tc_copy16(halo + tc_swizzle(px, j), q, ok ? 16 : 0);
-      }
-    }
-    const int b_off = (fr * fs + fc) * cp + c0;
-    const ct_u32 base = smem + slot * CT_HALO_STAGE_BYTES;
-#pragma unroll
-    for (int i = 0; i < CT_BL; ++i) {
-      const ct_u16* p = b_ok[i] ? filt + b_at[i] + b_off : filt;
-      tc_copy16(base + b_to[i], p, b_ok[i] ? 16 : 0);
-    }
-    if (++fc == fs) {
-      fc = 0;
-      if (++fr == fr_count) fr = 0, c0 += BK, ++cb;
-    }
-  };
-  // This warpgroup's 64 rows start at tile row wg * 64, output position
-  // (wg * 64 / CT_HALO_TW, wg * 64 % CT_HALO_TW) of the tile, whose tap
-  // (0, 0) pixel has the same coordinates in the halo; each step moves them
-  // on by its tap (the steps in order, one call each).
-  const int wg_row = (tid / 128) * 64;
-  const ct_u32 wg_at =
-      ((wg_row / CT_HALO_TW) * CT_HALO_HW + wg_row % CT_HALO_TW) * CT_ROW_BYTES;
-  const int tap_h = dh * CT_HALO_HW * CT_ROW_BYTES, tap_w = dw * CT_ROW_BYTES;
-  int ar = 0, as = 0, acb = 0;
-  auto step = [&](float* d, ct_u32 stage, bool first) {
-    const ct_u32 a = smem + CT_HALO_AT + (acb & 1) * CT_HALO_BYTES + wg_at +
-                     ar * tap_h + as * tap_w;
-    tc_wgmma_step_at(d, tc_halo_desc(a), 32 >> 4, stage, first);
-    if (++as == fs) {
-      as = 0;
-      if (++ar == fr_count) ar = 0, ++acb;
     }
   };
 #else
@@ -1378,7 +1422,10 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
   };
 #endif
   float acc[CT_MI][CT_NI][4];
-#if CT_HALO
+#if CT_HALO && CT_TMA
+  tc_tma_ring<CT_HALO_STAGE_BYTES, CT_MI * CT_NI * 4>(&acc[0][0][0], steps,
+                                                      smem, bars, issue, step);
+#elif CT_HALO
   tc_wgmma_ring<CT_HALO_STAGE_BYTES, CT_MI * CT_NI * 4>(&acc[0][0][0], steps,
                                                         smem, load, step);
 #elif CT_TMA

@@ -183,7 +183,7 @@ constexpr std::array<int64_t, 8> kHaloConfigs[] = {
     {256, 128, 64, 16, 1, 4, 0, 8}, {256, 64, 64, 16, 1, 4, 0, 8},
     {128, 64, 32, 8, 1, 6, 0, 8},   {64, 32, 32, 4, 1, 6, 0, 8},
     {128, 128, 32, 8, 1, 6, 0, 8},  {128, 128, 64, 8, 1, 4, 0, 64}};
-bool IsTma(const PerfConfig& c) { return c.size() == 7 && c[6] >= 1; }
+bool IsTma(const PerfConfig& c) { return c.size() >= 7 && c[6] >= 1; }
 bool IsHalo(const PerfConfig& c) { return c.size() == 8 && c[7] > 0; }
 int64_t ClusterOf(const PerfConfig& c) { return IsTma(c) ? c[6] : 1; }
 // What a find times beside the default: on the H200 the 128 x 64 tile at 3
@@ -213,6 +213,8 @@ constexpr std::array<int64_t, 6> kWrwWideTmaConfig = {128, 256, 64, 8, 1, 3};
 constexpr int64_t kTmaCornerMin = -128, kTmaCornerMax = 127;
 constexpr int64_t kTmaMaxStride = 8;
 constexpr int64_t kTmaMaxTapOffset = 255;
+// A tiled map's box takes at most 256 elements a dimension.
+constexpr int64_t kTmaMaxBox = 256;
 
 // W splits the positions over at most this many fp32 partial sums, each
 // split keeping at least kMinPositionsPerSplit positions.
@@ -404,10 +406,16 @@ int64_t Threads(const PerfConfig& c) { return c[3] * c[4] * 32; }
 int64_t HaloReach(const ConvProblem& p, int dim) {
   return (p.filter[dim] - 1) * p.dilation[dim];
 }
+// The halo of a tile of config `c`: its columns and rows of pixels.
+struct HaloBox {
+  int64_t width, height;
+};
+HaloBox HaloBoxOf(const ConvProblem& p, const PerfConfig& c) {
+  return {c[7] + HaloReach(p, 2), c[0] / c[7] + HaloReach(p, 1)};
+}
 int64_t HaloBytes(const ConvProblem& p, const PerfConfig& c) {
-  const int64_t pixels =
-      (c[0] / c[7] + HaloReach(p, 1)) * (c[7] + HaloReach(p, 2));
-  return CeilDiv(pixels * c[2] * 2, 1024) * 1024;
+  const HaloBox box = HaloBoxOf(p, c);
+  return CeilDiv(box.width * box.height * c[2] * 2, 1024) * 1024;
 }
 // A W halo stage: the dy tile, then the halo of its 8 x 8 positions
 // (CT_WH_STAGE_BYTES).
@@ -502,6 +510,16 @@ bool HaloApplies(const ConvProblem& p, const Geometry& g, const PerfConfig& c) {
          g.sh == 1 && g.sw == 1 && g.cp % c[2] == 0 &&
          g.fh * g.fw >= std::max<int64_t>(2, c[5] - 1) &&
          SharedBytes(p, c, true) <= kMaxBlockSharedBytes;
+}
+// Whether halo config `c` (with HaloApplies) can copy through the tensor
+// maps: a tiled map's box takes at most kTmaMaxBox elements a dimension.
+bool HaloTmaApplies(const ConvProblem& p, const Geometry& g,
+                    const PerfConfig& c) {
+  const HaloBox box = HaloBoxOf(p, c);
+  return box.width <= kTmaMaxBox && box.height <= kTmaMaxBox &&
+         c[1] <= kTmaMaxBox &&
+         SharedBytes(p, c, true) <= kMaxBlockSharedBytes &&
+         HaloApplies(p, g, c);
 }
 
 // The blocks of `c` that run at once on a multiprocessor of a large GPU
@@ -881,9 +899,14 @@ class GpuTensorCorePipelined final : public GpuSolver {
         add(kSwapConfigs, 1);
         add(kClusterConfigs, 2);
       }
+      // Each halo tile on the copy ring, and through the tensor maps
+      // (the seventh entry 1) where its halo fits a map's box.
       for (const auto& c : kHaloConfigs) {
-        const PerfConfig config(c.begin(), c.end());
-        if (HaloApplies(p, g, config)) space.push_back(config);
+        PerfConfig config(c.begin(), c.end());
+        if (!HaloApplies(p, g, config)) continue;
+        space.push_back(config);
+        config[6] = 1;
+        if (HaloTmaApplies(p, g, config)) space.push_back(config);
       }
     } else {
       add(kConfigs, 0);
@@ -1163,7 +1186,7 @@ class GpuTensorCorePipelined final : public GpuSolver {
                {g.dst_h, g.dst_w, p.stride[1], p.stride[2], f.off_h, f.off_w})
             step->add_scalars(v);
         }
-        if (IsTma(config)) AddTensorMaps(pass, nb, config, es, step);
+        if (IsTma(config)) AddTensorMaps(p, pass, nb, config, es, step);
       }
     }
   }
@@ -1221,12 +1244,20 @@ class GpuTensorCorePipelined final : public GpuSolver {
   // tm_filt, over buffer 1: boxes of BN filter rows of BK channels from
   // filt [G][KO][R * S][CP]. Both in the tile's swizzle (BK * 2 bytes a
   // row); what lies outside either tensor arrives as zeros.
-  static void AddTensorMaps(const Geometry& g, int64_t nb,
+  // A halo config's tm_src is a tiled map instead: boxes of the halo's
+  // rows of pixels of BK channels.
+  static void AddTensorMaps(const ConvProblem& p, const Geometry& g, int64_t nb,
                             const PerfConfig& config, int64_t es,
                             v1::KernelStep* step) {
     const int64_t row = g.groups * g.cp, bk = config[2];
-    AddIm2colMap(0, es, row, nb, SpatialOf(g), bk,
-                 config[0] / ClusterOf(config), step);
+    if (IsHalo(config)) {
+      const HaloBox box = HaloBoxOf(p, config);
+      AddTiledMap(0, es, {row, g.src_w, g.src_h, nb},
+                  {bk, box.width, box.height, 1}, step);
+    } else {
+      AddIm2colMap(0, es, row, nb, SpatialOf(g), bk,
+                   config[0] / ClusterOf(config), step);
+    }
     AddTiledMap(1, es, {g.cp, g.fh * g.fw, g.co, g.groups},
                 {bk, 1, config[1], 1}, step);
   }

@@ -1399,8 +1399,9 @@ TEST(GpuSolvers, TensorCoreWgmmaLeavesTheLastSplitEmpty) {
 
 // F and stride-1 B over channels-last tensors have halo configs: blocks of
 // a 2-D tile of output positions whose source halo is staged once a channel
-// block and read by the MMA at each tap's offset. A find times those that
-// pad the fewest columns; they compile for sm_90a in both 16-bit types.
+// block and read by the MMA at each tap's offset, on the copy ring and
+// through the tensor maps. A find times those that pad the fewest columns;
+// they compile for sm_90a in both 16-bit types.
 TEST(GpuSolvers, TensorCoreWgmmaStagesHaloTiles) {
   const Solver* s = SolverRegistry::Default().Find(kGpuTensorCoreWgmmaId);
   ConvProblem p =
@@ -1438,9 +1439,9 @@ TEST(GpuSolvers, TensorCoreWgmmaStagesHaloTiles) {
         }
       }
     }
-    // All ten tiles: 64 channels take both channel steps, and the
-    // halos fit.
-    EXPECT_EQ(halos, 10) << DescribeProblem(p);
+    // All ten tiles, each on the ring and through the maps: 64 channels
+    // take both channel steps, and the halos fit.
+    EXPECT_EQ(halos, 20) << DescribeProblem(p);
     absl::StatusOr<v1::ExecutionPlan> plan = s->MakePlan(p, square);
     ASSERT_TRUE(plan.ok()) << plan.status();
     const v1::KernelStep& step = plan->steps(plan->steps_size() - 1);
@@ -1455,6 +1456,29 @@ TEST(GpuSolvers, TensorCoreWgmmaStagesHaloTiles) {
                           "-DCT_HALO_EW=2"}) {
       EXPECT_TRUE(absl::c_linear_search(plan->sources(0).options(), o)) << o;
     }
+    EXPECT_EQ(step.tensor_maps_size(), 0);
+    // Through the maps: the halo a tiled box of 64 channels by 10 pixels by
+    // 18 rows at a time, the filter boxes as the im2col tiles', and the
+    // four stages' barriers.
+    PerfConfig mapped = square;
+    mapped[6] = 1;
+    plan = s->MakePlan(p, mapped);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const v1::KernelStep& by_maps = plan->steps(plan->steps_size() - 1);
+    EXPECT_EQ(by_maps.shared_bytes(), step.shared_bytes() + 4 * 8);
+    EXPECT_TRUE(
+        absl::c_linear_search(plan->sources(0).options(), "-DCT_TMA=1"));
+    ASSERT_EQ(by_maps.tensor_maps_size(), 2);
+    const v1::TensorMap& halo_map = by_maps.tensor_maps(0);
+    EXPECT_EQ(halo_map.mode(), v1::TensorMap::TILED);
+    EXPECT_EQ(
+        std::vector<uint64_t>(halo_map.dims().begin(), halo_map.dims().end()),
+        (std::vector<uint64_t>{64, 22, 20, 2}));
+    EXPECT_EQ(
+        std::vector<uint32_t>(halo_map.box().begin(), halo_map.box().end()),
+        (std::vector<uint32_t>{64, 10, 18, 1}));
+    EXPECT_EQ(halo_map.swizzle_bytes(), 128u);
+    EXPECT_EQ(by_maps.tensor_maps(1).mode(), v1::TensorMap::TILED);
   }
   // A dilated 3x5 filter reaches 4 rows and 8 columns past the tile.
   ConvProblem dilated = p;

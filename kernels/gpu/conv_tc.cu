@@ -142,9 +142,7 @@
 #define CT_THREADS (WM * WN * 32)
 #define CT_WTM (BM / WM)
 #define CT_WTN (BN / WN)
-// (At least 1: W's halo tiles, whose warps share the rows, keep their own
-// sums.)
-#define CT_MI (CT_WTM >= 16 ? CT_WTM / 16 : 1)
+#define CT_MI (CT_WTM / 16)
 #define CT_NI (CT_WTN / 8)
 #define CT_A_BYTES (BM * CT_ROW_BYTES)
 #define CT_STAGE_BYTES ((BM + BN) * CT_ROW_BYTES)
@@ -185,20 +183,13 @@
 // threads do not divide the tile: 192-row tiles' 384 threads).
 #define CT_W_AL ((BK * (BM / 8) + CT_THREADS - 1) / CT_THREADS)
 #define CT_W_BL ((BK * (BN / 8) + CT_THREADS - 1) / CT_THREADS)
-static_assert((BK == 32 || (CT_WGMMA && BK == 64)) && BM >= 64 &&
-                  BN >= (CT_HALO ? 32 : 64),
+static_assert((BK == 32 || (CT_WGMMA && BK == 64)) && BM >= 64 && BN >= 64,
               "W tiles: 32 positions (64 with CT_WGMMA) by rows of 8+ chunks");
 static_assert(CT_THREADS % (BM / 8) == 0 && CT_THREADS % (BN / 8) == 0,
               "each thread copies one chunk column of each tile");
 #endif
 
-// W's halo tiles (CT_HALO with CT_DIR 3): each warpgroup multiplies the
-// whole 64-row tile by CT_HALO_TPW taps' BN columns (tc_wrw_halo_step).
-#define CT_WHALO (CT_HALO && CT_DIR == 3)
-#ifndef CT_HALO_TPW
-#define CT_HALO_TPW 3
-#endif
-static_assert(CT_WHALO || (CT_WTM % 16 == 0 && CT_NI % 2 == 0),
+static_assert(CT_WTM % 16 == 0 && CT_NI % 2 == 0,
               "warp tile: 16-row by 16-column multiples");
 static_assert(BK == 32 || BK == 64,
               "BK: 32 or 64 channels (positions for W) a step");
@@ -217,17 +208,10 @@ static_assert(BM == 64 || BM == 128 || BM == 192 || BM == 256,
               "CT_SWAP: BM 64, 128, 192, 256 (the MMA's N)");
 static_assert(CT_TMA && CT_CLUSTER == 1, "CT_SWAP: through the maps, alone");
 #elif CT_WGMMA
-#if CT_WHALO
-static_assert(BM == 64 && BK == 64 && WM % 4 == 0 && WN == 1 &&
-                  (BN == 32 || BN == 64),
-              "CT_HALO W: 64 rows by 32 or 64 columns a tap, a warpgroup per "
-              "CT_HALO_TPW taps, 64 positions a step");
-#else
 static_assert(BM % 64 == 0 && WM * 16 == BM && WN == 1,
               "CT_WGMMA: a warpgroup per 64 rows, each warp 16 rows of it");
 #if CT_DIR == 3
 static_assert(BN % 64 == 0, "CT_WGMMA W: BN of whole 64-column atoms");
-#endif
 #endif
 static_assert(BN == 32 || BN == 64 || BN == 96 || BN == 128 || BN == 256,
               "CT_WGMMA: BN 32, 64, 96, 128, 256");
@@ -854,12 +838,11 @@ CT_DEVICE void tc_wgmma_step(float* d, ct_u32 stage, tc_wg_operands at,
   tc_wgmma_step_at(d, tc_wgmma_desc(stage + at.a), CT_WG_SLICE_BYTES >> 4,
                    stage + at.b, first);
 }
-// Waits for the last step's MMAs; the kSums sums are then in d.
-template <int kSums = CT_MI* CT_NI * 4>
+// Waits for the last step's MMAs; the sums are then in d.
 CT_DEVICE void tc_wgmma_drain(float* d) {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-  for (int i = 0; i < kSums; ++i) tc_hold(d[i]);
+  for (int i = 0; i < CT_MI * CT_NI * 4; ++i) tc_hold(d[i]);
 }
 
 // The stage ring of the warpgroup MMA: as tc_mainloop, with copies issued
@@ -871,16 +854,16 @@ CT_DEVICE void tc_wgmma_drain(float* d) {
 // ResNet-50's 3x3 F and B layers 8-11% slower on the H200. cp.async writes
 // through the generic proxy and the MMA reads through the async one: each
 // thread fences its landed copies before the barrier.
-// d: this thread's kSums sums.
-template <int kStageBytes, int kSums, typename Load, typename Step>
-CT_DEVICE void tc_wgmma_ring(float* d, int steps, ct_u32 smem, Load& load,
-                             Step& step) {
+template <int kStageBytes, typename Load, typename Step>
+CT_DEVICE void tc_wgmma_ring(float (&acc)[CT_MI][CT_NI][4], int steps,
+                             ct_u32 smem, Load& load, Step& step) {
   // The first slice overwrites the sums: zeroing them first would be reads
   // of the MMA's registers in its pipeline. Without steps (a W split with no
   // positions) no MMA runs, and the sums are zeros.
+  float* d = &acc[0][0][0];
   if (steps == 0) {
 #pragma unroll
-    for (int i = 0; i < kSums; ++i) d[i] = 0.0f;
+    for (int i = 0; i < CT_MI * CT_NI * 4; ++i) d[i] = 0.0f;
     return;
   }
 #pragma unroll
@@ -897,7 +880,7 @@ CT_DEVICE void tc_wgmma_ring(float* d, int steps, ct_u32 smem, Load& load,
     tc_commit();
     step(d, smem + (kt % CT_STAGES) * kStageBytes, kt == 0);
   }
-  tc_wgmma_drain<kSums>(d);
+  tc_wgmma_drain(d);
   tc_wait<0>();
 }
 // The ring over stages holding both tiles (tc_wgmma_step).
@@ -908,8 +891,7 @@ CT_DEVICE void tc_wgmma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
   auto step = [&](float* d, ct_u32 stage, bool first) {
     tc_wgmma_step(d, stage, at, first);
   };
-  tc_wgmma_ring<CT_WG_STAGE_BYTES, CT_MI * CT_NI * 4>(&acc[0][0][0], steps,
-                                                      smem, load, step);
+  tc_wgmma_ring<CT_WG_STAGE_BYTES>(acc, steps, smem, load, step);
 }
 
 #if CT_HALO
@@ -1067,14 +1049,15 @@ CT_DEVICE void tc_tma_tile(ct_u32 dst, const ct_tensor_map* map, ct_u32 bar,
 // Each barrier still waits for a whole stage's bytes, half its source tile
 // copied by each block; a peer's bytes may land before this block's issuer
 // arrives, which the barrier's pending arrival holds the phase open for.
-// d: this thread's kSums sums; step(d, stage, first) multiplies a stage
-// (as tc_wgmma_ring).
-template <int kStageBytes, int kSums, typename Issue, typename Step>
-CT_DEVICE void tc_tma_ring(float* d, int steps, ct_u32 smem, ct_u32 bars,
-                           Issue& issue, Step& step) {
+// step(d, stage, first) multiplies a stage into the sums d (as
+// tc_wgmma_ring).
+template <int kStageBytes, typename Issue, typename Step>
+CT_DEVICE void tc_tma_ring(float (&acc)[CT_MI][CT_NI][4], int steps,
+                           ct_u32 smem, ct_u32 bars, Issue& issue, Step& step) {
+  float* d = &acc[0][0][0];
   if (steps == 0) {
 #pragma unroll
-    for (int i = 0; i < kSums; ++i) d[i] = 0.0f;
+    for (int i = 0; i < CT_MI * CT_NI * 4; ++i) d[i] = 0.0f;
     return;
   }
   const bool issuer = threadIdx.x == 0;
@@ -1100,7 +1083,7 @@ CT_DEVICE void tc_tma_ring(float* d, int steps, ct_u32 smem, ct_u32 bars,
     tc_barrier_wait(bars + 8 * slot, (kt / CT_STAGES) & 1);
     step(d, smem + slot * kStageBytes, kt == 0);
   }
-  tc_wgmma_drain<kSums>(d);
+  tc_wgmma_drain(d);
 #if CT_CLUSTER > 1
   // Neither block leaves while copies it issued may still be landing in
   // the other.
@@ -1115,8 +1098,7 @@ CT_DEVICE void tc_tma_mainloop(float (&acc)[CT_MI][CT_NI][4], int steps,
   auto step = [&](float* d, ct_u32 stage, bool first) {
     tc_wgmma_step(d, stage, at, first);
   };
-  tc_tma_ring<CT_WG_STAGE_BYTES, CT_MI * CT_NI * 4>(&acc[0][0][0], steps, smem,
-                                                    bars, issue, step);
+  tc_tma_ring<CT_WG_STAGE_BYTES>(acc, steps, smem, bars, issue, step);
 }
 #endif  // CT_TMA
 #endif  // CT_WGMMA
@@ -1423,11 +1405,9 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
 #endif
   float acc[CT_MI][CT_NI][4];
 #if CT_HALO && CT_TMA
-  tc_tma_ring<CT_HALO_STAGE_BYTES, CT_MI * CT_NI * 4>(&acc[0][0][0], steps,
-                                                      smem, bars, issue, step);
+  tc_tma_ring<CT_HALO_STAGE_BYTES>(acc, steps, smem, bars, issue, step);
 #elif CT_HALO
-  tc_wgmma_ring<CT_HALO_STAGE_BYTES, CT_MI * CT_NI * 4>(&acc[0][0][0], steps,
-                                                        smem, load, step);
+  tc_wgmma_ring<CT_HALO_STAGE_BYTES>(acc, steps, smem, load, step);
 #elif CT_TMA
   tc_tma_mainloop(acc, steps, smem, bars, issue);
 #elif CT_WGMMA
@@ -1615,153 +1595,6 @@ CT_DEVICE ct_u32 tc_swizzle_w(int r, int j, int row) {
   return static_cast<ct_u32>(r * row + ((j ^ (r & 7)) << 4));
 #endif
 }
-
-#if CT_WHALO
-// W over halo tiles (CT_HALO, stride 1, channel-last): a block owns 64
-// output channels (the MMA's M) by BN channels of every tap, and each of its
-// warpgroups CT_HALO_TPW of the taps, its sums for them side by side. A
-// step is a tile of 8 x 8 output positions of one image (the reduction,
-// four k16 slices of two tile rows): the dy tile, 64 positions by 64
-// output channels (the MMA's A, M-major as the other W tiles), and x's halo
-// for it, 8 + CT_HALO_EH rows of 8 + CT_HALO_EW pixels of BN channels, each
-// pixel a row swizzled as the dy tile's (the 64-byte swizzle for BN 32),
-// from which the MMA reads every tap's B at the tap's offset, N-major: the
-// descriptor's stride from one 8-position group to the next is a halo row,
-// the swizzle a function of the address as for F and B's halo
-// (tc_halo_desc). dy is read once and x about (10 x 10) / 64 times a channel
-// block, against once a column tile and once a tap for the im2col tiles.
-// The steps are the split's share of the tiles (images, then tile rows,
-// then tile columns); a split without tiles writes zeros.
-#define CT_WH_HW (8 + CT_HALO_EW)
-#define CT_WH_PIX ((BK / 8 + CT_HALO_EH) * CT_WH_HW)
-#define CT_WH_ROW (BN * 2)
-#define CT_WH_A_BYTES (BK * BM * 2)
-#define CT_WH_HALO_BYTES ((CT_WH_PIX * CT_WH_ROW + 1023) / 1024 * 1024)
-#define CT_WH_STAGE_BYTES (CT_WH_A_BYTES + CT_WH_HALO_BYTES)
-#define CT_WH_SUMS (CT_HALO_TPW * BN / 2)
-
-// The byte offset of chunk j of halo pixel px.
-CT_DEVICE ct_u32 tc_wrw_halo_swizzle(int px, int j) {
-#if BN == 64
-  return static_cast<ct_u32>(px * CT_WH_ROW + ((j ^ (px & 7)) << 4));
-#else
-  return static_cast<ct_u32>(px * CT_WH_ROW + ((j ^ ((px >> 1) & 3)) << 4));
-#endif
-}
-// The N-major descriptor of the halo's pixels from `addr` on.
-CT_DEVICE unsigned long long tc_wrw_halo_desc(ct_u32 addr) {
-  constexpr unsigned long long kSwizzle = BN == 64 ? 1 : 2,
-                               kStride = CT_WH_HW * CT_WH_ROW;
-  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) |
-         ((kStride >> 4) << 32) | (kSwizzle << 62);
-}
-
-CT_KERNEL void __launch_bounds__(CT_THREADS)
-    conv_tc_wrw(const ct_t* px, const ct_t* pdy, float* part, ct_i64 a_n,
-                ct_i64 a_h, ct_i64 a_w, ct_i64 a_g, ct_i64 a_cp, ct_i64 a_kg,
-                ct_i64 a_kp, ct_i64 a_oh, ct_i64 a_ow, ct_i64 a_r, ct_i64 a_s,
-                ct_i64 a_ph, ct_i64 a_pw, ct_i64 /*a_sh*/, ct_i64 /*a_sw*/,
-                ct_i64 a_dh, ct_i64 a_dw, ct_i64 a_splits,
-                ct_i64 a_accumulate) {
-  extern __shared__ __align__(16) unsigned char tc_smem[];
-  const int h = static_cast<int>(a_h), w = static_cast<int>(a_w);
-  const int groups = static_cast<int>(a_g), cp = static_cast<int>(a_cp);
-  const int kg = static_cast<int>(a_kg), kp = static_cast<int>(a_kp);
-  const int oh = static_cast<int>(a_oh), ow = static_cast<int>(a_ow);
-  const int fs = static_cast<int>(a_s);
-  const int taps = static_cast<int>(a_r) * fs;
-  const int cols = taps * cp;
-  const int tid = threadIdx.x, wg = tid / 128;
-  const int c_tiles = (cp + BN - 1) / BN;
-  const int m0 = static_cast<int>(blockIdx.x / c_tiles) * BM;
-  const int c0 = static_cast<int>(blockIdx.x % c_tiles) * BN;
-  const int g = blockIdx.y, split = blockIdx.z;
-  const int tiles_w = (ow + 7) / 8, tiles_h = (oh + BK / 8 - 1) / (BK / 8);
-  const int tiles = static_cast<int>(a_n) * tiles_h * tiles_w;
-  const int splits = static_cast<int>(a_splits);
-  const int per = (tiles + splits - 1) / splits;
-  const int t_begin = min(tiles, split * per);
-  const int steps = min(tiles, t_begin + per) - t_begin;
-  const ct_u32 smem = (tc_shared_address(tc_smem) + 1023u) & ~1023u;
-  const ct_u16* x = reinterpret_cast<const ct_u16*>(px);
-  const ct_u16* dy = reinterpret_cast<const ct_u16*>(pdy);
-  const int x_row = groups * cp, dy_row = groups * kp;
-  const int ph = static_cast<int>(a_ph), pw = static_cast<int>(a_pw);
-
-  // Copies step kt's dy tile and halo into stage `slot`.
-  auto load = [&](int kt, int slot) {
-    int t = t_begin + kt;
-    const int tx = t % tiles_w;
-    t /= tiles_w;
-    const int ty = t % tiles_h, n = t / tiles_h;
-    const int y0 = ty * (BK / 8), x0 = tx * 8;
-    const ct_u32 base = smem + slot * CT_WH_STAGE_BYTES;
-    for (int e = tid; e < BK * (BM / 8); e += CT_THREADS) {
-      const int r = e / (BM / 8), j = e - r * (BM / 8);
-      const int y = y0 + r / 8, xq = x0 + r % 8;
-      const bool ok = y < oh && xq < ow && m0 + j * 8 < kp;
-      const ct_u16* p =
-          ok ? dy + ((n * oh + y) * ow + xq) * dy_row + g * kp + m0 + j * 8
-             : dy;
-      tc_copy16(base + tc_swizzle_w(r, j, CT_W_A_ROW), p, ok ? 16 : 0);
-    }
-    const ct_u32 halo = base + CT_WH_A_BYTES;
-    for (int e = tid; e < CT_WH_PIX * (BN / 8); e += CT_THREADS) {
-      const int q = e / (BN / 8), j = e - q * (BN / 8);
-      const int hy = q / CT_WH_HW, hx = q - hy * CT_WH_HW;
-      const int ih = y0 - ph + hy, iw = x0 - pw + hx;
-      const bool ok = static_cast<unsigned>(ih) < static_cast<unsigned>(h) &&
-                      static_cast<unsigned>(iw) < static_cast<unsigned>(w) &&
-                      c0 + j * 8 < cp;
-      const ct_u16* p =
-          ok ? x + ((n * h + ih) * w + iw) * x_row + g * cp + c0 + j * 8 : x;
-      tc_copy16(halo + tc_wrw_halo_swizzle(q, j), p, ok ? 16 : 0);
-    }
-  };
-  // This warpgroup's taps, each one MMA a k16 slice into its sums.
-  const int tap0 = wg * CT_HALO_TPW;
-  const int dh = static_cast<int>(a_dh), dwi = static_cast<int>(a_dw);
-  auto step = [&](float* d, ct_u32 stage, bool first) {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      const unsigned long long a = tc_wgmma_desc(stage + kk * 16 * 128);
-#pragma unroll
-      for (int i = 0; i < CT_HALO_TPW; ++i) {
-        const int t = tap0 + i;
-        if (t >= taps) break;
-        const int r = t / fs, s = t - r * fs;
-        const ct_u32 b = stage + CT_WH_A_BYTES +
-                         ((2 * kk + r * dh) * CT_WH_HW + s * dwi) * CT_WH_ROW;
-        tc_wgmma(d + i * (BN / 2), a, tc_wrw_halo_desc(b), !first || kk > 0);
-      }
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-  };
-  float acc[CT_WH_SUMS];
-  tc_wgmma_ring<CT_WH_STAGE_BYTES, CT_WH_SUMS>(acc, steps, smem, load, step);
-
-  // Sum (row, column) of tap i: the MMA's m64nBN fragment of this thread.
-  float* out = part + (static_cast<ct_i64>(split) * groups + g) * kg * cols;
-  const bool accumulate = a_accumulate != 0;
-  const int warp = (tid / 32) % 4, lane = tid & 31;
-#pragma unroll
-  for (int i = 0; i < CT_HALO_TPW; ++i) {
-    const int t = tap0 + i;
-    if (t >= taps) break;
-#pragma unroll
-    for (int v = 0; v < BN / 2; ++v) {
-      const int k = m0 + warp * 16 + (lane >> 2) + ((v >> 1) & 1) * 8;
-      const int c = c0 + (v >> 2) * 8 + (lane & 3) * 2 + (v & 1);
-      if (k < kg && c < cp) {
-        float* at = out + static_cast<ct_i64>(k) * cols + t * cp + c;
-        *at = accumulate ? *at + acc[i * (BN / 2) + v] : acc[i * (BN / 2) + v];
-      }
-    }
-  }
-}
-#else
 
 // Backward weights as a GEMM per group with the positions as reduction:
 //   part[split][g][k][(r*S + s)*CP + c] (+)= sum over positions p = (n, oh, ow)
@@ -1989,8 +1822,6 @@ CT_KERNEL void __launch_bounds__(CT_THREADS)
     }
   }
 }
-
-#endif  // CT_WHALO
 
 #endif  // CT_DIR
 

@@ -118,18 +118,6 @@ constexpr std::array<int64_t, 6> kWrwNarrowRowConfigs[] = {
 // while 64-row ones reuse each staged x value a third as often.
 constexpr std::array<int64_t, 6> kWrwWideRowConfigs[] = {
     {192, 128, 32, 12, 1, 6}, {192, 128, 64, 12, 1, 4}};
-// W over halo tiles on the warpgroup MMA, stride 1, channel-last: {64, BN,
-// 64, 12, 1, stages, 0, 8}, a block 64 output channels by BN channels of
-// every tap (up to 9, three warpgroups of three), its steps 8 x 8 output
-// positions whose x halo is staged once and read by every tap (-DCT_HALO;
-// conv_tc_wrw's halo form): the im2col tiles read x once a tap and dy once
-// a column tile through L2. A find times those that apply.
-constexpr std::array<int64_t, 8> kWrwHaloConfigs[] = {
-    {64, 64, 64, 12, 1, 4, 0, 8},
-    {64, 64, 64, 12, 1, 3, 0, 8},
-    {64, 32, 64, 12, 1, 4, 0, 8}};
-// The taps a W halo block's three warpgroups take (CT_HALO_TPW a group).
-constexpr int64_t kWrwHaloTaps = 9;
 // F and B through the tensor memory accelerator: each of kWgmmaConfigs
 // with a seventh entry 1, and these, {BM, BN, BK, BM / 16, 1, stages} too;
 // 256-row tiles are four warpgroups, which the copy ring's per-thread
@@ -175,8 +163,9 @@ constexpr std::array<int64_t, 6> kClusterConfigs[] = {
 // once a tap through L2, 9 times for 3x3, which holds 32- to 128-channel
 // layers at large images below the MMA's rate (VGG-16's 64-channel 224x224
 // layers at 367-391 TFLOP/s on the H100, Inception's 32-channel 147x147
-// ones at 176); a 16 x 8 tile's 3x3 halo is 1.4 times its positions. A
-// find times those that apply (HaloApplies).
+// ones at 176); a 16 x 8 tile's 3x3 halo is 1.4 times its positions. Each
+// also runs through the tensor maps (the seventh entry 1: the halo a box of
+// a tiled map) where its halo fits a box (HaloTmaApplies).
 constexpr std::array<int64_t, 8> kHaloConfigs[] = {
     {128, 128, 64, 8, 1, 4, 0, 8},  {128, 64, 64, 8, 1, 4, 0, 8},
     {128, 32, 64, 8, 1, 5, 0, 8},   {128, 256, 64, 8, 1, 3, 0, 8},
@@ -417,20 +406,11 @@ int64_t HaloBytes(const ConvProblem& p, const PerfConfig& c) {
   const HaloBox box = HaloBoxOf(p, c);
   return CeilDiv(box.width * box.height * c[2] * 2, 1024) * 1024;
 }
-// A W halo stage: the dy tile, then the halo of its 8 x 8 positions
-// (CT_WH_STAGE_BYTES).
-int64_t WrwHaloStageBytes(const ConvProblem& p, const PerfConfig& c) {
-  const int64_t pixels = (c[2] / 8 + HaloReach(p, 1)) * (8 + HaloReach(p, 2));
-  return c[2] * c[0] * 2 + CeilDiv(pixels * c[1] * 2, 1024) * 1024;
-}
 int64_t SharedBytes(const ConvProblem& p, const PerfConfig& c, bool wgmma) {
-  if (p.direction == Direction::kBackwardWeights) {
-    const int64_t ring = IsHalo(c) ? c[5] * WrwHaloStageBytes(p, c)
-                                   : c[5] * (c[0] + c[1]) * c[2] * 2;
-    return ring + (wgmma ? 1024 : 0) + (IsTma(c) ? 8 * c[5] : 0);
-  }
   const int64_t ring = IsHalo(c) ? c[5] * c[1] * c[2] * 2 + 2 * HaloBytes(p, c)
                                  : c[5] * (c[0] + c[1]) * c[2] * 2;
+  if (p.direction == Direction::kBackwardWeights)
+    return ring + (wgmma ? 1024 : 0) + (IsTma(c) ? 8 * c[5] : 0);
   const int64_t es = wgmma && p.layout != Layout::kNHWC ? 4 : 2;
   const int64_t tile = p.layout == Layout::kNHWC ? c[0] * (c[1] + 8) * es
                                                  : c[1] * (c[0] + 8) * es;
@@ -589,17 +569,6 @@ absl::Status WrwTmaApplies(const WrwGeometry& g) {
 // to the copy ring, and a find times the maps beside it.
 bool WrwTmaPads(const WrwGeometry& g) { return g.cp % kWrwTmaChannels != 0; }
 
-// Whether W halo config `c` runs `p` (shaped as `g`): stride 1 over
-// channel-last tensors without a folded width, 2 to 9 taps, 32-column tiles
-// only where 64 columns pad the channels, the stages in shared memory.
-bool WrwHaloApplies(const ConvProblem& p, const WrwGeometry& g,
-                    const PerfConfig& c) {
-  const int64_t taps = g.fh * g.fw;
-  return p.layout == Layout::kNHWC && !g.fold.on && g.sh == 1 && g.sw == 1 &&
-         taps >= 2 && taps <= kWrwHaloTaps && (c[1] == 64 || g.cp % 64 != 0) &&
-         SharedBytes(p, c, true) <= kMaxBlockSharedBytes;
-}
-
 // The partial sums depend on the config (its tiles and how many of its
 // blocks a multiprocessor runs: WrwSplits); `wgmma` picks the kernel.
 WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
@@ -630,10 +599,8 @@ WrwGeometry MakeWrwGeometry(const ConvProblem& p, const PerfConfig& config,
   // At least kMinPositionsPerSplit positions a split, and the partial sums
   // within a quarter of the workspace budget.
   const int64_t slice = g.groups * g.kg * g.cols * kFloatBytes;
-  // A halo block takes every tap of its channels.
   g.splits = WrwSplits(
-      CeilDiv(g.kg, config[0]) *
-          CeilDiv(IsHalo(config) ? g.cp : g.cols, config[1]) * g.groups,
+      CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]) * g.groups,
       kWaveSms * BlocksPerSm(p, config, wgmma),
       std::clamp<int64_t>(
           std::min(p.n * g.oh * g.ow / kMinPositionsPerSplit,
@@ -872,10 +839,6 @@ class GpuTensorCorePipelined final : public GpuSolver {
       if (wgmma_) {
         for (const auto& c : kWrwWideRowConfigs)
           space.push_back(PerfConfig(c.begin(), c.end()));
-        for (const auto& c : kWrwHaloConfigs) {
-          const PerfConfig config(c.begin(), c.end());
-          if (WrwHaloApplies(p, WrwShape(p), config)) space.push_back(config);
-        }
       }
       return space;
     }
@@ -963,20 +926,25 @@ class GpuTensorCorePipelined final : public GpuSolver {
           offer(PerfConfig(c.begin(), c.end()));
         }
       }
-      for (const auto& c : kWrwHaloConfigs)
-        offer(PerfConfig(c.begin(), c.end()));
       return configs;
     }
     // The halo tiles that apply and pad the fewest columns among them; the
-    // 32-column ones only where the 64-column ones pad more.
+    // 32-column ones only where the 64-column ones pad more; through the
+    // tensor maps where they can be (on the H100 the maps ran the 64- and
+    // 32-column halo tiles 14-36% faster than the copy ring, and the
+    // fastest tile of each layer timed: VGG-16's c64 224x224 B, c128
+    // 112x112 F and Inception's c32 147x147 and 149x149 B).
     const int64_t columns = MakeGeometry(p, wgmma_).co;
     int64_t halo_least = std::numeric_limits<int64_t>::max();
+    bool halo_mapped = false;
     for (const PerfConfig& c : space) {
-      if (IsHalo(c))
-        halo_least = std::min(halo_least, PaddedColumns(columns, c[1]));
+      if (!IsHalo(c)) continue;
+      halo_least = std::min(halo_least, PaddedColumns(columns, c[1]));
+      halo_mapped = halo_mapped || IsTma(c);
     }
     for (const PerfConfig& c : space) {
-      if (IsHalo(c) && PaddedColumns(columns, c[1]) == halo_least &&
+      if (IsHalo(c) && IsTma(c) == halo_mapped &&
+          PaddedColumns(columns, c[1]) == halo_least &&
           (c[1] != 32 || PaddedColumns(columns, 64) > halo_least)) {
         offer(c);
       }
@@ -1297,12 +1265,10 @@ class GpuTensorCorePipelined final : public GpuSolver {
         AddPackStep(p, source, v1::BUFFER_Y, g.dy_at, n0, nb, g.kg, g.kp, ohw,
                     plan);
       }
-      // A halo block takes every tap of its BN channels.
-      const int64_t col_tiles =
-          CeilDiv(IsHalo(config) ? g.cp : g.cols, config[1]);
       v1::KernelStep* step =
           AddGpuStep(plan, "conv_tc_wrw", source,
-                     {CeilDiv(g.kg, config[0]) * col_tiles, g.groups, g.splits},
+                     {CeilDiv(g.kg, config[0]) * CeilDiv(g.cols, config[1]),
+                      g.groups, g.splits},
                      static_cast<uint32_t>(Threads(config)));
       step->set_shared_bytes(
           static_cast<uint32_t>(SharedBytes(p, config, wgmma_)));

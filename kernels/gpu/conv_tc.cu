@@ -1113,6 +1113,20 @@ CT_DEVICE ct_u16 tc_bits(ct_u16 v) { return v; }
 CT_DEVICE ct_u16 tc_bits(float v) { return ct_from_float<ct_t>(v).bits; }
 
 #if CT_DIR != 3
+// This thread's copies of a step's filter rows (conv_tc's loads): row i
+// from filt + at[i] + off into base + to[i], zeros where ok[i] is not set
+// (rows past the filter's).
+template <int kRows>
+CT_DEVICE void tc_copy_filter(ct_u32 base, const ct_u16* filt,
+                              const int (&at)[kRows], const bool (&ok)[kRows],
+                              const ct_u32 (&to)[kRows], int off) {
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const ct_u16* p = ok[i] ? filt + at[i] + off : filt;
+    tc_copy16(base + to[i], p, ok[i] ? 16 : 0);
+  }
+}
+
 // Grid: x = row tiles * column tiles (column tiles fastest, so that blocks
 // running together share their source rows), y = groups. Block: CT_THREADS.
 // Dynamic shared memory: the larger of the stage ring and the output tile.
@@ -1276,13 +1290,8 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
         tc_copy16(halo + tc_swizzle(px, j), q, ok ? 16 : 0);
       }
     }
-    const int b_off = (fr * fs + fc) * cp + c0;
-    const ct_u32 base = smem + slot * CT_HALO_STAGE_BYTES;
-#pragma unroll
-    for (int i = 0; i < CT_BL; ++i) {
-      const ct_u16* p = b_ok[i] ? filt + b_at[i] + b_off : filt;
-      tc_copy16(base + b_to[i], p, b_ok[i] ? 16 : 0);
-    }
+    tc_copy_filter(smem + slot * CT_HALO_STAGE_BYTES, filt, b_at, b_ok, b_to,
+                   (fr * fs + fc) * cp + c0);
     if (++fc == fs) {
       fc = 0;
       if (++fr == fr_count) fr = 0, c0 += BK, ++cb;
@@ -1369,11 +1378,7 @@ CT_KERNEL void __launch_bounds__(CT_THREADS, CT_MIN_BLOCKS) CT_CLUSTER_DIMS
       const ct_u16* p = ok ? src + (a_at[i] + off) : src;
       tc_copy16<true>(base + a_to[i], p, ok ? 16 : 0);
     }
-#pragma unroll
-    for (int i = 0; i < CT_BL; ++i) {
-      const ct_u16* p = b_ok[i] ? filt + b_at[i] + b_off : filt;
-      tc_copy16(base + b_to[i], p, b_ok[i] ? 16 : 0);
-    }
+    tc_copy_filter(base, filt, b_at, b_ok, b_to, b_off);
     if (++fc == fs) {
       fc = 0;
       if (++fr == fr_count) fr = 0, c0 += BK;

@@ -120,7 +120,7 @@
 #define CT_HALO 0
 #endif
 #ifndef CT_HALO_TW
-#define CT_HALO_TW 16
+#define CT_HALO_TW 8
 #endif
 #ifndef CT_HALO_EH
 #define CT_HALO_EH 2

@@ -491,15 +491,14 @@ bool HaloApplies(const ConvProblem& p, const Geometry& g, const PerfConfig& c) {
          g.fh * g.fw >= std::max<int64_t>(2, c[5] - 1) &&
          SharedBytes(p, c, true) <= kMaxBlockSharedBytes;
 }
-// Whether halo config `c` (with HaloApplies) can copy through the tensor
-// maps: a tiled map's box takes at most kTmaMaxBox elements a dimension.
+// Whether halo config `c`, through the tensor maps, runs the pass of `g`:
+// as HaloApplies (its barriers counted), each map's box at most kTmaMaxBox
+// elements a dimension.
 bool HaloTmaApplies(const ConvProblem& p, const Geometry& g,
                     const PerfConfig& c) {
   const HaloBox box = HaloBoxOf(p, c);
   return box.width <= kTmaMaxBox && box.height <= kTmaMaxBox &&
-         c[1] <= kTmaMaxBox &&
-         SharedBytes(p, c, true) <= kMaxBlockSharedBytes &&
-         HaloApplies(p, g, c);
+         c[1] <= kTmaMaxBox && HaloApplies(p, g, c);
 }
 
 // The blocks of `c` that run at once on a multiprocessor of a large GPU

@@ -102,7 +102,7 @@
 // Global loads a thread issues before it stores them to shared memory.
 #define CT_BATCH 4
 
-extern __shared__ float ct_dw_smem[];
+CT_EXTERN_SHARED(float, ct_dw_smem);
 
 // The problem; spatial arrays are (D, H, W). Strides are in (outer, channel,
 // D, H, W) order for the compiled layout: xs and ys of the activations, ws

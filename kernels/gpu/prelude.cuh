@@ -16,6 +16,11 @@
 
 #define CT_KERNEL extern "C" __global__
 #define CT_DEVICE __device__ __forceinline__
+// A kernel's dynamic shared memory, `type name[]`. Defined beforehand where
+// the kernels run on host lanes (tests/server/host_lanes.h).
+#ifndef CT_EXTERN_SHARED
+#define CT_EXTERN_SHARED(type, name) extern __shared__ type name[]
+#endif
 
 typedef long long ct_i64;
 typedef unsigned long long ct_u64;

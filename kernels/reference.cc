@@ -281,11 +281,27 @@ ReferenceValue ReferenceElement(const ConvProblem& p, const HostTensors& t,
 
 namespace {
 
+// Half the spacing of `type`'s values nearest zero (its subnormals): the
+// most that rounding a tiny output to the type moves it.
+double HalfSmallestStep(DataType type) {
+  switch (type) {
+    case DataType::kFp32:
+      return std::ldexp(1.0, -150);
+    case DataType::kFp16:
+      return std::ldexp(1.0, -25);
+    case DataType::kBf16:
+      return std::ldexp(1.0, -134);
+  }
+  return 0;
+}
+
 absl::Status CheckAgainst(const ConvProblem& p, int64_t index,
                           const ReferenceValue& ref, double got) {
-  // The output's own rounding to 16 bits is part of the allowed error.
+  // The output's own rounding to 16 bits is part of the allowed error, down
+  // to the subnormals' fixed spacing.
   const double allowed =
-      Tolerance(p.type) * (ref.abs_sum + std::fabs(ref.value)) + 1e-30;
+      Tolerance(p.type) * (ref.abs_sum + std::fabs(ref.value)) +
+      HalfSmallestStep(p.type);
   if (!(std::fabs(got - ref.value) <= allowed)) {
     return absl::InternalError(absl::StrCat(
         "output element ", index, " is ", got, "; the float64 reference is ",

@@ -231,6 +231,28 @@ TEST(Reference, ComparisonCatchesAWrongElementAndNaN) {
               HasSubstr("the worst, element 5,"));
 }
 
+// An fp16 output too small for fp16's normal range rounds to a multiple of
+// 2^-24: that rounding passes the check, an error of a few such steps does
+// not.
+TEST(Reference, SubnormalHalfOutputsAllowTheirRounding) {
+  ConvProblem p;
+  p.type = DataType::kFp16;
+  std::vector<uint16_t> x(1), w(1), y(1);
+  StoreElement(x.data(), p.type, 0, 3.1e-4);
+  StoreElement(w.data(), p.type, 0, 2.7e-4);
+  const double exact =
+      LoadElement(x.data(), p.type, 0) * LoadElement(w.data(), p.type, 0);
+  ASSERT_LT(exact, std::ldexp(1.0, -14));  // below fp16's least normal
+  std::mt19937_64 rng(1);
+  StoreElement(y.data(), p.type, 0, exact);
+  EXPECT_EQ(CheckOutput(p, {x.data(), w.data(), nullptr}, y.data(), 0, rng),
+            absl::OkStatus())
+      << exact << " stored as " << LoadElement(y.data(), p.type, 0);
+  StoreElement(y.data(), p.type, 0, exact + 4 * std::ldexp(1.0, -24));
+  EXPECT_FALSE(
+      CheckOutput(p, {x.data(), w.data(), nullptr}, y.data(), 0, rng).ok());
+}
+
 TEST(Reference, RandomTensorsHaveNoZerosInAnyType) {
   std::mt19937_64 rng(std::random_device{}());
   for (DataType t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "kernels/problem.h"
 #include "kernels/reference.h"

@@ -11,13 +11,15 @@
 
 #include <algorithm>
 #include <barrier>
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "kernels/reference.h"
 
 namespace convtune::lanes {
 
@@ -55,10 +57,10 @@ inline void RunGrid(unsigned gx, unsigned gy, unsigned bx, size_t shared_bytes,
   block_dim = {bx, 1, 1};
   grid_dim = {gx, gy, 1};
   std::vector<float> shared(shared_bytes / sizeof(float) + 4);
-  const uint32_t nan = 0x7fc00000u;
   for (unsigned y = 0; y < gy; ++y) {
     for (unsigned x = 0; x < gx; ++x) {
-      for (float& f : shared) std::memcpy(&f, &nan, sizeof(f));
+      FillNaN(shared.data(), DataType::kFp32,
+              static_cast<int64_t>(shared.size()));
       std::barrier<> barrier(bx);
       const unsigned warps = (bx + kWarp - 1) / kWarp;
       std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
@@ -117,16 +119,8 @@ inline bool Register(std::string options, RunStep run) {
 #define __shared__ static
 #define __launch_bounds__(...)
 #define CT_EXTERN_SHARED(type, name) thread_local type* name = nullptr
-inline float __uint_as_float(unsigned u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-inline unsigned __float_as_uint(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 // HIP's shuffles (no mask argument), on warps of 32.
 #define __AMDGCN_WAVEFRONT_SIZE 32
 inline float __shfl_down(float v, int delta) {

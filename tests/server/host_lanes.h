@@ -14,11 +14,18 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "convtune/v1/plan.pb.h"
 #include "kernels/reference.h"
 
 namespace convtune::lanes {
@@ -49,60 +56,170 @@ inline float Shuffle(float v, unsigned src) {
   return out;
 }
 
-// Runs `lane` for every thread of every block of a gx x gy grid of blocks of
-// bx threads; `shared_bytes` of NaN-filled memory for each block is passed
-// to `lane`.
-inline void RunGrid(unsigned gx, unsigned gy, unsigned bx, size_t shared_bytes,
+// Runs `lane` for every thread of every block of `grid`, blocks of `block`
+// threads (x fastest); `shared_bytes` of NaN-filled memory for each block is
+// passed to `lane`.
+inline void RunGrid(Dim3 grid, Dim3 block, size_t shared_bytes,
                     const std::function<void(float*)>& lane) {
-  block_dim = {bx, 1, 1};
-  grid_dim = {gx, gy, 1};
+  block_dim = block;
+  grid_dim = grid;
+  const unsigned threads = block.x * block.y * block.z;
+  const unsigned warps = (threads + kWarp - 1) / kWarp;
   std::vector<float> shared(shared_bytes / sizeof(float) + 4);
-  for (unsigned y = 0; y < gy; ++y) {
-    for (unsigned x = 0; x < gx; ++x) {
-      FillNaN(shared.data(), DataType::kFp32,
-              static_cast<int64_t>(shared.size()));
-      std::barrier<> barrier(bx);
-      const unsigned warps = (bx + kWarp - 1) / kWarp;
-      std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
-      for (unsigned i = 0; i < warps; ++i) {
-        warp_barriers.push_back(
-            std::make_unique<std::barrier<>>(std::min(kWarp, bx - i * kWarp)));
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) {
+        FillNaN(shared.data(), DataType::kFp32,
+                static_cast<int64_t>(shared.size()));
+        std::barrier<> barrier(threads);
+        std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+        for (unsigned i = 0; i < warps; ++i) {
+          warp_barriers.push_back(std::make_unique<std::barrier<>>(
+              std::min(kWarp, threads - i * kWarp)));
+        }
+        std::vector<float> slots(warps * kWarp);
+        std::vector<std::thread> lanes;
+        lanes.reserve(threads);
+        for (unsigned t = 0; t < threads; ++t) {
+          lanes.emplace_back([&, t] {
+            thread_index = {t % block.x, t / block.x % block.y,
+                            t / (block.x * block.y)};
+            block_index = {x, y, z};
+            block_barrier = &barrier;
+            warp = {warp_barriers[t / kWarp].get(), &slots[t / kWarp * kWarp],
+                    t % kWarp, std::min(kWarp, threads - t / kWarp * kWarp)};
+            lane(shared.data());
+          });
+        }
+        for (std::thread& th : lanes) th.join();
       }
-      std::vector<float> slots(warps * kWarp);
-      std::vector<std::thread> threads;
-      threads.reserve(bx);
-      for (unsigned t = 0; t < bx; ++t) {
-        threads.emplace_back([&, t] {
-          thread_index = {t, 0, 0};
-          block_index = {x, y, 0};
-          block_barrier = &barrier;
-          warp = {warp_barriers[t / kWarp].get(), &slots[t / kWarp * kWarp],
-                  t % kWarp, std::min(kWarp, bx - t / kWarp * kWarp)};
-          lane(shared.data());
-        });
-      }
-      for (std::thread& th : threads) th.join();
     }
   }
 }
 
-// A source compiled on host lanes with one set of options: runs the plan
-// step named `kernel` (false where the source has no such kernel).
-using RunStep = bool (*)(const std::string& kernel, unsigned gx, unsigned gy,
-                         unsigned bx, size_t shared_bytes,
-                         const std::vector<int64_t>& scalars, void* x, void* w,
-                         void* y, float* workspace);
+// One launch of a plan step: its geometry, its buffers resolved to pointers
+// and its scalars.
+struct Launch {
+  Dim3 grid, block;
+  size_t shared_bytes = 0;
+  std::vector<void*> buffers;
+  std::vector<int64_t> scalars;
+};
+using KernelRunner = std::function<absl::Status(const Launch&)>;
+
+// Sets a source's dynamic shared memory (CT_EXTERN_SHARED) for the calling
+// thread; null for sources without one.
+using SetShared = void (*)(float*);
+
+namespace internal {
+// How many of the first `i` entries of `pointer` equal `kind`: a kernel
+// parameter's index among the step's buffers (pointers) or scalars.
+template <size_t N>
+constexpr size_t CountBefore(const bool (&pointer)[N], size_t i, bool kind) {
+  size_t count = 0;
+  for (size_t j = 0; j < i; ++j) count += pointer[j] == kind;
+  return count;
+}
+template <typename... A, size_t... I>
+void Call(void (*fn)(A...), const Launch& l, std::index_sequence<I...>) {
+  constexpr bool kPointer[] = {std::is_pointer_v<A>..., false};
+  auto arg = [&]<typename T, size_t J>() -> T {
+    if constexpr (std::is_pointer_v<T>) {
+      return static_cast<T>(l.buffers[CountBefore(kPointer, J, true)]);
+    } else {
+      return static_cast<T>(l.scalars[CountBefore(kPointer, J, false)]);
+    }
+  };
+  fn(arg.template operator()<A, I>()...);
+}
+}  // namespace internal
+
+// A kernel of a host-lanes build as a step runner: its pointer parameters
+// take the step's buffers in order, its integer parameters the scalars.
+// InvalidArgument where the step has a different count of either.
+template <typename... A>
+KernelRunner Kernel(void (*fn)(A...), SetShared set_shared = nullptr) {
+  return [fn, set_shared](const Launch& l) -> absl::Status {
+    constexpr size_t kPointers = (size_t{std::is_pointer_v<A>} + ... + 0);
+    constexpr size_t kScalars = sizeof...(A) - kPointers;
+    if (l.buffers.size() != kPointers || l.scalars.size() != kScalars) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the step has ", l.buffers.size(), " buffers and ", l.scalars.size(),
+          " scalars; the kernel takes ", kPointers, " and ", kScalars));
+    }
+    RunGrid(l.grid, l.block, l.shared_bytes, [&](float* shared) {
+      if (set_shared != nullptr) set_shared(shared);
+      internal::Call(fn, l, std::index_sequence_for<A...>{});
+    });
+    return absl::OkStatus();
+  };
+}
+
+// A kernel source built on host lanes with one set of options.
 struct Variant {
-  std::string options;  // the -D options, space-separated, sorted
-  RunStep run;
+  std::string file;     // e.g. "conv_winograd.cu"
+  std::string options;  // its -D options, space-separated, sorted
+  std::map<std::string, KernelRunner> kernels;
 };
 inline std::vector<Variant>& Variants() {
   static std::vector<Variant> variants;
   return variants;
 }
-inline bool Register(std::string options, RunStep run) {
-  Variants().push_back({std::move(options), run});
+inline bool Register(Variant variant) {
+  Variants().push_back(std::move(variant));
   return true;
+}
+
+// Runs every step of `plan` on the host-lanes build of its source, over the
+// tensors and workspace at x, w, y and ws. NotFound names a source (file and
+// options) or kernel without a build; a step's own error names the step.
+inline absl::Status RunPlan(const v1::ExecutionPlan& plan, void* x, void* w,
+                            void* y, void* ws) {
+  for (const v1::KernelStep& step : plan.steps()) {
+    if (step.source_index() < 0 || step.source_index() >= plan.sources_size()) {
+      return absl::NotFoundError(
+          absl::StrCat("step ", step.kernel(), ": no GPU source"));
+    }
+    const v1::KernelSource& source = plan.sources(step.source_index());
+    std::vector<std::string> sorted(source.options().begin(),
+                                    source.options().end());
+    std::sort(sorted.begin(), sorted.end());
+    const std::string options = absl::StrJoin(sorted, " ");
+    const auto variant = std::find_if(
+        Variants().begin(), Variants().end(), [&](const Variant& v) {
+          return v.file == source.file() && v.options == options;
+        });
+    if (variant == Variants().end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no host-lanes build of ", source.file(), " with ", options,
+          " (add it to the list in tests/server/CMakeLists.txt)"));
+    }
+    const auto kernel = variant->kernels.find(step.kernel());
+    if (kernel == variant->kernels.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          step.kernel(), " is not in the host-lanes build of ", source.file()));
+    }
+    Launch l;
+    unsigned* dims[] = {&l.grid.x, &l.grid.y, &l.grid.z};
+    for (int i = 0; i < step.grid_size() && i < 3; ++i) *dims[i] = step.grid(i);
+    unsigned* threads[] = {&l.block.x, &l.block.y, &l.block.z};
+    for (int i = 0; i < step.block_size() && i < 3; ++i)
+      *threads[i] = step.block(i);
+    l.shared_bytes = step.shared_bytes();
+    for (const v1::BufferRef& b : step.buffers()) {
+      void* base = b.role() == v1::BUFFER_X   ? x
+                   : b.role() == v1::BUFFER_W ? w
+                   : b.role() == v1::BUFFER_Y ? y
+                                              : ws;
+      l.buffers.push_back(static_cast<char*>(base) + b.offset_bytes());
+    }
+    l.scalars.assign(step.scalars().begin(), step.scalars().end());
+    if (absl::Status s = kernel->second(l); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("step ", step.kernel(), ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace convtune::lanes
@@ -119,6 +236,9 @@ inline bool Register(std::string options, RunStep run) {
 #define __shared__ static
 #define __launch_bounds__(...)
 #define CT_EXTERN_SHARED(type, name) thread_local type* name = nullptr
+// The device library's min and max.
+using std::max;
+using std::min;
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 // HIP's shuffles (no mask argument), on warps of 32.

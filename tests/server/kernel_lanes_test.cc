@@ -53,7 +53,10 @@ TEST_P(KernelLanes, MatchesReference) {
   const Solver* solver = SolverRegistry::Default().Find(lc.solver);
   ASSERT_NE(solver, nullptr) << "solver " << lc.solver;
   ASSERT_EQ(solver->IsApplicable(p), absl::OkStatus()) << DescribeProblem(p);
-  absl::StatusOr<v1::ExecutionPlan> plan = solver->MakePlan(p, lc.config);
+  const PerfConfig config =
+      lc.config.empty() ? solver->DefaultConfig(p) : lc.config;
+  ASSERT_EQ(solver->ValidateConfig(p, config), absl::OkStatus());
+  absl::StatusOr<v1::ExecutionPlan> plan = solver->MakePlan(p, config);
   ASSERT_TRUE(plan.ok()) << plan.status();
 
   std::random_device seeds;
@@ -85,8 +88,7 @@ TEST_P(KernelLanes, MatchesReference) {
   EXPECT_EQ(CheckOutput(p, HostTensors{x0.data(), w0.data(), y0.data()},
                         out.data(), 0, rng),
             absl::OkStatus())
-      << DescribeProblem(p) << " config [" << PerfConfigString(lc.config)
-      << "]";
+      << DescribeProblem(p) << " config [" << PerfConfigString(config) << "]";
 }
 
 constexpr Layout kNhwc = Layout::kNHWC, kNchw = Layout::kNCHW;
@@ -96,10 +98,14 @@ constexpr Direction kF = Direction::kForward, kB = Direction::kBackwardData,
                     kW = Direction::kBackwardWeights;
 
 constexpr uint32_t kDw = kGpuDepthwiseId, kWino = kGpuWinogradF2x3Id,
-                   kTiled = kGpuDirectTiledId;
+                   kTiled = kGpuDirectTiledId, kNaive = kGpuDirectNaiveId,
+                   kIgemm = kGpuImplicitGemmId,
+                   kIgemmStatic = kGpuImplicitGemmStaticId,
+                   kFew = kGpuFewChannelsId;
 
 // name, solver, layout, type, direction, n, c, k, groups, h, w, filter, pad,
-// stride, dilation, config. Each case's sources are builds in CMakeLists.txt.
+// stride, dilation, config (empty: the solver's default). Each case's sources
+// are builds in CMakeLists.txt.
 // clang-format off
 const LanesCase kCases[] = {
     {"depthwise_vector_f",             kDw, kNhwc, kF16, kF, 1, 32, 32, 32, 64, 112, 3, 1, 1, 1, {0, 4, 16, 8}},
@@ -120,6 +126,16 @@ const LanesCase kCases[] = {
     {"tiled_b_grouped_last",           kTiled, kNhwc, kF16, kB, 2, 8,  12, 2, 15, 15, 3, 1, 2, 1, {8, 8, 4}},
     {"tiled_w_splits",                 kTiled, kNchw, kF32, kW, 2, 6,  8,  1, 14, 14, 3, 1, 1, 1, {8, 8, 4}},
     {"tiled_w_channels_last",          kTiled, kNhwc, kB16, kW, 1, 6,  8,  2, 10, 10, 3, 1, 1, 1, {8, 16, 8}},
+    {"naive_b_grouped_dilated_last",   kNaive, kNhwc, kB16, kB, 2, 6, 9, 3, 11, 10, 3, 2, 2, 2, {}},
+    {"naive_w",                        kNaive, kNchw, kF16, kW, 2, 4, 6, 1, 9,  9,  3, 1, 1, 1, {}},
+    {"igemm_f_channels_last",          kIgemm, kNhwc, kF16, kF, 2, 16, 32, 1, 12, 12, 3, 1, 1, 1, {}},
+    {"igemm_b_stride2",                kIgemm, kNchw, kF32, kB, 2, 12, 8,  1, 13, 13, 3, 1, 2, 1, {}},
+    {"igemm_w_splits",                 kIgemm, kNchw, kF32, kW, 4, 8,  16, 1, 16, 16, 3, 1, 1, 1, {64, 32, 16, 4, 4, 4}},
+    {"igemm_static_f_grouped",         kIgemmStatic, kNchw, kF32, kF, 2, 8, 12, 2, 10, 10, 1, 0, 1, 1, {}},
+    {"few_channels_f_7x7_stride2",     kFew, kNchw, kF32, kF, 2, 3, 16, 1, 20, 20, 7, 3, 2, 1, {}},
+    {"few_channels_f_channels_last",   kFew, kNhwc, kF16, kF, 2, 4, 24, 1, 16, 16, 3, 1, 1, 1, {}},
+    {"few_channels_w_7x7_stride2",     kFew, kNchw, kF32, kW, 2, 3, 16, 1, 20, 20, 7, 3, 2, 1, {}},
+    {"few_channels_w_channels_last",   kFew, kNhwc, kB16, kW, 2, 3, 8,  1, 16, 16, 3, 1, 1, 1, {}},
 };
 // clang-format on
 

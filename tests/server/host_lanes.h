@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "convtune/v1/plan.pb.h"
+#include "kernels/gpu/launch_args.h"
 #include "kernels/reference.h"
 
 namespace convtune::lanes {
@@ -199,13 +200,12 @@ inline absl::Status RunPlan(const v1::ExecutionPlan& plan, void* x, void* w,
       return absl::NotFoundError(absl::StrCat(
           step.kernel(), " is not in the host-lanes build of ", source.file()));
     }
+    absl::StatusOr<gpu::LaunchGeometry> g = gpu::StepGeometry(step);
+    if (!g.ok()) return g.status();
     Launch l;
-    unsigned* dims[] = {&l.grid.x, &l.grid.y, &l.grid.z};
-    for (int i = 0; i < step.grid_size() && i < 3; ++i) *dims[i] = step.grid(i);
-    unsigned* threads[] = {&l.block.x, &l.block.y, &l.block.z};
-    for (int i = 0; i < step.block_size() && i < 3; ++i)
-      *threads[i] = step.block(i);
-    l.shared_bytes = step.shared_bytes();
+    l.grid = {g->grid[0], g->grid[1], g->grid[2]};
+    l.block = {g->block[0], g->block[1], g->block[2]};
+    l.shared_bytes = g->shared_bytes;
     for (const v1::BufferRef& b : step.buffers()) {
       void* base = b.role() == v1::BUFFER_X   ? x
                    : b.role() == v1::BUFFER_W ? w
